@@ -1,0 +1,104 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve, type HttpBindings } from '@hono/node-server';
+import { Hono } from 'hono';
+import type { Config } from './config/loadConfig.js';
+import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
+import { registerHealthRoutes } from './http/healthRoutes.js';
+import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
+import { GroupCommitter, isSqliteBusy } from './ingest/GroupCommitter.js';
+import { createVerifier } from './ingest/verifySignature.js';
+import { createWebhookHandler } from './ingest/webhookRoute.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
+import { systemClock, type Clock } from './util/clock.js';
+
+export interface AppDeps {
+  config: Config;
+  clock?: Clock;
+  logger?: Logger;
+  /** An already open database; by default the one at config.databasePath is opened and migrated. */
+  database?: OpenDatabase;
+}
+
+export type App = ReturnType<typeof createApp>;
+
+/** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
+export function createApp(deps: AppDeps) {
+  const { config } = deps;
+  const clock = deps.clock ?? systemClock;
+  const logger = deps.logger ?? createLogger(config.logLevel);
+  const database = deps.database ?? openDatabase(config.databasePath);
+  const metrics = createMetrics();
+
+  const committer = new GroupCommitter<IngestItem, IngestOutcome>({
+    write: createIngestWriter(database.ingestSqlite),
+    isBusy: isSqliteBusy,
+    clock,
+    timeoutMs: config.writeTimeoutMs,
+    onBatch: (size) => metrics.batchSize.observe(size),
+    onError: (err, size) =>
+      isSqliteBusy(err)
+        ? logger.debug({ batch: size }, 'ingest write lock busy; retrying')
+        : logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed'),
+  });
+
+  const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
+  const webhookHandler = createWebhookHandler({
+    verifier: createVerifier(config.sources, clock),
+    committer,
+    clock,
+    logger,
+    metrics,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+  app.post('/webhooks', webhookHandler);
+  app.all('/webhooks', (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
+  registerHealthRoutes(app, database);
+  app.get('/metrics', async (c) => {
+    metrics.quarantined.set(
+      (database.ingestSqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number) ?? 0,
+    );
+    return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
+  });
+  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+  app.onError((err, c) => {
+    logger.error({ err: err.message, path: c.req.path }, 'unhandled error');
+    return c.json({ error: 'internal_error', message: 'internal error' }, 500);
+  });
+
+  let server: Server | null = null;
+
+  async function start(): Promise<{ port: number; url: string }> {
+    const s = await new Promise<Server>((resolve, reject) => {
+      const srv = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(srv as Server)) as Server;
+      srv.once('error', reject);
+    });
+    // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
+    s.requestTimeout = config.requestTimeoutMs;
+    s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
+    s.keepAliveTimeout = 65_000;
+    server = s;
+    const { port } = s.address() as AddressInfo;
+    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+    logger.info({ port, host: config.host, sources: config.sources.map((src) => src.name) }, 'receiver listening');
+    return { port, url: `http://${host}:${port}` };
+  }
+
+  /** Stop accepting, let in-flight requests finish and commit, then close the database. */
+  async function stop(): Promise<void> {
+    const s = server;
+    server = null;
+    if (s) {
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeIdleConnections();
+      });
+    }
+    await committer.drain();
+    await database.close();
+    logger.info('receiver stopped');
+  }
+
+  return { app, start, stop, database, metrics, logger };
+}

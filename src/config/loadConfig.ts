@@ -1,0 +1,205 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { parseSecret, splitSecrets } from './parseSecret.js';
+
+/** One organization whose deliveries we accept: its signing keys and API credentials. */
+export interface SourceConfig {
+  readonly name: string;
+  /** Decoded HMAC keys; several during a secret rotation. */
+  readonly signingKeys: readonly Buffer[];
+  readonly apiUrl: string | null;
+  readonly apiKey: string | null;
+}
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly databasePath: string;
+  readonly logLevel: string;
+  readonly maxBodyBytes: number;
+  /** How long a delivery may wait for SQLite's write lock before we answer 503. */
+  readonly writeTimeoutMs: number;
+  /** Whole-request deadline: a client trickling bytes is cut off after this. */
+  readonly requestTimeoutMs: number;
+  readonly configFile: string | null;
+  readonly sources: readonly SourceConfig[];
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
+const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
+
+/** A secret given inline or as `{ "env": "NAME" }` in the config file. */
+const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
+
+const fileSourceSchema = z
+  .object({
+    name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
+    secrets: z.union([secretRef, z.array(secretRef).min(1)]),
+    api_url: secretRef.optional(),
+    api_key: secretRef.optional(),
+  })
+  .strict();
+
+const fileSchema = z
+  .object({
+    sources: z.array(fileSourceSchema).optional(),
+  })
+  .strict();
+
+type Env = Record<string, string | undefined>;
+
+function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) {
+    problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
+    return fallback;
+  }
+  const n = Number(raw);
+  if (n < min || n > max) problems.push(`${name}: must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function checkUrl(where: string, value: string, problems: string[]): string | null {
+  try {
+    const u = new URL(value);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    return value.replace(/\/+$/, '');
+  } catch {
+    problems.push(`${where}: must be an http(s) URL of the service host, got ${JSON.stringify(value)}`);
+    return null;
+  }
+}
+
+function checkApiKey(where: string, value: string, problems: string[]): string | null {
+  if (!API_KEY.test(value)) {
+    // Never echo the value: it may be a real key with a typo.
+    problems.push(`${where}: must have the form sk-<segment>.<segment>`);
+    return null;
+  }
+  return value;
+}
+
+function decodeSecrets(where: string, values: string[], problems: string[]): Buffer[] {
+  if (values.length === 0) problems.push(`${where}: is empty; give one or more whsec_ secrets`);
+  const keys: Buffer[] = [];
+  values.forEach((v, i) => {
+    const parsed = parseSecret(v);
+    const label = values.length > 1 ? `${where} (secret ${i + 1} of ${values.length})` : where;
+    if (parsed.ok) keys.push(parsed.key);
+    else problems.push(`${label}: ${parsed.problem}`);
+  });
+  return keys;
+}
+
+/**
+ * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
+ * collected and reported together, each naming its variable or field path.
+ */
+export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
+  const problems: string[] = [];
+  const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
+  const host = env.HOST && env.HOST.length > 0 ? env.HOST : '0.0.0.0';
+  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : './data/receiver.db';
+  const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
+  }
+  const maxBodyBytes = intVar(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024, problems);
+  const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
+  const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
+
+  const sources: SourceConfig[] = [];
+  const secretEnv = env.WEBHOOK_SECRET;
+  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
+
+  if (secretEnv !== undefined) {
+    const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
+    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
+    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
+    sources.push({ name: 'default', signingKeys, apiUrl, apiKey });
+  }
+
+  if (configFile) loadFileSources(configFile, env, readFile, sources, problems);
+
+  if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
+    problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
+  }
+  const seen = new Set<string>();
+  for (const s of sources) {
+    if (seen.has(s.name)) problems.push(`CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`);
+    seen.add(s.name);
+  }
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze({
+    port,
+    host,
+    databasePath,
+    logLevel,
+    maxBodyBytes,
+    writeTimeoutMs,
+    requestTimeoutMs,
+    configFile,
+    sources: Object.freeze(sources.map((s) => Object.freeze(s))),
+  });
+}
+
+function loadFileSources(path: string, env: Env, readFile: (p: string) => string, out: SourceConfig[], problems: string[]): void {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (err) {
+    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    return;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    problems.push(`CONFIG_FILE: ${path} is not valid JSON (${(err as Error).message})`);
+    return;
+  }
+  const parsed = fileSchema.safeParse(json);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const at = issue.path.length > 0 ? issue.path.join('.') : '(top level)';
+      problems.push(`CONFIG_FILE ${at}: ${issue.message}`);
+    }
+    return;
+  }
+  const resolve = (where: string, ref: z.infer<typeof secretRef>): string | null => {
+    if (typeof ref === 'string') return ref;
+    const v = env[ref.env];
+    if (v === undefined || v === '') {
+      problems.push(`${where}: environment variable ${ref.env} is not set`);
+      return null;
+    }
+    return v;
+  };
+  (parsed.data.sources ?? []).forEach((src, i) => {
+    const at = `CONFIG_FILE sources.${i}`;
+    const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];
+    const values = refs.flatMap((r, j) => {
+      const v = resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r);
+      return v === null ? [] : splitSecrets(v);
+    });
+    const signingKeys = decodeSecrets(`${at}.secrets`, values, problems);
+    const urlRaw = src.api_url ? resolve(`${at}.api_url`, src.api_url) : null;
+    const keyRaw = src.api_key ? resolve(`${at}.api_key`, src.api_key) : null;
+    out.push({
+      name: src.name,
+      signingKeys,
+      apiUrl: urlRaw ? checkUrl(`${at}.api_url`, urlRaw, problems) : null,
+      apiKey: keyRaw ? checkApiKey(`${at}.api_key`, keyRaw, problems) : null,
+    });
+  });
+}

@@ -1,0 +1,30 @@
+/**
+ * A Standard Webhooks signing secret is `whsec_` followed by base64 of the key.
+ * Keys shorter than 24 bytes are refused: the service issues 24-byte or longer
+ * keys, and a shorter value is almost always a truncated copy-paste. The
+ * Standard Webhooks spec recommends 24 to 64 bytes; longer keys are accepted.
+ */
+export const MIN_SECRET_BYTES = 24;
+const PREFIX = 'whsec_';
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+export type SecretParse = { ok: true; key: Buffer } | { ok: false; problem: string };
+
+export function parseSecret(value: string): SecretParse {
+  if (value.length === 0) return { ok: false, problem: 'is empty' };
+  if (!value.startsWith(PREFIX)) return { ok: false, problem: 'must start with "whsec_"' };
+  const encoded = value.slice(PREFIX.length);
+  if (encoded.length === 0 || !BASE64.test(encoded)) {
+    return { ok: false, problem: 'is not "whsec_" followed by valid base64' };
+  }
+  const key = Buffer.from(encoded, 'base64');
+  if (key.length < MIN_SECRET_BYTES) {
+    return { ok: false, problem: `decodes to ${key.length} bytes; at least ${MIN_SECRET_BYTES} are required` };
+  }
+  return { ok: true, key };
+}
+
+/** Several secrets at once during a rotation: separated by commas and/or whitespace. */
+export function splitSecrets(value: string): string[] {
+  return value.split(/[\s,]+/).filter((s) => s.length > 0);
+}

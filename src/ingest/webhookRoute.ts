@@ -1,0 +1,112 @@
+import type { HttpBindings } from '@hono/node-server';
+import type { Context } from 'hono';
+import { isKnownEventType } from '../events/eventTypes.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Clock } from '../util/clock.js';
+import type { IngestItem, IngestOutcome } from './eventStore.js';
+import { StorageUnavailableError, type GroupCommitter } from './GroupCommitter.js';
+import { parseEnvelope } from './parseEnvelope.js';
+import { BodyTooLargeError, readNodeBody, readWebBody } from './readBody.js';
+import type { Verifier } from './verifySignature.js';
+
+export interface WebhookRouteDeps {
+  verifier: Verifier;
+  committer: GroupCommitter<IngestItem, IngestOutcome>;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  maxBodyBytes: number;
+}
+
+/** Request headers kept with a quarantined delivery; credentials are never stored. */
+const DROPPED_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie']);
+
+/**
+ * POST /webhooks: verify on the raw bytes, dedupe on the envelope id, store
+ * durably, and only then answer 2xx. Nothing here calls the hiring API or a sink.
+ */
+export function createWebhookHandler(deps: WebhookRouteDeps) {
+  const { verifier, committer, clock, logger, metrics, maxBodyBytes } = deps;
+
+  return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
+    const started = performance.now();
+    const deliveryId = c.req.header('webhook-id');
+    const done = (outcome: string, status: number, fields: Record<string, unknown> = {}) => {
+      const durationMs = performance.now() - started;
+      metrics.ingestDuration.observe(durationMs / 1000);
+      metrics.deliveriesReceived.inc({ outcome, source: (fields.source as string | undefined) ?? 'unknown' });
+      const level = outcome.startsWith('rejected') || outcome === 'quarantined' || outcome === 'conflict' ? 'warn' : 'info';
+      logger[outcome === 'unavailable' ? 'error' : level](
+        { outcome, status, delivery_id: deliveryId, duration_ms: Math.round(durationMs * 100) / 100, ...fields },
+        'webhook delivery',
+      );
+    };
+    const reject = (status: 400 | 401 | 413 | 503, error: string, message: string, fields: Record<string, unknown> = {}) => {
+      done(status === 503 ? 'unavailable' : `rejected:${error}`, status, fields);
+      const headers: Record<string, string> = status === 413 ? { Connection: 'close' } : {};
+      if (status === 503) headers['Retry-After'] = '5';
+      return c.json({ error, message }, status, headers);
+    };
+
+    const checked = verifier.check({
+      id: deliveryId,
+      timestamp: c.req.header('webhook-timestamp'),
+      signature: c.req.header('webhook-signature'),
+    });
+    if (!checked.ok) return reject(checked.status, checked.reason, checked.message);
+
+    let body: Buffer;
+    try {
+      const incoming = c.env?.incoming;
+      body = incoming
+        ? await readNodeBody(incoming, maxBodyBytes)
+        : await readWebBody(c.req.raw.body, maxBodyBytes, c.req.header('content-length'));
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) return reject(413, 'body_too_large', err.message);
+      return reject(400, 'body_unreadable', 'the request body could not be read');
+    }
+
+    const verified = verifier.match(checked, body);
+    if (!verified.ok) return reject(verified.status, verified.reason, verified.message);
+
+    const source = verified.source;
+    const receivedAt = new Date(clock.now()).toISOString();
+    const parsed = parseEnvelope(body);
+    const item: IngestItem = parsed.ok
+      ? { type: 'event', source, deliveryId: deliveryId!, receivedAt, envelope: parsed.envelope, text: parsed.text }
+      : {
+          type: 'quarantine',
+          source,
+          deliveryId: deliveryId!,
+          receivedAt,
+          reason: parsed.reason,
+          body,
+          headers: JSON.stringify(
+            Object.fromEntries(Object.entries(c.req.header()).filter(([k]) => !DROPPED_HEADERS.has(k.toLowerCase()))),
+          ),
+        };
+
+    let outcome: IngestOutcome;
+    try {
+      outcome = await committer.submit(item);
+    } catch (err) {
+      if (err instanceof StorageUnavailableError) {
+        metrics.storageErrors.inc({ reason: err.reason.startsWith('database write lock') ? 'lock_timeout' : err.reason });
+        return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source });
+      }
+      throw err;
+    }
+
+    if (!parsed.ok) {
+      metrics.quarantined.inc();
+      done('quarantined', 200, { source, reason: parsed.reason });
+      return c.json({ outcome, reason: parsed.reason }, 200);
+    }
+    const { id, eventType } = parsed.envelope;
+    if (outcome === 'conflict') metrics.eventConflicts.inc();
+    // Unknown types are stored and acknowledged like any other (spec 6): noted at info level.
+    done(outcome, 200, { source, event_id: id, event_type: eventType, ...(isKnownEventType(eventType) ? {} : { unknown_type: true }) });
+    return c.json({ outcome, id }, 200);
+  };
+}

@@ -1,0 +1,46 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** One registry per app instance, so tests running several apps in one process do not collide. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    deliveriesReceived: new Counter({
+      name: 'receiver_deliveries_received_total',
+      help: 'Webhook deliveries answered, by outcome (accepted, duplicate, conflict, quarantined, rejected:<reason>, unavailable) and source',
+      labelNames: ['outcome', 'source'] as const,
+      registers: [registry],
+    }),
+    ingestDuration: new Histogram({
+      name: 'receiver_ingest_duration_seconds',
+      help: 'Time from request start to answer on POST /webhooks',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    batchSize: new Histogram({
+      name: 'receiver_group_commit_batch_size',
+      help: 'Deliveries committed per ingest transaction',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+      registers: [registry],
+    }),
+    eventConflicts: new Counter({
+      name: 'receiver_event_conflicts_total',
+      help: 'Deliveries reusing a stored event id with a different body (the first body is kept)',
+      registers: [registry],
+    }),
+    storageErrors: new Counter({
+      name: 'receiver_storage_errors_total',
+      help: 'Ingest transactions that failed (lock timeout, disk full, I/O), answered 503',
+      labelNames: ['reason'] as const,
+      registers: [registry],
+    }),
+    quarantined: new Gauge({
+      name: 'receiver_quarantined',
+      help: 'Rows in the quarantine table (signed deliveries we could not parse)',
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
