@@ -1,0 +1,55 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const TSX = `${ROOT}node_modules/tsx/dist/loader.mjs`;
+
+export interface Child {
+  proc: ChildProcess;
+  stdout: string[];
+  stderr: string[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs a TypeScript entry file of ours as a real child process (through tsx's loader). */
+export function runTs(entry: string, args: string[], env: Record<string, string>): Child {
+  const proc = spawn(process.execPath, ['--import', TSX, `${ROOT}${entry}`, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  proc.stdout!.on('data', (d: Buffer) => stdout.push(d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { proc, stdout, stderr, exited };
+}
+
+/** Polls until the server answers /healthz (bounded). */
+export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      if (res.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not come up within ${timeoutMs} ms`);
+}
+
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}

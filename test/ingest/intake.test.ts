@@ -1,0 +1,199 @@
+import { randomUUID } from 'node:crypto';
+import { request } from 'node:http';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+
+const secret = newSecret();
+let r: TestReceiver;
+beforeAll(async () => {
+  r = await startReceiver({ WEBHOOK_SECRET: secret, MAX_BODY_BYTES: String(64 * 1024) });
+});
+afterAll(() => r.close());
+
+const post = (d: { body: string | Buffer; headers: Record<string, string> }) =>
+  fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+const rows = (sql: string, ...params: unknown[]) => r.app.database.ingestSqlite.prepare(sql).all(...params);
+const one = (sql: string, ...params: unknown[]) => r.app.database.ingestSqlite.prepare(sql).pluck().get(...params);
+
+describe('POST /webhooks over real HTTP', () => {
+  it('stores the envelope exactly as received, with one processing job in the same write', async () => {
+    const env = envelope();
+    const body = `{ "spacing":  "kept", ${JSON.stringify(env).slice(1)}`;
+    const res = await post(signDelivery(secret, body));
+    expect(res.status).toBe(200);
+    const [row] = rows('SELECT * FROM events WHERE id = ?', env.id) as Record<string, unknown>[];
+    expect(row).toMatchObject({
+      id: env.id,
+      event_type: 'application.created',
+      webhook_id: 'wh_test',
+      source: 'default',
+      created_at: env.created_at,
+      envelope: body,
+      application_id: (env.payload as { application: { id: string } }).application.id,
+    });
+    expect(one("SELECT COUNT(*) FROM jobs WHERE event_id = ? AND kind = 'process_event' AND state = 'pending'", env.id)).toBe(1);
+  });
+
+  it('dedupes on the envelope id: 3 deliveries with fresh webhook-ids give one row and one job', async () => {
+    const body = JSON.stringify(envelope());
+    const id = JSON.parse(body).id as string;
+    const outcomes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await post(signDelivery(secret, body, { msgId: `msg_${randomUUID()}` }));
+      expect(res.status).toBe(200);
+      outcomes.push(((await res.json()) as { outcome: string }).outcome);
+    }
+    expect(outcomes).toEqual(['accepted', 'duplicate', 'duplicate']);
+    expect(one('SELECT COUNT(*) FROM events WHERE id = ?', id)).toBe(1);
+    expect(one('SELECT COUNT(*) FROM jobs WHERE event_id = ?', id)).toBe(1);
+  });
+
+  it('50 identical deliveries in parallel: every answer 2xx, one row, one job', async () => {
+    const d = signDelivery(secret, JSON.stringify(envelope()));
+    const id = JSON.parse(d.body).id as string;
+    const responses = await Promise.all(Array.from({ length: 50 }, () => post(d)));
+    expect(responses.map((x) => x.status)).toEqual(Array(50).fill(200));
+    const outcomes = await Promise.all(responses.map(async (x) => ((await x.json()) as { outcome: string }).outcome));
+    expect(outcomes.filter((o) => o === 'accepted')).toHaveLength(1);
+    expect(one('SELECT COUNT(*) FROM events WHERE id = ?', id)).toBe(1);
+    expect(one('SELECT COUNT(*) FROM jobs WHERE event_id = ?', id)).toBe(1);
+  });
+
+  it('same id with a different body keeps the original and records the conflict', async () => {
+    const env = envelope();
+    await post(signDelivery(secret, JSON.stringify(env)));
+    const changed = JSON.stringify({ ...env, event_type: 'application.status_changed' });
+    const res = await post(signDelivery(secret, changed));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ outcome: 'conflict' });
+    expect(one('SELECT event_type FROM events WHERE id = ?', env.id)).toBe('application.created');
+    expect(one('SELECT envelope FROM event_conflicts WHERE event_id = ?', env.id)).toBe(changed);
+    expect(r.logs.lines.some((l) => l.outcome === 'conflict' && l.event_id === env.id)).toBe(true);
+    expect(await (await fetch(`${r.url}/metrics`)).text()).toMatch(/receiver_event_conflicts_total 1/);
+  });
+
+  it('stores and acknowledges an unknown event type', async () => {
+    const env = envelope({ event_type: 'offer.signed', payload: { anything: [1, 2, 3] } });
+    const res = await post(signDelivery(secret, JSON.stringify(env)));
+    expect(res.status).toBe(200);
+    expect(one('SELECT event_type FROM events WHERE id = ?', env.id)).toBe('offer.signed');
+    const line = r.logs.lines.find((l) => l.event_id === env.id);
+    expect(line).toMatchObject({ level: 30, unknown_type: true, outcome: 'accepted' });
+  });
+
+  it.each([
+    ['not JSON', Buffer.from('this is <b>not</b> json'), 'body is not valid JSON'],
+    ['JSON without an id', Buffer.from('{"event_type":"application.created"}'), 'envelope has no "id" string'],
+    ['a JSON array', Buffer.from('[1,2]'), 'body is not a JSON object'],
+    ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), 'body is not valid UTF-8'],
+  ])('quarantines a signed body that is %s, whole, and answers 2xx', async (_label, body, reason) => {
+    const msgId = `msg_${randomUUID()}`;
+    const ts = Math.floor(Date.now() / 1000);
+    // Signed over the raw bytes with node:crypto here, since invalid UTF-8 cannot go through the package's string API.
+    const { createHmac } = await import('node:crypto');
+    const key = Buffer.from(secret.slice(6), 'base64');
+    const sig = createHmac('sha256', key).update(`${msgId}.${ts}.`).update(body).digest('base64');
+    const res = await post({ body, headers: { 'webhook-id': msgId, 'webhook-timestamp': String(ts), 'webhook-signature': `v1,${sig}` } });
+    expect(res.status).toBe(200);
+    const [q] = rows('SELECT * FROM quarantine WHERE delivery_id = ?', msgId) as Record<string, unknown>[];
+    expect(q).toMatchObject({ reason, source: 'default' });
+    expect(Buffer.compare(q!.body as Buffer, body)).toBe(0);
+    expect(JSON.parse(q!.headers as string)).toMatchObject({ 'webhook-id': msgId });
+    const line = r.logs.lines.find((l) => l.delivery_id === msgId);
+    expect(line).toMatchObject({ level: 40, outcome: 'quarantined' });
+  });
+
+  it('answers 413 for a declared body over the limit', async () => {
+    const big = JSON.stringify(envelope({ padding: 'x'.repeat(70 * 1024) }));
+    const res = await post(signDelivery(secret, big));
+    expect(res.status).toBe(413);
+    expect(await res.json()).toMatchObject({ error: 'body_too_large' });
+  });
+
+  it('answers 413 for a chunked body with no length as soon as the limit passes, without reading the rest', async () => {
+    const d = signDelivery(secret, '{}');
+    const result = await new Promise<{ status: number; sentBytes: number }>((resolve, reject) => {
+      const req = request(`${r.url}/webhooks`, { method: 'POST', headers: { ...d.headers, 'transfer-encoding': 'chunked' } });
+      let sent = 0;
+      let answered = false;
+      const chunk = Buffer.alloc(16 * 1024, 0x61);
+      req.on('response', (res) => {
+        answered = true;
+        res.resume();
+        resolve({ status: res.statusCode ?? 0, sentBytes: sent });
+      });
+      req.on('error', (err) => (answered ? undefined : reject(err)));
+      // Bounded: at most 4 MiB, far more than the 64 KiB limit.
+      const pump = () => {
+        while (!answered && sent < 4 * 1024 * 1024) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return req.once('drain', pump);
+        }
+        if (!answered) req.end();
+      };
+      pump();
+    });
+    expect(result.status).toBe(413);
+    expect(result.sentBytes).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it('answers 405 for other methods and 404 elsewhere, as JSON', async () => {
+    const get = await fetch(`${r.url}/webhooks`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+    const nf = await fetch(`${r.url}/nope`);
+    expect(nf.status).toBe(404);
+    expect(await nf.json()).toMatchObject({ error: 'not_found' });
+  });
+
+  it('reports health and readiness', async () => {
+    expect((await fetch(`${r.url}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${r.url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ status: 'ready', checks: { database: 'open', migrations: 'applied', writable: 'yes' } });
+  });
+});
+
+describe('several sources (organizations) on one URL', () => {
+  it('attributes each delivery to the source whose secret verifies it', async () => {
+    const { dir, cleanup } = tempDir();
+    const acme = newSecret();
+    const globex = newSecret();
+    const file = join(dir, 'config.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        sources: [
+          { name: 'acme', secrets: [acme] },
+          { name: 'globex', secrets: { env: 'GLOBEX_SECRET' } },
+        ],
+      }),
+    );
+    const multi = await startReceiver({ CONFIG_FILE: file, GLOBEX_SECRET: globex });
+    try {
+      for (const [name, s] of [['acme', acme], ['globex', globex]] as const) {
+        const env = envelope();
+        const res = await fetch(`${multi.url}/webhooks`, { method: 'POST', ...signDelivery(s, JSON.stringify(env)) });
+        expect(res.status).toBe(200);
+        expect(multi.app.database.ingestSqlite.prepare('SELECT source FROM events WHERE id = ?').pluck().get(env.id)).toBe(name);
+      }
+    } finally {
+      await multi.close();
+      cleanup();
+    }
+  });
+});
+
+describe('log hygiene', () => {
+  it('never logs the secret, a signature or candidate data', () => {
+    const all = r.logs.raw.join('\n');
+    expect(r.logs.raw.length).toBeGreaterThan(10);
+    expect(all).not.toContain(secret.slice(6));
+    expect(all).not.toMatch(/v1,[A-Za-z0-9+/]{43}=/);
+    expect(all).not.toContain('ada@example.com');
+    expect(all).not.toContain('Lovelace');
+  });
+});

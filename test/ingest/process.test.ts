@@ -1,0 +1,105 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, runTs, waitForHttp } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+
+const { dir, cleanup } = tempDir('receiver-proc-');
+afterAll(cleanup);
+
+describe('the receiver as a real process', () => {
+  it('exits non-zero with one clear message per bad setting, naming the variable', async () => {
+    const child = runTs('src/main.ts', [], {
+      WEBHOOK_SECRET: 'whsec_tooShort',
+      PORT: 'eighty',
+      LOG_LEVEL: 'loud',
+      HIRING_API_KEY: 'not-a-key',
+      DATABASE_PATH: join(dir, 'never.db'),
+    });
+    const { code } = await child.exited;
+    expect(code).toBe(1);
+    const err = child.stderr.join('');
+    expect(err).toMatch(/config error: PORT: must be an integer, got "eighty"/);
+    expect(err).toMatch(/config error: LOG_LEVEL: must be one of/);
+    expect(err).toMatch(/config error: WEBHOOK_SECRET: (is not "whsec_" followed by valid base64|decodes to \d+ bytes)/);
+    expect(err).toMatch(/config error: HIRING_API_KEY: must have the form sk-<segment>\.<segment>/);
+    expect(err).not.toContain('not-a-key');
+    expect(err.trim().split('\n')).toHaveLength(4);
+  });
+
+  it('exits non-zero when WEBHOOK_SECRET is missing', async () => {
+    const child = runTs('src/main.ts', [], { DATABASE_PATH: join(dir, 'never.db') });
+    expect((await child.exited).code).toBe(1);
+    expect(child.stderr.join('')).toMatch(/WEBHOOK_SECRET: is required/);
+  });
+
+  it('refuses a database written by a newer version', async () => {
+    const path = join(dir, 'newer.db');
+    const db = new BetterSqlite3(path);
+    db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL); INSERT INTO schema_migrations VALUES (999, 'future', 'x')");
+    db.close();
+    const child = runTs('src/main.ts', [], { WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
+    expect((await child.exited).code).toBe(1);
+    expect(child.stderr.join('')).toMatch(/schema version 999.*newer version of the receiver/);
+  });
+
+  it('drains and exits 0 on SIGTERM', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const child = runTs('src/main.ts', [], { WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'term.db'), PORT: String(port), HOST: '127.0.0.1' });
+    const url = `http://127.0.0.1:${port}`;
+    await waitForHttp(`${url}/healthz`);
+    const env = envelope();
+    expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) })).status).toBe(200);
+    child.proc.kill('SIGTERM');
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+    expect(child.stdout.join('')).toMatch(/"msg":"receiver stopped"/);
+  });
+
+  it('loses no acknowledged event when killed with SIGKILL under a stream of deliveries', async () => {
+    const secret = newSecret();
+    const dbPath = join(dir, 'crash.db');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env = { WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1' };
+    const acked: string[] = [];
+    const child = runTs('src/main.ts', [], env);
+    await waitForHttp(`${url}/healthz`);
+
+    // 16 concurrent senders, bounded to 3,000 deliveries; the kill comes after 300 acknowledgements.
+    let sent = 0;
+    let killed = false;
+    const sender = async () => {
+      while (!killed && sent < 3000) {
+        sent++;
+        const e = envelope();
+        try {
+          const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) });
+          if (res.status === 200) acked.push(e.id as string);
+        } catch {
+          // connection cut by the kill: not acknowledged, so the service would retry
+        }
+        if (acked.length >= 300 && !killed) {
+          killed = true;
+          child.proc.kill('SIGKILL');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 16 }, sender));
+    expect((await child.exited).signal).toBe('SIGKILL');
+
+    // Restart on the same file: recovery from the WAL, then check every acknowledged id.
+    const again = runTs('src/main.ts', [], env);
+    await waitForHttp(`${url}/healthz`);
+    again.proc.kill('SIGTERM');
+    await again.exited;
+    const db = new BetterSqlite3(dbPath, { readonly: true });
+    const missing = acked.filter((id) => !db.prepare('SELECT 1 FROM events WHERE id = ?').get(id));
+    const withoutJob = acked.filter((id) => !db.prepare('SELECT 1 FROM jobs WHERE event_id = ?').get(id));
+    db.close();
+    expect(acked.length).toBeGreaterThanOrEqual(300);
+    expect(missing).toEqual([]);
+    expect(withoutJob).toEqual([]);
+  });
+});
