@@ -9,7 +9,15 @@ import { createIngestWriter, type IngestItem, type IngestOutcome } from './inges
 import { GroupCommitter, isSqliteBusy } from './ingest/GroupCommitter.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
+import { createFetchResultHandler } from './handlers/fetchResult.js';
+import { createProcessEventHandler } from './handlers/processEvent.js';
+import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
+import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
 import { createLogger, type Logger } from './observability/logger.js';
+import { SourcePauses } from './processing/SourcePauses.js';
+import { JobQueue } from './queue/JobQueue.js';
+import { JobKind } from './queue/jobKinds.js';
+import { Worker } from './queue/Worker.js';
 import { createMetrics } from './observability/metrics.js';
 import { systemClock, type Clock } from './util/clock.js';
 
@@ -19,6 +27,12 @@ export interface AppDeps {
   logger?: Logger;
   /** An already open database; by default the one at config.databasePath is opened and migrated. */
   database?: OpenDatabase;
+  /** fetch used by the hiring API clients (tests inject one to count or fault requests). */
+  fetch?: typeof globalThis.fetch;
+  /** Overrides of the processing timings (poll spacing, give-up bound). */
+  processing?: Partial<Pick<ProcessingContext, 'minPollIntervalMs' | 'maxPollIntervalMs' | 'giveUpAfterMs' | 'notFoundAttempts'>>;
+  /** Lease of a claimed job; an expired lease makes the job claimable again. */
+  leaseMs?: number;
 }
 
 export type App = ReturnType<typeof createApp>;
@@ -36,11 +50,40 @@ export function createApp(deps: AppDeps) {
     isBusy: isSqliteBusy,
     clock,
     timeoutMs: config.writeTimeoutMs,
-    onBatch: (size) => metrics.batchSize.observe(size),
+    onBatch: (size) => {
+      metrics.batchSize.observe(size);
+      worker.kick();
+    },
     onError: (err, size) =>
       isSqliteBusy(err)
         ? logger.debug({ batch: size }, 'ingest write lock busy; retrying')
         : logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed'),
+  });
+
+  const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
+  const pauses = new SourcePauses(database.db, clock);
+  const clients = new Map<string, HiringClient>();
+  for (const src of config.sources) {
+    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, fetch: deps.fetch }));
+  }
+  const processing: ProcessingContext = {
+    db: database.db,
+    clock,
+    clients,
+    onSettled: async () => {},
+    ...DEFAULT_PROCESSING,
+    ...deps.processing,
+  };
+  const worker = new Worker({
+    queue,
+    clock,
+    logger,
+    gate: pauses,
+    concurrency: Math.max(1, config.workerConcurrency),
+    handlers: {
+      [JobKind.processEvent]: createProcessEventHandler(processing),
+      [JobKind.fetchResult]: createFetchResultHandler(processing),
+    },
   });
 
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
@@ -54,7 +97,9 @@ export function createApp(deps: AppDeps) {
   });
   app.post('/webhooks', webhookHandler);
   app.all('/webhooks', (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
-  registerHealthRoutes(app, database);
+  // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
+  const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all() }));
   app.get('/metrics', async (c) => {
     metrics.quarantined.set(
       (database.ingestSqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number) ?? 0,
@@ -70,6 +115,9 @@ export function createApp(deps: AppDeps) {
   let server: Server | null = null;
 
   async function start(): Promise<{ port: number; url: string }> {
+    // A restart may bring a new API key: every paused source is tried again.
+    await pauses.clearAll();
+    if (config.workerConcurrency > 0) worker.start();
     const s = await new Promise<Server>((resolve, reject) => {
       const srv = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(srv as Server)) as Server;
       srv.once('error', reject);
@@ -96,9 +144,10 @@ export function createApp(deps: AppDeps) {
       });
     }
     await committer.drain();
+    await worker.stop();
     await database.close();
     logger.info('receiver stopped');
   }
 
-  return { app, start, stop, database, metrics, logger };
+  return { app, start, stop, database, metrics, logger, queue, worker, pauses };
 }

@@ -21,6 +21,8 @@ export interface Config {
   readonly writeTimeoutMs: number;
   /** Whole-request deadline: a client trickling bytes is cut off after this. */
   readonly requestTimeoutMs: number;
+  /** Jobs run at once in this process; 0 runs no workers here (ingest only). */
+  readonly workerConcurrency: number;
   readonly configFile: string | null;
   readonly sources: readonly SourceConfig[];
 }
@@ -43,8 +45,8 @@ const fileSourceSchema = z
   .object({
     name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
     secrets: z.union([secretRef, z.array(secretRef).min(1)]),
-    api_url: secretRef.optional(),
-    api_key: secretRef.optional(),
+    api_url: secretRef,
+    api_key: secretRef,
   })
   .strict();
 
@@ -66,6 +68,11 @@ function intVar(env: Env, name: string, fallback: number, min: number, max: numb
   const n = Number(raw);
   if (n < min || n > max) problems.push(`${name}: must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+function required(name: string, problems: string[]): null {
+  problems.push(`${name}: is required (results are fetched from the hiring service with it)`);
+  return null;
 }
 
 function checkUrl(where: string, value: string, problems: string[]): string | null {
@@ -116,6 +123,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const maxBodyBytes = intVar(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024, problems);
   const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
   const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
+  const workerConcurrency = intVar(env, 'WORKER_CONCURRENCY', 4, 0, 64, problems);
 
   const sources: SourceConfig[] = [];
   const secretEnv = env.WEBHOOK_SECRET;
@@ -123,8 +131,8 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 
   if (secretEnv !== undefined) {
     const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
-    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
-    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
+    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : required('HIRING_API_URL', problems);
+    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : required('HIRING_API_KEY', problems);
     sources.push({ name: 'default', signingKeys, apiUrl, apiKey });
   }
 
@@ -148,6 +156,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     maxBodyBytes,
     writeTimeoutMs,
     requestTimeoutMs,
+    workerConcurrency,
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),
   });
@@ -193,13 +202,13 @@ function loadFileSources(path: string, env: Env, readFile: (p: string) => string
       return v === null ? [] : splitSecrets(v);
     });
     const signingKeys = decodeSecrets(`${at}.secrets`, values, problems);
-    const urlRaw = src.api_url ? resolve(`${at}.api_url`, src.api_url) : null;
-    const keyRaw = src.api_key ? resolve(`${at}.api_key`, src.api_key) : null;
+    const urlRaw = resolve(`${at}.api_url`, src.api_url);
+    const keyRaw = resolve(`${at}.api_key`, src.api_key);
     out.push({
       name: src.name,
       signingKeys,
-      apiUrl: urlRaw ? checkUrl(`${at}.api_url`, urlRaw, problems) : null,
-      apiKey: keyRaw ? checkApiKey(`${at}.api_key`, keyRaw, problems) : null,
+      apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
+      apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
     });
   });
 }

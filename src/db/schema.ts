@@ -59,7 +59,90 @@ export interface SchemaMigrationsTable {
   applied_at: string;
 }
 
+export type ResultState = 'processing' | 'ready' | 'unavailable' | 'given_up';
+
+export interface ApplicationsTable {
+  id: string;
+  source: string;
+  external_id: string | null;
+  status: string | null;
+  status_changed_at: string | null;
+  job_id: string | null;
+  job_title: string | null;
+  candidate_first_name: string | null;
+  candidate_last_name: string | null;
+  candidate_email: string | null;
+  candidate_phone: string | null;
+  needs_review: number;
+  review_reasons: string | null;
+  created_at: string | null;
+  first_seen_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
+export interface StatusHistoryTable {
+  event_id: string;
+  application_id: string;
+  from_status: string | null;
+  to_status: string | null;
+  changed_at: string | null;
+  recorded_at: string;
+}
+
+interface ResultColumns {
+  application_id: string;
+  source: string;
+  state: ResultState;
+  reason: string | null;
+  overall_score: number | null;
+  data: string | null;
+  fetched_at: string | null;
+  first_requested_at: string;
+  last_polled_at: string | null;
+  polls: number;
+  updated_at: string;
+}
+export interface InterviewResultsTable extends ResultColumns {
+  outcome: string | null;
+  is_eligible: number | null;
+  ineligibility_reasons: string | null;
+}
+export type CvEvaluationResultsTable = ResultColumns;
+export interface InsightsResultsTable extends ResultColumns {
+  hiring_recommendation: string | null;
+  is_eligible: number | null;
+  ineligibility_reasons: string | null;
+}
+export interface LegacyInterviewResultsTable extends ResultColumns {
+  outcome: string | null;
+}
+
+export interface EventProcessingTable {
+  event_id: string;
+  state: 'awaiting_result' | 'settled';
+  resource: string | null;
+  settled_at: string | null;
+  updated_at: string;
+}
+
+export interface SourcePausesTable {
+  source: string;
+  paused_at: string;
+  status: number;
+  detail: string;
+  probe_after: string;
+}
+
 export interface Database {
+  applications: ApplicationsTable;
+  application_status_history: StatusHistoryTable;
+  interview_results: InterviewResultsTable;
+  cv_evaluation_results: CvEvaluationResultsTable;
+  insights_results: InsightsResultsTable;
+  legacy_interview_results: LegacyInterviewResultsTable;
+  event_processing: EventProcessingTable;
+  source_pauses: SourcePausesTable;
   events: EventsTable;
   event_conflicts: EventConflictsTable;
   quarantine: QuarantineTable;

@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
 import { MIN_SECRET_BYTES } from '../../src/config/parseSecret.js';
 import { newSecret } from '../helpers/signing.js';
 
+const API = { HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' };
 const problemsOf = (env: Record<string, string>, files: Record<string, string> = {}) => {
   try {
     loadConfig(env, (p) => {
@@ -18,7 +19,7 @@ const problemsOf = (env: Record<string, string>, files: Record<string, string> =
 
 describe('loadConfig', () => {
   it('applies the documented defaults and freezes the result', () => {
-    const c = loadConfig({ WEBHOOK_SECRET: newSecret() });
+    const c = loadConfig({ ...API, WEBHOOK_SECRET: newSecret() });
     expect(c).toMatchObject({ port: 8080, host: '0.0.0.0', databasePath: './data/receiver.db', logLevel: 'info', maxBodyBytes: 1048576 });
     expect(c.sources.map((s) => s.name)).toEqual(['default']);
     expect(Object.isFrozen(c)).toBe(true);
@@ -26,7 +27,7 @@ describe('loadConfig', () => {
 
   it('accepts several secrets separated by commas or spaces', () => {
     const [a, b, c] = [newSecret(), newSecret(), newSecret()];
-    const cfg = loadConfig({ WEBHOOK_SECRET: `${a},${b}  ${c}` });
+    const cfg = loadConfig({ ...API, WEBHOOK_SECRET: `${a},${b}  ${c}` });
     expect(cfg.sources[0]!.signingKeys).toHaveLength(3);
   });
 
@@ -37,21 +38,22 @@ describe('loadConfig', () => {
     ['whsec_@@@@', /is not "whsec_" followed by valid base64/],
     [`whsec_${Buffer.alloc(MIN_SECRET_BYTES - 1, 1).toString('base64')}`, new RegExp(`decodes to ${MIN_SECRET_BYTES - 1} bytes; at least ${MIN_SECRET_BYTES}`)],
   ])('refuses the secret %j', (secret, message) => {
-    expect(problemsOf({ WEBHOOK_SECRET: secret }).join('\n')).toMatch(message);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: secret }).join('\n')).toMatch(message);
   });
 
   it('names the secret that is bad among several', () => {
-    expect(problemsOf({ WEBHOOK_SECRET: `${newSecret()},whsec_x` })).toEqual([
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: `${newSecret()},whsec_x` })).toEqual([
       'WEBHOOK_SECRET (secret 2 of 2): is not "whsec_" followed by valid base64',
     ]);
   });
 
   it('reports every problem at once', () => {
-    const problems = problemsOf({ PORT: '70000', MAX_BODY_BYTES: '1k', HIRING_API_URL: 'ftp://x' , WEBHOOK_SECRET: newSecret() });
+    const problems = problemsOf({ PORT: '70000', MAX_BODY_BYTES: '1k', HIRING_API_URL: 'ftp://x', WEBHOOK_SECRET: newSecret() });
     expect(problems).toEqual([
       'PORT: must be between 0 and 65535, got 70000',
       'MAX_BODY_BYTES: must be an integer, got "1k"',
       'HIRING_API_URL: must be an http(s) URL of the service host, got "ftp://x"',
+      'HIRING_API_KEY: is required (results are fetched from the hiring service with it)',
     ]);
   });
 
@@ -78,7 +80,7 @@ describe('loadConfig', () => {
   it('reports an unreadable or invalid CONFIG_FILE and an unset secret variable', () => {
     expect(problemsOf({ CONFIG_FILE: '/missing.json' })).toEqual(['CONFIG_FILE: cannot read "/missing.json" (ENOENT)']);
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': '{' })[0]).toMatch(/CONFIG_FILE: \/c.json is not valid JSON/);
-    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'NOPE' } }] }) })).toContain(
+    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'NOPE' }, api_url: 'https://x.example', api_key: 'sk-a.b' }] }) })).toContain(
       'CONFIG_FILE sources.0.secrets: environment variable NOPE is not set',
     );
   });

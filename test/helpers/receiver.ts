@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { createApp, type App } from '../../src/app.js';
+import { createApp, type App, type AppDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/observability/logger.js';
 import type { Clock } from '../../src/util/clock.js';
@@ -37,13 +37,23 @@ export interface TestReceiver {
 /** A receiver on a temp database file; `listen: true` puts it on a real port on 127.0.0.1. */
 export async function startReceiver(
   env: Record<string, string>,
-  opts: { clock?: Clock; listen?: boolean } = {},
+  opts: { clock?: Clock; listen?: boolean } & Omit<AppDeps, 'config' | 'clock' | 'logger'> = {},
 ): Promise<TestReceiver> {
   const { dir, cleanup } = tempDir();
   const dbPath = join(dir, 'receiver.db');
-  const config = loadConfig({ DATABASE_PATH: dbPath, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'debug', ...env });
+  const config = loadConfig({
+    DATABASE_PATH: dbPath,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'debug',
+    // Nothing listens on port 9 (discard): processing tests pass the sandbox's URL instead.
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    ...env,
+  });
   const logs = new LogCapture();
-  const app = createApp({ config, clock: opts.clock, logger: createLogger('debug', logs) });
+  const { listen: _listen, ...deps } = opts;
+  const app = createApp({ ...deps, config, logger: createLogger('debug', logs) });
   let url = 'http://receiver.test';
   if (opts.listen !== false) url = (await app.start()).url;
   return {

@@ -9,7 +9,7 @@ import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.j
 const secret = newSecret();
 let r: TestReceiver;
 beforeAll(async () => {
-  r = await startReceiver({ WEBHOOK_SECRET: secret, MAX_BODY_BYTES: String(64 * 1024) });
+  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, MAX_BODY_BYTES: String(64 * 1024) });
 });
 afterAll(() => r.close());
 
@@ -167,12 +167,12 @@ describe('several sources (organizations) on one URL', () => {
       file,
       JSON.stringify({
         sources: [
-          { name: 'acme', secrets: [acme] },
-          { name: 'globex', secrets: { env: 'GLOBEX_SECRET' } },
+          { name: 'acme', secrets: [acme], api_url: 'http://127.0.0.1:9', api_key: 'sk-acme.key' },
+          { name: 'globex', secrets: { env: 'GLOBEX_SECRET' }, api_url: 'http://127.0.0.1:9', api_key: 'sk-globex.key' },
         ],
       }),
     );
-    const multi = await startReceiver({ CONFIG_FILE: file, GLOBEX_SECRET: globex });
+    const multi = await startReceiver({ WORKER_CONCURRENCY: '0', CONFIG_FILE: file, GLOBEX_SECRET: globex });
     try {
       for (const [name, s] of [['acme', acme], ['globex', globex]] as const) {
         const env = envelope();

@@ -5,6 +5,8 @@ import { freePort, runTs, waitForHttp } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 
+const API = { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' };
+
 const { dir, cleanup } = tempDir('receiver-proc-');
 afterAll(cleanup);
 
@@ -15,6 +17,7 @@ describe('the receiver as a real process', () => {
       PORT: 'eighty',
       LOG_LEVEL: 'loud',
       HIRING_API_KEY: 'not-a-key',
+      HIRING_API_URL: 'http://127.0.0.1:9',
       DATABASE_PATH: join(dir, 'never.db'),
     });
     const { code } = await child.exited;
@@ -29,7 +32,7 @@ describe('the receiver as a real process', () => {
   });
 
   it('exits non-zero when WEBHOOK_SECRET is missing', async () => {
-    const child = runTs('src/main.ts', [], { DATABASE_PATH: join(dir, 'never.db') });
+    const child = runTs('src/main.ts', [], { ...API, DATABASE_PATH: join(dir, 'never.db') });
     expect((await child.exited).code).toBe(1);
     expect(child.stderr.join('')).toMatch(/WEBHOOK_SECRET: is required/);
   });
@@ -39,7 +42,7 @@ describe('the receiver as a real process', () => {
     const db = new BetterSqlite3(path);
     db.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL); INSERT INTO schema_migrations VALUES (999, 'future', 'x')");
     db.close();
-    const child = runTs('src/main.ts', [], { WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
+    const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
     expect((await child.exited).code).toBe(1);
     expect(child.stderr.join('')).toMatch(/schema version 999.*newer version of the receiver/);
   });
@@ -47,7 +50,7 @@ describe('the receiver as a real process', () => {
   it('drains and exits 0 on SIGTERM', async () => {
     const secret = newSecret();
     const port = await freePort();
-    const child = runTs('src/main.ts', [], { WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'term.db'), PORT: String(port), HOST: '127.0.0.1' });
+    const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'term.db'), PORT: String(port), HOST: '127.0.0.1' });
     const url = `http://127.0.0.1:${port}`;
     await waitForHttp(`${url}/healthz`);
     const env = envelope();
@@ -62,7 +65,7 @@ describe('the receiver as a real process', () => {
     const dbPath = join(dir, 'crash.db');
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const env = { WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1' };
+    const env = { ...API, WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1' };
     const acked: string[] = [];
     const child = runTs('src/main.ts', [], env);
     await waitForHttp(`${url}/healthz`);

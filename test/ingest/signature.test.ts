@@ -27,7 +27,7 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
   const clock = new ManualClock(REF.timestamp * 1000);
   let r: TestReceiver;
   beforeAll(async () => {
-    r = await startReceiver({ WEBHOOK_SECRET: REF.secret }, { clock, listen: false });
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: REF.secret }, { clock, listen: false });
   });
   afterAll(() => r.close());
 
@@ -54,7 +54,7 @@ describe('malformed signatures and headers are refused and never stored', () => 
   const clock = new ManualClock(REF.timestamp * 1000);
   let r: TestReceiver;
   beforeAll(async () => {
-    r = await startReceiver({ WEBHOOK_SECRET: REF.secret }, { clock, listen: false });
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: REF.secret }, { clock, listen: false });
   });
   afterAll(() => r.close());
 
@@ -106,7 +106,7 @@ describe('deliveries signed by the standardwebhooks package', () => {
   const secretB = newSecret();
   let r: TestReceiver;
   beforeAll(async () => {
-    r = await startReceiver({ WEBHOOK_SECRET: `${secretA}, ${secretB}` }, { clock, listen: false });
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: `${secretA}, ${secretB}` }, { clock, listen: false });
   });
   afterAll(() => r.close());
 

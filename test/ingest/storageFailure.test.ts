@@ -6,7 +6,7 @@ import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 const secret = newSecret();
 let r: TestReceiver;
 beforeEach(async () => {
-  r = await startReceiver({ WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: '300' });
+  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: '300' });
 });
 afterEach(() => r.close());
 

@@ -1,0 +1,40 @@
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { HiringClient } from '../hiring/HiringClient.js';
+import type { Clock } from '../util/clock.js';
+
+export interface ProcessingContext {
+  db: Kysely<Database>;
+  clock: Clock;
+  /** One API client per configured source that has credentials. */
+  clients: ReadonlyMap<string, HiringClient>;
+  /** Called in the transaction that makes an event's message complete (result final, or none needed). */
+  onSettled: (trx: Transaction<Database>, eventId: string) => Promise<void>;
+  /** Spec 8: no faster than one poll per 30 s for an (application, resource). */
+  minPollIntervalMs: number;
+  /** Polling backs off up to this interval. */
+  maxPollIntervalMs: number;
+  /** A result still processing after this long is given up (state given_up). */
+  giveUpAfterMs: number;
+  /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */
+  notFoundAttempts: number;
+}
+
+export const DEFAULT_PROCESSING = {
+  minPollIntervalMs: 30_000,
+  maxPollIntervalMs: 60 * 60_000,
+  giveUpAfterMs: 7 * 24 * 60 * 60_000,
+  notFoundAttempts: 4,
+} as const;
+
+/** Mark an event's processing settled and let the fan-out know, in the caller's transaction. */
+export async function settleEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, resource: string | null): Promise<void> {
+  const now = new Date(ctx.clock.now()).toISOString();
+  const prior = await trx.selectFrom('event_processing').select('state').where('event_id', '=', eventId).executeTakeFirst();
+  await trx
+    .insertInto('event_processing')
+    .values({ event_id: eventId, state: 'settled', resource, settled_at: now, updated_at: now })
+    .onConflict((oc) => oc.column('event_id').doUpdateSet({ state: 'settled', settled_at: now, updated_at: now }))
+    .execute();
+  if (prior?.state !== 'settled') await ctx.onSettled(trx, eventId);
+}

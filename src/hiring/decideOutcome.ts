@@ -1,0 +1,62 @@
+import type { HiringOutcome } from './types.js';
+
+/**
+ * What the caller should do with an outcome.
+ *
+ * `result` covers the three answers about the resource itself (`ready`,
+ * `processing`, `unavailable`): they are data for the handler (store, poll
+ * again no sooner than 30 s, record as terminal), not failures of the read.
+ */
+export type OutcomeDecision =
+  | { readonly action: 'result' }
+  | { readonly action: 'retry' }
+  | { readonly action: 'retry_after'; readonly retryAfterMs: number }
+  | { readonly action: 'permanent' }
+  | { readonly action: 'pause_source' };
+
+/** Map an outcome to its decision. Pure. */
+export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
+  switch (outcome.kind) {
+    case 'ready':
+    case 'processing':
+    case 'unavailable':
+      return { action: 'result' };
+    case 'unauthorized':
+      // Keys are personal and revoked when their creator leaves (spec 5.3):
+      // every read of this source will fail the same way until the key changes.
+      return { action: 'pause_source' };
+    case 'rate_limited':
+    case 'server_error':
+      return outcome.retryAfterMs === null
+        ? { action: 'retry' }
+        : { action: 'retry_after', retryAfterMs: outcome.retryAfterMs };
+    case 'network':
+      return { action: 'retry' };
+    case 'not_found':
+      // The scoring GETs never 404 for work in progress (spec 4.2), but an
+      // event may be seen before the application is readable everywhere: the
+      // handler allows a few spaced retries, then dead-letters.
+      return { action: 'retry' };
+    case 'client_error':
+      // 408 (request timeout) is transient; other 4xx will not change on retry.
+      return outcome.status === 408 ? { action: 'retry' } : { action: 'permanent' };
+    case 'redirect':
+      // Not followed (the key must not reach another host): the base URL is
+      // misconfigured and stays so until an operator fixes it.
+      return { action: 'permanent' };
+    case 'invalid_response':
+      // A proxy's HTML error page or a truncated body may be transient; a
+      // body over the cap will be over it next time too.
+      return outcome.problem === 'too_large' ? { action: 'permanent' } : { action: 'retry' };
+    default: {
+      const unknown: never = outcome;
+      throw new TypeError(`unknown outcome: ${JSON.stringify(unknown)}`);
+    }
+  }
+}
+
+/** True when trying the same read again later may succeed. */
+export function isRetryable(outcome: HiringOutcome): boolean {
+  const { action } = decideOutcome(outcome);
+  return action === 'retry' || action === 'retry_after';
+}

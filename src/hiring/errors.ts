@@ -1,0 +1,60 @@
+/**
+ * Errors that carry their decision (house style): whoever runs the work (the
+ * queue) reads `decision` instead of guessing from a message or status.
+ * Generic on purpose: nothing here is specific to the hiring API.
+ *
+ * - `permanent`: retrying cannot help; fail (dead-letter) now.
+ * - `retry`: transient; retry with the runner's own backoff.
+ * - `retry_after`: transient, and the remote said when: not before `retryAfterMs`.
+ * - `pause_source`: the credentials of this source no longer work (401/403);
+ *   stop fetching for the whole source without burning attempts, keep the
+ *   work, resume once a working key is configured.
+ */
+export type ErrorDecision = 'permanent' | 'retry' | 'retry_after' | 'pause_source';
+
+export interface DecisionErrorOptions {
+  /** Underlying error or value (e.g. the classified outcome). Must not hold secrets. */
+  readonly cause?: unknown;
+}
+
+export abstract class DecisionError extends Error {
+  abstract readonly decision: ErrorDecision;
+
+  constructor(message: string, options?: DecisionErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+  }
+}
+
+export class PermanentError extends DecisionError {
+  override readonly name = 'PermanentError';
+  readonly decision = 'permanent' as const;
+}
+
+export class RetryableError extends DecisionError {
+  override readonly name = 'RetryableError';
+  readonly decision = 'retry' as const;
+}
+
+export class RetryAfterError extends DecisionError {
+  override readonly name = 'RetryAfterError';
+  readonly decision = 'retry_after' as const;
+  /** Minimum wait before the next attempt, in milliseconds. */
+  readonly retryAfterMs: number;
+
+  constructor(message: string, retryAfterMs: number, options?: DecisionErrorOptions) {
+    super(message, options);
+    if (!Number.isFinite(retryAfterMs) || retryAfterMs < 0) {
+      throw new RangeError(`retryAfterMs must be a finite number >= 0, got ${retryAfterMs}`);
+    }
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+export class PauseSourceError extends DecisionError {
+  override readonly name = 'PauseSourceError';
+  readonly decision = 'pause_source' as const;
+}
+
+export function isDecisionError(error: unknown): error is DecisionError {
+  return error instanceof DecisionError;
+}

@@ -1,0 +1,64 @@
+import { decideOutcome } from './decideOutcome.js';
+import { PauseSourceError, PermanentError, RetryAfterError, RetryableError } from './errors.js';
+import type { DecisionError } from './errors.js';
+import type { HiringOutcome } from './types.js';
+
+/**
+ * The typed error a failed read should be thrown as, carrying its decision;
+ * null for `ready` / `processing` / `unavailable`, which are answers, not
+ * failures. The outcome is attached as `cause` (it never holds the key).
+ */
+export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
+  const decision = decideOutcome(outcome);
+  const message = describeOutcome(outcome);
+  const options = { cause: outcome };
+  switch (decision.action) {
+    case 'result':
+      return null;
+    case 'retry':
+      return new RetryableError(message, options);
+    case 'retry_after':
+      return new RetryAfterError(message, decision.retryAfterMs, options);
+    case 'permanent':
+      return new PermanentError(message, options);
+    case 'pause_source':
+      return new PauseSourceError(message, options);
+  }
+}
+
+/** One line for logs and `last_error` columns, e.g. `interview: HTTP 404 not_found (not_found: Not found.)`. */
+export function describeOutcome(outcome: HiringOutcome): string {
+  const head = `${outcome.resource}:`;
+  switch (outcome.kind) {
+    case 'ready':
+      return `${head} HTTP ${outcome.status} ready`;
+    case 'processing':
+    case 'unavailable':
+      return `${head} HTTP ${outcome.status} ${outcome.kind}${outcome.reason === null ? '' : ` (${outcome.reason})`}`;
+    case 'not_found':
+    case 'unauthorized':
+    case 'client_error':
+      return `${head} HTTP ${outcome.status} ${outcome.kind}${errorSummary(outcome)}`;
+    case 'rate_limited':
+    case 'server_error': {
+      const wait = outcome.retryAfterMs === null ? '' : `, retry after ${outcome.retryAfterMs} ms`;
+      return `${head} HTTP ${outcome.status} ${outcome.kind}${errorSummary(outcome)}${wait}`;
+    }
+    case 'redirect':
+      return `${head} HTTP ${outcome.status} redirect not followed${outcome.location === null ? '' : ` (to ${outcome.location})`}`;
+    case 'network':
+      return `${head} ${outcome.timeout ? 'timeout' : 'network error'}: ${outcome.message}`;
+    case 'invalid_response':
+      return `${head} HTTP ${outcome.status} invalid response (${outcome.problem}): ${outcome.message}`;
+  }
+}
+
+function errorSummary(outcome: Extract<HiringOutcome, { errors: unknown }>): string {
+  const first = outcome.errors[0];
+  if (first !== undefined) {
+    const more = outcome.errors.length > 1 ? ` +${outcome.errors.length - 1} more` : '';
+    const attr = first.attr === null ? '' : ` [${first.attr}]`;
+    return ` (${first.code}${attr}: ${first.detail}${more})`;
+  }
+  return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${outcome.rawBody.slice(0, 200)})`;
+}

@@ -1,0 +1,59 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { SourceGate } from '../queue/Worker.js';
+import type { Clock } from '../util/clock.js';
+
+/**
+ * Sources whose API key was refused. Keys are personal and die the moment
+ * their creator leaves the organization (spec 5), so a 401/403 pauses all
+ * fetching for the source instead of burning every job's attempts. The pause
+ * is kept in the database (visible to /readyz, metrics and the CLI). Every
+ * `probeMs` one batch of jobs is let through to try the key again; a restart
+ * with a new key clears the pauses (see clearAll), and any success resumes.
+ */
+export class SourcePauses implements SourceGate {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+    private readonly probeMs = 5 * 60_000,
+  ) {}
+
+  async blockedSources(now: number): Promise<string[]> {
+    const rows = await this.db.selectFrom('source_pauses').select(['source', 'probe_after']).execute();
+    const blocked: string[] = [];
+    for (const r of rows) {
+      if (Date.parse(r.probe_after) > now) blocked.push(r.source);
+      else {
+        // Let this claim through as the probe; block again for the next period.
+        await this.db
+          .updateTable('source_pauses')
+          .set({ probe_after: new Date(now + this.probeMs).toISOString() })
+          .where('source', '=', r.source)
+          .execute();
+      }
+    }
+    return blocked;
+  }
+
+  async pause(source: string, status: number, detail: string): Promise<void> {
+    const now = this.clock.now();
+    await this.db
+      .insertInto('source_pauses')
+      .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: new Date(now + this.probeMs).toISOString() })
+      .onConflict((oc) => oc.column('source').doUpdateSet({ status, detail, probe_after: new Date(now + this.probeMs).toISOString() }))
+      .execute();
+  }
+
+  async resume(source: string): Promise<void> {
+    await this.db.deleteFrom('source_pauses').where('source', '=', source).execute();
+  }
+
+  async list() {
+    return this.db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
+  }
+
+  /** At start-up the configuration may hold a new key: try every source again. */
+  async clearAll(): Promise<void> {
+    await this.db.deleteFrom('source_pauses').execute();
+  }
+}

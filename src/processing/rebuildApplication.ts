@@ -1,0 +1,112 @@
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+
+type Obj = Record<string, unknown>;
+const obj = (v: unknown): Obj | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null);
+const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+
+interface Folded {
+  source: string;
+  external_id: string | null;
+  status: string | null;
+  status_changed_at: string | null;
+  job_id: string | null;
+  job_title: string | null;
+  candidate_first_name: string | null;
+  candidate_last_name: string | null;
+  candidate_email: string | null;
+  candidate_phone: string | null;
+  created_at: string | null;
+  deleted_at: string | null;
+  reasons: string[];
+  ineligible: boolean;
+}
+
+/**
+ * The application row is a pure fold over ALL its stored events, sorted by
+ * (created_at, id), plus its fetched results. Arrival order therefore cannot
+ * matter: duplicates, retries and out-of-order deliveries all give the same
+ * row. The newest event by created_at sets the status; a
+ * job_application.deleted marks it deleted for good, whatever arrives later.
+ */
+export async function rebuildApplication(trx: Transaction<Database>, applicationId: string, now: number): Promise<void> {
+  const events = await trx
+    .selectFrom('events')
+    .select(['id', 'event_type', 'created_at', 'received_at', 'source', 'envelope'])
+    .where('application_id', '=', applicationId)
+    .execute();
+  if (events.length === 0) return;
+  events.sort((a, b) => {
+    const ka = a.created_at ?? a.received_at;
+    const kb = b.created_at ?? b.received_at;
+    return ka < kb ? -1 : ka > kb ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+  });
+
+  const f: Folded = {
+    source: events[0]!.source,
+    external_id: null, status: null, status_changed_at: null, job_id: null, job_title: null,
+    candidate_first_name: null, candidate_last_name: null, candidate_email: null, candidate_phone: null,
+    created_at: null, deleted_at: null, reasons: [], ineligible: false,
+  };
+  const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
+
+  for (const e of events) {
+    const payload = obj((JSON.parse(e.envelope) as Obj).payload);
+    const deleted = e.event_type === 'job_application.deleted';
+    // The deleted event's payload IS the application snapshot (spec 6.4).
+    const app = deleted ? payload : obj(payload?.application);
+    if (has(app, 'external_id')) f.external_id = str(app.external_id);
+    if (has(app, 'created_at')) f.created_at = str(app.created_at) ?? f.created_at;
+    if (has(app, 'status') && str(app.status)) {
+      f.status = str(app.status);
+      f.status_changed_at = e.created_at;
+    }
+    const job = obj(payload?.job);
+    if (job) {
+      if (has(job, 'id')) f.job_id = str(job.id);
+      if (has(job, 'title')) f.job_title = str(job.title);
+    }
+    const cand = obj(payload?.candidate);
+    if (cand) {
+      if (has(cand, 'first_name')) f.candidate_first_name = str(cand.first_name);
+      if (has(cand, 'last_name')) f.candidate_last_name = str(cand.last_name);
+      if (has(cand, 'email')) f.candidate_email = str(cand.email);
+      if (has(cand, 'phone_number')) f.candidate_phone = str(cand.phone_number);
+    }
+    if (deleted && f.deleted_at === null) f.deleted_at = e.created_at ?? e.received_at;
+    const verdict = e.event_type === 'interview.completed' ? obj(obj(payload?.interview)?.result) : e.event_type === 'insights.completed' ? obj(payload?.insights) : null;
+    if (verdict?.is_eligible === false) f.ineligible = true;
+    if (e.event_type === 'application.status_changed') {
+      history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: e.created_at });
+    }
+  }
+
+  // Fetched results may also say is_eligible: false, with the reasons (spec 2.10).
+  for (const table of ['interview_results', 'insights_results'] as const) {
+    const r = await trx.selectFrom(table).select(['is_eligible', 'ineligibility_reasons']).where('application_id', '=', applicationId).executeTakeFirst();
+    if (r?.is_eligible === 0) {
+      f.ineligible = true;
+      for (const reason of r.ineligibility_reasons ? (JSON.parse(r.ineligibility_reasons) as unknown[]) : []) {
+        const label = typeof reason === 'string' ? reason : JSON.stringify(reason);
+        if (!f.reasons.includes(label)) f.reasons.push(label);
+      }
+    }
+  }
+
+  const nowIso = new Date(now).toISOString();
+  const { reasons, ineligible, ...columns } = f;
+  const row = { ...columns, needs_review: ineligible ? 1 : 0, review_reasons: ineligible ? JSON.stringify(reasons) : null, updated_at: nowIso };
+  await trx
+    .insertInto('applications')
+    .values({ id: applicationId, first_seen_at: nowIso, ...row })
+    .onConflict((oc) => oc.column('id').doUpdateSet(row))
+    .execute();
+  for (const h of history) {
+    await trx
+      .insertInto('application_status_history')
+      .values({ event_id: h.event_id, application_id: applicationId, from_status: h.from, to_status: h.to, changed_at: h.at, recorded_at: nowIso })
+      .onConflict((oc) => oc.column('event_id').doNothing())
+      .execute();
+  }
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { detectReadinessEnvelope } from '../../src/hiring/detectReadinessEnvelope.js';
+
+describe('detectReadinessEnvelope', () => {
+  it('recognises the processing envelope', () => {
+    expect(detectReadinessEnvelope({ status: 'processing', reason: null, result: null })).toEqual({
+      status: 'processing',
+      reason: null,
+    });
+  });
+
+  it.each(['interview_not_available', 'scoring_failed', 'no_result', 'some_future_reason'])(
+    'recognises the unavailable envelope with reason %s',
+    (reason) => {
+      expect(detectReadinessEnvelope({ status: 'unavailable', reason, result: null })).toEqual({
+        status: 'unavailable',
+        reason,
+      });
+    },
+  );
+
+  it('tolerates a missing or non-string reason and extra fields', () => {
+    expect(detectReadinessEnvelope({ status: 'unavailable', result: null })).toEqual({
+      status: 'unavailable',
+      reason: null,
+    });
+    expect(detectReadinessEnvelope({ status: 'processing', reason: 42, result: null, eta: 'soon' })).toEqual({
+      status: 'processing',
+      reason: null,
+    });
+  });
+
+  it.each(['completed', 'failed', 'unreachable', 'opted_out'])(
+    'does not mistake a result with status %s for an envelope',
+    (status) => {
+      expect(detectReadinessEnvelope({ status, overall_score: null, is_eligible: false })).toBeNull();
+      // Even with `result: null`, these statuses are not readiness states.
+      expect(detectReadinessEnvelope({ status, result: null })).toBeNull();
+    },
+  );
+
+  it('needs the result key present and null', () => {
+    expect(detectReadinessEnvelope({ status: 'processing' })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'processing', result: undefined })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'processing', result: {} })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'unavailable', result: { overall_score: 2 } })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'processing', result: 0 })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'processing', result: '' })).toBeNull();
+  });
+
+  it('is case-sensitive about status', () => {
+    expect(detectReadinessEnvelope({ status: 'Processing', result: null })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'UNAVAILABLE', result: null })).toBeNull();
+  });
+
+  it.each([null, undefined, 'processing', 1, true, [], [{ status: 'processing', result: null }]])(
+    'returns null for the non-object %j',
+    (body) => {
+      expect(detectReadinessEnvelope(body)).toBeNull();
+    },
+  );
+
+  it('ignores an inherited result key', () => {
+    const body = Object.create({ result: null }) as Record<string, unknown>;
+    body['status'] = 'processing';
+    expect(detectReadinessEnvelope(body)).toBeNull();
+  });
+});
