@@ -1,0 +1,85 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { newSecret, signDelivery } from '../helpers/signing.js';
+import { startReceiver } from '../helpers/receiver.js';
+
+const APP = 'a7d1c3e0-0000-4000-8000-000000000001';
+const JOB = { id: 'job-1', title: 'Backend Engineer' };
+const cand = { first_name: 'Grace', last_name: 'Hopper', email: 'grace@example.com' };
+const at = (minute: number) => new Date(Date.UTC(2026, 10, 1, 9, minute)).toISOString();
+const application = (status: string) => ({ id: APP, external_id: 'ats-42', status, created_at: at(0) });
+
+// One application's life, spec 6.4 shapes: created, three transitions, an interview, then deletion.
+const EVENTS = [
+  { id: 'e1', created_at: at(0), event_type: 'application.created', payload: { application: application('applied'), candidate: cand, job: JOB } },
+  { id: 'e2', created_at: at(1), event_type: 'application.status_changed', payload: { application: application('screened'), candidate: cand, job: JOB, previous_status: 'applied' } },
+  { id: 'e3', created_at: at(2), event_type: 'application.status_changed', payload: { application: application('interviewed'), candidate: cand, job: JOB, previous_status: 'screened' } },
+  {
+    id: 'e4', created_at: at(3), event_type: 'interview.completed',
+    payload: {
+      application: application('interviewed'), job: JOB,
+      candidate: { ...cand, phone_number: '+15555550100' },
+      interview: { id: 'iv-1', completed_at: at(3), result: { overall_score: 2.5, is_eligible: false, summary: 's', strengths: [], weaknesses: [], red_flags: [] } },
+    },
+  },
+  { id: 'e5', created_at: at(4), event_type: 'application.status_changed', payload: { application: { ...application('hired'), external_id: 'ats-42-b' }, candidate: cand, job: JOB, previous_status: 'interviewed' } },
+  { id: 'e6', created_at: at(5), event_type: 'job_application.deleted', payload: { id: APP, status: 'hired', created_at: at(0), candidate: cand, job: JOB } },
+].map((e) => ({ ...e, webhook_id: 'wh_1' }));
+
+async function finalTables(order: number[]) {
+  const secret = newSecret();
+  const clock = new ManualClock(Date.parse(at(10)));
+  const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
+  try {
+    for (const i of order) {
+      const d = signDelivery(secret, JSON.stringify(EVENTS[i]), { timestampSeconds: Math.floor(clock.now() / 1000) });
+      const res = await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body });
+      expect(res.status).toBe(200);
+      // Process between some deliveries, as a running worker would.
+      if (i % 2 === 0) await r.app.worker.runUntilIdle();
+    }
+    await r.app.worker.runUntilIdle();
+    const db = r.app.database.ingestSqlite;
+    return {
+      application: db.prepare('SELECT * FROM applications').all().map((row) => ({ ...(row as object), first_seen_at: 0, updated_at: 0 })),
+      history: db.prepare('SELECT event_id, application_id, from_status, to_status, changed_at FROM application_status_history ORDER BY event_id').all(),
+    };
+  } finally {
+    await r.close();
+  }
+}
+
+describe('application state is independent of delivery order (spec 6.1: at-least-once, unordered)', () => {
+  it('gives the expected picture in order', async () => {
+    const t = await finalTables([0, 1, 2, 3, 4, 5]);
+    expect(t.application).toEqual([
+      expect.objectContaining({
+        id: APP, status: 'hired', status_changed_at: at(5), external_id: 'ats-42-b', job_title: 'Backend Engineer',
+        candidate_phone: '+15555550100', needs_review: 1, deleted_at: at(5), created_at: at(0),
+      }),
+    ]);
+    expect(t.history.map((h) => (h as { to_status: string }).to_status)).toEqual(['screened', 'interviewed', 'hired']);
+  });
+
+  it('any permutation, with duplicates, yields the same final tables', async () => {
+    const reference = await finalTables([0, 1, 2, 3, 4, 5]);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.shuffledSubarray([0, 1, 2, 3, 4, 5], { minLength: 6, maxLength: 6 }),
+        fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 4 }),
+        async (perm, dupes) => {
+          const order = [...perm];
+          dupes.forEach((d, k) => order.splice((k * 3) % (order.length + 1), 0, d));
+          expect(await finalTables(order)).toEqual(reference);
+        },
+      ),
+      { numRuns: 15 },
+    );
+  });
+
+  it('a deletion is never undone by an older event arriving later', async () => {
+    const t = await finalTables([5, 0, 1]);
+    expect(t.application[0]).toMatchObject({ deleted_at: at(5), status: 'hired' });
+  });
+});

@@ -1,0 +1,156 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { PauseSourceError, PermanentError, RetryAfterError } from '../../src/hiring/errors.js';
+import { backoffDelay } from '../../src/queue/backoff.js';
+import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
+import { Worker, type JobHandler } from '../../src/queue/Worker.js';
+import { SourcePauses } from '../../src/processing/SourcePauses.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { tempDir } from '../helpers/receiver.js';
+import { join } from 'node:path';
+
+let database: OpenDatabase;
+let cleanup: () => void;
+const clock = new ManualClock(Date.parse('2026-11-01T00:00:00Z'));
+const T0 = clock.now();
+beforeEach(() => {
+  const t = tempDir();
+  cleanup = t.cleanup;
+  database = openDatabase(join(t.dir, 'q.db'));
+  clock.set(T0);
+});
+afterEach(async () => {
+  await database.close();
+  cleanup();
+});
+
+const job = async (id: number) => database.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+const logger = createLogger('silent');
+
+describe('backoffDelay', () => {
+  it('grows exponentially, is capped, and jitters within bounds', () => {
+    const o = { baseMs: 1000, capMs: 10_000, jitter: 0.5 };
+    expect(backoffDelay(1, { ...o, random: () => 1 })).toBe(1000);
+    expect(backoffDelay(3, { ...o, random: () => 1 })).toBe(4000);
+    expect(backoffDelay(10, { ...o, random: () => 1 })).toBe(10_000);
+    expect(backoffDelay(3, { ...o, random: () => 0 })).toBe(2000);
+  });
+});
+
+describe('JobQueue', () => {
+  it('claims atomically: two claimers never get the same job', async () => {
+    const q = new JobQueue(database.db, clock);
+    for (let i = 0; i < 10; i++) await enqueue(database.db, { kind: 'k', payload: { i } }, clock.now());
+    const [a, b] = await Promise.all([q.claim('a', 6), q.claim('b', 6)]);
+    const ids = [...a, ...b].map((j) => j.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toHaveLength(10);
+  });
+
+  it('does not claim a job before run_at', async () => {
+    const q = new JobQueue(database.db, clock);
+    await enqueue(database.db, { kind: 'k', payload: {}, runAt: T0 + 1000 }, T0);
+    expect(await q.claim('w', 5)).toHaveLength(0);
+    clock.advance(1000);
+    expect(await q.claim('w', 5)).toHaveLength(1);
+  });
+
+  it('reclaims a job whose lease expired, and the stale worker cannot overwrite the newer attempt', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    const [first] = await q.claim('crashed', 1);
+    expect(await q.claim('other', 1)).toHaveLength(0);
+    clock.advance(30_001);
+    const [second] = await q.claim('other', 1);
+    expect(second!.id).toBe(id);
+    expect(second!.attempts).toBe(2);
+    expect(await q.complete(first!)).toBe(false);
+    expect(await q.deadLetter(first!, 'stale')).toBe(false);
+    expect((await job(id)).state).toBe('running');
+    expect(await q.complete(second!)).toBe(true);
+    expect((await job(id)).state).toBe('done');
+  });
+
+  it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
+    const q = new JobQueue(database.db, clock);
+    const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 1 }, T0);
+    const [j] = await q.claim('w', 1);
+    await q.deadLetter(j!, 'boom');
+    expect(await job(id)).toMatchObject({ state: 'dead', last_error: 'boom' });
+    expect((await q.listDeadLetters()).map((d) => d.id)).toEqual([id]);
+    expect(await q.retryDeadLetters({})).toBe(0);
+    expect(await q.retryDeadLetters({ ids: [id] })).toBe(1);
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
+  });
+});
+
+describe('Worker', () => {
+  const make = (handler: JobHandler, maxAttempts = 3) => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    const w = new Worker({ queue: q, clock, logger, gate, handlers: { k: handler }, backoff: { baseMs: 1000, capMs: 8000, jitter: 0 } });
+    return { q, w, gate, add: (source: string | null = null) => enqueue(database.db, { kind: 'k', payload: {}, source, maxAttempts }, clock.now()) };
+  };
+
+  it('backs off exponentially on failures, then dead-letters after max_attempts', async () => {
+    const { w, add } = make(async () => {
+      throw new Error('flaky');
+    });
+    const id = await add();
+    const runs: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      expect(await w.runUntilIdle()).toBe(1);
+      const row = await job(id);
+      runs.push(`${row.state}@${Date.parse(row.run_at) - clock.now()}`);
+      clock.set(Date.parse(row.run_at));
+    }
+    expect(runs).toEqual(['pending@1000', 'pending@2000', 'dead@0']);
+    expect((await job(id)).last_error).toBe('flaky');
+  });
+
+  it('honours RetryAfterError and dead-letters PermanentError at once', async () => {
+    const after = make(async () => {
+      throw new RetryAfterError('slow down', 45_000);
+    });
+    const a = await after.add();
+    await after.w.runUntilIdle();
+    expect(Date.parse((await job(a)).run_at) - clock.now()).toBe(45_000);
+
+    const perm = make(async () => {
+      throw new PermanentError('never');
+    });
+    const p = await perm.add();
+    await perm.w.runUntilIdle();
+    expect(await job(p)).toMatchObject({ state: 'dead', last_error: 'never', attempts: 1 });
+  });
+
+  it('pauses the source on PauseSourceError without burning attempts, and resumes on success', async () => {
+    let keyWorks = false;
+    const { w, gate, add } = make(async () => {
+      if (!keyWorks) throw new PauseSourceError('HTTP 401 authentication_failed');
+    });
+    const id = await add('acme');
+    await w.runUntilIdle();
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
+    expect((await gate.list()).map((p) => p.source)).toEqual(['acme']);
+    // While paused, even a due job of the source is not claimed.
+    await database.db.updateTable('jobs').set({ run_at: new Date(clock.now()).toISOString() }).execute();
+    expect(await w.runUntilIdle()).toBe(0);
+    keyWorks = true;
+    clock.advance(5 * 60_000 + 1); // the probe period
+    expect(await w.runUntilIdle()).toBe(1);
+    expect((await job(id)).state).toBe('done');
+    expect(await gate.list()).toEqual([]);
+  });
+
+  it('reschedules without counting an attempt when the handler asks to poll later', async () => {
+    const { w, add } = make(async () => ({ rescheduleAt: clock.now() + 30_000 }));
+    const id = await add();
+    for (let i = 0; i < 5; i++) {
+      await w.runUntilIdle();
+      clock.advance(30_000);
+    }
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
+  });
+});
