@@ -62,7 +62,8 @@ export class JobQueue {
     private readonly leaseMs = 60_000,
   ) {}
 
-  async claim(owner: string, limit: number, blockedSources: readonly string[] = []): Promise<ClaimedJob[]> {
+  /** Claims up to `limit` due jobs, optionally only of some kinds (each sink has its own worker). */
+  async claim(owner: string, limit: number, blockedSources: readonly string[] = [], kinds?: readonly string[]): Promise<ClaimedJob[]> {
     const now = iso(this.clock.now());
     const token = randomUUID();
     let ids = this.db
@@ -74,6 +75,7 @@ export class JobQueue {
           eb.and([eb('state', '=', 'running'), eb('lease_expires_at', '<=', now)]),
         ]),
       );
+    if (kinds) ids = ids.where('kind', 'in', [...kinds]);
     if (blockedSources.length > 0) {
       ids = ids.where((eb) => eb.or([eb('source', 'is', null), eb('source', 'not in', [...blockedSources])]));
     }

@@ -20,6 +20,7 @@ export interface SourceGate {
 
 export interface WorkerOptions {
   queue: JobQueue;
+  /** Handlers by job kind; this worker claims only these kinds. */
   handlers: Record<string, JobHandler>;
   clock: Clock;
   logger: Logger;
@@ -45,7 +46,11 @@ export class Worker {
   private ticking = false;
   private again = false;
 
-  constructor(private readonly opts: WorkerOptions) {}
+  private readonly kinds: string[];
+
+  constructor(private readonly opts: WorkerOptions) {
+    this.kinds = Object.keys(opts.handlers);
+  }
 
   private get concurrency() {
     return this.opts.concurrency ?? 4;
@@ -97,7 +102,7 @@ export class Worker {
   private async claimAndStart(free: number): Promise<number> {
     if (free <= 0) return 0;
     const now = this.opts.clock.now();
-    const jobs = await this.opts.queue.claim(this.owner, free, await this.opts.gate.blockedSources(now));
+    const jobs = await this.opts.queue.claim(this.owner, free, await this.opts.gate.blockedSources(now), this.kinds);
     for (const job of jobs) {
       const p: Promise<void> = this.run(job).finally(() => {
         this.inflight.delete(p);
@@ -113,7 +118,7 @@ export class Worker {
     let ran = 0;
     while (ran < maxJobs) {
       const now = this.opts.clock.now();
-      const jobs = await this.opts.queue.claim(this.owner, this.concurrency, await this.opts.gate.blockedSources(now));
+      const jobs = await this.opts.queue.claim(this.owner, this.concurrency, await this.opts.gate.blockedSources(now), this.kinds);
       if (jobs.length === 0) break;
       await Promise.all(jobs.map((j) => this.run(j)));
       ran += jobs.length;
