@@ -1,0 +1,14 @@
+import type { Clock } from './clock.js';
+import type { FaultInjector } from './http/faults.js';
+import type { IdempotencyStore } from './http/idempotency.js';
+import type { Lifecycle } from './scenarios/lifecycle.js';
+import type { SandboxStore } from './store.js';
+
+/** What the route modules share; built once by createSandbox. */
+export interface SandboxContext {
+  store: SandboxStore;
+  clock: Clock;
+  idempotency: IdempotencyStore;
+  faults: FaultInjector;
+  lifecycle: Lifecycle;
+}

@@ -1,0 +1,126 @@
+import { mergeChaos, type ChaosOptions } from './chaos.js';
+import type { Clock } from './clock.js';
+import type { DeliveryScheduler } from './delivery/scheduler.js';
+import { invalidInput, notFound } from './http/apiError.js';
+import type { FaultInjector, FaultSpec } from './http/faults.js';
+import { API_KEY_PATTERN, newApiKey } from './ids.js';
+import type { JobInput } from './jobRecord.js';
+import type { CreateApplicationInput, Lifecycle } from './scenarios/lifecycle.js';
+import { runScenario, type ScenarioName, type ScenarioOptions } from './scenarios/runScenario.js';
+import type { CvEvaluationResult } from './scoring/cvAndInsights.js';
+import type { InterviewOutcomeInput, InterviewResult } from './scoring/interviewResult.js';
+import type { SandboxStore } from './store.js';
+import type { ApplicationStatus, DeliveryRecord, ScoringResource, UnavailableReason } from './types.js';
+import {
+  applicationSummary,
+  jobSummary,
+  organizationSummaries,
+  type ApplicationSummary,
+  type JobSummary,
+  type OrganizationSummary,
+} from './views.js';
+
+/** The programmatic control surface; the /_sandbox HTTP endpoints call the same functions. */
+export interface SandboxControl {
+  organizations(): OrganizationSummary[];
+  addApiKey(organizationId: string, opts?: { name?: string; key?: string; expiresAt?: number }): string;
+  revokeKey(key: string): void;
+  restrictKey(key: string, restricted?: boolean): void;
+  createJob(input?: Partial<JobInput> & { organizationId?: string; legacy?: boolean }): JobSummary;
+  createApplication(input: CreateApplicationInput): ApplicationSummary;
+  setApplicationStatus(applicationId: string, status: ApplicationStatus): ApplicationSummary;
+  completeInterview(applicationId: string, input?: InterviewOutcomeInput): InterviewResult;
+  optOut(applicationId: string, note?: string): void;
+  markUnavailable(applicationId: string, resource: ScoringResource, reason: UnavailableReason): void;
+  failScoring(applicationId: string, resource?: ScoringResource): void;
+  completeCvEvaluation(applicationId: string, opts?: { overallScore?: number }): CvEvaluationResult;
+  completeInsights(applicationId: string, opts?: { overallScore?: number }): Record<string, unknown>;
+  deleteApplication(applicationId: string): void;
+  runScenario(name: ScenarioName, opts?: ScenarioOptions): { job: JobSummary; application: ApplicationSummary };
+  emitEvent(input: { organizationId?: string; eventType: string; payload: Record<string, unknown>; id?: string }): { id: string };
+  injectFault(fault: FaultSpec): void;
+  clearFaults(): void;
+  chaos(): ChaosOptions;
+  setChaos(patch: Partial<ChaosOptions>): ChaosOptions;
+  setResultDelay(ms: number): void;
+  deliveries(filter?: { webhookId?: string; eventId?: string }): DeliveryRecord[];
+  pendingDeliveries(): number;
+  idle(): Promise<void>;
+  waitForDeliveries(opts?: { timeoutMs?: number }): Promise<void>;
+  advance(ms: number): Promise<void>;
+  now(): number;
+}
+
+export interface ControlDeps {
+  store: SandboxStore;
+  clock: Clock;
+  lifecycle: Lifecycle;
+  scheduler: DeliveryScheduler;
+  faults: FaultInjector;
+  settings: { chaos: ChaosOptions; resultDelayMs: number };
+  defaultOrganizationId: () => string;
+}
+
+export function createControl(deps: ControlDeps): SandboxControl {
+  const { store, lifecycle, scheduler, faults, settings } = deps;
+  const keyRecord = (key: string) => {
+    const record = store.keys.get(key);
+    if (record === undefined) throw notFound('Unknown API key.');
+    return record;
+  };
+  const control: SandboxControl = {
+    organizations: () => organizationSummaries(store),
+    addApiKey: (organizationId, opts = {}) => {
+      store.organization(organizationId);
+      const key = opts.key ?? newApiKey();
+      if (!API_KEY_PATTERN.test(key)) throw invalidInput('Keys have the form sk-<segment>.<segment>.', 'key');
+      store.keys.set(key, { key, organizationId, name: opts.name ?? 'sandbox key', revoked: false, restricted: false, expiresAt: opts.expiresAt ?? null });
+      return key;
+    },
+    // Spec 5.3: revoked immediately, no grace period.
+    revokeKey: (key) => {
+      keyRecord(key).revoked = true;
+    },
+    restrictKey: (key, restricted = true) => {
+      keyRecord(key).restricted = restricted;
+    },
+    createJob: (input) => jobSummary(lifecycle.createJob(input)),
+    createApplication: (input) => applicationSummary(lifecycle.createApplication(input)),
+    setApplicationStatus: (id, status) => applicationSummary(lifecycle.setApplicationStatus(id, status)),
+    completeInterview: (id, input) => lifecycle.completeInterview(id, input),
+    optOut: (id, note) => lifecycle.optOut(id, note),
+    markUnavailable: (id, resource, reason) => lifecycle.markUnavailable(id, resource, reason),
+    failScoring: (id, resource = 'interview') => lifecycle.markUnavailable(id, resource, 'scoring_failed'),
+    completeCvEvaluation: (id, opts) => lifecycle.completeCvEvaluation(id, opts),
+    completeInsights: (id, opts) => lifecycle.completeInsights(id, opts),
+    deleteApplication: (id) => lifecycle.deleteApplication(id),
+    runScenario: (name, opts) => {
+      const { job, application } = runScenario(lifecycle, name, opts);
+      return { job: jobSummary(job), application: applicationSummary(application) };
+    },
+    emitEvent: ({ organizationId, eventType, payload, id }) => ({
+      id: lifecycle.emit(organizationId ?? deps.defaultOrganizationId(), eventType, payload, id).id,
+    }),
+    injectFault: (fault) => faults.add(fault),
+    clearFaults: () => faults.clear(),
+    chaos: () => ({ ...settings.chaos }),
+    setChaos: (patch) => {
+      settings.chaos = mergeChaos(settings.chaos, patch);
+      return { ...settings.chaos };
+    },
+    setResultDelay: (ms) => {
+      settings.resultDelayMs = Math.max(0, ms);
+    },
+    deliveries: (filter = {}) =>
+      store
+        .allDeliveries()
+        .filter((d) => (filter.webhookId === undefined || d.webhook_id === filter.webhookId) && (filter.eventId === undefined || d.event_id === filter.eventId))
+        .sort((a, b) => a.attempted_at.localeCompare(b.attempted_at) || a.attempt - b.attempt),
+    pendingDeliveries: () => scheduler.pending(),
+    idle: () => scheduler.runDue(),
+    waitForDeliveries: (opts = {}) => scheduler.drain(opts.timeoutMs ?? 30_000),
+    advance: (ms) => scheduler.advance(ms),
+    now: () => deps.clock.now(),
+  };
+  return control;
+}

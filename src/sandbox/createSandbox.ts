@@ -1,0 +1,145 @@
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { mergeChaos, NO_CHAOS, type ChaosOptions } from './chaos.js';
+import { systemClock, type Clock } from './clock.js';
+import type { SandboxContext } from './context.js';
+import { createControl, type SandboxControl } from './control.js';
+import { DEFAULT_ORGANIZATIONS, type OrganizationSeed } from './defaultOrganizations.js';
+import { ATTEMPT_TIMEOUT_MS } from './delivery/backoff.js';
+import { Dispatcher, type SandboxLogger } from './delivery/dispatcher.js';
+import { DeliveryScheduler } from './delivery/scheduler.js';
+import { createRandom } from './fakeData.js';
+import { errorResponse, notFound } from './http/apiError.js';
+import { requireApiKey, type AuthEnv } from './http/auth.js';
+import { controlRoutes } from './http/controlRoutes.js';
+import { FaultInjector } from './http/faults.js';
+import { IdempotencyStore } from './http/idempotency.js';
+import { jobsRoutes } from './http/jobsRoutes.js';
+import { v1InterviewRoutes, v2ScoringRoutes } from './http/scoringRoutes.js';
+import { webhooksRoutes } from './http/webhooksRoutes.js';
+import { newId } from './ids.js';
+import { Lifecycle } from './scenarios/lifecycle.js';
+import { SandboxStore } from './store.js';
+
+export interface SandboxOptions {
+  /** Default: two organizations with fixed keys (see defaultOrganizations.ts). */
+  organizations?: readonly OrganizationSeed[];
+  /** Default: the system clock. Pass `createManualClock()` to drive time with `control.advance`. */
+  clock?: Clock;
+  /** Real waits (retry backoff, chaos delay, result delay) are divided by this. Default 1. */
+  timeFactor?: number;
+  fetch?: typeof fetch;
+  logger?: SandboxLogger;
+  chaos?: Partial<ChaosOptions>;
+  /** Nominal delay between a *.completed event and its result becoming readable. Default 0. */
+  resultDelayMs?: number;
+  /** Per-attempt timeout (spec 6.3: 10 s). Not scaled by timeFactor. */
+  attemptTimeoutMs?: number;
+  /** Seed for fake candidates and scores. Default 1, so runs are reproducible. */
+  seed?: number;
+  /** Source of randomness for chaos decisions. Default Math.random. */
+  random?: () => number;
+}
+
+export interface Sandbox {
+  app: Hono;
+  control: SandboxControl;
+  /** Listens on `port` (default 0: an ephemeral port) and `host` (default 127.0.0.1). */
+  start(port?: number, host?: string): Promise<{ url: string; port: number }>;
+  /** Stops deliveries (in-flight attempts are aborted) and closes the server. */
+  stop(): Promise<void>;
+}
+
+function seedOrganizations(store: SandboxStore, seeds: readonly OrganizationSeed[]): void {
+  if (seeds.length === 0) throw new Error('createSandbox: at least one organization is needed');
+  for (const seed of seeds) {
+    const id = seed.id ?? newId();
+    store.organizations.set(id, { id, name: seed.name });
+  }
+}
+
+export function createSandbox(opts: SandboxOptions = {}): Sandbox {
+  const timeFactor = opts.timeFactor ?? 1;
+  if (!Number.isFinite(timeFactor) || timeFactor <= 0) throw new Error(`createSandbox: timeFactor must be a positive number, got ${timeFactor}`);
+  const clock = opts.clock ?? systemClock;
+  const random = opts.random ?? Math.random;
+  const settings = { chaos: mergeChaos(NO_CHAOS, opts.chaos ?? {}), resultDelayMs: Math.max(0, opts.resultDelayMs ?? 0) };
+  const store = new SandboxStore();
+  const seeds = opts.organizations ?? DEFAULT_ORGANIZATIONS;
+  seedOrganizations(store, seeds);
+  const defaultOrganizationId = (): string => {
+    const first = store.organizations.keys().next();
+    if (first.done === true) throw new Error('no organization');
+    return first.value;
+  };
+
+  const scheduler = new DeliveryScheduler(clock, timeFactor, () => settings.chaos.reorder, (err) =>
+    opts.logger?.warn({ err }, 'delivery task failed'),
+  );
+  const dispatcher = new Dispatcher({
+    store,
+    clock,
+    scheduler,
+    chaos: () => settings.chaos,
+    fetch: opts.fetch ?? globalThis.fetch,
+    random,
+    attemptTimeoutMs: opts.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS,
+    logger: opts.logger,
+  });
+  const lifecycle = new Lifecycle({
+    store,
+    clock,
+    dispatcher,
+    random: createRandom(opts.seed ?? 1),
+    resultDelayMs: () => settings.resultDelayMs,
+    timeFactor,
+    defaultOrganizationId,
+  });
+  const faults = new FaultInjector();
+  const control = createControl({ store, clock, lifecycle, scheduler, faults, settings, defaultOrganizationId });
+  [...store.organizations.keys()].forEach((orgId, i) => {
+    const keys = seeds[i]?.apiKeys ?? [];
+    if (keys.length === 0) control.addApiKey(orgId, { name: 'default' });
+    keys.forEach((key, k) => control.addApiKey(orgId, { key, name: `key ${k + 1}` }));
+  });
+
+  const ctx: SandboxContext = { store, clock, idempotency: new IdempotencyStore(), faults, lifecycle };
+  const app = new Hono<AuthEnv>();
+  app.onError((err, c) => errorResponse(c, err));
+  app.notFound((c) => errorResponse(c, notFound()));
+  app.route('/_sandbox', controlRoutes(control));
+  app.use('/api/*', requireApiKey(store, clock));
+  app.route('/api/v2/jobs', jobsRoutes(ctx));
+  app.route('/api/v2/applications', v2ScoringRoutes(ctx));
+  app.route('/api/v2/webhooks', webhooksRoutes(ctx));
+  app.route('/api/v1/applications', v1InterviewRoutes(ctx));
+
+  let server: Server | undefined;
+  return {
+    app: app as unknown as Hono,
+    control,
+    start: (port = 0, host = '127.0.0.1') =>
+      new Promise((resolve, reject) => {
+        if (server !== undefined) return reject(new Error('sandbox already started'));
+        const s = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
+          const shownHost = host.includes(':') ? `[${host}]` : host;
+          resolve({ url: `http://${shownHost}:${info.port}`, port: info.port });
+        }) as Server;
+        s.once('error', reject);
+        server = s;
+      }),
+    stop: async () => {
+      scheduler.stop();
+      dispatcher.stop();
+      const s = server;
+      server = undefined;
+      if (s === undefined) return;
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+        s.closeAllConnections();
+      });
+    },
+  };
+}

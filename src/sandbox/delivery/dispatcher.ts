@@ -1,0 +1,128 @@
+import { Webhook } from 'standardwebhooks';
+import type { ChaosOptions } from '../chaos.js';
+import { iso, type Clock } from '../clock.js';
+import { newId, newMessageId } from '../ids.js';
+import type { SandboxStore } from '../store.js';
+import type { SandboxEvent, WebhookEndpoint } from '../types.js';
+import { isAcknowledged, retryDelayMs } from './backoff.js';
+import type { DeliveryScheduler } from './scheduler.js';
+
+export interface SandboxLogger {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+}
+
+export interface DispatcherDeps {
+  store: SandboxStore;
+  clock: Clock;
+  scheduler: DeliveryScheduler;
+  chaos: () => ChaosOptions;
+  fetch: typeof fetch;
+  random: () => number;
+  attemptTimeoutMs: number;
+  logger?: SandboxLogger | undefined;
+}
+
+/** One delivery of one event to one endpoint; its `webhook-id` stays the same across its retries. */
+interface Message {
+  messageId: string;
+  endpointId: string;
+  event: SandboxEvent;
+  body: string;
+}
+
+/** Spec 6: every enabled endpoint of the organization whose `event_types` holds the event or is empty. */
+export function subscribedEndpoints(store: SandboxStore, event: SandboxEvent): WebhookEndpoint[] {
+  return store
+    .webhooksOf(event.organizationId)
+    .filter((w) => w.enabled && (w.event_types.length === 0 || w.event_types.includes(event.event_type)));
+}
+
+/** Sends events as signed Standard Webhooks deliveries with the retry schedule of spec 6.3. */
+export class Dispatcher {
+  private readonly abort = new AbortController();
+
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  emit(event: SandboxEvent): void {
+    const chaos = this.deps.chaos();
+    for (const endpoint of subscribedEndpoints(this.deps.store, event)) {
+      // Spec 6.1 envelope; the body is fixed per endpoint so every retry signs the same bytes.
+      const envelope = { id: event.id, created_at: event.created_at, webhook_id: endpoint.id, event_type: event.event_type, payload: event.payload };
+      const body = JSON.stringify(envelope);
+      const copies = this.deps.random() < chaos.duplicateRate ? 2 : 1;
+      for (let i = 0; i < copies; i++) {
+        const message: Message = { messageId: newMessageId(), endpointId: endpoint.id, event, body };
+        this.deps.scheduler.schedule(endpoint.id, chaos.delayMs, () => this.attempt(message, 1));
+      }
+    }
+  }
+
+  stop(): void {
+    this.abort.abort();
+  }
+
+  private async attempt(message: Message, attempt: number): Promise<void> {
+    const { store, clock, scheduler } = this.deps;
+    const endpoint = store.webhooks.get(message.endpointId);
+    // Deleted or paused (spec 2.11 `enabled: false`) endpoints get nothing more; the delivery is dropped.
+    if (endpoint === undefined || !endpoint.enabled) return;
+    const attemptedAt = clock.now();
+    const started = performance.now();
+    const { responseCode, error } = await this.post(endpoint, message, attemptedAt);
+    const ok = responseCode !== null && isAcknowledged(responseCode);
+    const delay = ok ? null : retryDelayMs(attempt);
+    const nextAt = delay === null ? null : scheduler.schedule(endpoint.id, delay, () => this.attempt(message, attempt + 1));
+    store.recordDelivery({
+      id: newId(),
+      webhook_id: endpoint.id,
+      event_id: message.event.id,
+      event_type: message.event.event_type,
+      message_id: message.messageId,
+      attempt,
+      status: ok ? 'succeeded' : 'failed',
+      response_code: responseCode,
+      error,
+      attempted_at: iso(attemptedAt),
+      duration_ms: Math.round(performance.now() - started),
+      retry_delay_ms: delay,
+      next_attempt_at: nextAt === null ? null : iso(nextAt),
+    });
+    this.deps.logger?.info(
+      { event_id: message.event.id, webhook_id: endpoint.id, attempt, response_code: responseCode, error, dropped: !ok && delay === null },
+      ok ? 'delivery acknowledged' : 'delivery failed',
+    );
+  }
+
+  private async post(
+    endpoint: WebhookEndpoint,
+    message: Message,
+    attemptedAt: number,
+  ): Promise<{ responseCode: number | null; error: 'timeout' | 'network_error' | null }> {
+    const timestamp = new Date(attemptedAt + this.deps.chaos().timestampOffsetMs);
+    // Signed by the standardwebhooks package, never by our own code (issue 3).
+    const signature = new Webhook(endpoint.secret).sign(message.messageId, timestamp, message.body);
+    const signal = AbortSignal.any([AbortSignal.timeout(this.deps.attemptTimeoutMs), this.abort.signal]);
+    try {
+      const res = await this.deps.fetch(endpoint.url, {
+        method: 'POST',
+        // Spec 6.3: redirects are not followed; a 3xx is a failed attempt.
+        redirect: 'manual',
+        signal,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'hiring-service-sandbox',
+          'webhook-id': message.messageId,
+          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-signature': signature,
+        },
+        body: message.body,
+      });
+      await res.arrayBuffer().catch(() => undefined);
+      return { responseCode: res.status, error: null };
+    } catch (err) {
+      const timedOut = (err as Error).name === 'TimeoutError';
+      return { responseCode: null, error: timedOut ? 'timeout' : 'network_error' };
+    }
+  }
+}

@@ -1,0 +1,160 @@
+import { isManualClock, type Clock, type ManualClock } from '../clock.js';
+
+interface Task {
+  seq: number;
+  dueAt: number;
+  /** Tasks of one lane run one after another within a batch (one lane per webhook endpoint). */
+  lane: string;
+  run: () => Promise<void>;
+}
+
+/** Guards every loop against a runaway schedule: far more steps than any test needs. */
+const MAX_STEPS = 100_000;
+
+/**
+ * Runs delivery tasks when they fall due on the sandbox clock.
+ *
+ * - Delays are divided by `timeFactor`, so a test can play the whole retry schedule in seconds.
+ * - With a real clock, one unref'd timer is armed for the earliest task.
+ * - With a manual clock nothing fires on its own: `advance(ms)` moves the clock task by task, so
+ *   each attempt happens exactly at its due time on the sandbox clock and tests never sleep.
+ * Due tasks of different lanes run concurrently; within a lane they run in order (oldest first,
+ * or newest first when `reorder()` says so).
+ */
+export class DeliveryScheduler {
+  private readonly tasks: Task[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly idleWaiters: (() => void)[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private seq = 0;
+  private stopped = false;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly timeFactor: number,
+    private readonly reorder: () => boolean,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  get manual(): boolean {
+    return isManualClock(this.clock);
+  }
+
+  /** `delayMs` is nominal (spec time); it is divided by the time factor. */
+  schedule(lane: string, delayMs: number, run: () => Promise<void>): number {
+    const dueAt = this.clock.now() + delayMs / this.timeFactor;
+    this.tasks.push({ seq: this.seq++, dueAt, lane, run });
+    this.arm();
+    return dueAt;
+  }
+
+  pending(): number {
+    return this.tasks.length + this.inFlight.size;
+  }
+
+  /** Starts every task due now; resolves when they (and anything they made due now) finished. */
+  async runDue(): Promise<void> {
+    for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
+      const now = this.clock.now();
+      const due = this.tasks.filter((t) => t.dueAt <= now);
+      if (due.length === 0) {
+        if (this.inFlight.size === 0) break;
+        await Promise.all([...this.inFlight]);
+        continue;
+      }
+      for (const t of due) this.tasks.splice(this.tasks.indexOf(t), 1);
+      this.startBatch(due);
+    }
+    this.arm();
+    this.notifyIdle();
+  }
+
+  /** Manual clock only: moves time forward by `ms`, running every task at its own due time. */
+  async advance(ms: number): Promise<void> {
+    const clock = this.requireManual();
+    const target = clock.now() + ms;
+    for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
+      await this.runDue();
+      const next = this.nextDueAt();
+      if (next === undefined || next > target) break;
+      clock.set(next);
+    }
+    clock.set(target);
+    await this.runDue();
+  }
+
+  /** Resolves once no task is pending at all (retries included). A manual clock is fast-forwarded. */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.manual) {
+      const clock = this.requireManual();
+      for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
+        await this.runDue();
+        const next = this.nextDueAt();
+        if (next === undefined) return;
+        clock.set(next);
+      }
+      return;
+    }
+    await this.runDue();
+    if (this.pending() === 0) return;
+    await new Promise<void>((resolve, reject) => {
+      const timeout = setTimeout(() => reject(new Error(`deliveries still pending after ${timeoutMs} ms: ${this.pending()}`)), timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(timeout);
+        resolve();
+      });
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.tasks.length = 0;
+    this.notifyIdle();
+  }
+
+  private startBatch(due: Task[]): void {
+    const newestFirst = this.reorder();
+    const lanes = new Map<string, Task[]>();
+    for (const t of due) lanes.set(t.lane, [...(lanes.get(t.lane) ?? []), t]);
+    for (const laneTasks of lanes.values()) {
+      laneTasks.sort((a, b) => (newestFirst ? b.seq - a.seq : a.seq - b.seq));
+      const p = (async () => {
+        for (const t of laneTasks) {
+          if (this.stopped) return;
+          await t.run().catch(this.onError);
+        }
+      })();
+      this.inFlight.add(p);
+      void p.finally(() => {
+        this.inFlight.delete(p);
+        this.notifyIdle();
+      });
+    }
+  }
+
+  private nextDueAt(): number | undefined {
+    return this.tasks.reduce<number | undefined>((min, t) => (min === undefined || t.dueAt < min ? t.dueAt : min), undefined);
+  }
+
+  private arm(): void {
+    if (this.manual || this.stopped) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const next = this.nextDueAt();
+    if (next === undefined) return;
+    this.timer = setTimeout(() => void this.runDue(), Math.max(0, next - this.clock.now()));
+    this.timer.unref();
+  }
+
+  private notifyIdle(): void {
+    if (this.tasks.length > 0 && !this.stopped) return;
+    if (this.inFlight.size > 0) return;
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private requireManual(): ManualClock {
+    if (!isManualClock(this.clock)) throw new Error('advance() needs a manual clock: createSandbox({ clock: createManualClock() })');
+    return this.clock;
+  }
+}

@@ -1,0 +1,80 @@
+import { Hono } from 'hono';
+import { z } from 'zod';
+import type { SandboxContext } from '../context.js';
+import { createJobRecord, JOB_ENUMS, jobView } from '../jobRecord.js';
+import type { JobRecord } from '../types.js';
+import { invalidInput, methodNotAllowed } from './apiError.js';
+import type { AuthEnv } from './auth.js';
+import { paginate } from './pagination.js';
+import { readJsonObject, validate } from './readJson.js';
+
+/** Body of POST /api/v2/jobs: "not shown" in spec 4.2; the sandbox accepts the fields of 2.6. */
+const jobBody = z.object({
+  title: z.string().trim().min(1).max(255),
+  description: z.string().optional(),
+  location: z.string().max(255).optional(),
+  external_id: z.string().max(255).optional(),
+  employment_type: z.enum(JOB_ENUMS.employment_type).optional(),
+  status: z.enum(JOB_ENUMS.status).optional(),
+  is_public: z.boolean().optional(),
+  language: z.enum(JOB_ENUMS.language).optional(),
+  is_multilingual: z.boolean().optional(),
+  cv_requirement: z.enum(JOB_ENUMS.cv_requirement).optional(),
+  additional_information: z.string().optional(),
+  salary: z
+    .object({ min: z.string(), max: z.string(), currency: z.string().length(3), frequency: z.enum(JOB_ENUMS.salary_frequency) })
+    .optional(),
+});
+
+/** Spec 4.2: the sort parameter takes `created_at` or `title`, a leading `-` meaning descending. */
+const ORDERINGS = ['created_at', '-created_at', 'title', '-title'] as const;
+
+function compareBy(ordering: (typeof ORDERINGS)[number]): (a: JobRecord, b: JobRecord) => number {
+  const desc = ordering.startsWith('-');
+  const field = desc ? ordering.slice(1) : ordering;
+  return (a, b) => {
+    const x = field === 'title' ? a.title.localeCompare(b.title) : a.created_at.localeCompare(b.created_at);
+    // Ties keep creation order so pages never overlap.
+    return (desc ? -x : x) || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id);
+  };
+}
+
+export function jobsRoutes(ctx: SandboxContext): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+
+  // Spec 4.2 + 2.2: parameter names are "not shown"; the sandbox uses `ordering`, `search`, `status`.
+  app.get('/', (c) => {
+    const orgId = c.get('organizationId');
+    const ordering = c.req.query('ordering') ?? '-created_at';
+    if (!(ORDERINGS as readonly string[]).includes(ordering)) {
+      throw invalidInput(`Unknown ordering; use one of ${ORDERINGS.join(', ')}.`, 'ordering');
+    }
+    const search = c.req.query('search')?.toLowerCase();
+    const status = c.req.query('status');
+    const jobs = [...ctx.store.jobs.values()]
+      .filter((j) => j.organizationId === orgId)
+      .filter((j) => status === undefined || j.status === status)
+      .filter((j) => search === undefined || j.title.toLowerCase().includes(search) || j.description.toLowerCase().includes(search))
+      .sort(compareBy(ordering as (typeof ORDERINGS)[number]));
+    return c.json(paginate(c.req.url, jobs.map(jobView)));
+  });
+
+  // Spec 4.2 + 4.6: create, honoring Idempotency-Key. Jobs created via v2 use the v3 engine (9).
+  app.post('/', async (c) => {
+    const orgId = c.get('organizationId');
+    const { body } = await readJsonObject(c);
+    const input = validate(jobBody, body);
+    return ctx.idempotency.handle(c, orgId, body, () => {
+      const job = createJobRecord(orgId, input, 'v3', ctx.clock.now());
+      ctx.store.jobs.set(job.id, job);
+      return { status: 201, body: jobView(job) };
+    });
+  });
+
+  // Not in spec 4.2 (assumption): a plain read of one job, 404 for another organization's.
+  app.get('/:id', (c) => c.json(jobView(ctx.store.job(c.get('organizationId'), c.req.param('id')))));
+
+  app.all('/', methodNotAllowed);
+  app.all('/:id', methodNotAllowed);
+  return app;
+}

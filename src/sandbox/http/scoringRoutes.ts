@@ -1,0 +1,40 @@
+import { Hono } from 'hono';
+import type { SandboxContext } from '../context.js';
+import { readScoring } from '../scoring/readiness.js';
+import { SCORING_RESOURCES, type ScoringResource } from '../types.js';
+import { methodNotAllowed, notFound } from './apiError.js';
+import type { AuthEnv } from './auth.js';
+
+/** Spec 4.2 + 3.6: v2 scoring reads under /api/v2/applications/{id}/… */
+export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  for (const resource of SCORING_RESOURCES) {
+    const path = `/:id/${resource}`;
+    app.get(path, (c) => {
+      const id = c.req.param('id') ?? '';
+      const fault = ctx.faults.take(resource, id);
+      if (fault !== undefined) return fault;
+      // 404 only for an unknown application or another organization's (4.2); never for work in progress.
+      const application = ctx.store.application(c.get('organizationId'), id);
+      return c.json(readScoring(application.scoring[resource as ScoringResource], ctx.clock.now()));
+    });
+    app.all(path, methodNotAllowed);
+  }
+  return app;
+}
+
+/** Spec 4.1 + 2.3: GET /api/v1/applications/{application_id}/interview. */
+export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  app.get('/:id/interview', (c) => {
+    const id = c.req.param('id');
+    const fault = ctx.faults.take('v1-interview', id);
+    if (fault !== undefined) return fault;
+    const application = ctx.store.application(c.get('organizationId'), id);
+    // Assumption: before any interview call exists, v1 answers 404 (it has no readiness envelope).
+    if (application.interviewCall === null) throw notFound('No interview for this application yet.');
+    return c.json(application.interviewCall.detail);
+  });
+  app.all('/:id/interview', methodNotAllowed);
+  return app;
+}

@@ -1,0 +1,38 @@
+import type { ApplicationRecord, JobRecord } from '../types.js';
+
+/**
+ * Payload blocks of spec 6.4. Every `application` block carries `external_id` (null when unset).
+ * The `candidate` block is the same in every event (assumption: 6.4 states its fields only for
+ * `interview.completed`; the sandbox adds `id`).
+ */
+export function applicationBlock(app: ApplicationRecord): Record<string, unknown> {
+  return { id: app.id, external_id: app.external_id, status: app.status, created_at: app.created_at };
+}
+
+export function candidateBlock(app: ApplicationRecord): Record<string, unknown> {
+  const { id, first_name, last_name, email, phone_number } = app.candidate;
+  return { id, first_name, last_name, email, phone_number };
+}
+
+export function jobBlock(job: JobRecord): Record<string, unknown> {
+  return { id: job.id, title: job.title };
+}
+
+export function applicationPayload(app: ApplicationRecord, job: JobRecord): Record<string, unknown> {
+  return { application: applicationBlock(app), candidate: candidateBlock(app), job: jobBlock(job) };
+}
+
+/**
+ * `job_application.deleted`: the spec's snapshot (`id`, `status`, `created_at`, `candidate`, `job`)
+ * taken just before deletion, plus `external_id` so a receiver can still correlate it.
+ */
+export function deletedSnapshot(app: ApplicationRecord, job: JobRecord): Record<string, unknown> {
+  return {
+    id: app.id,
+    external_id: app.external_id,
+    status: app.status,
+    created_at: app.created_at,
+    candidate: candidateBlock(app),
+    job: jobBlock(job),
+  };
+}

@@ -1,0 +1,78 @@
+import { notFound } from './http/apiError.js';
+import type {
+  ApiKeyRecord,
+  ApplicationRecord,
+  DeliveryRecord,
+  JobRecord,
+  Organization,
+  WebhookEndpoint,
+} from './types.js';
+
+/**
+ * All sandbox state, in memory. Lookups that take an organization id answer 404 `not_found` for
+ * another organization's record exactly as for an unknown one (spec 4.2), so nothing leaks.
+ */
+export class SandboxStore {
+  readonly organizations = new Map<string, Organization>();
+  readonly keys = new Map<string, ApiKeyRecord>();
+  readonly jobs = new Map<string, JobRecord>();
+  readonly applications = new Map<string, ApplicationRecord>();
+  readonly webhooks = new Map<string, WebhookEndpoint>();
+  /** Per webhook id, every attempt in the order made. */
+  readonly deliveries = new Map<string, DeliveryRecord[]>();
+
+  organization(id: string): Organization {
+    const org = this.organizations.get(id);
+    if (org === undefined) throw notFound(`Organization ${id} not found.`);
+    return org;
+  }
+
+  job(organizationId: string, id: string): JobRecord {
+    const job = this.jobs.get(id);
+    if (job === undefined || job.organizationId !== organizationId) throw notFound('Job not found.');
+    return job;
+  }
+
+  application(organizationId: string, id: string): ApplicationRecord {
+    const app = this.applications.get(id);
+    if (app === undefined || app.organizationId !== organizationId) throw notFound('Application not found.');
+    return app;
+  }
+
+  /** For the control API, which is not scoped to an organization. */
+  anyApplication(id: string): ApplicationRecord {
+    const app = this.applications.get(id);
+    if (app === undefined) throw notFound(`Application ${id} not found.`);
+    return app;
+  }
+
+  anyJob(id: string): JobRecord {
+    const job = this.jobs.get(id);
+    if (job === undefined) throw notFound(`Job ${id} not found.`);
+    return job;
+  }
+
+  webhook(organizationId: string, id: string): WebhookEndpoint {
+    const hook = this.webhooks.get(id);
+    if (hook === undefined || hook.organizationId !== organizationId) throw notFound('Webhook not found.');
+    return hook;
+  }
+
+  webhooksOf(organizationId: string): WebhookEndpoint[] {
+    return [...this.webhooks.values()].filter((w) => w.organizationId === organizationId);
+  }
+
+  keysOf(organizationId: string): ApiKeyRecord[] {
+    return [...this.keys.values()].filter((k) => k.organizationId === organizationId);
+  }
+
+  recordDelivery(record: DeliveryRecord): void {
+    const list = this.deliveries.get(record.webhook_id) ?? [];
+    list.push(record);
+    this.deliveries.set(record.webhook_id, list);
+  }
+
+  allDeliveries(): DeliveryRecord[] {
+    return [...this.deliveries.values()].flat();
+  }
+}

@@ -1,0 +1,61 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createManualClock, type ManualClock } from '../../src/sandbox/clock.js';
+import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+
+describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timestamps)', () => {
+  let run: Running;
+  let receiver: Receiver;
+  let clock: ManualClock;
+  beforeEach(async () => {
+    clock = createManualClock(Date.now());
+    run = await startSandbox({ clock });
+    receiver = await startReceiver();
+    await subscribe(run, receiver);
+  });
+  afterEach(async () => {
+    await run.sandbox.stop();
+    await receiver.close();
+  });
+
+  it('is off by default', () => {
+    expect(run.sandbox.control.chaos()).toEqual({ duplicateRate: 0, reorder: false, delayMs: 0, timestampOffsetMs: 0 });
+  });
+
+  it('duplicate: the same event id arrives twice with fresh webhook-ids, both validly signed', async () => {
+    run.sandbox.control.setChaos({ duplicateRate: 1 });
+    const { id } = run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(receiver.requests.map((r) => r.body.id)).toEqual([id, id]);
+    const [a, b] = receiver.requests.map((r) => r.headers['webhook-id']);
+    expect(a).not.toBe(b);
+    expect(receiver.requests.every((r) => r.verified)).toBe(true);
+  });
+
+  it('reorder: deliveries that fall due together go out newest first', async () => {
+    run.sandbox.control.setChaos({ reorder: true });
+    const ids = ['one', 'two', 'three'].map((n) => run.sandbox.control.emitEvent({ eventType: 'application.created', payload: { n } }).id);
+    await run.sandbox.control.idle();
+    expect(receiver.requests.map((r) => r.body.id)).toEqual([...ids].reverse());
+  });
+
+  it('delay: nothing is sent before the delay has passed on the sandbox clock', async () => {
+    run.sandbox.control.setChaos({ delayMs: 45_000 });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(receiver.requests).toHaveLength(0);
+    await run.sandbox.control.advance(44_999);
+    expect(receiver.requests).toHaveLength(0);
+    await run.sandbox.control.advance(1);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('timestamp offset: webhook-timestamp is shifted; beyond 5 minutes verification fails and the attempt fails', async () => {
+    run.sandbox.control.setChaos({ timestampOffsetMs: -6 * 60_000 });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    const [req] = receiver.requests;
+    expect(Number(req!.headers['webhook-timestamp'])).toBe(Math.floor((clock.now() - 6 * 60_000) / 1000));
+    expect(req!.verified).toBe(false);
+    expect(run.sandbox.control.deliveries()[0]).toMatchObject({ status: 'failed', response_code: 400 });
+  });
+});

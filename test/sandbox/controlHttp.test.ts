@@ -1,0 +1,71 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ACME_KEY_2, ACME_ORG, GLOBEX_ORG, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+
+/** The /_sandbox control endpoints drive the same life as the programmatic API (docs/sandbox.md). */
+describe('control endpoints over HTTP', () => {
+  let run: Running;
+  let receiver: Receiver;
+  beforeEach(async () => {
+    run = await startSandbox();
+    receiver = await startReceiver();
+  });
+  afterEach(async () => {
+    await run.sandbox.stop();
+    await receiver.close();
+  });
+  const control = (path: string, method = 'POST', body?: unknown) => run.api(`/_sandbox${path}`, { method, key: null, ...(body === undefined ? {} : { body }) });
+
+  it('lists organizations with their keys and revokes a key', async () => {
+    const orgs = await control('/organizations', 'GET');
+    expect(orgs.body.map((o: any) => o.id)).toEqual([ACME_ORG, GLOBEX_ORG]);
+    expect((await control('/keys/revoke', 'POST', { key: ACME_KEY_2 })).status).toBe(204);
+    expect((await run.api('/api/v2/jobs', { key: ACME_KEY_2 })).body[0].code).toBe('authentication_failed');
+    const added = await control(`/organizations/${GLOBEX_ORG}/keys`, 'POST', {});
+    expect(added.body.key).toMatch(/^sk-[a-f0-9]+\.[A-Za-z0-9_-]+$/);
+    expect((await run.api('/api/v2/jobs', { key: added.body.key })).status).toBe(200);
+  });
+
+  it('moves an application through its life, step by step', async () => {
+    await subscribe(run, receiver);
+    const job = await control('/jobs', 'POST', { title: 'Picker' });
+    expect(job.status).toBe(201);
+    const app = await control('/applications', 'POST', { job_id: job.body.id, external_id: 'crm-9', candidate: { first_name: 'Ada' } });
+    expect(app.body).toMatchObject({ external_id: 'crm-9', status: 'applied', candidate: { first_name: 'Ada' } });
+    const id = app.body.id;
+    expect((await control(`/applications/${id}/status`, 'POST', { status: 'screened' })).body.status).toBe('screened');
+    expect((await control(`/applications/${id}/status`, 'POST', { status: 'screened' })).status).toBe(400);
+    expect((await control(`/applications/${id}/interview`, 'POST', { eligible: false })).body.is_eligible).toBe(false);
+    expect((await control(`/applications/${id}/cv-evaluation`, 'POST', { overall_score: 2.5 })).body.overall_score).toBe(2.5);
+    expect((await control(`/applications/${id}/insights`, 'POST', {})).status).toBe(200);
+    expect((await control(`/applications/${id}`, 'DELETE')).status).toBe(204);
+    expect((await control('/deliveries/wait', 'POST', {})).body).toEqual({ pending: 0 });
+    expect(receiver.requests.map((r) => r.body.event_type)).toEqual([
+      'application.created', 'application.status_changed', 'interview.completed', 'cv_evaluation.completed', 'insights.completed', 'job_application.deleted',
+    ]);
+    for (const r of receiver.requests) expect(r.body.payload.application?.external_id ?? r.body.payload.external_id).toBe('crm-9');
+    const deliveries = await control(`/deliveries?event_id=${receiver.requests[0]!.body.id}`, 'GET');
+    expect(deliveries.body).toHaveLength(1);
+  });
+
+  it('runs named scenarios, emits arbitrary events, injects faults and sets chaos', async () => {
+    await subscribe(run, receiver);
+    const sc = await control('/scenarios/scoring_failed', 'POST', { external_id: 'x-1' });
+    expect(sc.status).toBe(201);
+    expect((await run.api(`/api/v2/applications/${sc.body.application.id}/interview`)).body).toEqual({ status: 'unavailable', reason: 'scoring_failed', result: null });
+    expect((await control('/scenarios/nope', 'POST', {})).body[0]).toMatchObject({ code: 'invalid_input', attr: 'name' });
+    const ev = await control('/events', 'POST', { event_type: 'interview.completed', payload: { application: { id: sc.body.application.id, external_id: 'x-1' } } });
+    expect(ev.status).toBe(201);
+    await control('/faults', 'POST', { target: 'interview', status: 429, times: 1, headers: { 'Retry-After': '5' } });
+    const throttled = await run.api(`/api/v2/applications/${sc.body.application.id}/interview`);
+    expect([throttled.status, throttled.headers.get('retry-after')]).toEqual([429, '5']);
+    await control('/faults', 'POST', { target: '*', status: 503, times: 5 });
+    expect((await control('/faults', 'DELETE')).status).toBe(204);
+    expect((await run.api(`/api/v2/applications/${sc.body.application.id}/interview`)).status).toBe(200);
+    expect((await control('/chaos', 'PATCH', { duplicateRate: 1 })).body.duplicateRate).toBe(1);
+    await control('/deliveries/wait', 'POST', {});
+    expect(receiver.requests.some((r) => r.body.id === ev.body.id)).toBe(true);
+    // A real clock cannot be advanced.
+    expect((await control('/clock/advance', 'POST', { ms: 1000 })).status).toBe(400);
+    expect((await control('/applications', 'POST', {})).body[0]).toMatchObject({ code: 'required', attr: 'job_id' });
+  });
+});

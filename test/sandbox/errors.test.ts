@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GLOBEX_KEY, startSandbox, type Running } from './helpers.js';
+
+describe('errors (spec 2.1, 7)', () => {
+  let run: Running;
+  beforeAll(async () => {
+    run = await startSandbox();
+  });
+  afterAll(() => run.sandbox.stop());
+
+  const isErrorArray = (body: unknown): void => {
+    expect(Array.isArray(body)).toBe(true);
+    for (const e of body as object[]) expect(Object.keys(e).sort()).toEqual(['attr', 'code', 'detail']);
+  };
+
+  it('7: malformed JSON is 400 parse_error', async () => {
+    const res = await run.api('/api/v2/webhooks', { method: 'POST', rawBody: '{"url": ', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    isErrorArray(res.body);
+    expect(res.body[0]).toMatchObject({ code: 'parse_error', attr: null });
+  });
+
+  it('7: a missing field is `required` with attr naming it', async () => {
+    const res = await run.api('/api/v2/jobs', { method: 'POST', body: { description: 'no title' } });
+    expect(res.status).toBe(400);
+    isErrorArray(res.body);
+    expect(res.body).toContainEqual({ code: 'required', detail: expect.any(String), attr: 'title' });
+  });
+
+  it('7: an invalid field is invalid_input with attr', async () => {
+    const res = await run.api('/api/v2/jobs', { method: 'POST', body: { title: 'X', employment_type: 'sometimes' } });
+    expect(res.status).toBe(400);
+    expect(res.body[0]).toMatchObject({ code: 'invalid_input', attr: 'employment_type' });
+  });
+
+  it('7: an unknown resource is 404 not_found, and so is another organization\'s', async () => {
+    const unknown = await run.api('/api/v2/webhooks/00000000-0000-4000-8000-000000000000');
+    expect(unknown.status).toBe(404);
+    isErrorArray(unknown.body);
+    expect(unknown.body[0].code).toBe('not_found');
+    const job = await run.api('/api/v2/jobs', { method: 'POST', body: { title: 'Acme only' } });
+    const foreign = await run.api(`/api/v2/jobs/${job.body.id}`, { key: GLOBEX_KEY });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body[0].code).toBe('not_found');
+    expect((await run.api('/api/v2/no-such-thing')).body[0].code).toBe('not_found');
+  });
+
+  it('7: a wrong method on a known path is 405 method_not_allowed', async () => {
+    for (const [method, path] of [['DELETE', '/api/v2/jobs'], ['PUT', '/api/v2/webhooks'], ['POST', '/api/v1/applications/x/interview'], ['POST', '/api/v2/applications/x/insights']] as const) {
+      const res = await run.api(path, { method });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      isErrorArray(res.body);
+      expect(res.body[0].code).toBe('method_not_allowed');
+    }
+  });
+});

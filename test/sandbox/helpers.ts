@@ -1,0 +1,100 @@
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+import { createSandbox, type Sandbox, type SandboxOptions } from '../../src/sandbox/createSandbox.js';
+
+export const ACME_KEY = 'sk-acme0001.sandboxAcmeKeyOne0000000000';
+export const ACME_KEY_2 = 'sk-acme0002.sandboxAcmeKeyTwo0000000000';
+export const GLOBEX_KEY = 'sk-globex01.sandboxGlobexKeyOne000000000';
+export const ACME_ORG = '5f0c6a52-4a1e-4c39-9a57-1f3d2c8e9a01';
+export const GLOBEX_ORG = '5f0c6a52-4a1e-4c39-9a57-1f3d2c8e9a02';
+
+export interface Running {
+  sandbox: Sandbox;
+  url: string;
+  /** Calls the sandbox over real HTTP; `key: null` sends no Authorization header. */
+  api(path: string, init?: { method?: string; body?: unknown; rawBody?: string; key?: string | null; headers?: Record<string, string> }): Promise<{ status: number; headers: Headers; body: any }>;
+}
+
+export async function startSandbox(opts: SandboxOptions = {}): Promise<Running> {
+  const sandbox = createSandbox(opts);
+  const { url } = await sandbox.start(0, '127.0.0.1');
+  const api: Running['api'] = async (path, init = {}) => {
+    const headers: Record<string, string> = { ...init.headers };
+    const key = init.key === undefined ? ACME_KEY : init.key;
+    if (key !== null) headers['authorization'] = `Bearer ${key}`;
+    let body: string | undefined = init.rawBody;
+    if (init.body !== undefined) {
+      body = JSON.stringify(init.body);
+      headers['content-type'] = 'application/json';
+    }
+    const res = await fetch(`${url}${path}`, { method: init.method ?? 'GET', headers, body, redirect: 'manual' });
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, body: text === '' ? null : JSON.parse(text) };
+  };
+  return { sandbox, url, api };
+}
+
+export interface ReceivedRequest {
+  headers: IncomingHttpHeaders;
+  raw: string;
+  body: any;
+  /** Result of standardwebhooks' verify with the current secret (null when no secret was given). */
+  verified: boolean | null;
+}
+
+export interface Receiver {
+  url: string;
+  requests: ReceivedRequest[];
+  /** Secret used to verify incoming deliveries; a failing signature answers 400. */
+  secret: string | null;
+  respond: (req: ReceivedRequest, res: ServerResponse) => void;
+  close(): Promise<void>;
+}
+
+/** A small webhook receiver on 127.0.0.1 that verifies each delivery with the standardwebhooks package. */
+export async function startReceiver(respond?: Receiver['respond']): Promise<Receiver> {
+  const receiver: Receiver = {
+    url: '',
+    requests: [],
+    secret: null,
+    respond: respond ?? ((_req, res) => res.writeHead(204).end()),
+    close: async () => undefined,
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let verified: boolean | null = null;
+      if (receiver.secret !== null) {
+        try {
+          new Webhook(receiver.secret).verify(raw, req.headers as Record<string, string>);
+          verified = true;
+        } catch {
+          verified = false;
+        }
+      }
+      const entry: ReceivedRequest = { headers: req.headers, raw, body: raw === '' ? null : JSON.parse(raw), verified };
+      receiver.requests.push(entry);
+      if (verified === false) return void res.writeHead(400).end();
+      receiver.respond(entry, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`;
+  receiver.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return receiver;
+}
+
+/** Registers the receiver as a webhook endpoint and remembers its secret for verification. */
+export async function subscribe(run: Running, receiver: Receiver, body: Record<string, unknown> = {}, key = ACME_KEY): Promise<{ id: string; secret: string }> {
+  const res = await run.api('/api/v2/webhooks', { method: 'POST', key, body: { url: receiver.url, ...body } });
+  if (res.status !== 201) throw new Error(`subscribe failed: ${res.status} ${JSON.stringify(res.body)}`);
+  receiver.secret = res.body.secret;
+  return { id: res.body.id, secret: res.body.secret };
+}

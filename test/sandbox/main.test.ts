@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
+  it('prints base URL, organizations and keys, serves the API, and exits 0 on SIGTERM', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], {
+      env: { ...process.env, SANDBOX_PORT: '0', SANDBOX_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no banner: ${out}`)), 20_000);
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m !== null && out.includes('Globex')) {
+          clearTimeout(timer);
+          resolve(m[1]!);
+        }
+      });
+    });
+    expect(out).toContain('Acme Staffing');
+    expect(out).toMatch(/API key: sk-acme0001\./);
+    const res = await fetch(`${url}/api/v2/jobs`, { headers: { authorization: 'Bearer sk-acme0001.sandboxAcmeKeyOne0000000000' } });
+    expect(res.status).toBe(200);
+    const code = await new Promise<number | null>((resolve) => {
+      child.once('exit', (c) => resolve(c));
+      child.kill('SIGTERM');
+    });
+    expect(code).toBe(0);
+  });
+
+  it('rejects a bad SANDBOX_PORT with a message naming it', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], { env: { ...process.env, SANDBOX_PORT: 'abc' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(err).toContain('SANDBOX_PORT');
+  });
+});

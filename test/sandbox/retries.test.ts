@@ -1,0 +1,111 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/sandbox/clock.js';
+import type { SandboxOptions } from '../../src/sandbox/createSandbox.js';
+import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+
+const MIN = 60_000;
+
+describe('delivery retries (spec 6.3, 8)', () => {
+  const cleanups: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  async function setup(opts: SandboxOptions, respond: Receiver['respond']): Promise<{ run: Running; receiver: Receiver; hookId: string }> {
+    const run = await startSandbox(opts);
+    const receiver = await startReceiver(respond);
+    cleanups.push(() => run.sandbox.stop(), () => receiver.close());
+    const { id } = await subscribe(run, receiver);
+    // Later attempts carry timestamps hours ahead of the real clock; this receiver only counts.
+    receiver.secret = null;
+    return { run, receiver, hookId: id };
+  }
+
+  it('6.3: six attempts spaced 2m, 8m, 32m, 2h8m, 8h on the sandbox clock, then the event is dropped', async () => {
+    const clock = createManualClock(Date.parse('2025-06-01T00:00:00Z'));
+    const { run, receiver, hookId } = await setup({ clock }, (_req, res) => res.writeHead(500).end());
+    const { id } = run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.waitForDeliveries();
+    expect(run.sandbox.control.pendingDeliveries()).toBe(0);
+    const attempts = run.sandbox.control.deliveries({ webhookId: hookId });
+    expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6]);
+    const times = attempts.map((a) => Date.parse(a.attempted_at));
+    expect(times.slice(1).map((t, i) => (t - times[i]!) / MIN)).toEqual([2, 8, 32, 128, 480]);
+    expect(attempts.every((a) => a.status === 'failed' && a.response_code === 500 && a.event_id === id)).toBe(true);
+    expect(attempts.map((a) => a.retry_delay_ms)).toEqual([2 * MIN, 8 * MIN, 32 * MIN, 128 * MIN, 480 * MIN, null]);
+    expect(attempts.at(-1)!.next_attempt_at).toBeNull();
+    // Same message on every retry: same event id and same webhook-id.
+    expect(new Set(receiver.requests.map((r) => r.headers['webhook-id'])).size).toBe(1);
+    expect(receiver.requests.map((r) => r.body.id)).toEqual(Array(6).fill(id));
+    const listed = await run.api(`/api/v2/webhooks/${hookId}/deliveries?limit=10`);
+    expect(listed.body.count).toBe(6);
+    expect(listed.body.results[0].attempt).toBe(6);
+    // Nothing more, however long we wait.
+    await run.sandbox.control.advance(24 * 60 * MIN);
+    expect(receiver.requests).toHaveLength(6);
+  });
+
+  it('6.3: a retry happens exactly at its due time, and a 2xx stops the schedule', async () => {
+    const clock = createManualClock(Date.parse('2025-06-01T00:00:00Z'));
+    let calls = 0;
+    const { run, receiver } = await setup({ clock }, (_req, res) => res.writeHead(++calls < 3 ? 503 : 200).end());
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(receiver.requests).toHaveLength(1);
+    await run.sandbox.control.advance(2 * MIN - 1);
+    expect(receiver.requests).toHaveLength(1);
+    await run.sandbox.control.advance(1);
+    expect(receiver.requests).toHaveLength(2);
+    await run.sandbox.control.advance(8 * MIN);
+    expect(receiver.requests).toHaveLength(3);
+    await run.sandbox.control.waitForDeliveries();
+    expect(receiver.requests).toHaveLength(3);
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.response_code])).toEqual([['failed', 503], ['failed', 503], ['succeeded', 200]]);
+  });
+
+  it('2.11: pausing an endpoint (enabled: false) drops its pending retries', async () => {
+    const clock = createManualClock();
+    const { run, receiver, hookId } = await setup({ clock }, (_req, res) => res.writeHead(500).end());
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    await run.api(`/api/v2/webhooks/${hookId}`, { method: 'PATCH', body: { enabled: false } });
+    await run.sandbox.control.waitForDeliveries();
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('timeFactor: the whole schedule plays in real time divided by the factor', async () => {
+    const factor = 20_000; // 650 minutes of schedule → about 2 s
+    const { run } = await setup({ timeFactor: factor }, (_req, res) => res.writeHead(500).end());
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.waitForDeliveries({ timeoutMs: 15_000 });
+    const attempts = run.sandbox.control.deliveries();
+    expect(attempts).toHaveLength(6);
+    const times = attempts.map((a) => Date.parse(a.attempted_at));
+    times.slice(1).forEach((t, i) => {
+      const expected = (attempts[i]!.retry_delay_ms ?? 0) / factor;
+      expect(t - times[i]!).toBeGreaterThanOrEqual(Math.floor(expected) - 2);
+    });
+  });
+
+  it('6.3: redirects are not followed; a 3xx is a failed attempt', async () => {
+    const target = await startReceiver();
+    cleanups.push(() => target.close());
+    const clock = createManualClock();
+    const { run } = await setup({ clock }, (_req, res) => res.writeHead(302, { location: target.url }).end());
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(target.requests).toHaveLength(0);
+    expect(run.sandbox.control.deliveries()[0]).toMatchObject({ status: 'failed', response_code: 302, retry_delay_ms: 2 * MIN });
+  });
+
+  it('6.3: a timeout and a network error are failures with no response code', async () => {
+    const clock = createManualClock();
+    const { run } = await setup({ clock, attemptTimeoutMs: 150 }, () => undefined /* never answers */);
+    const dead = await startReceiver();
+    await dead.close();
+    await run.api('/api/v2/webhooks', { method: 'POST', body: { url: dead.url } });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    const errors = run.sandbox.control.deliveries().map((d) => [d.error, d.response_code, d.status]).sort();
+    expect(errors).toEqual([['network_error', null, 'failed'], ['timeout', null, 'failed']]);
+  });
+});
