@@ -75,10 +75,17 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
         return { rescheduleAt: now + pollDelay(row.polls + 1, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: 'result still processing' };
       }
-      case 'not_found':
+      case 'not_found': {
+        // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.
+        const app = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
+        if (app?.deleted_at) {
+          await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
+          return;
+        }
         // The application may not be readable yet; a few spaced retries, then a dead letter naming the reason.
         if (job.attempts >= ctx.notFoundAttempts) throw new PermanentError(`${describeOutcome(outcome)}; gave up after ${job.attempts} tries`);
         throw new RetryAfterError(describeOutcome(outcome), Math.max(ctx.minPollIntervalMs, 60_000 * job.attempts));
+      }
       case 'unauthorized':
         throw Object.assign(new PauseSourceError(describeOutcome(outcome)), { status: outcome.status });
       case 'rate_limited':

@@ -6,6 +6,63 @@ const obj = (v: unknown): Obj | null => (typeof v === 'object' && v !== null && 
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
+const STATUS_EVENTS = new Set(['application.created', 'application.status_changed', 'job_application.deleted']);
+// Among events with the same created_at: creation first, deletion last.
+const RANK: Record<string, number> = { 'application.created': 0, 'job_application.deleted': 2 };
+
+interface SortableEvent {
+  id: string;
+  event_type: string;
+  created_at: string | null;
+  received_at: string;
+  payload: Obj | null;
+}
+
+const timeOf = (e: SortableEvent) => e.created_at ?? e.received_at;
+const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);
+const fromStatus = (e: SortableEvent) => str(e.payload?.previous_status);
+
+/**
+ * Sorts an application's events into one total order: created_at, then type
+ * rank (creation first, deletion last), then, for status changes at the same
+ * instant, their position in the previous_status chain (the change from X
+ * comes after the change to X), then id. Every key is computed up front, so
+ * the order is the same whatever order the events arrived in.
+ */
+function sortEvents<T extends SortableEvent>(events: T[]): T[] {
+  const depth = new Map<string, number>();
+  const sameInstant = new Map<string, T[]>();
+  for (const e of events) {
+    if (e.event_type !== 'application.status_changed') continue;
+    const group = sameInstant.get(timeOf(e)) ?? [];
+    group.push(e);
+    sameInstant.set(timeOf(e), group);
+  }
+  for (const group of sameInstant.values()) {
+    for (const e of group) {
+      let d = 0;
+      let cur: T | undefined = e;
+      // Walk back along previous_status within the group; bounded by its size (cycles cannot loop).
+      for (let i = 0; i < group.length && cur; i++) {
+        const prev = fromStatus(cur);
+        cur = prev === null ? undefined : group.find((g) => g !== cur && toStatus(g) === prev);
+        if (cur) d++;
+      }
+      depth.set(e.id, d);
+    }
+  }
+  const key = (e: T) => [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const;
+  return events.sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    for (let i = 0; i < ka.length; i++) {
+      if (ka[i]! < kb[i]!) return -1;
+      if (ka[i]! > kb[i]!) return 1;
+    }
+    return 0;
+  });
+}
+
 interface Folded {
   source: string;
   external_id: string | null;
@@ -37,28 +94,26 @@ export async function rebuildApplication(trx: Transaction<Database>, application
     .where('application_id', '=', applicationId)
     .execute();
   if (events.length === 0) return;
-  events.sort((a, b) => {
-    const ka = a.created_at ?? a.received_at;
-    const kb = b.created_at ?? b.received_at;
-    return ka < kb ? -1 : ka > kb ? 1 : a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-  });
+  const parsed = events.map((e) => ({ ...e, payload: obj((JSON.parse(e.envelope) as Obj).payload) }));
+  sortEvents(parsed);
 
   const f: Folded = {
-    source: events[0]!.source,
+    source: parsed[0]!.source,
     external_id: null, status: null, status_changed_at: null, job_id: null, job_title: null,
     candidate_first_name: null, candidate_last_name: null, candidate_email: null, candidate_phone: null,
     created_at: null, deleted_at: null, reasons: [], ineligible: false,
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
 
-  for (const e of events) {
-    const payload = obj((JSON.parse(e.envelope) as Obj).payload);
+  for (const e of parsed) {
+    const payload = e.payload;
     const deleted = e.event_type === 'job_application.deleted';
     // The deleted event's payload IS the application snapshot (spec 6.4).
     const app = deleted ? payload : obj(payload?.application);
     if (has(app, 'external_id')) f.external_id = str(app.external_id);
     if (has(app, 'created_at')) f.created_at = str(app.created_at) ?? f.created_at;
-    if (has(app, 'status') && str(app.status)) {
+    // Status comes from the events about status; other events' application block is a snapshot that may lag.
+    if (STATUS_EVENTS.has(e.event_type) && has(app, 'status') && str(app.status)) {
       f.status = str(app.status);
       f.status_changed_at = e.created_at;
     }

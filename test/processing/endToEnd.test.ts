@@ -1,0 +1,196 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ACME_KEY, ACME_KEY_2, startPair, type Pair } from '../helpers/pair.js';
+
+let pair: Pair;
+afterEach(() => pair?.close());
+
+const db = () => pair.receiver.app.database.ingestSqlite;
+const row = (sql: string, ...p: unknown[]) => db().prepare(sql).get(...p) as Record<string, any> | undefined;
+const all = (sql: string, ...p: unknown[]) => db().prepare(sql).all(...p) as Record<string, any>[];
+
+describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.4)', () => {
+  it('takes an application through its whole life: every event stored, results fetched, state true', async () => {
+    pair = await startPair();
+    const { application } = pair.sandbox.control.runScenario('lifecycle', { externalId: 'ats-7', deleteAtEnd: false });
+    await pair.settle();
+    const types = all('SELECT event_type FROM events ORDER BY event_type').map((r) => r.event_type);
+    expect(new Set(types)).toEqual(
+      new Set(['application.created', 'application.status_changed', 'interview.completed', 'cv_evaluation.completed', 'insights.completed']),
+    );
+    expect(row('SELECT * FROM applications WHERE id = ?', application.id)).toMatchObject({ status: 'hired', external_id: 'ats-7', deleted_at: null });
+    expect(all('SELECT to_status FROM application_status_history WHERE application_id = ? ORDER BY changed_at', application.id).map((r) => r.to_status)).toEqual([
+      'screened',
+      'interviewed',
+      'hired',
+    ]);
+    for (const table of ['interview_results', 'cv_evaluation_results', 'insights_results']) {
+      const r = row(`SELECT * FROM ${table} WHERE application_id = ?`, application.id);
+      expect(r).toMatchObject({ state: 'ready', source: 'default' });
+      expect(JSON.parse(r!.data)).toMatchObject({ application_id: application.id });
+    }
+    expect(row('SELECT outcome, is_eligible FROM interview_results WHERE application_id = ?', application.id)).toEqual({ outcome: 'completed', is_eligible: 1 });
+    expect(all("SELECT state FROM event_processing WHERE state != 'settled'")).toEqual([]);
+    expect(all("SELECT id FROM jobs WHERE state != 'done'")).toEqual([]);
+  });
+
+  it('reads a legacy interview (interview_v2.completed) from the v1 endpoint, not the v2 one', async () => {
+    pair = await startPair();
+    const { application } = pair.sandbox.control.runScenario('legacy');
+    await pair.settle();
+    const r = row('SELECT * FROM legacy_interview_results WHERE application_id = ?', application.id);
+    expect(r).toMatchObject({ state: 'ready' });
+    expect(JSON.parse(r!.data)).toMatchObject({ job_application_id: application.id });
+    expect(pair.calls.map((c) => c.path)).toEqual([`/api/v1/applications/${application.id}/interview`]);
+  });
+
+  it('surfaces an ineligible candidate for review, never rejecting', async () => {
+    pair = await startPair();
+    const { application } = pair.sandbox.control.runScenario('ineligible');
+    await pair.settle();
+    const app = row('SELECT status, needs_review, review_reasons FROM applications WHERE id = ?', application.id)!;
+    expect(app.needs_review).toBe(1);
+    expect(app.status).toBe('screened');
+    expect(JSON.parse(app.review_reasons).length).toBeGreaterThan(0);
+    expect(row('SELECT is_eligible FROM interview_results WHERE application_id = ?', application.id)).toEqual({ is_eligible: 0 });
+  });
+
+  it('polls a result that is processing no faster than every 30 s, then stores it when ready', async () => {
+    pair = await startPair();
+    pair.sandbox.control.setResultDelay(3 * 60_000);
+    const { application } = pair.sandbox.control.runScenario('legacy'); // creates the job and application
+    const c = pair.sandbox.control;
+    const app2 = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app2.id);
+    await pair.settle();
+    // A duplicate event for the same result, as a replay or redelivery would cause.
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app2.id, external_id: null } } });
+    for (let i = 0; i < 20 && row('SELECT state FROM interview_results WHERE application_id = ?', app2.id)?.state !== 'ready'; i++) {
+      pair.clock.advance(10_000);
+      await pair.settle();
+    }
+    expect(row('SELECT state, polls FROM interview_results WHERE application_id = ?', app2.id)).toMatchObject({ state: 'ready' });
+    const polls = pair.calls.filter((x) => x.path === `/api/v2/applications/${app2.id}/interview`).map((x) => x.at);
+    expect(polls.length).toBeGreaterThanOrEqual(3);
+    for (let i = 1; i < polls.length; i++) expect(polls[i]! - polls[i - 1]!).toBeGreaterThanOrEqual(30_000);
+    expect(application.id).toBeTruthy();
+  });
+
+  it.each([
+    ['interview_not_available', (c: Pair['sandbox']['control'], id: string) => c.optOut(id)],
+    ['scoring_failed', (c: Pair['sandbox']['control'], id: string) => c.failScoring(id, 'interview')],
+    ['no_result', (c: Pair['sandbox']['control'], id: string) => c.markUnavailable(id, 'interview', 'no_result')],
+  ])('records the terminal unavailable reason %s', async (reason, make) => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    make(c, app.id);
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null } } });
+    await pair.settle();
+    expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'unavailable', reason });
+    expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
+  });
+
+  it('retries a 404 a few spaced times, then dead-letters with the reason', async () => {
+    pair = await startPair();
+    const ghost = '00000000-0000-4000-8000-00000000dead';
+    pair.sandbox.control.emitEvent({ eventType: 'cv_evaluation.completed', payload: { application: { id: ghost, external_id: null }, cv_evaluation: { id: 'x', overall_score: 3 } } });
+    for (let i = 0; i < 10; i++) {
+      await pair.settle();
+      pair.clock.advance(5 * 60_000);
+    }
+    const job = row("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(job.state).toBe('dead');
+    expect(job.last_error).toMatch(/HTTP 404 not_found/);
+    const calls = pair.calls.filter((x) => x.path.includes(ghost)).map((x) => x.at);
+    expect(calls).toHaveLength(4);
+    for (let i = 1; i < calls.length; i++) expect(calls[i]! - calls[i - 1]!).toBeGreaterThanOrEqual(60_000);
+  });
+
+  it('pauses a source whose key is revoked, loses nothing, and resumes with a working key', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    c.revokeKey(ACME_KEY);
+    const apps = [0, 1, 2].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    apps.forEach((a) => c.completeInterview(a.id));
+    await pair.settle();
+    // One 401 paused the source; the other jobs were not even tried.
+    expect(pair.calls.filter((x) => x.status === 401)).toHaveLength(1);
+    expect(all("SELECT attempts FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").map((r) => r.attempts)).toEqual([0, 0, 0]);
+    const ready = await (await fetch(`${pair.receiver.url}/readyz`)).json();
+    expect(ready).toMatchObject({ status: 'ready', paused_sources: [{ source: 'default', status: 401 }] });
+    expect(pair.receiver.logs.lines.some((l) => l.level === 50 && /API key refused/.test(String(l.msg)))).toBe(true);
+
+    await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
+    pair.clock.advance(5 * 60_000);
+    await pair.settle();
+    for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready' });
+    expect(all('SELECT * FROM source_pauses')).toEqual([]);
+  });
+
+  it('retries 5xx with backoff and honours 429 Retry-After', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 503, times: 1 });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 429, times: 1, headers: { 'Retry-After': '120' } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ state: 'pending', last_error: expect.stringMatching(/HTTP 503/) });
+    pair.clock.advance(60_000);
+    await pair.settle();
+    const job = row("SELECT run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(job.last_error).toMatch(/HTTP 429/);
+    expect(Date.parse(job.run_at) - pair.clock.now()).toBeGreaterThanOrEqual(120_000);
+    pair.clock.advance(119_000);
+    await pair.settle();
+    expect(pair.calls.filter((x) => x.path.endsWith('/interview'))).toHaveLength(2);
+    pair.clock.advance(1_000);
+    await pair.settle();
+    expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
+  it('does not follow a redirect: the bearer key never reaches the other host', async () => {
+    let hits = 0;
+    const other = createServer((_req, res) => {
+      hits++;
+      res.end('{}');
+    });
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+    try {
+      pair = await startPair();
+      const c = pair.sandbox.control;
+      const app = c.createApplication({ jobId: c.createJob({}).id });
+      const port = (other.address() as AddressInfo).port;
+      c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: `http://127.0.0.1:${port}/steal` } });
+      c.completeInterview(app.id);
+      await pair.settle();
+      expect(hits).toBe(0);
+      expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ last_error: expect.stringMatching(/redirect not followed/) });
+      expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing' });
+    } finally {
+      other.close();
+    }
+  });
+
+  it('reclaims a job whose worker died mid-job after its lease, and its effect lands once', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await pair.sandbox.control.idle();
+    const { queue, worker } = pair.receiver.app;
+    await worker.runUntilIdle(2); // the process_event jobs (created + interview)
+    // A worker claims the fetch and dies before finishing: its lease is never released.
+    const [abandoned] = await queue.claim('dead-worker', 1, [], ['fetch_result']);
+    expect(abandoned).toBeDefined();
+    expect(await worker.runUntilIdle()).toBe(0);
+    pair.clock.advance(60_001);
+    expect(await worker.runUntilIdle()).toBe(1);
+    expect(await queue.complete(abandoned!)).toBe(false);
+    expect(row('SELECT state, polls FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready', polls: 1 });
+    expect(all("SELECT event_id FROM event_processing WHERE state = 'settled' AND resource = 'interview'")).toHaveLength(1);
+    expect(row("SELECT state, attempts FROM jobs WHERE kind = 'fetch_result'")).toEqual({ state: 'done', attempts: 2 });
+  });
+});
