@@ -72,6 +72,7 @@ export function createApp(deps: AppDeps) {
     clients,
     onSettled: async () => {},
     ...DEFAULT_PROCESSING,
+    giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,
   };
   const worker = new Worker({
@@ -101,9 +102,14 @@ export function createApp(deps: AppDeps) {
   const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
   registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all() }));
   app.get('/metrics', async (c) => {
-    metrics.quarantined.set(
-      (database.ingestSqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number) ?? 0,
-    );
+    const sqlite = database.ingestSqlite;
+    metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
+    metrics.pausedSources.reset();
+    for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
+    for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
+    metrics.queueDepth.reset();
+    const depth = sqlite.prepare('SELECT state, kind, COUNT(*) AS n FROM jobs GROUP BY state, kind').all() as { state: string; kind: string; n: number }[];
+    for (const d of depth) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
     return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
   });
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));

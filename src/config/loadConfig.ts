@@ -23,6 +23,8 @@ export interface Config {
   readonly requestTimeoutMs: number;
   /** Jobs run at once in this process; 0 runs no workers here (ingest only). */
   readonly workerConcurrency: number;
+  /** A scoring result still `processing` after this long is given up (state given_up). */
+  readonly resultGiveUpMs: number;
   readonly configFile: string | null;
   readonly sources: readonly SourceConfig[];
 }
@@ -124,6 +126,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
   const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
   const workerConcurrency = intVar(env, 'WORKER_CONCURRENCY', 4, 0, 64, problems);
+  const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
 
   const sources: SourceConfig[] = [];
   const secretEnv = env.WEBHOOK_SECRET;
@@ -157,6 +160,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     writeTimeoutMs,
     requestTimeoutMs,
     workerConcurrency,
+    resultGiveUpMs,
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),
   });

@@ -40,6 +40,18 @@ export function createMetrics() {
       help: 'Rows in the quarantine table (signed deliveries we could not parse)',
       registers: [registry],
     }),
+    pausedSources: new Gauge({
+      name: 'receiver_source_paused',
+      help: '1 while a source is paused because the service refused its API key (401/403)',
+      labelNames: ['source'] as const,
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: 'receiver_jobs',
+      help: 'Jobs in the durable queue by state (pending, running, done, dead) and kind',
+      labelNames: ['state', 'kind'] as const,
+      registers: [registry],
+    }),
   };
 }
 

@@ -77,6 +77,21 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(application.id).toBeTruthy();
   });
 
+  it('gives up on a result still processing after the configured bound, visibly', async () => {
+    pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '2' } });
+    pair.sandbox.control.setResultDelay(24 * 3_600_000);
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await pair.settle();
+    for (let i = 0; i < 12 && row('SELECT state FROM interview_results WHERE application_id = ?', app.id)?.state === 'processing'; i++) {
+      await pair.settle();
+      pair.clock.advance(30 * 60_000);
+    }
+    expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'given_up', reason: 'still processing after 2 h' });
+    expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
+  });
+
   it.each([
     ['interview_not_available', (c: Pair['sandbox']['control'], id: string) => c.optOut(id)],
     ['scoring_failed', (c: Pair['sandbox']['control'], id: string) => c.failScoring(id, 'interview')],
@@ -121,6 +136,11 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const ready = await (await fetch(`${pair.receiver.url}/readyz`)).json();
     expect(ready).toMatchObject({ status: 'ready', paused_sources: [{ source: 'default', status: 401 }] });
     expect(pair.receiver.logs.lines.some((l) => l.level === 50 && /API key refused/.test(String(l.msg)))).toBe(true);
+    const metrics = await (await fetch(`${pair.receiver.url}/metrics`)).text();
+    expect(metrics).toMatch(/receiver_source_paused\{source="default"\} 1/);
+    expect(metrics).toMatch(/receiver_jobs\{state="pending",kind="fetch_result"\} 3/);
+    // The key never appears in logs, even when it is refused.
+    expect(pair.receiver.logs.raw.join('\n')).not.toContain(ACME_KEY);
 
     await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
     pair.clock.advance(5 * 60_000);
