@@ -58,6 +58,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     }
 
     const outcome = await client.fetchResource(p.resource, p.application_id);
+    ctx.onApiCall?.(p.resource, outcome.kind);
     await ctx.db
       .updateTable(table)
       .set((eb) => ({ last_polled_at: nowIso, polls: eb('polls', '+', 1), updated_at: nowIso }))

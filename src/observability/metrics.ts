@@ -46,6 +46,18 @@ export function createMetrics() {
       labelNames: ['source'] as const,
       registers: [registry],
     }),
+    jobsSettled: new Counter({
+      name: 'receiver_job_runs_total',
+      help: 'Job attempts by kind and how they ended (done, rescheduled, retry, dead, paused, lost)',
+      labelNames: ['kind', 'outcome'] as const,
+      registers: [registry],
+    }),
+    apiCalls: new Counter({
+      name: 'receiver_hiring_api_calls_total',
+      help: 'Reads of the hiring API by resource and outcome (ready, processing, unavailable, not_found, unauthorized, rate_limited, server_error, network, ...)',
+      labelNames: ['resource', 'outcome'] as const,
+      registers: [registry],
+    }),
     queueDepth: new Gauge({
       name: 'receiver_jobs',
       help: 'Jobs in the durable queue by state (pending, running, done, dead) and kind',

@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# Two stages: a build stage that compiles TypeScript and builds better-sqlite3's
+# native module, and a slim runtime stage with production dependencies only.
+# scripts/docker-dry-run.ts replays these steps without a Docker engine (CI has
+# none); it reads them from this file, so keep every step a plain COPY / RUN / ENV.
+
+FROM node:20-bookworm-slim AS build
+# Toolchain for node-gyp: better-sqlite3 builds from source when no prebuilt binary can be fetched.
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+COPY migrations ./migrations
+RUN npm run build
+RUN npm prune --omit=dev --no-audit --no-fund
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 DATABASE_PATH=/data/receiver.db
+WORKDIR /app
+COPY --from=build /app/package.json ./package.json
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/migrations ./migrations
+# The database lives on a volume owned by the unprivileged user; the CLI is on PATH.
+RUN mkdir -p /data && chown node:node /data && ln -s /app/dist/main.js /usr/local/bin/hiring-receiver-serve
+USER node
+VOLUME ["/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# node runs as PID 1 and installs its own SIGTERM/SIGINT handlers: stop accepting,
+# finish in-flight requests and their commit, drain workers, close the database.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["node", "--enable-source-maps", "dist/main.js"]

@@ -1,0 +1,211 @@
+/**
+ * Replays the Dockerfile's build and runtime steps without a Docker engine
+ * (CI machines have none), in a clean temporary folder:
+ *   build stage:   COPY the sources, RUN npm ci / build / prune
+ *   runtime stage: COPY --from=build the production files, apply ENV,
+ *                  start ENTRYPOINT, run HEALTHCHECK, probe /readyz, send a
+ *                  signed event, stop with SIGTERM and expect exit code 0.
+ * The steps are read from the Dockerfile itself, so the two cannot drift:
+ * an instruction this script cannot replay fails the run.
+ *
+ * Usage: npx tsx scripts/docker-dry-run.ts [--keep]
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const keep = process.argv.includes('--keep');
+
+export interface Instruction {
+  stage: string;
+  op: string;
+  args: string;
+}
+
+/** Dockerfile → instructions (continuations joined, comments dropped), tagged with their stage. */
+export function parseDockerfile(text: string): Instruction[] {
+  const logical = text.replace(/\\\r?\n/g, ' ').split(/\r?\n/);
+  const out: Instruction[] = [];
+  let stage = '';
+  for (const raw of logical) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#')) continue;
+    const m = /^(\w+)\s+(.*)$/.exec(line);
+    if (!m) throw new Error(`cannot parse Dockerfile line: ${line}`);
+    const op = m[1]!.toUpperCase();
+    const args = m[2]!.trim();
+    if (op === 'FROM') stage = /\sAS\s+(\S+)/i.exec(args)?.[1] ?? `stage${out.length}`;
+    out.push({ stage, op, args });
+  }
+  return out;
+}
+
+/** Runtime RUN steps that only make sense inside the image (root paths, users); reported, not replayed. */
+const CONTAINER_ONLY = /^(apt-get|mkdir -p \/data|chown|ln -s .* \/usr\/local\/bin)/;
+
+const log = (msg: string) => process.stdout.write(`${msg}\n`);
+
+function freePort(): Promise<number> {
+  return new Promise((res) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function waitFor(url: string, ms: number): Promise<Response> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      const r = await fetch(url);
+      if (r.ok) return r;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not ready within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function main(): Promise<void> {
+  const steps = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  const tmp = mkdtempSync(join(tmpdir(), 'docker-dry-run-'));
+  const dataDir = join(tmp, 'data');
+  mkdirSync(dataDir);
+  const stageRoot = (stage: string) => join(tmp, stage);
+  const env: Record<string, Record<string, string>> = {};
+  const workdir: Record<string, string> = {};
+  let entrypoint: string[] = [];
+  let cmd: string[] = [];
+  let healthcheck: string[] = [];
+  const inContainer = (stage: string, p: string) => (p.startsWith('/') ? join(stageRoot(stage), p) : resolve(workdir[stage]!, p));
+
+  try {
+    for (const { stage, op, args } of steps) {
+      const wd = workdir[stage];
+      switch (op) {
+        case 'FROM':
+          env[stage] = {};
+          log(`\n== stage ${stage} (${args.split(/\s+/)[0]})`);
+          break;
+        case 'WORKDIR':
+          workdir[stage] = inContainer(stage, args);
+          mkdirSync(workdir[stage]!, { recursive: true });
+          break;
+        case 'ENV':
+          for (const m of args.matchAll(/(\w+)=("[^"]*"|\S+)/g)) env[stage]![m[1]!] = m[2]!.replace(/^"|"$/g, '');
+          break;
+        case 'COPY': {
+          const parts = args.split(/\s+/);
+          const from = parts[0]!.startsWith('--from=') ? parts.shift()!.slice('--from='.length) : null;
+          const dest = parts.pop()!;
+          for (const src of parts) {
+            const source = from ? inContainer(from, src) : join(ROOT, src);
+            const target = dest.endsWith('/') || parts.length > 1 ? join(inContainer(stage, dest), src.split('/').pop()!) : inContainer(stage, dest);
+            cpSync(source, target, { recursive: true });
+          }
+          log(`COPY ${args}`);
+          break;
+        }
+        case 'RUN': {
+          if (CONTAINER_ONLY.test(args)) {
+            log(`skip RUN ${args.slice(0, 80)}  (inside the image only: system packages, /data, users)`);
+            break;
+          }
+          log(`RUN ${args}`);
+          const r = spawnSync('bash', ['-c', args], { cwd: wd, stdio: 'inherit', env: { ...process.env, ...env[stage] } });
+          if (r.status !== 0) throw new Error(`RUN failed (${r.status}): ${args}`);
+          break;
+        }
+        case 'ENTRYPOINT':
+          entrypoint = JSON.parse(args) as string[];
+          break;
+        case 'CMD':
+          cmd = JSON.parse(args) as string[];
+          break;
+        case 'HEALTHCHECK': {
+          const m = /CMD\s+(\[.*\])\s*$/.exec(args);
+          if (!m) throw new Error('HEALTHCHECK must use the exec form: CMD ["..."]');
+          healthcheck = JSON.parse(m[1]!) as string[];
+          break;
+        }
+        case 'USER':
+        case 'VOLUME':
+        case 'EXPOSE':
+        case 'STOPSIGNAL':
+          log(`note ${op} ${args}`);
+          break;
+        default:
+          throw new Error(`instruction ${op} is not replayed by this script: extend it or simplify the Dockerfile`);
+      }
+    }
+
+    const runtime = steps.at(-1)!.stage;
+    const app = workdir[runtime]!;
+    for (const dev of ['typescript', 'vitest', 'tsx']) {
+      if (existsSync(join(app, 'node_modules', dev))) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
+    }
+    log(`\nruntime has production dependencies only (no typescript, vitest, tsx)`);
+
+    // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
+    const port = await freePort();
+    const secret = `whsec_${randomBytes(24).toString('base64')}`;
+    const runEnv: Record<string, string> = {
+      PATH: process.env.PATH ?? '',
+      ...env[runtime],
+      DATABASE_PATH: (env[runtime]!.DATABASE_PATH ?? '/data/receiver.db').replace(/^\/data/, dataDir),
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      WEBHOOK_SECRET: secret,
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-dryrun.key',
+    };
+    const argv = [...entrypoint, ...cmd];
+    log(`start ${argv.join(' ')}  (in ${app})`);
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: app, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+    const base = `http://127.0.0.1:${port}`;
+
+    const ready = await waitFor(`${base}/readyz`, 20_000);
+    log(`GET /readyz → ${ready.status} ${JSON.stringify(await ready.json())}`);
+
+    const hc = spawnSync(healthcheck[0]!, healthcheck.slice(1), { cwd: app, env: runEnv });
+    if (hc.status !== 0) throw new Error(`HEALTHCHECK command exited ${hc.status}`);
+    log('HEALTHCHECK → exit 0');
+
+    const body = JSON.stringify({ id: `evt_${randomUUID()}`, created_at: new Date().toISOString(), webhook_id: 'wh_dry', event_type: 'application.created', payload: { application: { id: randomUUID(), external_id: null } } });
+    const msgId = `msg_${randomUUID()}`;
+    const ts = Math.floor(Date.now() / 1000);
+    const sig = createHmac('sha256', Buffer.from(secret.slice(6), 'base64')).update(`${msgId}.${ts}.${body}`).digest('base64');
+    const res = await fetch(`${base}/webhooks`, { method: 'POST', body, headers: { 'webhook-id': msgId, 'webhook-timestamp': String(ts), 'webhook-signature': `v1,${sig}` } });
+    const answer = await res.text();
+    log(`POST /webhooks (signed) → ${res.status} ${answer}`);
+    if (res.status !== 200) throw new Error('signed event not accepted');
+
+    child.kill('SIGTERM');
+    const code = await Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000))]);
+    if (code !== 0) throw new Error(`server did not exit 0 on SIGTERM (got ${String(code)})`);
+    if (!out.includes('receiver stopped')) throw new Error('no "receiver stopped" log line after SIGTERM');
+    log('SIGTERM → drained, exit 0');
+    log('\ndocker dry run: OK');
+  } finally {
+    if (!keep) rmSync(tmp, { recursive: true, force: true });
+    else log(`kept ${tmp}`);
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`docker dry run FAILED: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,45 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { ROOT } from '../helpers/childServer.js';
+
+const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
+const runtime = dockerfile.filter((i) => i.stage === dockerfile.at(-1)!.stage);
+const fly = readFileSync(`${ROOT}fly.toml`, 'utf8');
+
+describe('Dockerfile', () => {
+  it('builds in one stage and runs in a slim second stage with production dependencies only', () => {
+    const stages = dockerfile.filter((i) => i.op === 'FROM');
+    expect(stages).toHaveLength(2);
+    expect(stages[1]!.args).toMatch(/slim/);
+    const buildRuns = dockerfile.filter((i) => i.stage === 'build' && i.op === 'RUN').map((i) => i.args);
+    expect(buildRuns).toEqual(expect.arrayContaining(['npm ci --no-audit --no-fund', 'npm run build', expect.stringMatching(/^npm prune --omit=dev/)]));
+  });
+
+  it('runs as a non-root user with the database on /data, port 8080 and a health check on /healthz', () => {
+    expect(runtime.find((i) => i.op === 'USER')?.args).toBe('node');
+    expect(runtime.find((i) => i.op === 'VOLUME')?.args).toContain('/data');
+    const env = runtime.filter((i) => i.op === 'ENV').map((i) => i.args).join(' ');
+    expect(env).toContain('DATABASE_PATH=/data/receiver.db');
+    expect(env).toContain('PORT=8080');
+    expect(runtime.find((i) => i.op === 'HEALTHCHECK')?.args).toContain('/healthz');
+    expect(runtime.find((i) => i.op === 'STOPSIGNAL')?.args).toBe('SIGTERM');
+  });
+});
+
+describe('fly.toml', () => {
+  it('serves 8080 over forced HTTPS, checks /readyz, keeps the machine running, mounts /data', () => {
+    expect(fly).toMatch(/internal_port = 8080/);
+    expect(fly).toMatch(/force_https = true/);
+    expect(fly).toMatch(/auto_stop_machines = "off"/);
+    expect(fly).toMatch(/min_machines_running = 1/);
+    expect(fly).toMatch(/path = "\/readyz"/);
+    expect(fly).toMatch(/destination = "\/data"/);
+    expect(fly).toMatch(/DATABASE_PATH = "\/data\/receiver.db"/);
+  });
+
+  it('holds no secret values', () => {
+    expect(fly).not.toMatch(/whsec_[A-Za-z0-9+/]{8}/);
+    expect(fly).not.toMatch(/sk-[^.\s"]+\.[^\s"]+/);
+  });
+});
