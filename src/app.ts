@@ -19,6 +19,7 @@ import { JobQueue } from './queue/JobQueue.js';
 import { JobKind } from './queue/jobKinds.js';
 import { Worker } from './queue/Worker.js';
 import { createMetrics } from './observability/metrics.js';
+import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 
 export interface AppDeps {
@@ -33,6 +34,8 @@ export interface AppDeps {
   processing?: Partial<Pick<ProcessingContext, 'minPollIntervalMs' | 'maxPollIntervalMs' | 'giveUpAfterMs' | 'notFoundAttempts'>>;
   /** Lease of a claimed job; an expired lease makes the job claimable again. */
   leaseMs?: number;
+  /** Seams of the fan-out to sinks: fetch of http sinks, stdout stream, retry schedule, idle poll. */
+  sinks?: Partial<Pick<FanOutOptions, 'fetch' | 'stdout' | 'backoff' | 'pollIntervalMs'>>;
 }
 
 export type App = ReturnType<typeof createApp>;
@@ -66,11 +69,12 @@ export function createApp(deps: AppDeps) {
   for (const src of config.sources) {
     if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, fetch: deps.fetch }));
   }
+  const fanOut = new FanOut({ db: database.db, queue, clock, logger, sinks: config.sinks, ...deps.sinks });
   const processing: ProcessingContext = {
     db: database.db,
     clock,
     clients,
-    onSettled: async () => {},
+    onSettled: fanOut.onSettled,
     ...DEFAULT_PROCESSING,
     giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,
@@ -123,7 +127,10 @@ export function createApp(deps: AppDeps) {
   async function start(): Promise<{ port: number; url: string }> {
     // A restart may bring a new API key: every paused source is tried again.
     await pauses.clearAll();
-    if (config.workerConcurrency > 0) worker.start();
+    if (config.workerConcurrency > 0) {
+      worker.start();
+      await fanOut.start();
+    }
     const s = await new Promise<Server>((resolve, reject) => {
       const srv = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(srv as Server)) as Server;
       srv.once('error', reject);
@@ -151,9 +158,10 @@ export function createApp(deps: AppDeps) {
     }
     await committer.drain();
     await worker.stop();
+    await fanOut.stop();
     await database.close();
     logger.info('receiver stopped');
   }
 
-  return { app, start, stop, database, metrics, logger, queue, worker, pauses };
+  return { app, start, stop, database, metrics, logger, queue, worker, pauses, fanOut };
 }

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { resolveSinks, sinksFileSchema, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, splitSecrets } from './parseSecret.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
@@ -27,6 +28,8 @@ export interface Config {
   readonly resultGiveUpMs: number;
   readonly configFile: string | null;
   readonly sources: readonly SourceConfig[];
+  /** Where settled events are fanned out (CONFIG_FILE `sinks`); empty when none. */
+  readonly sinks: readonly SinkConfig[];
 }
 
 export class ConfigError extends Error {
@@ -55,6 +58,7 @@ const fileSourceSchema = z
 const fileSchema = z
   .object({
     sources: z.array(fileSourceSchema).optional(),
+    sinks: sinksFileSchema.optional(),
   })
   .strict();
 
@@ -139,7 +143,8 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     sources.push({ name: 'default', signingKeys, apiUrl, apiKey });
   }
 
-  if (configFile) loadFileSources(configFile, env, readFile, sources, problems);
+  const sinks: SinkConfig[] = [];
+  if (configFile) loadFileSources(configFile, env, readFile, sources, problems, sinks);
 
   if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
     problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
@@ -163,10 +168,18 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     resultGiveUpMs,
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),
+    sinks: Object.freeze(sinks),
   });
 }
 
-function loadFileSources(path: string, env: Env, readFile: (p: string) => string, out: SourceConfig[], problems: string[]): void {
+function loadFileSources(
+  path: string,
+  env: Env,
+  readFile: (p: string) => string,
+  out: SourceConfig[],
+  problems: string[],
+  sinksOut: SinkConfig[],
+): void {
   let text: string;
   try {
     text = readFile(path);
@@ -215,4 +228,5 @@ function loadFileSources(path: string, env: Env, readFile: (p: string) => string
       apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
     });
   });
+  sinksOut.push(...resolveSinks(parsed.data.sinks ?? [], { env, knownSources: out.map((s) => s.name), problems }));
 }

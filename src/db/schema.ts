@@ -134,6 +134,32 @@ export interface SourcePausesTable {
   probe_after: string;
 }
 
+export type DeliveryState = 'pending' | 'retrying' | 'delivered' | 'dead';
+
+export interface DeliveriesTable {
+  event_id: string;
+  sink: string;
+  message_id: string;
+  state: DeliveryState;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  last_attempt_at: string | null;
+  queued_at: string;
+  created_at: string;
+  updated_at: string;
+  delivered_at: string | null;
+}
+
+export interface SinkStateTable {
+  sink: string;
+  disabled_at: string | null;
+  disabled_reason: string | null;
+  disabled_status: number | null;
+  disabled_target: string | null;
+  updated_at: string;
+}
+
 export interface Database {
   applications: ApplicationsTable;
   application_status_history: StatusHistoryTable;
@@ -143,6 +169,8 @@ export interface Database {
   legacy_interview_results: LegacyInterviewResultsTable;
   event_processing: EventProcessingTable;
   source_pauses: SourcePausesTable;
+  deliveries: DeliveriesTable;
+  sink_state: SinkStateTable;
   events: EventsTable;
   event_conflicts: EventConflictsTable;
   quarantine: QuarantineTable;

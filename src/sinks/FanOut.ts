@@ -1,0 +1,132 @@
+import type { Writable } from 'node:stream';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { Logger } from '../observability/logger.js';
+import type { BackoffOptions } from '../queue/backoff.js';
+import type { JobQueue } from '../queue/JobQueue.js';
+import { Worker } from '../queue/Worker.js';
+import type { Clock } from '../util/clock.js';
+import { createDeliveryHandler } from './deliveryHandler.js';
+import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
+import { enqueueDeliveries, sinkJobKind } from './enqueueDeliveries.js';
+import { sinkKindOf } from './registry.js';
+import type { SinkConfig } from './sinkConfig.js';
+import { SinkGate } from './SinkGate.js';
+import type { Sink } from './types.js';
+
+/**
+ * Retry schedule of failed deliveries: 10 s, 30 s, 90 s ... capped at 1 h,
+ * with jitter; with 25 attempts that spans about 20 hours before a dead letter.
+ */
+export const SINK_BACKOFF: BackoffOptions = { baseMs: 10_000, factor: 3, capMs: 60 * 60_000, jitter: 0.5 };
+
+export interface FanOutOptions {
+  db: Kysely<Database>;
+  queue: JobQueue;
+  clock: Clock;
+  logger: Logger;
+  sinks: readonly SinkConfig[];
+  /** Used by http sinks (tests inject one). */
+  fetch?: typeof globalThis.fetch;
+  /** Where stdout sinks write (tests inject a stream). */
+  stdout?: Writable;
+  backoff?: BackoffOptions;
+  pollIntervalMs?: number;
+}
+
+interface Lane {
+  config: SinkConfig;
+  sink: Sink;
+  worker: Worker;
+}
+
+/**
+ * Sends every settled event to every sink that wants it. Each sink has its
+ * own Worker over the shared durable queue (it claims only `sink:<name>`
+ * jobs) with its own concurrency, so a slow, failing or disabled sink never
+ * holds up another sink or the ingest and processing workers.
+ */
+export class FanOut {
+  private readonly lanes: Lane[];
+
+  constructor(private readonly o: FanOutOptions) {
+    const deps = { fetch: o.fetch ?? globalThis.fetch, stdout: o.stdout ?? process.stdout, logger: o.logger };
+    this.lanes = o.sinks.map((config) => {
+      const sink = sinkKindOf(config.type).create(config.name, config.options, deps);
+      const gate = new SinkGate(o.db, o.clock, config.name, config.target);
+      const worker = new Worker({
+        queue: o.queue,
+        clock: o.clock,
+        logger: o.logger.child({ sink: config.name }),
+        gate,
+        concurrency: config.concurrency,
+        backoff: o.backoff ?? SINK_BACKOFF,
+        ...(o.pollIntervalMs !== undefined ? { pollIntervalMs: o.pollIntervalMs } : {}),
+        handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate }) },
+      });
+      return { config, sink, worker };
+    });
+  }
+
+  /** The processing layer's hook: runs in the transaction that settles the event. */
+  readonly onSettled = async (trx: Transaction<Database>, eventId: string): Promise<void> => {
+    await this.enqueueDeliveries(trx, eventId);
+  };
+
+  /** Queue the event's deliveries (all matching sinks, or only those named: the CLI's replay). */
+  async enqueueDeliveries(trx: Transaction<Database>, eventId: string, opts: { sinks?: readonly string[] } = {}): Promise<string[]> {
+    const queued = await enqueueDeliveries(trx, eventId, this.o.sinks, this.o.clock.now(), opts.sinks ? { only: opts.sinks } : {});
+    // The claim waits for the connection, so it runs after this transaction commits.
+    for (const lane of this.lanes) if (queued.includes(lane.config.name)) lane.worker.kick();
+    return queued;
+  }
+
+  /**
+   * A sink disabled by a 410 stays disabled across restarts, unless its
+   * target changed in the configuration since (the operator pointed it elsewhere).
+   */
+  async reconcile(): Promise<void> {
+    for (const { config } of this.lanes) {
+      const st = await sinkDisabled(this.o.db, config.name);
+      if (!st) continue;
+      if (st.disabled_target !== config.target) {
+        await enableSink(this.o.db, config.name, this.o.clock.now());
+        this.o.logger.warn({ sink: config.name }, 'sink re-enabled: its target changed since it was disabled');
+      } else {
+        this.o.logger.error(
+          { sink: config.name, disabled_at: st.disabled_at, reason: st.disabled_reason },
+          'sink is DISABLED; its deliveries wait until it is re-enabled (CLI) or its target changes',
+        );
+      }
+    }
+  }
+
+  async start(): Promise<void> {
+    await this.reconcile();
+    for (const lane of this.lanes) lane.worker.start();
+  }
+
+  /** Stop claiming, let attempts in flight finish and record, release files. */
+  async stop(): Promise<void> {
+    await Promise.all(this.lanes.map((l) => l.worker.stop()));
+    await Promise.all(this.lanes.map((l) => l.sink.close?.()));
+  }
+
+  /** For tests and the CLI: run every due delivery of every sink until none is left. */
+  async runUntilIdle(maxJobs = 10_000): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const ran = (await Promise.all(this.lanes.map((l) => l.worker.runUntilIdle(maxJobs)))).reduce((a, b) => a + b, 0);
+      total += ran;
+      if (ran === 0 || total >= maxJobs) return total;
+    }
+  }
+
+  worker(sink: string): Worker | undefined {
+    return this.lanes.find((l) => l.config.name === sink)?.worker;
+  }
+
+  async status(): Promise<SinkStatus[]> {
+    return sinkStatuses(this.o.db, this.o.sinks, this.o.clock.now());
+  }
+}

@@ -1,0 +1,36 @@
+import type { Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { SourceGate } from '../queue/Worker.js';
+import type { Clock } from '../util/clock.js';
+import { disableSink, sinkDisabled } from './deliveryRecords.js';
+import { sinkJobKind } from './enqueueDeliveries.js';
+
+/**
+ * The gate of one sink's worker. Delivery jobs carry `source = sink:<name>`,
+ * so while the sink is disabled (sink_state) the worker claims none of them:
+ * they stay pending, untouched, until it is enabled again. Read from the
+ * database on every claim, so an operator enabling it from the CLI (another
+ * process) takes effect without a restart. Success never re-enables it.
+ */
+export class SinkGate implements SourceGate {
+  private readonly domain: string;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly clock: Clock,
+    private readonly sink: string,
+    private readonly target: string,
+  ) {
+    this.domain = sinkJobKind(sink);
+  }
+
+  async blockedSources(): Promise<string[]> {
+    return (await sinkDisabled(this.db, this.sink)) ? [this.domain] : [];
+  }
+
+  async pause(_source: string, status: number, detail: string): Promise<void> {
+    await disableSink(this.db, this.sink, { reason: detail, status, target: this.target }, this.clock.now());
+  }
+
+  async resume(): Promise<void> {}
+}

@@ -1,0 +1,126 @@
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database, DeliveryState } from '../db/schema.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A new delivery cycle for the pair: inserted, or reset to pending on a replay. */
+export async function resetDelivery(trx: Db, d: { eventId: string; sink: string; messageId: string }, now: number): Promise<void> {
+  const at = iso(now);
+  const fresh = { state: 'pending' as const, attempts: 0, last_status_code: null, last_error: null, last_attempt_at: null, delivered_at: null, queued_at: at, updated_at: at };
+  await trx
+    .insertInto('deliveries')
+    .values({ event_id: d.eventId, sink: d.sink, message_id: d.messageId, created_at: at, ...fresh })
+    .onConflict((oc) => oc.columns(['event_id', 'sink']).doUpdateSet(fresh))
+    .execute();
+}
+
+/** One attempt's result on the pair's row. */
+export async function recordAttempt(
+  db: Db,
+  d: { eventId: string; sink: string },
+  r: { state: DeliveryState; statusCode: number | null; error: string | null },
+  now: number,
+): Promise<void> {
+  const at = iso(now);
+  await db
+    .updateTable('deliveries')
+    .set((eb) => ({
+      state: r.state,
+      attempts: eb('attempts', '+', 1),
+      last_status_code: r.statusCode,
+      last_error: r.error,
+      last_attempt_at: at,
+      updated_at: at,
+      ...(r.state === 'delivered' ? { delivered_at: at } : {}),
+    }))
+    .where('event_id', '=', d.eventId)
+    .where('sink', '=', d.sink)
+    .execute();
+}
+
+export interface SinkStatus {
+  name: string;
+  type: string;
+  enabled: boolean;
+  disabled_at: string | null;
+  disabled_reason: string | null;
+  pending: number;
+  /** Last attempt failed, retrying with backoff. */
+  failing: number;
+  delivered: number;
+  dead: number;
+  /** Age of the oldest pending or retrying delivery, in ms; null when none. */
+  oldest_undelivered_ms: number | null;
+}
+
+/** Status of each configured sink, for the CLI and metrics. */
+export async function sinkStatuses(db: Db, sinks: readonly { name: string; type: string }[], now: number): Promise<SinkStatus[]> {
+  if (sinks.length === 0) return [];
+  const names = sinks.map((s) => s.name);
+  const counts = await db
+    .selectFrom('deliveries')
+    .select(['sink', 'state', (eb) => eb.fn.countAll<number>().as('n'), (eb) => eb.fn.min('queued_at').as('oldest')])
+    .where('sink', 'in', names)
+    .groupBy(['sink', 'state'])
+    .execute();
+  const states = await db.selectFrom('sink_state').selectAll().where('sink', 'in', names).execute();
+  return sinks.map((s) => {
+    const st = states.find((r) => r.sink === s.name);
+    const of = (state: DeliveryState) => counts.find((c) => c.sink === s.name && c.state === state);
+    const oldest = [of('pending')?.oldest, of('retrying')?.oldest].filter((v): v is string => typeof v === 'string').sort()[0];
+    return {
+      name: s.name,
+      type: s.type,
+      enabled: !st?.disabled_at,
+      disabled_at: st?.disabled_at ?? null,
+      disabled_reason: st?.disabled_reason ?? null,
+      pending: Number(of('pending')?.n ?? 0),
+      failing: Number(of('retrying')?.n ?? 0),
+      delivered: Number(of('delivered')?.n ?? 0),
+      dead: Number(of('dead')?.n ?? 0),
+      oldest_undelivered_ms: oldest ? Math.max(0, now - Date.parse(oldest)) : null,
+    };
+  });
+}
+
+/** Age in ms of the oldest delivery still pending or retrying (optionally of some sinks); null when none. */
+export async function oldestUndeliveredAgeMs(db: Db, now: number, sinks?: readonly string[]): Promise<number | null> {
+  let q = db
+    .selectFrom('deliveries')
+    .select((eb) => eb.fn.min('queued_at').as('oldest'))
+    .where('state', 'in', ['pending', 'retrying']);
+  if (sinks) {
+    if (sinks.length === 0) return null;
+    q = q.where('sink', 'in', [...sinks]);
+  }
+  const row = await q.executeTakeFirst();
+  return row?.oldest ? Math.max(0, now - Date.parse(row.oldest)) : null;
+}
+
+/** Persistently disables a sink (a 410 Gone). Pending deliveries stay pending. */
+export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number): Promise<void> {
+  const at = iso(now);
+  const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
+  await db
+    .insertInto('sink_state')
+    .values({ sink, ...row })
+    // Keep the first disabled_at: concurrent attempts all see the 410.
+    .onConflict((oc) => oc.column('sink').doUpdateSet({ ...row, disabled_at: sql<string>`coalesce(sink_state.disabled_at, excluded.disabled_at)` }))
+    .execute();
+}
+
+/** Operator action (CLI), or a changed target at start: the sink's worker claims again. */
+export async function enableSink(db: Db, sink: string, now: number): Promise<boolean> {
+  const r = await db
+    .updateTable('sink_state')
+    .set({ disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: iso(now) })
+    .where('sink', '=', sink)
+    .where('disabled_at', 'is not', null)
+    .executeTakeFirst();
+  return r.numUpdatedRows > 0n;
+}
+
+export async function sinkDisabled(db: Db, sink: string) {
+  return db.selectFrom('sink_state').selectAll().where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst();
+}

@@ -1,0 +1,143 @@
+import { constants } from 'node:fs';
+import { mkdir, open } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { z } from 'zod';
+import { RetryableError } from '../../hiring/errors.js';
+import type { Logger } from '../../observability/logger.js';
+import type { DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
+
+export interface FileSinkOptions {
+  path: string;
+}
+
+/** The few file operations the sink uses (a FileHandle has them); tests substitute one that fails (ENOSPC, short writes). */
+export interface SinkFile {
+  stat(): Promise<{ size: number }>;
+  read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
+  write(buffer: Buffer): Promise<{ bytesWritten: number }>;
+  truncate(length: number): Promise<void>;
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+export type OpenSinkFile = (path: string) => Promise<SinkFile>;
+
+const NEWLINE = 0x0a;
+const CHUNK = 64 * 1024;
+
+export const openAppend: OpenSinkFile = async (path) => {
+  await mkdir(dirname(path), { recursive: true });
+  // O_APPEND: every write lands at the end, as one write(2) of the whole line.
+  return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o644);
+};
+
+/**
+ * Drops a last line without its newline: what a crash in the middle of a
+ * write leaves. Returns the size kept. Reads backwards in 64 KiB chunks, so a
+ * large file costs one read when it is whole.
+ */
+export async function repairTornTail(file: SinkFile): Promise<{ size: number; dropped: number }> {
+  const { size } = await file.stat();
+  if (size === 0) return { size, dropped: 0 };
+  const buf = Buffer.alloc(CHUNK);
+  let end = size;
+  let keep = 0;
+  while (end > 0) {
+    const start = Math.max(0, end - CHUNK);
+    const { bytesRead } = await file.read(buf, 0, end - start, start);
+    const i = buf.subarray(0, bytesRead).lastIndexOf(NEWLINE);
+    if (i >= 0) {
+      keep = start + i + 1;
+      break;
+    }
+    end = start;
+  }
+  if (keep === size) return { size, dropped: 0 };
+  await file.truncate(keep);
+  await file.sync();
+  return { size: keep, dropped: size - keep };
+}
+
+/**
+ * Appends one NDJSON line per message. A line is written whole or not at all:
+ * one write of the full line, and on any failure (ENOSPC, a short write) the
+ * file is cut back to its size before the write; if even that fails, the
+ * handle is dropped and the torn tail is repaired when the file is reopened
+ * (as at start-up after a crash). The line is fsynced before the delivery
+ * counts as done. Writes of one sink are serialized; one process per file.
+ */
+export function createFileSink(options: FileSinkOptions, deps: { logger: Logger; openFile?: OpenSinkFile }): Sink {
+  const openFile = deps.openFile ?? openAppend;
+  let file: SinkFile | null = null;
+  let size = 0;
+  let queue: Promise<unknown> = Promise.resolve();
+
+  async function ensureOpen(): Promise<SinkFile> {
+    if (file) return file;
+    const f = await openFile(options.path);
+    try {
+      const repaired = await repairTornTail(f);
+      if (repaired.dropped > 0) {
+        deps.logger.warn({ path: options.path, bytes: repaired.dropped }, 'file sink: removed a torn last line left by an interrupted write');
+      }
+      size = repaired.size;
+    } catch (err) {
+      await f.close().catch(() => {});
+      throw err;
+    }
+    file = f;
+    return f;
+  }
+
+  async function drop(): Promise<void> {
+    const f = file;
+    file = null;
+    await f?.close().catch(() => {});
+  }
+
+  async function append(line: Buffer): Promise<void> {
+    const f = await ensureOpen();
+    const before = size;
+    try {
+      const { bytesWritten } = await f.write(line);
+      if (bytesWritten !== line.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${line.length} bytes`), { code: 'ESHORT' });
+      await f.sync();
+      size = before + line.length;
+    } catch (err) {
+      try {
+        await f.truncate(before);
+        await f.sync();
+      } catch {
+        await drop(); // reopening repairs the tail
+      }
+      throw err;
+    }
+  }
+
+  return {
+    async deliver(message: SinkMessage): Promise<DeliveryOutcome> {
+      const line = Buffer.from(`${JSON.stringify(message)}\n`, 'utf8');
+      const run = queue.then(() => append(line));
+      queue = run.catch(() => {});
+      try {
+        await run;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        // A full disk (ENOSPC), a quota (EDQUOT) or a permission fixed by the operator: all worth retrying.
+        throw new RetryableError(`cannot append to ${options.path}: ${code ?? (err as Error).message}`, { cause: code });
+      }
+      return {};
+    },
+    async close() {
+      await queue;
+      await drop();
+    },
+  };
+}
+
+export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
+  fields: { path: z.string().min(1) },
+  defaultConcurrency: 1,
+  resolve: (raw) => ({ path: raw.path }),
+  target: (o) => o.path,
+  create: (_name, options, deps: SinkDeps) => createFileSink(options, { logger: deps.logger }),
+};

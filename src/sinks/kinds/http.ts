@@ -1,0 +1,101 @@
+import { Webhook } from 'standardwebhooks';
+import { z } from 'zod';
+import { parseSecret } from '../../config/parseSecret.js';
+import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
+import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
+import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
+
+export interface HttpSinkOptions {
+  url: string;
+  /** `whsec_` + base64: the sink's own signing secret. */
+  secret: string;
+  timeoutMs: number;
+}
+
+/** A Retry-After longer than this is cut down to it: a typo on the consumer's side must not park deliveries for a year. */
+export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
+const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
+
+const withStatus = <E extends Error>(err: E, status: number): E => Object.assign(err, { status });
+
+/**
+ * POST of the message as JSON, signed with Standard Webhooks headers. The
+ * webhook-id is the (event, sink) message id, so a consumer dedupes retries and
+ * replays; the timestamp and signature are fresh on every attempt.
+ */
+export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'fetch'>): Sink {
+  const signer = new Webhook(options.secret);
+  return {
+    async deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome> {
+      const body = JSON.stringify(message);
+      const now = ctx.clock.now();
+      const headers = {
+        'content-type': 'application/json',
+        'user-agent': 'hiring-webhook-receiver',
+        'webhook-id': ctx.messageId,
+        'webhook-timestamp': String(Math.floor(now / 1000)),
+        'webhook-signature': signer.sign(ctx.messageId, new Date(now), body),
+      };
+      let res: Response;
+      try {
+        res = await deps.fetch(options.url, {
+          method: 'POST',
+          headers,
+          body,
+          // A redirect is a failure (the consumer must configure its final URL), never followed with our signature.
+          redirect: 'manual',
+          signal: AbortSignal.timeout(options.timeoutMs),
+        });
+      } catch (err) {
+        const e = err as Error & { cause?: { code?: string } };
+        if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RetryableError(`no response within ${options.timeoutMs} ms`);
+        throw new RetryableError(`request failed (${e.cause?.code ?? e.message})`);
+      }
+      // Only the status matters; drop the body so the socket is freed.
+      await res.body?.cancel().catch(() => {});
+      const status = res.status;
+      if (status >= 200 && status < 300) return { statusCode: status };
+      if (status === 410) throw withStatus(new PauseSourceError(`HTTP 410 Gone from ${options.url}`), status);
+      if (status >= 300 && status < 400) {
+        throw withStatus(new RetryableError(`HTTP ${status} redirect${res.headers.get('location') ? ` to ${res.headers.get('location')}` : ''} not followed`), status);
+      }
+      if (status === 429 || status === 503) {
+        const after = parseRetryAfter(res.headers.get('retry-after'), ctx.clock.now());
+        if (after !== null) throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS)), status);
+      }
+      throw withStatus(new RetryableError(`HTTP ${status}`), status);
+    },
+  };
+}
+
+export const httpSinkKind: SinkKind<
+  { url: z.ZodString; secret: typeof secretRef; timeout_ms: z.ZodOptional<z.ZodNumber> },
+  HttpSinkOptions
+> = {
+  fields: {
+    url: z.string(),
+    secret: secretRef,
+    // Below the job lease (60 s): an attempt never outlives the lease that guards it.
+    timeout_ms: z.number().int().min(100).max(50_000).optional(),
+  },
+  defaultConcurrency: 4,
+  resolve(raw, ctx) {
+    let url: string | null = raw.url;
+    try {
+      const u = new URL(raw.url);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+    } catch {
+      ctx.problem(`${ctx.at}.url: must be an http(s) URL, got ${JSON.stringify(raw.url)}`);
+      url = null;
+    }
+    const secret = ctx.secret(`${ctx.at}.secret`, raw.secret);
+    if (secret !== null) {
+      const parsed = parseSecret(secret);
+      if (!parsed.ok) ctx.problem(`${ctx.at}.secret: ${parsed.problem}`);
+      else if (url !== null) return { url, secret, timeoutMs: raw.timeout_ms ?? 10_000 };
+    }
+    return null;
+  },
+  target: (o) => o.url,
+  create: (_name, options, deps) => createHttpSink(options, deps),
+};

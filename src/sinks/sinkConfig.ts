@@ -1,0 +1,93 @@
+import { z } from 'zod';
+import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
+
+/** One configured sink, resolved (secrets read from the environment, defaults applied). */
+export interface SinkConfig {
+  readonly name: string;
+  readonly type: SinkType;
+  /** Exact event types and `prefix.*` patterns; null: every event. */
+  readonly events: readonly string[] | null;
+  /** Sources whose events it receives; null: every source. */
+  readonly sources: readonly string[] | null;
+  readonly concurrency: number;
+  readonly maxAttempts: number;
+  /** What a 410 disabled (URL, path); a different target at start re-enables the sink. */
+  readonly target: string;
+  /** The kind's own options, as its `resolve` produced them. */
+  readonly options: unknown;
+}
+
+const SINK_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
+const EVENT_PATTERN = /^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/i;
+/** Default attempts of a delivery before it is dead-lettered (about 20 h with the default backoff). */
+export const DEFAULT_SINK_MAX_ATTEMPTS = 25;
+
+const common = {
+  name: z.string().regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
+  events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*"')).min(1, 'must not be empty; omit it to receive every event').optional(),
+  sources: z.array(z.string().min(1)).min(1, 'must not be empty; omit it to receive every source').optional(),
+  concurrency: z.number().int().min(1).max(64).optional(),
+  max_attempts: z.number().int().min(1).max(1000).optional(),
+};
+
+const TYPES = Object.keys(SINK_KINDS) as SinkType[];
+const variants = TYPES.map((type) => z.object({ ...common, ...sinkKindOf(type).fields, type: z.literal(type) }).strict());
+
+/** The `sinks` key of CONFIG_FILE. */
+export const sinksFileSchema = z.array(
+  z.discriminatedUnion('type', variants as unknown as [z.ZodObject, ...z.ZodObject[]], {
+    error: (iss) =>
+      iss.code === 'invalid_union' ? `unknown sink type ${JSON.stringify((iss.input as { type?: unknown } | undefined)?.type ?? null)}; known types: ${TYPES.join(', ')}` : undefined,
+  }),
+);
+
+type RawSink = { name: string; type: SinkType; events?: string[]; sources?: string[]; concurrency?: number; max_attempts?: number } & Record<string, unknown>;
+
+/**
+ * Turns the parsed `sinks` entries into SinkConfigs. Every problem is pushed
+ * to `problems`, naming its path (`CONFIG_FILE sinks.1.secret: ...`).
+ */
+export function resolveSinks(
+  raw: readonly unknown[],
+  opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[] },
+): SinkConfig[] {
+  const out: SinkConfig[] = [];
+  const names = new Set<string>();
+  (raw as RawSink[]).forEach((s, i) => {
+    const at = `CONFIG_FILE sinks.${i}`;
+    const problem = (m: string) => opts.problems.push(m);
+    if (names.has(s.name)) problem(`${at}.name: sink name ${JSON.stringify(s.name)} is used twice`);
+    names.add(s.name);
+    (s.sources ?? []).forEach((src, j) => {
+      if (!opts.knownSources.includes(src)) problem(`${at}.sources.${j}: no source named ${JSON.stringify(src)} is configured`);
+    });
+    const kind = sinkKindOf(s.type);
+    const options = kind.resolve(s, {
+      at,
+      problem,
+      secret: (where, ref) => {
+        if (typeof ref === 'string') return ref;
+        const v = opts.env[ref.env];
+        if (v === undefined || v === '') {
+          problem(`${where}: environment variable ${ref.env} is not set`);
+          return null;
+        }
+        return v;
+      },
+    });
+    if (options === null) return;
+    out.push(
+      Object.freeze({
+        name: s.name,
+        type: s.type,
+        events: s.events ? Object.freeze([...s.events]) : null,
+        sources: s.sources ? Object.freeze([...s.sources]) : null,
+        concurrency: s.concurrency ?? kind.defaultConcurrency,
+        maxAttempts: s.max_attempts ?? DEFAULT_SINK_MAX_ATTEMPTS,
+        target: kind.target(options),
+        options: Object.freeze(options),
+      }),
+    );
+  });
+  return out;
+}

@@ -1,0 +1,88 @@
+import type { Writable } from 'node:stream';
+import type { z } from 'zod';
+import type { HiringResource } from '../hiring/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Clock } from '../util/clock.js';
+
+/** The result block of a message: the final state of the scoring read behind the event. */
+export interface MessageResult {
+  resource: HiringResource;
+  state: 'ready' | 'unavailable' | 'given_up';
+  reason: string | null;
+  /** The full object as fetched, or null when none came. */
+  data: unknown;
+  fetched_at: string | null;
+}
+
+/** What every sink receives (public contract, documented in README). */
+export interface SinkMessage {
+  id: string;
+  event_type: string;
+  created_at: string | null;
+  received_at: string;
+  source: string;
+  webhook_id: string | null;
+  application_id: string | null;
+  external_id: string | null;
+  payload: unknown;
+  result: MessageResult | null;
+  needs_review: boolean;
+}
+
+export interface DeliveryContext {
+  /** Stable for the (event, sink) pair: the `webhook-id` of http sinks. */
+  messageId: string;
+  /** 1 for the first attempt of this cycle. */
+  attempt: number;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** A success; failures are thrown as DecisionErrors (src/hiring/errors.ts), with `status` when there is one. */
+export interface DeliveryOutcome {
+  statusCode?: number;
+}
+
+/**
+ * A destination for messages. `deliver` resolves when the message is accepted
+ * (2xx, on disk, written) and throws a DecisionError otherwise:
+ * RetryableError / RetryAfterError retry with backoff, PermanentError
+ * dead-letters at once, PauseSourceError disables the sink (410 Gone).
+ */
+export interface Sink {
+  deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome>;
+  /** Release files and sockets at shutdown. */
+  close?(): Promise<void>;
+}
+
+/** Things a sink may use, injected by the app (tests pass their own). */
+export interface SinkDeps {
+  fetch: typeof globalThis.fetch;
+  stdout: Writable;
+  logger: Logger;
+}
+
+/** Helps a kind turn its parsed config fields into options. */
+export interface ResolveContext {
+  /** The config path of this sink, e.g. `CONFIG_FILE sinks.0`. */
+  at: string;
+  /** A secret given inline or as `{ "env": "NAME" }`; null (problem recorded) when unset. */
+  secret(where: string, ref: string | { env: string }): string | null;
+  problem(message: string): void;
+}
+
+/**
+ * One kind of sink: its config keys (beyond the common ones), how they
+ * become options, and how a sink is built from them. Adding a kind is a file
+ * in src/sinks/kinds/ exporting one of these, plus a line in registry.ts.
+ */
+export interface SinkKind<Fields extends z.ZodRawShape, Options> {
+  /** zod shape of the kind's own keys; unknown keys are refused. */
+  fields: Fields;
+  /** Jobs in flight at once when `concurrency` is not configured. */
+  defaultConcurrency: number;
+  resolve(raw: z.infer<z.ZodObject<Fields>>, ctx: ResolveContext): Options | null;
+  /** What a 410 disables (a URL, a path): a different target at start re-enables the sink. */
+  target(options: Options): string;
+  create(name: string, options: Options, deps: SinkDeps): Sink;
+}

@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
+import { newSecret } from '../helpers/signing.js';
+
+const API = { HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def', WEBHOOK_SECRET: newSecret() };
+const withFile = (file: unknown, env: Record<string, string> = {}) => loadConfig({ ...API, CONFIG_FILE: '/c.json', ...env }, () => JSON.stringify(file));
+const problemsOf = (file: unknown, env: Record<string, string> = {}) => {
+  try {
+    withFile(file, env);
+    return [];
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+};
+
+describe('CONFIG_FILE sinks', () => {
+  it('has no sinks by default', () => {
+    expect(loadConfig(API).sinks).toEqual([]);
+  });
+
+  it('resolves each kind with its defaults, secrets inline or from the environment', () => {
+    const secret = newSecret();
+    const cfg = withFile(
+      {
+        sinks: [
+          { name: 'crm', type: 'http', url: 'https://crm.example/hooks', secret: { env: 'CRM_SECRET' }, events: ['interview.completed', 'insights.*'] },
+          { name: 'archive', type: 'file', path: './data/events.ndjson', max_attempts: 3 },
+          { name: 'console', type: 'stdout', events: ['application.*'], sources: ['default'], concurrency: 2 },
+        ],
+      },
+      { CRM_SECRET: secret },
+    );
+    expect(cfg.sinks).toEqual([
+      { name: 'crm', type: 'http', events: ['interview.completed', 'insights.*'], sources: null, concurrency: 4, maxAttempts: 25, target: 'https://crm.example/hooks', options: { url: 'https://crm.example/hooks', secret, timeoutMs: 10_000 } },
+      { name: 'archive', type: 'file', events: null, sources: null, concurrency: 1, maxAttempts: 3, target: './data/events.ndjson', options: { path: './data/events.ndjson' } },
+      { name: 'console', type: 'stdout', events: ['application.*'], sources: ['default'], concurrency: 2, maxAttempts: 25, target: 'stdout', options: {} },
+    ]);
+    expect(Object.isFrozen(cfg.sinks)).toBe(true);
+    expect(Object.isFrozen(cfg.sinks[0])).toBe(true);
+  });
+
+  it('refuses unknown sink types and unknown keys, naming the path', () => {
+    const problems = problemsOf({ sinks: [{ name: 'ok', type: 'stdout' }, { name: 'x', type: 'kafka' }, { name: 'f', type: 'file', path: 'p', colour: 'red' }] });
+    expect(problems).toEqual([
+      'CONFIG_FILE sinks.1.type: unknown sink type "kafka"; known types: http, file, stdout',
+      'CONFIG_FILE sinks.2: Unrecognized key: "colour"',
+    ]);
+  });
+
+  it('reports every bad field of a sink', () => {
+    const problems = problemsOf({
+      sinks: [
+        { name: 'a', type: 'http', url: 'ftp://x', secret: 'nope' },
+        { name: 'b', type: 'http', url: 'https://x.example', secret: { env: 'UNSET' } },
+        { name: 'a', type: 'stdout', sources: ['ghost'] },
+        { name: 'c', type: 'stdout', events: [] },
+        { name: 'd', type: 'http', url: 'https://x.example', secret: newSecret(), timeout_ms: 120_000, concurrency: 0 },
+      ],
+    });
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'CONFIG_FILE sinks.3.events: must not be empty; omit it to receive every event',
+        expect.stringMatching(/^CONFIG_FILE sinks\.4\.timeout_ms: /),
+        expect.stringMatching(/^CONFIG_FILE sinks\.4\.concurrency: /),
+      ]),
+    );
+    // Schema problems stop before resolution; fix them and the rest is reported.
+    const rest = problemsOf({
+      sinks: [
+        { name: 'a', type: 'http', url: 'ftp://x', secret: 'nope' },
+        { name: 'b', type: 'http', url: 'https://x.example', secret: { env: 'UNSET' } },
+        { name: 'a', type: 'stdout', sources: ['ghost'] },
+      ],
+    });
+    expect(rest).toEqual([
+      'CONFIG_FILE sinks.0.url: must be an http(s) URL, got "ftp://x"',
+      'CONFIG_FILE sinks.0.secret: must start with "whsec_"',
+      'CONFIG_FILE sinks.1.secret: environment variable UNSET is not set',
+      'CONFIG_FILE sinks.2.name: sink name "a" is used twice',
+      'CONFIG_FILE sinks.2.sources.0: no source named "ghost" is configured',
+    ]);
+  });
+});

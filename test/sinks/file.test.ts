@@ -1,0 +1,159 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { RetryableError } from '../../src/hiring/errors.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createFileSink, openAppend, type SinkFile } from '../../src/sinks/kinds/file.js';
+import { createStdoutSink } from '../../src/sinks/kinds/stdout.js';
+import type { DeliveryContext, SinkMessage } from '../../src/sinks/types.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope } from '../helpers/signing.js';
+import { LineSink, startHarness, type Harness } from './helpers.js';
+
+let h: Harness | undefined;
+const cleanups: (() => void)[] = [];
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+  for (const c of cleanups.splice(0)) c();
+});
+
+const lines = (path: string) => readFileSync(path, 'utf8');
+const msg = (id: string): SinkMessage => ({
+  id, event_type: 'application.created', created_at: null, received_at: '2026-11-01T00:00:00.000Z', source: 'default',
+  webhook_id: null, application_id: null, external_id: null, payload: { n: id }, result: null, needs_review: false,
+});
+const ctx: DeliveryContext = { messageId: 'msg_x', attempt: 1, clock: new ManualClock(0), logger: createLogger('silent') };
+const dir = () => {
+  const t = tempDir('file-sink-');
+  cleanups.push(t.cleanup);
+  return t.dir;
+};
+
+describe('file sink', () => {
+  it('appends one NDJSON line per message through the app, creating the folder', async () => {
+    const path = join(dir(), 'nested', 'events.ndjson');
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }] });
+    const events = [envelope(), envelope(), envelope()];
+    for (const e of events) await h.post(e);
+    await h.settle();
+    const text = lines(path);
+    expect(text.endsWith('\n')).toBe(true);
+    expect(text.trimEnd().split('\n').map((l) => (JSON.parse(l) as SinkMessage).id)).toEqual(events.map((e) => e.id));
+    expect(h.deliveries('archive').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered']);
+  });
+
+  it('a torn last line left by a crash mid-write is removed at start and never appears as a message', async () => {
+    const d = dir();
+    const path = join(d, 'events.ndjson');
+    const whole = `${JSON.stringify(msg('before-1'))}\n${JSON.stringify(msg('before-2'))}\n`;
+    writeFileSync(path, `${whole}${JSON.stringify(msg('torn')).slice(0, 40)}`);
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }] });
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    const text = lines(path);
+    expect(text.startsWith(whole)).toBe(true);
+    expect(text).not.toContain('"torn"');
+    const ids = text.trimEnd().split('\n').map((l) => (JSON.parse(l) as SinkMessage).id);
+    expect(ids).toEqual(['before-1', 'before-2', e.id]);
+    expect(h.r.logs.lines.some((l) => l.msg === 'file sink: removed a torn last line left by an interrupted write' && l.bytes === 40)).toBe(true);
+  });
+
+  it('a file that is all torn (no newline at all) is emptied', async () => {
+    const path = join(dir(), 'e.ndjson');
+    writeFileSync(path, '{"id":"half');
+    const sink = createFileSink({ path }, { logger: createLogger('silent') });
+    await sink.deliver(msg('m1'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('m1'))}\n`);
+  });
+
+  it('a full disk mid-line is retryable and leaves no partial line; the next attempt writes it whole', async () => {
+    const path = join(dir(), 'e.ndjson');
+    let failNext: 'enospc' | 'short' | null = null;
+    // A real file whose next write puts half the bytes on disk, then fails as a full disk does.
+    const openFile = async (p: string): Promise<SinkFile> => {
+      const fh = await openAppend(p);
+      return {
+        stat: () => fh.stat(),
+        read: (b, o, l, pos) => fh.read(b, o, l, pos),
+        truncate: (n) => fh.truncate(n),
+        sync: () => fh.sync(),
+        close: () => fh.close(),
+        write: async (buf) => {
+          const mode = failNext;
+          failNext = null;
+          if (mode === null) return fh.write(buf);
+          const half = await fh.write(buf.subarray(0, Math.floor(buf.length / 2)));
+          if (mode === 'short') return { bytesWritten: half.bytesWritten };
+          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+        },
+      };
+    };
+    const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
+    await sink.deliver(msg('ok-1'), ctx);
+    failNext = 'enospc';
+    const err = await sink.deliver(msg('full'), ctx).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RetryableError);
+    expect((err as Error).message).toMatch(/ENOSPC/);
+    expect(lines(path)).toBe(`${JSON.stringify(msg('ok-1'))}\n`);
+    failNext = 'short';
+    await expect(sink.deliver(msg('short'), ctx)).rejects.toBeInstanceOf(RetryableError);
+    expect(lines(path)).toBe(`${JSON.stringify(msg('ok-1'))}\n`);
+    await sink.deliver(msg('full'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('ok-1'))}\n${JSON.stringify(msg('full'))}\n`);
+  });
+
+  it('when even the cut-back fails, the file is reopened and repaired before the next line', async () => {
+    const path = join(dir(), 'e.ndjson');
+    let broken = true;
+    const openFile = async (p: string): Promise<SinkFile> => {
+      const fh = await open(p, 'a+');
+      return {
+        stat: () => fh.stat(),
+        read: (b, o, l, pos) => fh.read(b, o, l, pos),
+        truncate: async (n) => {
+          if (broken) throw Object.assign(new Error('EIO'), { code: 'EIO' });
+          return fh.truncate(n);
+        },
+        sync: () => fh.sync(),
+        close: () => fh.close(),
+        write: async (buf) => {
+          if (!broken) return fh.write(buf);
+          await fh.write(buf.subarray(0, 10));
+          throw Object.assign(new Error('EIO'), { code: 'EIO' });
+        },
+      };
+    };
+    const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
+    await expect(sink.deliver(msg('m1'), ctx)).rejects.toBeInstanceOf(RetryableError);
+    expect(lines(path)).toHaveLength(10); // torn on disk for now...
+    broken = false;
+    await sink.deliver(msg('m1'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('m1'))}\n`); // ...and repaired before writing
+  });
+
+  it('a path that cannot be written is a retryable failure recorded on the delivery', async () => {
+    const d = dir();
+    mkdirSync(join(d, 'is-a-dir.ndjson'));
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path: join(d, 'is-a-dir.ndjson') }] });
+    await h.post(envelope());
+    await h.settle();
+    expect(h.deliveries('archive')[0]).toMatchObject({ state: 'retrying', attempts: 1, last_error: expect.stringMatching(/cannot append to .*EISDIR/) });
+  });
+});
+
+describe('stdout sink', () => {
+  it('writes one NDJSON line per message to its stream', async () => {
+    const out = new LineSink();
+    const sink = createStdoutSink(out);
+    await sink.deliver(msg('s1'), ctx);
+    await sink.deliver(msg('s2'), ctx);
+    expect(out.lines.map((l) => (JSON.parse(l) as SinkMessage).id)).toEqual(['s1', 's2']);
+  });
+});

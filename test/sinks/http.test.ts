@@ -1,0 +1,233 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { enableSink } from '../../src/sinks/deliveryRecords.js';
+import { FanOut } from '../../src/sinks/FanOut.js';
+import { messageIdFor } from '../../src/sinks/messageId.js';
+import { envelope, newSecret } from '../helpers/signing.js';
+import { startConsumer, startHarness, type Consumer, type Harness } from './helpers.js';
+
+let h: Harness | undefined;
+let consumer: Consumer | undefined;
+const extra: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  await h?.close();
+  await consumer?.close();
+  for (const c of extra.splice(0)) await c.close();
+  h = undefined;
+  consumer = undefined;
+});
+
+const SECRET_A = newSecret();
+const SECRET_B = newSecret();
+
+async function setup(sinkA: Record<string, unknown> = {}, withB = false) {
+  consumer = await startConsumer({ '/a': SECRET_A, '/b': SECRET_B, '/moved': SECRET_A });
+  const sinks: Record<string, unknown>[] = [{ name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A, ...sinkA }];
+  if (withB) sinks.push({ name: 'b', type: 'http', url: `${consumer.url}/b`, secret: { env: 'B_SECRET' } });
+  h = await startHarness({ sinks }, { env: { B_SECRET: SECRET_B } });
+  return { h, consumer };
+}
+
+const jobOf = (h: Harness, sink: string) =>
+  h.r.app.database.ingestSqlite.prepare('SELECT * FROM jobs WHERE kind = ? ORDER BY id').all(`sink:${sink}`) as Record<string, any>[];
+
+describe('http sink: signed, retried, never redirected (issue 5)', () => {
+  it('posts every message signed with the sink secret, verified by standardwebhooks', async () => {
+    const { h, consumer } = await setup();
+    const e = envelope({ event_type: 'application.created' });
+    await h.post(e);
+    await h.settle();
+    expect(consumer.received).toHaveLength(1);
+    const got = consumer.received[0]!;
+    expect(got.message).toMatchObject({ id: e.id, event_type: 'application.created', source: 'default' });
+    expect(got.headers['content-type']).toBe('application/json');
+    expect(got.headers['webhook-id']).toBe(messageIdFor(e.id as string, 'a'));
+    // A consumer with another secret must reject it: the signature is real.
+    const { Webhook } = await import('standardwebhooks');
+    expect(() => new Webhook(newSecret()).verify(got.body, got.headers)).toThrow();
+    expect(h.deliveries('a')).toEqual([
+      expect.objectContaining({ event_id: e.id, state: 'delivered', attempts: 1, last_status_code: 204, last_error: null, message_id: got.headers['webhook-id'] }),
+    ]);
+    expect(h.deliveries('a')[0]!.delivered_at).toBe(new Date(h.clock.now()).toISOString());
+  });
+
+  it('500 then success: retried after backoff with the same webhook-id and one message id', async () => {
+    const { h, consumer } = await setup();
+    consumer.reply((_r, n) => ({ status: n === 1 ? 500 : 200 }));
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    expect(consumer.received).toHaveLength(1);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'retrying', attempts: 1, last_status_code: 500, last_error: 'HTTP 500' });
+    expect(Date.parse(jobOf(h, 'a')[0]!.run_at)).toBe(h.clock.now() + 1000);
+    h.clock.advance(999);
+    await h.settle();
+    expect(consumer.received).toHaveLength(1); // not before its backoff
+    h.clock.advance(1);
+    await h.settle();
+    expect(consumer.received).toHaveLength(2);
+    const [first, second] = consumer.received;
+    expect(first!.message).not.toBeNull();
+    expect(second!.message).not.toBeNull();
+    expect(second!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
+    expect(second!.message!.id).toBe(e.id);
+    expect(second!.body).toBe(first!.body);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2, last_status_code: 200, last_error: null });
+  });
+
+  it('a timeout is a failed attempt, retried', async () => {
+    const { h, consumer } = await setup({ timeout_ms: 150 });
+    consumer.reply((_r, n) => (n === 1 ? { status: 200, hangMs: 1500 } : { status: 200 }));
+    await h.post(envelope());
+    await h.settle();
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'retrying', last_status_code: null, last_error: 'no response within 150 ms' });
+    h.clock.advance(1000);
+    await h.settle();
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
+  });
+
+  it('a 3xx is a failure and the redirect is not followed', async () => {
+    const target = await startConsumer({});
+    extra.push(target);
+    const { h, consumer } = await setup();
+    consumer.reply(() => ({ status: 307, headers: { location: `${target.url}/elsewhere` } }));
+    await h.post(envelope());
+    await h.settle();
+    expect(target.received).toEqual([]);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'retrying', last_status_code: 307 });
+    expect(h.deliveries('a')[0]!.last_error).toMatch(/HTTP 307 redirect to .*\/elsewhere not followed/);
+  });
+
+  it('429 honours Retry-After over the shorter backoff', async () => {
+    const { h, consumer } = await setup();
+    consumer.reply((_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '7' } } : { status: 200 }));
+    await h.post(envelope());
+    await h.settle();
+    expect(Date.parse(jobOf(h, 'a')[0]!.run_at)).toBe(h.clock.now() + 7000);
+    h.clock.advance(6999);
+    await h.settle();
+    expect(consumer.received).toHaveLength(1);
+    h.clock.advance(1);
+    await h.settle();
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
+  });
+
+  it('dead-letters after max_attempts, visibly, and keeps the job', async () => {
+    const { h, consumer } = await setup({ max_attempts: 3 });
+    consumer.reply(() => ({ status: 502 }));
+    await h.post(envelope());
+    for (let i = 0; i < 5; i++) {
+      await h.settle();
+      h.clock.advance(1000);
+    }
+    expect(consumer.received).toHaveLength(3);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'dead', attempts: 3, last_status_code: 502 });
+    expect(jobOf(h, 'a')[0]).toMatchObject({ state: 'dead', last_error: 'HTTP 502' });
+    expect((await h.r.app.fanOut.status())[0]).toMatchObject({ name: 'a', dead: 1, failing: 0, pending: 0 });
+  });
+
+  it('410 disables the sink loudly and persistently; its deliveries wait, another sink flows, nothing is lost', async () => {
+    // Concurrency 1: with more, the attempts already in flight would also see the 410.
+    const { h, consumer } = await setup({ concurrency: 1 }, true);
+    consumer.reply((r) => ({ status: r.path === '/a' ? 410 : 200 }));
+    const events = [envelope(), envelope(), envelope()];
+    for (const e of events) await h.post(e);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(1); // one 410, then nothing more is claimed
+    expect(consumer.on('/b')).toHaveLength(3);
+    const state = h.r.app.database.ingestSqlite.prepare('SELECT * FROM sink_state').all();
+    expect(state).toEqual([expect.objectContaining({ sink: 'a', disabled_status: 410, disabled_target: `${consumer.url}/a` })]);
+    expect(h.r.logs.lines.some((l) => l.level === 50 && String(l.msg).startsWith('SINK DISABLED') && l.sink === 'a')).toBe(true);
+    expect(jobOf(h, 'a').map((j) => [j.state, j.attempts])).toEqual([['pending', 0], ['pending', 0], ['pending', 0]]);
+    expect(h.deliveries('a').map((d) => d.state)).toEqual(['pending', 'pending', 'pending']);
+
+    // More events while disabled are queued for it too, and still not sent.
+    const late = envelope();
+    await h.post(late);
+    // (Consumers check webhook-timestamp against their own clock: stay within minutes of real time.)
+    h.clock.advance(2 * 60_000);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(1);
+    expect((await h.r.app.fanOut.status()).find((s) => s.name === 'a')).toMatchObject({ enabled: false, pending: 4 });
+
+    // A restart with the same URL keeps it disabled.
+    await h.r.app.fanOut.reconcile();
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(1);
+
+    // The operator re-enables it (the CLI's action): everything is delivered, each once.
+    consumer.reply(() => ({ status: 200 }));
+    expect(await enableSink(h.r.app.database.db, 'a', h.clock.now())).toBe(true);
+    await h.settle();
+    const ids = consumer.on('/a').slice(1).map((r) => r.message!.id);
+    expect(ids.sort()).toEqual([...events, late].map((e) => e.id).sort());
+    expect(h.deliveries('a').every((d) => d.state === 'delivered')).toBe(true);
+  });
+
+  it('a disabled sink is re-enabled at start when its URL changed', async () => {
+    const { h, consumer } = await setup();
+    consumer.reply(() => ({ status: 410 }));
+    await h.post(envelope());
+    await h.settle();
+    expect((await h.r.app.fanOut.status())[0]!.enabled).toBe(false);
+    // The same database under a configuration that points the sink elsewhere.
+    const moved = new FanOut({
+      db: h.r.app.database.db,
+      queue: h.r.app.queue,
+      clock: h.clock,
+      logger: h.r.app.logger,
+      sinks: [{ name: 'a', type: 'http', events: null, sources: null, concurrency: 1, maxAttempts: 5, target: `${consumer.url}/moved`, options: { url: `${consumer.url}/moved`, secret: SECRET_A, timeoutMs: 1000 } }],
+    });
+    await moved.reconcile();
+    expect((await moved.status())[0]!.enabled).toBe(true);
+    consumer.reply(() => ({ status: 200 }));
+    await moved.runUntilIdle();
+    expect(consumer.on('/moved')).toHaveLength(1);
+    expect(consumer.on('/moved')[0]!.message).not.toBeNull();
+  });
+});
+
+describe('isolation: one sink per worker', () => {
+  it('a sink down for a while never delays another; it then catches up with nothing lost', async () => {
+    const { h, consumer } = await setup({}, true);
+    let aUp = false;
+    consumer.reply((r) => ({ status: r.path === '/a' && !aUp ? 503 : 200 }));
+    const events = Array.from({ length: 6 }, () => envelope());
+    for (const e of events) await h.post(e);
+    await h.settle();
+    expect(consumer.on('/b').map((r) => r.message!.id).sort()).toEqual(events.map((e) => e.id).sort());
+    expect(consumer.on('/a').every((r) => r.message !== null)).toBe(true);
+    for (let i = 0; i < 3; i++) {
+      h.clock.advance(1000);
+      await h.settle();
+    }
+    expect(h.deliveries('a').every((d) => d.state === 'retrying' && d.attempts === 4)).toBe(true);
+    aUp = true;
+    h.clock.advance(1000);
+    await h.settle();
+    const ok = consumer.on('/a').slice(-6);
+    expect(ok.map((r) => r.message!.id).sort()).toEqual(events.map((e) => e.id).sort());
+    expect(consumer.on('/a')).toHaveLength(6 * 5);
+    expect(h.deliveries('a').every((d) => d.state === 'delivered' && d.attempts === 5)).toBe(true);
+    expect(h.deliveries('b').every((d) => d.state === 'delivered' && d.attempts === 1)).toBe(true);
+  });
+
+  it('with running workers, a hanging sink does not hold up the other one', async () => {
+    const { h, consumer: c } = await setup({ timeout_ms: 5000, concurrency: 2 }, true);
+    c.reply((r) => (r.path === '/a' ? { status: 200, hangMs: 2500 } : { status: 200 }));
+    const events = Array.from({ length: 4 }, () => envelope());
+    for (const e of events) await h.post(e);
+    await h.r.app.worker.runUntilIdle(); // settle the events (processing)
+    await h.r.app.fanOut.start();
+    const t0 = Date.now();
+    while (c.on('/b').length < 4 && Date.now() - t0 < 2000) await new Promise((ok) => setTimeout(ok, 10));
+    expect(c.on('/b')).toHaveLength(4);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    // Sink a is still stuck on its first two requests (its concurrency), none delivered.
+    expect(c.on('/a')).toHaveLength(2);
+    expect(h.deliveries('a').some((d) => d.state === 'delivered')).toBe(false);
+    await c.close(); // cuts the hanging requests: they fail and will retry
+    consumer = undefined;
+    await h.r.app.fanOut.stop();
+    expect(h.deliveries('a').filter((d) => d.state === 'retrying')).toHaveLength(2);
+  });
+});
