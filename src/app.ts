@@ -69,12 +69,24 @@ export function createApp(deps: AppDeps) {
   for (const src of config.sources) {
     if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, fetch: deps.fetch }));
   }
-  const fanOut = new FanOut({ db: database.db, queue, clock, logger, sinks: config.sinks, ...deps.sinks });
+  const fanOut = new FanOut({
+    db: database.db,
+    queue,
+    clock,
+    logger,
+    sinks: config.sinks,
+    onJobSettled: (job, outcome) => {
+      metrics.jobsSettled.inc({ kind: job.kind, outcome });
+      metrics.sinkDeliveries.inc({ sink: job.kind.slice('sink:'.length), outcome });
+    },
+    ...deps.sinks,
+  });
   const processing: ProcessingContext = {
     db: database.db,
     clock,
     clients,
     onSettled: fanOut.onSettled,
+    onApiCall: (resource, outcome) => metrics.apiCalls.inc({ resource, outcome }),
     ...DEFAULT_PROCESSING,
     giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,
@@ -84,6 +96,7 @@ export function createApp(deps: AppDeps) {
     clock,
     logger,
     gate: pauses,
+    onJobSettled: (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome }),
     concurrency: Math.max(1, config.workerConcurrency),
     handlers: {
       [JobKind.processEvent]: createProcessEventHandler(processing),
@@ -104,7 +117,10 @@ export function createApp(deps: AppDeps) {
   app.all('/webhooks', (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
   // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
   const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all() }));
+  const disabledSinksStmt = database.ingestSqlite.prepare(
+    'SELECT sink, disabled_at, disabled_reason FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
+  );
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }));
   app.get('/metrics', async (c) => {
     const sqlite = database.ingestSqlite;
     metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
@@ -114,6 +130,12 @@ export function createApp(deps: AppDeps) {
     metrics.queueDepth.reset();
     const depth = sqlite.prepare('SELECT state, kind, COUNT(*) AS n FROM jobs GROUP BY state, kind').all() as { state: string; kind: string; n: number }[];
     for (const d of depth) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
+    metrics.sinkLag.reset();
+    metrics.sinkDisabled.reset();
+    for (const st of await fanOut.status()) {
+      metrics.sinkLag.set({ sink: st.name }, (st.oldest_undelivered_ms ?? 0) / 1000);
+      metrics.sinkDisabled.set({ sink: st.name }, st.enabled ? 0 : 1);
+    }
     return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
   });
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));

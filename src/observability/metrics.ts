@@ -58,6 +58,24 @@ export function createMetrics() {
       labelNames: ['resource', 'outcome'] as const,
       registers: [registry],
     }),
+    sinkDeliveries: new Counter({
+      name: 'receiver_sink_deliveries_total',
+      help: 'Sink delivery attempts by sink and outcome (done, retry, dead, paused = sink disabled, lost)',
+      labelNames: ['sink', 'outcome'] as const,
+      registers: [registry],
+    }),
+    sinkLag: new Gauge({
+      name: 'receiver_sink_lag_seconds',
+      help: 'Age of the oldest message not yet delivered to the sink (0 when none)',
+      labelNames: ['sink'] as const,
+      registers: [registry],
+    }),
+    sinkDisabled: new Gauge({
+      name: 'receiver_sink_disabled',
+      help: '1 while a sink is disabled (it answered 410 Gone)',
+      labelNames: ['sink'] as const,
+      registers: [registry],
+    }),
     queueDepth: new Gauge({
       name: 'receiver_jobs',
       help: 'Jobs in the durable queue by state (pending, running, done, dead) and kind',

@@ -4,7 +4,7 @@ import type { Database } from '../db/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
 import type { JobQueue } from '../queue/JobQueue.js';
-import { Worker } from '../queue/Worker.js';
+import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
@@ -32,6 +32,8 @@ export interface FanOutOptions {
   stdout?: Writable;
   backoff?: BackoffOptions;
   pollIntervalMs?: number;
+  /** Observes every delivery attempt's end (metrics). */
+  onJobSettled?: WorkerOptions['onJobSettled'];
 }
 
 interface Lane {
@@ -62,6 +64,7 @@ export class FanOut {
         concurrency: config.concurrency,
         backoff: o.backoff ?? SINK_BACKOFF,
         ...(o.pollIntervalMs !== undefined ? { pollIntervalMs: o.pollIntervalMs } : {}),
+        ...(o.onJobSettled ? { onJobSettled: o.onJobSettled } : {}),
         handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate }) },
       });
       return { config, sink, worker };
