@@ -1,5 +1,5 @@
 import type { Transaction } from 'kysely';
-import type { Database } from '../db/schema.js';
+import type { ApplicationsTable, Database } from '../db/schema.js';
 
 type Obj = Record<string, unknown>;
 const obj = (v: unknown): Obj | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null);
@@ -63,22 +63,11 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
   });
 }
 
-interface Folded {
-  source: string;
-  external_id: string | null;
-  status: string | null;
-  status_changed_at: string | null;
-  job_id: string | null;
-  job_title: string | null;
-  candidate_first_name: string | null;
-  candidate_last_name: string | null;
-  candidate_email: string | null;
-  candidate_phone: string | null;
-  created_at: string | null;
-  deleted_at: string | null;
+/** The columns the fold derives from events, plus the review verdict gathered on the way. */
+type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' | 'first_seen_at' | 'updated_at'> & {
   reasons: string[];
   ineligible: boolean;
-}
+};
 
 /**
  * The application row is a pure fold over ALL its stored events, sorted by
