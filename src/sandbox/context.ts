@@ -11,4 +11,6 @@ export interface SandboxContext {
   idempotency: IdempotencyStore;
   faults: FaultInjector;
   lifecycle: Lifecycle;
+  /** Largest CV upload accepted, in bytes. */
+  cvMaxBytes: number;
 }

@@ -5,6 +5,7 @@ import { invalidInput, notFound } from './http/apiError.js';
 import type { FaultInjector, FaultSpec } from './http/faults.js';
 import { API_KEY_PATTERN, newApiKey } from './ids.js';
 import type { JobInput } from './jobRecord.js';
+import { addMember, compareMembersByName, memberView, type MemberInput } from './organization.js';
 import type { CreateApplicationInput, Lifecycle } from './scenarios/lifecycle.js';
 import { runScenario, type ScenarioName, type ScenarioOptions } from './scenarios/runScenario.js';
 import type { CvEvaluationResult } from './scoring/cvAndInsights.js';
@@ -26,6 +27,10 @@ export interface SandboxControl {
   addApiKey(organizationId: string, opts?: { name?: string; key?: string; expiresAt?: number }): string;
   revokeKey(key: string): void;
   restrictKey(key: string, restricted?: boolean): void;
+  /** Spec 2.8 views of the organization's members, ordered by name. */
+  members(organizationId: string): Record<string, unknown>[];
+  /** A person joins the organization (spec 3.5): pending hiring-team rows with that email become matched. */
+  addMember(organizationId: string, input: MemberInput): Record<string, unknown>;
   createJob(input?: Partial<JobInput> & { organizationId?: string; legacy?: boolean }): JobSummary;
   createApplication(input: CreateApplicationInput): ApplicationSummary;
   setApplicationStatus(applicationId: string, status: ApplicationStatus): ApplicationSummary;
@@ -84,6 +89,11 @@ export function createControl(deps: ControlDeps): SandboxControl {
     restrictKey: (key, restricted = true) => {
       keyRecord(key).restricted = restricted;
     },
+    members: (organizationId) => {
+      store.organization(organizationId);
+      return store.membersOf(organizationId).sort(compareMembersByName).map(memberView);
+    },
+    addMember: (organizationId, input) => memberView(addMember(store, organizationId, input, deps.clock.now())),
     createJob: (input) => jobSummary(lifecycle.createJob(input)),
     createApplication: (input) => applicationSummary(lifecycle.createApplication(input)),
     setApplicationStatus: (id, status) => applicationSummary(lifecycle.setApplicationStatus(id, status)),

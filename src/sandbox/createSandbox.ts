@@ -13,13 +13,19 @@ import { DeliveryScheduler } from './delivery/scheduler.js';
 import { createRandom } from './fakeData.js';
 import { errorResponse, notFound } from './http/apiError.js';
 import { requireApiKey, type AuthEnv } from './http/auth.js';
+import { applicationsRoutes } from './http/applicationsRoutes.js';
 import { controlRoutes } from './http/controlRoutes.js';
+import { DEFAULT_CV_MAX_BYTES } from './cvFile.js';
+import { hiringTeamRoutes } from './http/hiringTeamRoutes.js';
+import { interviewConfigRoutes } from './http/interviewConfigRoutes.js';
+import { organizationRoutes } from './http/organizationRoutes.js';
 import { FaultInjector } from './http/faults.js';
 import { IdempotencyStore } from './http/idempotency.js';
 import { jobsRoutes } from './http/jobsRoutes.js';
 import { v1InterviewRoutes, v2ScoringRoutes } from './http/scoringRoutes.js';
 import { webhooksRoutes } from './http/webhooksRoutes.js';
 import { newId } from './ids.js';
+import { addMember, createOrganizationSettings, defaultMembers } from './organization.js';
 import { Lifecycle } from './scenarios/lifecycle.js';
 import { SandboxStore } from './store.js';
 
@@ -41,6 +47,8 @@ export interface SandboxOptions {
   seed?: number;
   /** Source of randomness for chaos decisions. Default Math.random. */
   random?: () => number;
+  /** Largest CV upload accepted, in bytes (spec 8: "not shown"). Default 10 MiB; larger is 413 `file_too_large`. */
+  cvMaxBytes?: number;
 }
 
 export interface Sandbox {
@@ -52,11 +60,14 @@ export interface Sandbox {
   stop(): Promise<void>;
 }
 
-function seedOrganizations(store: SandboxStore, seeds: readonly OrganizationSeed[]): void {
+/** Spec 2.4, 2.5: the two settings singletons are created with each organization; 2.8: its members. */
+function seedOrganizations(store: SandboxStore, seeds: readonly OrganizationSeed[], now: number): void {
   if (seeds.length === 0) throw new Error('createSandbox: at least one organization is needed');
   for (const seed of seeds) {
     const id = seed.id ?? newId();
     store.organizations.set(id, { id, name: seed.name });
+    createOrganizationSettings(store, id, now);
+    for (const member of seed.members ?? defaultMembers(seed.name)) addMember(store, id, member, now);
   }
 }
 
@@ -68,7 +79,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   const settings = { chaos: mergeChaos(NO_CHAOS, opts.chaos ?? {}), resultDelayMs: Math.max(0, opts.resultDelayMs ?? 0) };
   const store = new SandboxStore();
   const seeds = opts.organizations ?? DEFAULT_ORGANIZATIONS;
-  seedOrganizations(store, seeds);
+  seedOrganizations(store, seeds, clock.now());
   const defaultOrganizationId = (): string => {
     const first = store.organizations.keys().next();
     if (first.done === true) throw new Error('no organization');
@@ -96,6 +107,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     resultDelayMs: () => settings.resultDelayMs,
     timeFactor,
     defaultOrganizationId,
+    schedule: (lane, delayMs, run) => void scheduler.schedule(lane, delayMs, run),
   });
   const faults = new FaultInjector();
   const control = createControl({ store, clock, lifecycle, scheduler, faults, settings, defaultOrganizationId });
@@ -105,14 +117,20 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     keys.forEach((key, k) => control.addApiKey(orgId, { key, name: `key ${k + 1}` }));
   });
 
-  const ctx: SandboxContext = { store, clock, idempotency: new IdempotencyStore(), faults, lifecycle };
+  const cvMaxBytes = opts.cvMaxBytes ?? DEFAULT_CV_MAX_BYTES;
+  if (!Number.isInteger(cvMaxBytes) || cvMaxBytes < 1) throw new Error(`createSandbox: cvMaxBytes must be a positive integer, got ${cvMaxBytes}`);
+  const ctx: SandboxContext = { store, clock, idempotency: new IdempotencyStore(), faults, lifecycle, cvMaxBytes };
   const app = new Hono<AuthEnv>();
   app.onError((err, c) => errorResponse(c, err));
   app.notFound((c) => errorResponse(c, notFound()));
   app.route('/_sandbox', controlRoutes(control));
   app.use('/api/*', requireApiKey(store, clock));
   app.route('/api/v2/jobs', jobsRoutes(ctx));
+  app.route('/api/v2/jobs', interviewConfigRoutes(ctx));
+  app.route('/api/v2/jobs', hiringTeamRoutes(ctx));
+  app.route('/api/v2/applications', applicationsRoutes(ctx));
   app.route('/api/v2/applications', v2ScoringRoutes(ctx));
+  app.route('/api/v2/organization', organizationRoutes(ctx));
   app.route('/api/v2/webhooks', webhooksRoutes(ctx));
   app.route('/api/v1/applications', v1InterviewRoutes(ctx));
 

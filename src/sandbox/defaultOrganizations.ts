@@ -1,9 +1,13 @@
+import type { MemberInput } from './organization.js';
+
 /** Who the sandbox serves unless told otherwise; fixed so docs and demos can name the keys. */
 export interface OrganizationSeed {
   id?: string;
   name: string;
   /** Keys of the form `sk-<segment>.<segment>` (spec 5.2); one is generated when omitted. */
   apiKeys?: string[];
+  /** Organization members (spec 2.8); default: four people, see `defaultMembers` in organization.ts. */
+  members?: MemberInput[];
 }
 
 export const DEFAULT_ORGANIZATIONS: readonly OrganizationSeed[] = Object.freeze([

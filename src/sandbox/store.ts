@@ -2,9 +2,13 @@ import { notFound } from './http/apiError.js';
 import type {
   ApiKeyRecord,
   ApplicationRecord,
+  CallPolicy,
   DeliveryRecord,
+  HiringTeamMember,
+  InterviewDefaults,
   JobRecord,
   Organization,
+  OrganizationMember,
   WebhookEndpoint,
 } from './types.js';
 
@@ -20,6 +24,13 @@ export class SandboxStore {
   readonly webhooks = new Map<string, WebhookEndpoint>();
   /** Per webhook id, every attempt in the order made. */
   readonly deliveries = new Map<string, DeliveryRecord[]>();
+  /** Spec 2.4 and 2.5 singletons, keyed by organization id. */
+  readonly interviewDefaults = new Map<string, InterviewDefaults>();
+  readonly callPolicies = new Map<string, CallPolicy>();
+  /** Spec 2.8, keyed by membership id. */
+  readonly members = new Map<string, OrganizationMember>();
+  /** Spec 2.7, keyed by member row id; insertion order is creation order. */
+  readonly hiringTeam = new Map<string, HiringTeamMember>();
 
   organization(id: string): Organization {
     const org = this.organizations.get(id);
@@ -64,6 +75,32 @@ export class SandboxStore {
 
   keysOf(organizationId: string): ApiKeyRecord[] {
     return [...this.keys.values()].filter((k) => k.organizationId === organizationId);
+  }
+
+  interviewDefaultsOf(organizationId: string): InterviewDefaults {
+    const record = this.interviewDefaults.get(organizationId);
+    if (record === undefined) throw notFound('Interview defaults not found.');
+    return record;
+  }
+
+  callPolicyOf(organizationId: string): CallPolicy {
+    const record = this.callPolicies.get(organizationId);
+    if (record === undefined) throw notFound('Call policy not found.');
+    return record;
+  }
+
+  membersOf(organizationId: string): OrganizationMember[] {
+    return [...this.members.values()].filter((m) => m.organizationId === organizationId);
+  }
+
+  hiringTeamOf(jobId: string): HiringTeamMember[] {
+    return [...this.hiringTeam.values()].filter((m) => m.jobId === jobId);
+  }
+
+  hiringTeamMember(jobId: string, id: string): HiringTeamMember {
+    const row = this.hiringTeam.get(id);
+    if (row === undefined || row.jobId !== jobId) throw notFound('Hiring team member not found.');
+    return row;
   }
 
   recordDelivery(record: DeliveryRecord): void {

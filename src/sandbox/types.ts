@@ -98,6 +98,79 @@ export interface ApplicationRecord {
   candidate: Candidate;
   scoring: Record<ScoringResource, ScoringState>;
   interviewCall: InterviewCall | null;
+  /** The latest CV uploaded through `POST /api/v2/applications/{id}/cv` (spec 2.9), null before any. */
+  cv: CvUpload | null;
+}
+
+/** Content types the CV upload accepts (spec 4.2: PDF or Word), detected from the bytes. */
+export type CvFileType = 'pdf' | 'docx' | 'doc';
+
+export interface CvUpload {
+  /** Identifies this upload; a newer upload supersedes the processing of an older one. */
+  id: string;
+  file_name: string | null;
+  file_type: CvFileType;
+  size_bytes: number;
+  uploaded_at: string;
+}
+
+/** Spec 2.4: organization interview defaults, one per organization. */
+export interface InterviewDefaults {
+  id: string;
+  organizationId: string;
+  prompt_intro: string;
+  prompt_outro: string;
+  prompt_additional_instructions: string;
+  interviewer_name_override: string;
+  organization_name_override: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export const WEEKDAYS = ['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday'] as const;
+export type Weekday = (typeof WEEKDAYS)[number];
+
+/** Spec 2.5: the phone-interview call policy, one per organization. */
+export interface CallPolicy {
+  id: string;
+  organizationId: string;
+  retries_enabled: boolean;
+  /** Deprecated (spec 2.5, 9): returned, never written. */
+  max_retries: number;
+  /** Deprecated (spec 2.5, 9): returned, never written. */
+  retry_window_days: number;
+  start_time: string;
+  end_time: string;
+  weekdays: Weekday[];
+  retry_delay_sequence: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+export type MemberRole = 'owner' | 'admin' | 'editor' | 'viewer';
+export const MEMBER_ROLES: readonly MemberRole[] = ['owner', 'admin', 'editor', 'viewer'];
+
+/** Spec 2.8: a membership of a person in an organization. */
+export interface OrganizationMember {
+  id: string;
+  organizationId: string;
+  role: MemberRole;
+  user: { first_name: string; last_name: string; email: string };
+  joined_at: string;
+}
+
+export const JOB_ROLES = ['HIRING_MANAGER', 'RECRUITER', 'COORDINATOR', 'SOURCER', 'INTERVIEWER', 'ADMIN'] as const;
+export type JobRole = (typeof JOB_ROLES)[number];
+
+/** Spec 2.7 + 3.5: a row of a job's hiring team, matched (organization_member set) or pending. */
+export interface HiringTeamMember {
+  id: string;
+  organizationId: string;
+  jobId: string;
+  email: string;
+  organization_member: string | null;
+  job_roles: JobRole[];
+  created_at: string;
 }
 
 export interface WebhookEndpoint {

@@ -67,6 +67,15 @@ describe('jobs and pagination (spec 2.2, 2.6, 4.2, 4.6, 8)', () => {
     expect(bad.body[0]).toMatchObject({ code: 'invalid_input', attr: 'ordering' });
   });
 
+  it('4.2: the status filter takes the job status enum (unknown is 400, attr status); filters combine with search and ordering', async () => {
+    const bad = await run.api('/api/v2/jobs?status=open', { key: globex });
+    expect(bad.status).toBe(400);
+    expect(bad.body[0]).toMatchObject({ code: 'invalid_input', attr: 'status' });
+    const combined = await run.api('/api/v2/jobs?status=closed&search=job%2000&ordering=-title', { key: globex });
+    expect(combined.body.results.map((j: any) => j.title)).toEqual(['Job 005', 'Job 000']);
+    expect((await run.api('/api/v2/jobs?search=%20%20', { key: globex })).body.count).toBe(205);
+  });
+
   it('2.6: a created job has every field of the list item and shows up only in its organization', async () => {
     const res = await run.api('/api/v2/jobs', { method: 'POST', body: { title: 'Night Nurse', description: 'Ward 4', salary: { min: '20.00', max: '25.00', currency: 'EUR', frequency: 'per_hour' } } });
     expect(res.status).toBe(201);

@@ -2,7 +2,7 @@ import { Hono, type Context } from 'hono';
 import { z } from 'zod';
 import type { SandboxControl } from '../control.js';
 import { SCENARIOS } from '../scenarios/runScenario.js';
-import { APPLICATION_STATUSES, SCORING_RESOURCES } from '../types.js';
+import { APPLICATION_STATUSES, MEMBER_ROLES, SCORING_RESOURCES } from '../types.js';
 import { invalidInput } from './apiError.js';
 import { readJsonObject, validate } from './readJson.js';
 
@@ -25,6 +25,11 @@ export function controlRoutes(control: SandboxControl): Hono {
   app.post('/organizations/:id/keys', async (c) => {
     const input = await body(c, z.object({ name: z.string().optional(), key: z.string().optional() }));
     return c.json({ key: control.addApiKey(c.req.param('id'), input) }, 201);
+  });
+  app.get('/organizations/:id/members', (c) => c.json(control.members(c.req.param('id'))));
+  app.post('/organizations/:id/members', async (c) => {
+    const input = await body(c, z.object({ first_name: z.string(), last_name: z.string(), email: z.string(), role: z.enum(MEMBER_ROLES).optional() }));
+    return c.json(control.addMember(c.req.param('id'), input), 201);
   });
   app.post('/keys/revoke', async (c) => {
     control.revokeKey((await body(c, z.object({ key: z.string() }))).key);

@@ -49,8 +49,12 @@ export function jobsRoutes(ctx: SandboxContext): Hono<AuthEnv> {
     if (!(ORDERINGS as readonly string[]).includes(ordering)) {
       throw invalidInput(`Unknown ordering; use one of ${ORDERINGS.join(', ')}.`, 'ordering');
     }
-    const search = c.req.query('search')?.toLowerCase();
+    // An empty search matches everything; an unknown status is 400 rather than an empty page.
+    const search = c.req.query('search')?.trim().toLowerCase() || undefined;
     const status = c.req.query('status');
+    if (status !== undefined && !(JOB_ENUMS.status as readonly string[]).includes(status)) {
+      throw invalidInput(`Unknown status; use one of ${JOB_ENUMS.status.join(', ')}.`, 'status');
+    }
     const jobs = [...ctx.store.jobs.values()]
       .filter((j) => j.organizationId === orgId)
       .filter((j) => status === undefined || j.status === status)

@@ -8,7 +8,7 @@ import { buildCvEvaluation, buildInsights, type CvEvaluationResult } from '../sc
 import { buildInterviewResult, interviewEventResult, type InterviewOutcomeInput, type InterviewResult } from '../scoring/interviewResult.js';
 import { buildV1InterviewDetail } from '../scoring/v1InterviewDetail.js';
 import type { SandboxStore } from '../store.js';
-import type { ApplicationRecord, ApplicationStatus, JobRecord, SandboxEvent, ScoringResource, UnavailableReason } from '../types.js';
+import type { ApplicationRecord, ApplicationStatus, CvUpload, JobRecord, SandboxEvent, ScoringResource, UnavailableReason } from '../types.js';
 import { applicationPayload, deletedSnapshot } from './eventPayloads.js';
 
 export interface LifecycleDeps {
@@ -20,6 +20,8 @@ export interface LifecycleDeps {
   resultDelayMs: () => number;
   timeFactor: number;
   defaultOrganizationId: () => string;
+  /** Runs `run` after the nominal `delayMs` on the sandbox's scheduler (divided by the time factor). */
+  schedule: (lane: string, delayMs: number, run: () => Promise<void>) => void;
 }
 
 export interface CreateApplicationInput {
@@ -69,6 +71,7 @@ export class Lifecycle {
         insights: { kind: 'pending', reason: 'insights_pending' },
       },
       interviewCall: null,
+      cv: null,
     };
     this.deps.store.applications.set(app.id, app);
     this.emit(app.organizationId, 'application.created', applicationPayload(app, job));
@@ -126,10 +129,28 @@ export class Lifecycle {
     this.deps.store.anyApplication(applicationId).scoring[resource] = { kind: 'unavailable', reason };
   }
 
-  completeCvEvaluation(applicationId: string, opts: { overallScore?: number } = {}): CvEvaluationResult {
+  /**
+   * A CV was uploaded (spec 2.9, 4.2): the CV evaluation read says processing (`cv_processing`)
+   * until the result delay has passed; then the evaluation completes, is readable at once and
+   * `cv_evaluation.completed` is emitted. A newer upload supersedes an older one still processing;
+   * a manual `completeCvEvaluation` in between wins (no second event).
+   */
+  startCvProcessing(applicationId: string, upload: CvUpload): void {
+    const app = this.deps.store.anyApplication(applicationId);
+    app.cv = upload;
+    app.scoring['cv-evaluation'] = { kind: 'pending', reason: 'cv_processing' };
+    this.deps.schedule(`cv:${app.id}`, this.deps.resultDelayMs(), async () => {
+      const current = this.deps.store.applications.get(app.id);
+      const state = current?.scoring['cv-evaluation'];
+      if (current?.cv?.id !== upload.id || state?.kind !== 'pending' || state.reason !== 'cv_processing') return;
+      this.completeCvEvaluation(app.id, { readyNow: true });
+    });
+  }
+
+  completeCvEvaluation(applicationId: string, opts: { overallScore?: number; readyNow?: boolean } = {}): CvEvaluationResult {
     const app = this.deps.store.anyApplication(applicationId);
     const result = buildCvEvaluation(app.id, this.deps.clock.now(), this.deps.random, opts.overallScore);
-    app.scoring['cv-evaluation'] = { kind: 'ready', readyAt: this.readyAt(), result };
+    app.scoring['cv-evaluation'] = { kind: 'ready', readyAt: opts.readyNow === true ? this.deps.clock.now() : this.readyAt(), result };
     this.emit(app.organizationId, 'cv_evaluation.completed', {
       application: applicationPayload(app, this.job(app))['application'],
       cv_evaluation: { id: result.id, overall_score: result.overall_score },
