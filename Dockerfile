@@ -23,8 +23,8 @@ COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/migrations ./migrations
-# The database lives on a volume owned by the unprivileged user; the CLI is on PATH.
-RUN mkdir -p /data && chown node:node /data && ln -s /app/dist/main.js /usr/local/bin/hiring-receiver-serve
+# The database lives on a volume owned by the unprivileged user; the CLI is on PATH as hiring-receiver.
+RUN mkdir -p /data && chown node:node /data && chmod +x /app/dist/cli/main.js && ln -s /app/dist/cli/main.js /usr/local/bin/hiring-receiver
 USER node
 VOLUME ["/data"]
 EXPOSE 8080
@@ -33,4 +33,6 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
 # node runs as PID 1 and installs its own SIGTERM/SIGINT handlers: stop accepting,
 # finish in-flight requests and their commit, drain workers, close the database.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "--enable-source-maps", "dist/main.js"]
+# `docker run IMAGE` serves; `docker run IMAGE status` (or `docker exec CONTAINER hiring-receiver status`) runs the CLI.
+ENTRYPOINT ["node", "--enable-source-maps", "dist/cli/main.js"]
+CMD ["serve"]

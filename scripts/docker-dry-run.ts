@@ -196,6 +196,12 @@ async function main(): Promise<void> {
     if (code !== 0) throw new Error(`server did not exit 0 on SIGTERM (got ${String(code)})`);
     if (!out.includes('receiver stopped')) throw new Error('no "receiver stopped" log line after SIGTERM');
     log('SIGTERM → drained, exit 0');
+
+    // The CLI inside the image: `docker run IMAGE status --json` is ENTRYPOINT + these arguments.
+    const cli = spawnSync(entrypoint[0]!, [...entrypoint.slice(1), 'status', '--json'], { cwd: app, env: runEnv, encoding: 'utf8' });
+    if (cli.status !== 0) throw new Error(`CLI status exited ${cli.status}: ${cli.stderr}`);
+    if (!cli.stdout.includes('application.created')) throw new Error(`CLI status does not show the stored event: ${cli.stdout.slice(0, 300)}`);
+    log('CLI status --json → exit 0, shows the stored event');
     log('\ndocker dry run: OK');
   } finally {
     if (!keep) rmSync(tmp, { recursive: true, force: true });

@@ -1,0 +1,39 @@
+import { existsSync } from 'node:fs';
+import { readMigrations } from '../db/migrate.js';
+import { openDatabase, type OpenDatabase } from '../db/openDatabase.js';
+import { CliError } from './errors.js';
+
+/**
+ * Opens the receiver's database for an operator command, next to a running
+ * server (WAL lets both work). Never creates a database and never migrates
+ * (that is `migrate`'s job); refuses a schema this build does not match.
+ * The busy timeout is longer than the server's: a CLI may block for a moment
+ * while the server commits, rather than fail.
+ */
+export function openCliDatabase(path: string): OpenDatabase {
+  if (path !== ':memory:' && !existsSync(path)) {
+    throw new CliError(`no database at ${path} (set DATABASE_PATH or --database; \`migrate\` creates one)`);
+  }
+  let database: OpenDatabase;
+  try {
+    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000 });
+  } catch (err) {
+    throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
+  }
+  const known = readMigrations().at(-1)?.version ?? 0;
+  let version = 0;
+  try {
+    version = (database.sqlite.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get() as number | null) ?? 0;
+  } catch {
+    version = 0;
+  }
+  if (version !== known) {
+    void database.close();
+    throw new CliError(
+      version > known
+        ? `the database at ${path} is at schema version ${version}, newer than this build (${known}): use the newer version of the receiver`
+        : `the database at ${path} is at schema version ${version}, this build needs ${known}: run \`migrate\` (or start the server, which migrates)`,
+    );
+  }
+  return database;
+}

@@ -1,0 +1,76 @@
+import { JobQueue } from '../../queue/JobQueue.js';
+import { systemClock } from '../../util/clock.js';
+import { databasePathOf } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { UsageError } from '../errors.js';
+import { printJson, printTable, type CliIo } from '../io.js';
+
+export interface DeadLetterListOptions {
+  database?: string;
+  kind?: string;
+  source?: string;
+  limit: number;
+  json?: boolean;
+}
+
+export interface DeadLetterRetryOptions {
+  database?: string;
+  id?: string[];
+  all?: boolean;
+  kind?: string;
+  source?: string;
+  event?: string;
+  json?: boolean;
+}
+
+export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): Promise<number> {
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    let q = database.db
+      .selectFrom('jobs')
+      .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
+      .where('state', '=', 'dead');
+    if (o.kind) q = q.where('kind', '=', o.kind);
+    if (o.source) q = q.where('source', '=', o.source);
+    const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit).execute();
+    if (o.json) printJson(io, rows);
+    else if (rows.length === 0) io.out('no dead letters');
+    else {
+      printTable(
+        io,
+        ['id', 'kind', 'event', 'source', 'attempts', 'dead since', 'last error'],
+        rows.map((r) => [r.id, r.kind, r.event_id, r.source, r.attempts, r.finished_at, (r.last_error ?? '').slice(0, 120)]),
+      );
+    }
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
+export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions): Promise<number> {
+  const ids = (o.id ?? []).map((v) => {
+    if (!/^\d+$/.test(v)) throw new UsageError(`--id: expected job ids (integers), got ${JSON.stringify(v)}`);
+    return Number(v);
+  });
+  if (!o.all && ids.length === 0 && !o.kind && !o.source && !o.event) {
+    throw new UsageError('choose what to retry: --id <ids...>, --kind, --source, --event, or --all');
+  }
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const queue = new JobQueue(database.db, systemClock);
+    const n = await queue.retryDeadLetters({
+      all: Boolean(o.all),
+      ...(ids.length > 0 ? { ids } : {}),
+      ...(o.kind ? { kind: o.kind } : {}),
+      ...(o.source ? { source: o.source } : {}),
+      ...(o.event ? { eventId: o.event } : {}),
+    });
+    if (o.json) printJson(io, { retried: n });
+    else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,225 @@
+import { SingleBar } from 'cli-progress';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database } from '../../db/schema.js';
+import { enqueue } from '../../queue/JobQueue.js';
+import { JobKind } from '../../queue/jobKinds.js';
+import { databasePathOf, configProblems } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { CliError, UsageError } from '../errors.js';
+import { printJson, type CliIo } from '../io.js';
+import { configuredSinks, queueSinkReplay, sinkWants, type SinkConfig } from '../sinkOps.js';
+
+export interface ReplayOptions {
+  database?: string;
+  id?: string[];
+  type?: string[];
+  since?: string;
+  until?: string;
+  application?: string;
+  source?: string;
+  sink?: string[];
+  processing?: boolean;
+  all?: boolean;
+  limit?: number;
+  dryRun?: boolean;
+  wait?: boolean;
+  timeout: number;
+  json?: boolean;
+}
+
+interface SelectedEvent {
+  id: string;
+  event_type: string;
+  source: string;
+  received_at: string;
+  settled: boolean;
+}
+
+/** Events were stored in this many per transaction: short write locks next to a running server. */
+const BATCH = 100;
+
+/** The selected events, oldest first. Type patterns: exact names or `prefix.*`. */
+export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Promise<SelectedEvent[]> {
+  let q = db
+    .selectFrom('events')
+    .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
+    .select(['events.id', 'events.event_type', 'events.source', 'events.received_at', 'event_processing.state']);
+  if (o.id?.length) q = q.where('events.id', 'in', o.id);
+  if (o.type?.length) {
+    const types = o.type;
+    q = q.where((eb) =>
+      eb.or(
+        types.map((t) =>
+          // `prefix.*`: compared as a prefix (not LIKE, where "_" is a wildcard: interview_v2.* must not match interviewXv2).
+          t.endsWith('.*') ? eb(sql<string>`substr(events.event_type, 1, ${t.length - 1})`, '=', t.slice(0, -1)) : eb('events.event_type', '=', t),
+        ),
+      ),
+    );
+  }
+  if (o.since) q = q.where('events.received_at', '>=', o.since);
+  if (o.until) q = q.where('events.received_at', '<', o.until);
+  if (o.source) q = q.where('events.source', '=', o.source);
+  if (o.application) {
+    const app = o.application;
+    // An application id, or your own correlation id (external_id).
+    q = q.where((eb) =>
+      eb.or([
+        eb('events.application_id', '=', app),
+        eb('events.application_id', 'in', eb.selectFrom('applications').select('applications.id').where('applications.external_id', '=', app)),
+      ]),
+    );
+  }
+  q = q.orderBy('events.received_at').orderBy('events.id');
+  if (o.limit !== undefined) q = q.limit(o.limit);
+  const rows = await q.execute();
+  return rows.map((r) => ({ id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
+}
+
+function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined): SinkConfig[] {
+  if (!names?.length) return [];
+  const { sinks, problems } = configuredSinks(io.env);
+  if (problems.length > 0) throw configProblems(problems);
+  if (sinks.length === 0) throw new UsageError('--sink: no sinks are configured (CONFIG_FILE "sinks")');
+  if (names.includes('all')) return [...sinks];
+  const unknown = names.filter((n) => !sinks.some((s) => s.name === n));
+  if (unknown.length > 0) throw new UsageError(`--sink: no sink named ${unknown.map((n) => JSON.stringify(n)).join(', ')} is configured (known: ${sinks.map((s) => s.name).join(', ')})`);
+  return sinks.filter((s) => names.includes(s.name));
+}
+
+interface Counts {
+  selected: number;
+  processing: { queued: number; already_queued: number };
+  sinks: Record<string, { queued: number; not_wanted: number; not_settled: number }>;
+}
+
+/**
+ * `replay`: queues stored events again, through processing (a process_event
+ * job each, as at ingest) and/or to sinks (a new delivery cycle with the same
+ * message id). It writes to the database directly, in short transactions, so
+ * it works while the receiver runs; the receiver's workers do the work.
+ */
+export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
+  const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source);
+  if (!filtered && !o.all) throw new UsageError('choose events with --id, --type, --since, --until, --application or --source (or --all for every event)');
+  const targets = resolveTargetSinks(io, o.sink);
+  const processing = o.processing ?? targets.length === 0;
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const { db } = database;
+    const events = await selectEvents(db, o);
+    const counts: Counts = { selected: events.length, processing: { queued: 0, already_queued: 0 }, sinks: {} };
+    for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0 };
+    const plain = !io.isTTY && !o.json;
+    const bar = io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
+    bar?.start(events.length, 0);
+    const jobIds: number[] = [];
+    const pairs: { event: string; sink: string }[] = [];
+    const verb = o.dryRun ? 'would queue' : 'queued';
+
+    for (let i = 0; i < events.length; i += BATCH) {
+      const batch = events.slice(i, i + BATCH);
+      const lines: string[] = [];
+      const work = async (trx: Transaction<Database> | null) => {
+        const now = Date.now();
+        for (const e of batch) {
+          const what: string[] = [];
+          if (processing) {
+            const open = await (trx ?? db)
+              .selectFrom('jobs')
+              .select('id')
+              .where('event_id', '=', e.id)
+              .where('kind', '=', JobKind.processEvent)
+              .where('state', 'in', ['pending', 'running'])
+              .executeTakeFirst();
+            if (open) {
+              counts.processing.already_queued++;
+              what.push('processing (already queued)');
+            } else {
+              counts.processing.queued++;
+              what.push('processing');
+              if (trx) jobIds.push(await enqueue(trx, { kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source }, now));
+            }
+          }
+          for (const sink of targets) {
+            const c = counts.sinks[sink.name]!;
+            if (!sinkWants(sink, e)) {
+              c.not_wanted++;
+              continue;
+            }
+            if (!e.settled) {
+              // Not complete yet: it is fanned out when its processing settles.
+              c.not_settled++;
+              what.push(`sink ${sink.name} (not settled yet, skipped)`);
+              continue;
+            }
+            if (trx) {
+              const queued = await queueSinkReplay(trx, e.id, targets, [sink.name], now);
+              if (!queued.includes(sink.name)) {
+                c.not_settled++;
+                continue;
+              }
+              pairs.push({ event: e.id, sink: sink.name });
+            }
+            c.queued++;
+            what.push(`sink ${sink.name}`);
+          }
+          if (plain) lines.push(`${what.length > 0 ? verb : 'nothing for'} ${e.id} ${e.event_type}${what.length > 0 ? `: ${what.join(', ')}` : ''}`);
+        }
+      };
+      if (o.dryRun) await work(null);
+      else await db.transaction().execute((trx) => work(trx));
+      for (const l of lines) io.out(l);
+      bar?.update(Math.min(events.length, i + BATCH));
+    }
+    bar?.stop();
+
+    let waited: { done: number; failed: number } | null = null;
+    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, jobIds, pairs, o);
+
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(waited ? { finished: waited } : {}) });
+    else {
+      const parts = [`${counts.selected} event${counts.selected === 1 ? '' : 's'} selected`];
+      if (processing) parts.push(`processing: ${counts.processing.queued} ${verb}${counts.processing.already_queued ? `, ${counts.processing.already_queued} already queued` : ''}`);
+      for (const [name, c] of Object.entries(counts.sinks)) {
+        parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}`);
+      }
+      if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead`);
+      io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
+    }
+    return waited && waited.failed > 0 ? 1 : 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** `--wait`: until every queued job finished (done or dead), bounded by --timeout. */
+async function waitForReplay(io: CliIo, db: Kysely<Database>, jobIds: number[], pairs: { event: string; sink: string }[], o: ReplayOptions) {
+  const total = jobIds.length + pairs.length;
+  const deadline = Date.now() + o.timeout * 1000;
+  const bar = io.isTTY && !o.json && total > 0 ? new SingleBar({ stream: io.stderr, format: 'waiting   [{bar}] {value}/{total} finished', hideCursor: true }) : null;
+  bar?.start(total, 0);
+  try {
+    for (;;) {
+      let done = 0;
+      let failed = 0;
+      for (let i = 0; i < jobIds.length; i += 500) {
+        const rows = await db.selectFrom('jobs').select('state').where('id', 'in', jobIds.slice(i, i + 500)).execute();
+        done += rows.filter((r) => r.state === 'done').length;
+        failed += rows.filter((r) => r.state === 'dead').length;
+      }
+      for (const p of pairs) {
+        const r = await db.selectFrom('deliveries').select('state').where('event_id', '=', p.event).where('sink', '=', p.sink).executeTakeFirst();
+        if (r?.state === 'delivered') done++;
+        else if (r?.state === 'dead') failed++;
+      }
+      bar?.update(done + failed);
+      if (done + failed >= total) return { done, failed };
+      if (Date.now() > deadline) {
+        throw new CliError(`--wait: ${total - done - failed} of ${total} replayed jobs still unfinished after ${o.timeout} s (is the receiver running with WORKER_CONCURRENCY > 0?)`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    bar?.stop();
+  }
+}

@@ -1,0 +1,42 @@
+import { configProblems, databasePathOf } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { CliError } from '../errors.js';
+import { formatAge, printJson, printTable, type CliIo } from '../io.js';
+import { configuredSinks, enableSinkNamed, sinkRows } from '../sinkOps.js';
+
+export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
+  const { sinks, problems } = configuredSinks(io.env);
+  for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const rows = await sinkRows(database.db, sinks, Date.now());
+    if (o.json) printJson(io, rows);
+    else if (rows.length === 0) io.out('no sinks configured (CONFIG_FILE "sinks")');
+    else {
+      printTable(
+        io,
+        ['sink', 'type', 'enabled', 'pending', 'failing', 'delivered', 'dead', 'oldest undelivered', 'disabled because'],
+        rows.map((s) => [s.name, s.type, s.configured ? (s.enabled ? 'yes' : 'NO') : 'not configured', s.pending, s.failing, s.delivered, s.dead, s.oldest_undelivered_ms === null ? null : formatAge(s.oldest_undelivered_ms), s.disabled_reason]),
+      );
+    }
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** Re-enables a sink a 410 Gone disabled; a running receiver's sink worker claims again at its next poll. */
+export async function runSinksEnable(io: CliIo, name: string, o: { database?: string }): Promise<number> {
+  const { sinks, problems } = configuredSinks(io.env);
+  if (problems.length > 0) throw configProblems(problems);
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const known = sinks.some((s) => s.name === name) || (await database.db.selectFrom('sink_state').select('sink').where('sink', '=', name).executeTakeFirst()) !== undefined;
+    if (!known) throw new CliError(`no sink named ${JSON.stringify(name)}`);
+    const changed = await enableSinkNamed(database.db, name, Date.now());
+    io.out(changed ? `sink ${name} enabled; its waiting deliveries go out now` : `sink ${name} was not disabled`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

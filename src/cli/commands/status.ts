@@ -1,0 +1,96 @@
+import { sql } from 'kysely';
+import { databasePathOf } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { formatAge, printJson, printTable, type CliIo } from '../io.js';
+import { configuredSinks, sinkRows } from '../sinkOps.js';
+
+export interface StatusOptions {
+  database?: string;
+  json?: boolean;
+}
+
+/** `status`: a glance at health, read from the database (works while the receiver runs). */
+export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
+  const path = databasePathOf(io.env, o.database);
+  const { sinks, problems } = configuredSinks(io.env);
+  // A broken sink configuration does not hide the rest of the picture.
+  for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
+  const database = openCliDatabase(path);
+  try {
+    const { db } = database;
+    const now = Date.now();
+    const byType = await db.selectFrom('events').select(['event_type', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('event_type').orderBy('event_type').execute();
+    const byState = await db.selectFrom('jobs').select(['kind', 'state', (eb) => eb.fn.countAll<number>().as('n')]).groupBy(['kind', 'state']).orderBy('kind').execute();
+    const count = async (table: 'quarantine' | 'event_conflicts') =>
+      Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    const apps = await db
+      .selectFrom('applications')
+      .select([(eb) => eb.fn.countAll<number>().as('total'), sql<number>`COALESCE(SUM(needs_review), 0)`.as('needs_review')])
+      .executeTakeFirstOrThrow();
+    const oldest = await db
+      .selectFrom('jobs')
+      .select(['id', 'kind', 'event_id', 'source', 'created_at', 'run_at', 'attempts', 'last_error'])
+      .where('state', '=', 'pending')
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(1)
+      .executeTakeFirst();
+    const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
+    const sinkList = await sinkRows(db, sinks, now);
+
+    const jobsByState: Record<string, number> = { pending: 0, running: 0, done: 0, dead: 0 };
+    for (const r of byState) jobsByState[r.state] = (jobsByState[r.state] ?? 0) + Number(r.n);
+    const report = {
+      database: path,
+      events: { total: byType.reduce((a, r) => a + Number(r.n), 0), by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])) },
+      jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })) },
+      dead_letters: jobsByState['dead'] ?? 0,
+      quarantined: await count('quarantine'),
+      conflicts: await count('event_conflicts'),
+      applications: { total: Number(apps.total), needs_review: Number(apps.needs_review) },
+      sinks: sinkList,
+      paused_sources: paused,
+      oldest_pending_job: oldest ? { ...oldest, age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
+    };
+    if (o.json) {
+      printJson(io, report);
+      return 0;
+    }
+    io.out(`database       ${path}`);
+    io.out(`events         ${report.events.total}`);
+    for (const r of byType) io.out(`  ${r.event_type.padEnd(28)} ${r.n}`);
+    io.out(`jobs           ${Object.entries(jobsByState).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
+    io.out(`quarantined    ${report.quarantined}${report.quarantined > 0 ? '   (quarantine list)' : ''}`);
+    io.out(`conflicts      ${report.conflicts}`);
+    io.out(`applications   ${report.applications.total} (${report.applications.needs_review} ${report.applications.needs_review === 1 ? 'needs' : 'need'} review)`);
+    io.out(
+      `oldest pending ${
+        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${oldest.last_error ? ` (${oldest.last_error})` : ''}` : 'none'
+      }`,
+    );
+    io.out(`paused sources ${paused.length === 0 ? 'none' : ''}`);
+    for (const p of paused) io.out(`  ${p.source}: HTTP ${p.status} since ${p.paused_at} (${p.detail})`);
+    if (sinkList.length === 0) io.out('sinks          none configured');
+    else {
+      io.out('sinks');
+      printTable(
+        io,
+        ['sink', 'type', 'state', 'pending', 'failing', 'delivered', 'dead', 'oldest undelivered'],
+        sinkList.map((s) => [
+          s.name,
+          s.type,
+          !s.configured ? 'not configured' : s.enabled ? (s.failing > 0 ? 'failing' : 'enabled') : `DISABLED (${s.disabled_reason ?? ''})`,
+          s.pending,
+          s.failing,
+          s.delivered,
+          s.dead,
+          s.oldest_undelivered_ms === null ? null : formatAge(s.oldest_undelivered_ms),
+        ]),
+      );
+    }
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import { apiSettings } from '../cliConfig.js';
+import { printJson, printTable, type CliIo } from '../io.js';
+import { ApiFailure, WebhooksApi } from '../webhooksApi.js';
+
+interface Endpoint {
+  id: string;
+  url: string;
+  enabled: boolean;
+  event_types: string[];
+  secret?: string;
+  created_at?: string;
+}
+
+interface DeliveryRecord {
+  id: string;
+  event_id: string;
+  event_type?: string;
+  attempt?: number;
+  status: string;
+  response_code: number | null;
+  error?: string | null;
+  attempted_at?: string;
+}
+
+export interface ApiOptions {
+  source?: string;
+  json?: boolean;
+}
+
+const api = (io: CliIo, o: ApiOptions) => new WebhooksApi(apiSettings(io.env, o.source));
+
+/** The secret, once, with what to do with it. Goes to stdout only. */
+function printNewSecret(io: CliIo, secret: string, rotation: boolean): void {
+  io.out('');
+  io.out(`Signing secret (shown once; it cannot be read again):`);
+  io.out(`  ${secret}`);
+  io.out('');
+  if (rotation) {
+    io.out('The service now signs every delivery (retries included) with this secret only. Accept both while you roll out:');
+    io.out(`  WEBHOOK_SECRET="<current secret>,${secret}"`);
+    io.out('(or add it to the source\'s "secrets" in CONFIG_FILE) and restart the receiver. Deliveries refused before the restart');
+    io.out('are retried by the service (2 min, 8 min, ...). Remove the old secret once the retries of older deliveries are over (up to ~11 h).');
+  } else {
+    io.out('Configure the receiver with it, then restart it:');
+    io.out(`  WEBHOOK_SECRET="${secret}"`);
+    io.out('(or a source\'s "secrets" in CONFIG_FILE; during a later rotation, list both: WEBHOOK_SECRET="<old>,<new>").');
+  }
+}
+
+export async function runRegister(io: CliIo, o: ApiOptions & { url: string; events?: string[]; disabled?: boolean; description?: string; idempotencyKey?: string }): Promise<number> {
+  const client = api(io, o);
+  const body = {
+    url: o.url,
+    enabled: !o.disabled,
+    event_types: o.events ?? [],
+    ...(o.description !== undefined ? { description: o.description } : {}),
+  };
+  // One key per invocation, reused on our own retry after a lost answer: the
+  // service then replays the first creation instead of refusing the URL.
+  const key = o.idempotencyKey ?? randomUUID();
+  let answer;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      answer = await client.call<Endpoint>('POST', client.url(), { body, headers: { 'idempotency-key': key } });
+      break;
+    } catch (err) {
+      if (err instanceof ApiFailure && err.errors[0]?.code === 'already_exists') {
+        const existing = (await client.listAll<Endpoint>(client.url()).catch(() => [])).find((e) => e.url === new URL(o.url).toString() || e.url === o.url);
+        throw new ApiFailure(err.status, err.errors, `${err.message}${existing ? ` (it is webhook ${existing.id})` : ''}`);
+      }
+      const retryable = !(err instanceof ApiFailure) || err.status >= 500;
+      if (!retryable || attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 500 * attempt));
+    }
+  }
+  const replay = answer.headers.get('idempotent-replay') === 'true';
+  const hook = answer.body;
+  if (o.json) {
+    printJson(io, { ...hook, idempotent_replay: replay });
+    return 0;
+  }
+  io.out(`${replay ? 'Already created by an earlier request with this Idempotency-Key (Idempotent-Replay): ' : 'Registered '}webhook ${hook.id}`);
+  io.out(`  url     ${hook.url}`);
+  io.out(`  enabled ${hook.enabled}`);
+  io.out(`  events  ${hook.event_types.length === 0 ? 'all' : hook.event_types.join(', ')}`);
+  io.out(`  idempotency key ${key}`);
+  if (hook.secret) printNewSecret(io, hook.secret, false);
+  return 0;
+}
+
+export async function runList(io: CliIo, o: ApiOptions): Promise<number> {
+  const client = api(io, o);
+  const hooks = await client.listAll<Endpoint>(client.url());
+  if (o.json) printJson(io, hooks);
+  else if (hooks.length === 0) io.out('no webhooks registered');
+  else printTable(io, ['id', 'url', 'enabled', 'events', 'secret', 'created'], hooks.map((h) => [h.id, h.url, h.enabled, h.event_types.length === 0 ? 'all' : h.event_types.join(','), h.secret, h.created_at]));
+  return 0;
+}
+
+export async function runRotate(io: CliIo, id: string, o: ApiOptions): Promise<number> {
+  const client = api(io, o);
+  const { body: hook } = await client.call<Endpoint>('POST', client.url(`/${encodeURIComponent(id)}/rotate-secret`));
+  if (o.json) printJson(io, hook);
+  else {
+    io.out(`Rotated the signing secret of webhook ${hook.id} (${hook.url})`);
+    if (hook.secret) printNewSecret(io, hook.secret, true);
+  }
+  return 0;
+}
+
+export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { status?: string; event?: string }): Promise<number> {
+  const client = api(io, o);
+  const q = new URLSearchParams({ limit: '200' });
+  if (o.status) q.set('status', o.status);
+  if (o.event) q.set('event_id', o.event);
+  const records = await client.listAll<DeliveryRecord>(`${client.url(`/${encodeURIComponent(id)}/deliveries`)}?${q}`);
+  if (o.json) printJson(io, records);
+  else if (records.length === 0) io.out('no delivery attempts');
+  else printTable(io, ['attempted', 'event', 'type', 'attempt', 'status', 'code', 'error'], records.map((r) => [r.attempted_at, r.event_id, r.event_type, r.attempt, r.status, r.response_code, r.error]));
+  return 0;
+}
+
+export async function runDelete(io: CliIo, id: string, o: ApiOptions): Promise<number> {
+  const client = api(io, o);
+  await client.call('DELETE', client.url(`/${encodeURIComponent(id)}`));
+  if (o.json) printJson(io, { deleted: id });
+  else io.out(`Deleted webhook ${id}; the service sends it nothing more (pending retries are dropped)`);
+  return 0;
+}

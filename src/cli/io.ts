@@ -1,0 +1,46 @@
+/** What a command writes to and reads from; the entry file passes the process's own. */
+export interface CliIo {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** One line (or block) on stdout; a newline is added. */
+  out(text: string): void;
+  /** One line on stderr; a newline is added. */
+  err(text: string): void;
+  /** stderr is a terminal: progress bars go there; otherwise plain lines. */
+  readonly isTTY: boolean;
+  readonly stderr: NodeJS.WritableStream;
+}
+
+export function processIo(): CliIo {
+  return {
+    env: process.env,
+    out: (text) => void process.stdout.write(`${text}\n`),
+    err: (text) => void process.stderr.write(`${text}\n`),
+    isTTY: process.stderr.isTTY === true,
+    stderr: process.stderr,
+  };
+}
+
+/** `--json` output: stable two-space indentation, one document per command. */
+export function printJson(io: CliIo, value: unknown): void {
+  io.out(JSON.stringify(value, null, 2));
+}
+
+/** A plain aligned table; null and undefined print as "-". */
+export function printTable(io: CliIo, headers: readonly string[], rows: readonly (readonly unknown[])[]): void {
+  const cells = rows.map((r) => r.map((v) => (v === null || v === undefined ? '-' : String(v))));
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));
+  const line = (r: readonly string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  io.out(line(headers.map((h) => h.toUpperCase())));
+  for (const r of cells) io.out(line(r));
+}
+
+/** "3 min", "2 h 5 min", "4 d": ages for people. */
+export function formatAge(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${m % 60} min`;
+  return `${Math.floor(h / 24)} d`;
+}

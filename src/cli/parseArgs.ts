@@ -1,0 +1,34 @@
+import { InvalidArgumentError } from 'commander';
+
+/** commander argument parsers: a bad value is a usage error (exit 2) naming what was expected. */
+export const intArg =
+  (min: number, max: number = Number.MAX_SAFE_INTEGER) =>
+  (raw: string): number => {
+    if (!/^-?\d+$/.test(raw)) throw new InvalidArgumentError(`expected an integer, got ${JSON.stringify(raw)}`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new InvalidArgumentError(`expected ${min} to ${max}, got ${n}`);
+    return n;
+  };
+
+/** Repeatable / variadic option: `--id a --id b` and `--id a b` both collect. */
+export const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), ...value.split(',').filter((v) => v !== '')];
+
+const RELATIVE = /^(\d+)\s*(s|m|min|h|d|w)$/;
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, min: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/**
+ * A point in time: ISO 8601 (`2026-11-21`, `2026-11-21T10:00:00Z`) or an age
+ * (`30m`, `2h`, `7d`: that long before now). Returns an ISO string, comparable
+ * with the database's times as text.
+ */
+export function parseTime(raw: string, now: number = Date.now()): string {
+  const rel = RELATIVE.exec(raw.trim());
+  if (rel) return new Date(now - Number(rel[1]) * UNIT_MS[rel[2]!]!).toISOString();
+  if (/^\d{4}-\d{2}-\d{2}/.test(raw)) {
+    const ms = Date.parse(raw);
+    if (Number.isFinite(ms)) return new Date(ms).toISOString();
+  }
+  throw new InvalidArgumentError(`expected an ISO 8601 time (2026-11-21T10:00:00Z) or an age (30m, 2h, 7d), got ${JSON.stringify(raw)}`);
+}
+
+export const timeArg = (raw: string): string => parseTime(raw);

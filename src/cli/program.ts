@@ -1,0 +1,277 @@
+import { Command, CommanderError, Option } from 'commander';
+import { CliError, EXIT } from './errors.js';
+import { FIXTURE_TYPES } from './fixtures.js';
+import type { CliIo } from './io.js';
+import { collect, intArg, timeArg } from './parseArgs.js';
+
+/** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
+export interface Outcome {
+  code: number;
+  running: boolean;
+}
+
+const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`;
+const databaseOption = () => new Option('--database <path>', 'SQLite file of the receiver (default: DATABASE_PATH or ./data/receiver.db)');
+const jsonOption = () => new Option('--json', 'print JSON for scripts');
+
+/**
+ * The command tree. Command modules are imported when their command runs, so
+ * `--help` and light commands stay quick to start.
+ */
+export function buildProgram(io: CliIo, outcome: Outcome): Command {
+  const program = new Command('hiring-receiver');
+  program
+    .description('Webhook receiver for the hiring service: run it, send test events, replay, inspect, manage webhooks, try the demo.')
+    .version(process.env['npm_package_version'] ?? '0.1.0', '-V, --version')
+    .exitOverride()
+    .showSuggestionAfterError(true)
+    .configureOutput({
+      writeOut: (s) => void process.stdout.write(s),
+      writeErr: (s) => void process.stderr.write(s),
+    })
+    .addHelpText(
+      'after',
+      `${examples(['hiring-receiver demo', 'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --secret whsec_...', 'hiring-receiver status', 'hiring-receiver <command> --help'])}
+Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's environment and CONFIG_FILE (see docs/cli.md).`,
+    );
+
+  const done = (p: Promise<number>) =>
+    p.then((code) => {
+      outcome.code = code;
+    });
+
+  program
+    .command('serve')
+    .description('run the receiver (what `npm start` runs): the same as src/main.ts, configured from the environment and CONFIG_FILE')
+    .option('--port <port>', 'listen port (overrides PORT)', intArg(0, 65535))
+    .option('--host <host>', 'listen address (overrides HOST)')
+    .addHelpText('after', examples(['WEBHOOK_SECRET=whsec_... HIRING_API_URL=https://hiring.example.com HIRING_API_KEY=sk-... hiring-receiver serve', 'hiring-receiver serve --port 3000']))
+    .action(async (o: { port?: number; host?: string }) => {
+      if (o.port !== undefined) process.env['PORT'] = String(o.port);
+      if (o.host !== undefined) process.env['HOST'] = o.host;
+      outcome.running = true;
+      await import('../main.js');
+    });
+
+  program
+    .command('migrate')
+    .description('create the database if needed and apply pending migrations (the server also migrates at start-up)')
+    .addOption(databaseOption())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']))
+    .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
+
+  program
+    .command('send')
+    .description('sign an event like the service does (Standard Webhooks) and POST it to a receiver')
+    .argument('[event-type]', `built-in fixture: ${FIXTURE_TYPES.join(', ')}`)
+    .option('--url <url>', 'receiver URL (default: http://127.0.0.1:$PORT/webhooks, PORT default 8080)')
+    .option('--secret <whsec>', 'signing secret (default: the last of WEBHOOK_SECRET)')
+    .option('--file <path>', 'send this JSON envelope instead of a fixture')
+    .option('--id <event-id>', 'envelope id (dedupe key); default a new UUID')
+    .option('--application <id>', 'application id (payload.application.id)')
+    .option('--external-id <id>', 'your correlation id on the application block ("null" for none)')
+    .option('--type <event-type>', 'override event_type (e.g. an unknown type, which the receiver must accept)')
+    .option('--set <path=value>', 'set any field, JSON value or string, repeatable (payload.interview.result.is_eligible=false)', collect)
+    .option('--timestamp-offset <seconds>', 'shift webhook-timestamp (e.g. -400 is outside the 5-minute tolerance)', intArg(-1_000_000_000, 1_000_000_000), 0)
+    .option('--repeat <n>', 'send the same event (same id and body) n times, each with a fresh webhook-id', intArg(1, 1000), 1)
+    .option('--timeout <ms>', 'per-request timeout', intArg(1, 600_000), 10_000)
+    .option('--print', 'print the exact request (method, URL, headers, body) before sending')
+    .addHelpText(
+      'after',
+      examples([
+        'hiring-receiver send application.created --secret whsec_...',
+        'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --set payload.interview.result.is_eligible=false',
+        'hiring-receiver send insights.completed --repeat 3          # duplicate delivery: same event id',
+        'hiring-receiver send application.created --timestamp-offset -400   # rejected: outside tolerance',
+        'hiring-receiver send --file event.json --print',
+      ]) + '\nExit code 0 when every answer is 2xx, else 1 (the answer is printed on stderr).',
+    )
+    .action((eventType: string | undefined, o) => done(import('./commands/send.js').then((m) => m.runSend(io, eventType, o))));
+
+  program
+    .command('replay')
+    .description('queue stored events again: through processing (default) and/or to sinks (same webhook-id as before)')
+    .addOption(databaseOption())
+    .option('--id <ids...>', 'event ids (repeatable, or comma-separated)', collect)
+    .option('--type <types...>', 'event types; `prefix.*` matches a family (interview.*)', collect)
+    .option('--since <time>', 'received at or after: ISO 8601 or an age (30m, 2h, 7d)', timeArg)
+    .option('--until <time>', 'received before: ISO 8601 or an age', timeArg)
+    .option('--application <id>', 'events of one application (its id, or your external_id)')
+    .option('--source <name>', 'events of one configured source')
+    .option('--sink <names...>', 'deliver again to these sinks (`all`: every configured sink that wants the event)', collect)
+    .option('--processing', 'also re-run processing when --sink is given (the default without --sink)')
+    .option('--all', 'every stored event (required when no filter is given)')
+    .option('--limit <n>', 'at most n events, oldest first', intArg(1))
+    .option('--dry-run', 'list what would be queued; change nothing')
+    .option('--wait', 'wait until the queued work finished (needs a running receiver with workers)')
+    .option('--timeout <seconds>', 'bound of --wait', intArg(1, 86_400), 300)
+    .addOption(jsonOption())
+    .addHelpText(
+      'after',
+      examples([
+        'hiring-receiver replay --type interview.completed --since 2h --dry-run',
+        'hiring-receiver replay --application ats-cand-20931',
+        'hiring-receiver replay --id 7d0c... --sink crm --wait',
+        'hiring-receiver replay --all --sink all --since 2026-11-20',
+      ]) + '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.',
+    )
+    .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));
+
+  program
+    .command('status')
+    .description('health at a glance: events by type, jobs by state, dead letters, quarantine, sinks, paused sources, oldest pending job')
+    .addOption(databaseOption())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['DATABASE_PATH=./data/receiver.db hiring-receiver status', 'hiring-receiver status --json | jq .dead_letters']) + '\nNeeds only DATABASE_PATH (sinks are read from CONFIG_FILE when set).')
+    .action((o) => done(import('./commands/status.js').then((m) => m.runStatus(io, o))));
+
+  const dl = program.command('dead-letters').description('jobs that failed all their attempts: list them, run them again');
+  dl.command('list')
+    .description('dead-lettered jobs, newest first, with their last error')
+    .addOption(databaseOption())
+    .option('--kind <kind>', 'only this job kind (process_event, fetch_result, sink:<name>)')
+    .option('--source <name>', 'only this source')
+    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver dead-letters list', 'hiring-receiver dead-letters list --kind fetch_result --json']))
+    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersList(io, o))));
+  dl.command('retry')
+    .description('run dead-lettered jobs again now, with fresh attempts')
+    .addOption(databaseOption())
+    .addOption(new Option('--id <ids...>', 'job ids (repeatable, or comma-separated)').argParser(collect).conflicts('all'))
+    .addOption(new Option('--all', 'every dead letter').conflicts(['kind', 'source', 'event']))
+    .option('--kind <kind>', 'every dead letter of this job kind')
+    .option('--source <name>', 'every dead letter of this source')
+    .option('--event <id>', 'every dead letter of this event')
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --all']))
+    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
+
+  const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');
+  q.command('list')
+    .description('quarantined deliveries, newest first')
+    .addOption(databaseOption())
+    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver quarantine list']))
+    .action((o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineList(io, o))));
+  q.command('show')
+    .description('one quarantined delivery: headers (the signature hidden) and the body, escaped for the terminal (hex when not UTF-8)')
+    .argument('<id>', 'quarantine id (from `quarantine list`)')
+    .addOption(databaseOption())
+    .option('--max-bytes <n>', 'show at most n bytes of the body', intArg(1), 65_536)
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver quarantine show 3', 'hiring-receiver quarantine show 3 --json | jq -r .body_base64 | base64 -d > body.bin']))
+    .action((id: string, o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineShow(io, id, o))));
+
+  const sk = program.command('sinks').description('where settled events are fanned out (CONFIG_FILE "sinks")');
+  sk.command('list')
+    .description('each sink: enabled or disabled, pending, failing, delivered, dead')
+    .addOption(databaseOption())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['CONFIG_FILE=./receiver.json hiring-receiver sinks list']))
+    .action((o) => done(import('./commands/sinks.js').then((m) => m.runSinksList(io, o))));
+  sk.command('enable')
+    .description('re-enable a sink a 410 Gone disabled; its waiting deliveries go out')
+    .argument('<name>')
+    .addOption(databaseOption())
+    .addHelpText('after', examples(['hiring-receiver sinks enable crm']))
+    .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksEnable(io, name, o))));
+
+  const wh = program
+    .command('webhooks')
+    .description("manage this receiver's registration with the hiring service (/api/v2/webhooks), with HIRING_API_URL and HIRING_API_KEY")
+    .addHelpText('after', '\nCredentials: HIRING_API_URL and HIRING_API_KEY, or --source NAME to use a source of CONFIG_FILE.');
+  const src = () => new Option('--source <name>', 'use the api_url/api_key of this CONFIG_FILE source');
+  wh.command('register')
+    .description('register a URL; prints the new signing secret once, with how to configure it')
+    .requiredOption('--url <url>', 'public URL of this receiver, ending in /webhooks')
+    .option('--events <types...>', 'only these event types (default: all)', collect)
+    .option('--disabled', 'register paused (enabled: false)')
+    .option('--description <text>', 'a note shown in the portal')
+    .option('--idempotency-key <key>', 'Idempotency-Key of the create (default: a new one per run; reuse one to replay safely)')
+    .addOption(src())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver webhooks register --url https://receiver.example.com/webhooks', 'hiring-receiver webhooks register --url https://receiver.example.com/webhooks --events interview.completed insights.completed']))
+    .action((o) => done(import('./commands/webhooks.js').then((m) => m.runRegister(io, o))));
+  wh.command('list')
+    .description('every registered webhook (all pages), secrets masked')
+    .addOption(src())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver webhooks list --json']))
+    .action((o) => done(import('./commands/webhooks.js').then((m) => m.runList(io, o))));
+  wh.command('rotate-secret')
+    .description('new signing secret, printed once, with how to roll it out')
+    .argument('<id>', 'webhook id')
+    .addOption(src())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver webhooks rotate-secret 0b7c...']))
+    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runRotate(io, id, o))));
+  wh.command('deliveries')
+    .description('delivery attempts of a webhook, newest first (all pages)')
+    .argument('<id>', 'webhook id')
+    .option('--status <status>', 'succeeded or failed')
+    .option('--event <id>', 'attempts of one event')
+    .addOption(src())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver webhooks deliveries 0b7c... --status failed']))
+    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runDeliveries(io, id, o))));
+  wh.command('delete')
+    .description('remove a webhook; the service stops sending to it')
+    .argument('<id>', 'webhook id')
+    .addOption(src())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver webhooks delete 0b7c...']))
+    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runDelete(io, id, o))));
+
+  program
+    .command('sandbox')
+    .description('run the local stand-in of the hiring service (as `npm run sandbox`; see docs/sandbox.md)')
+    .option('--port <port>', 'port (overrides SANDBOX_PORT; default 4010)', intArg(0, 65535))
+    .option('--host <host>', 'address (overrides SANDBOX_HOST; default 127.0.0.1)')
+    .addHelpText('after', examples(['hiring-receiver sandbox', 'hiring-receiver sandbox --port 5000']))
+    .action(async (o: { port?: number; host?: string }) => {
+      if (o.port !== undefined) process.env['SANDBOX_PORT'] = String(o.port);
+      if (o.host !== undefined) process.env['SANDBOX_HOST'] = o.host;
+      outcome.running = true;
+      await import('../sandbox/main.js');
+    });
+
+  program
+    .command('demo')
+    .description('the sandbox and a receiver in one process, a scenario through every event type, and what arrived')
+    .option('--timeout <seconds>', 'give up after this long', intArg(5, 600), 60)
+    .option('--keep', 'keep the temporary database and sink file')
+    .option('--verbose', "show the receiver's logs on stderr")
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['npm run demo', 'hiring-receiver demo --keep']))
+    .action((o) => done(import('./commands/demo.js').then((m) => m.runDemo(io, o))));
+
+  return program;
+}
+
+/** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcome> {
+  const outcome: Outcome = { code: EXIT.ok, running: false };
+  const program = buildProgram(io, outcome);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and version exit 0; help shown because a subcommand is missing, and every parse error, are bad usage.
+      outcome.code = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
+      outcome.running = false;
+      return outcome;
+    }
+    outcome.running = false;
+    if (err instanceof CliError) {
+      io.err(err.message.startsWith('config error:') ? err.message : `error: ${err.message}`);
+      outcome.code = err.exitCode;
+      return outcome;
+    }
+    io.err(`error: ${(err as Error).message ?? String(err)}`);
+    outcome.code = EXIT.failure;
+  }
+  return outcome;
+}

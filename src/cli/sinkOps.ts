@@ -1,0 +1,103 @@
+/**
+ * Everything the CLI needs from the sink fan-out (src/sinks), in one place:
+ * reading the configured sinks, their status, queueing replays, and enabling
+ * a sink a 410 disabled. Other CLI modules use only this file's exports.
+ */
+import { readFileSync } from 'node:fs';
+import type { Kysely, Transaction } from 'kysely';
+import { ConfigError, loadConfig } from '../config/loadConfig.js';
+import type { Database } from '../db/schema.js';
+import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
+import { enqueueDeliveries, sinkJobKind } from '../sinks/enqueueDeliveries.js';
+import { matchesSink } from '../sinks/matchesSink.js';
+import { messageIdFor } from '../sinks/messageId.js';
+import { resolveSinks, sinksFileSchema, type SinkConfig } from '../sinks/sinkConfig.js';
+
+export type { SinkConfig, SinkStatus };
+export { messageIdFor, sinkJobKind };
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export interface ConfiguredSinks {
+  sinks: readonly SinkConfig[];
+  /** Problems of the sinks' configuration (a lenient read never fails on unrelated settings). */
+  problems: string[];
+}
+
+/**
+ * The sinks of CONFIG_FILE. When the whole configuration is valid, exactly
+ * what the server uses; otherwise only the `sinks` key is read, so a command
+ * that needs sinks does not demand WEBHOOK_SECRET or the API key.
+ */
+export function configuredSinks(env: Env): ConfiguredSinks {
+  const file = env['CONFIG_FILE'];
+  if (file === undefined || file === '') return { sinks: [], problems: [] };
+  try {
+    return { sinks: loadConfig({ ...env }).sinks, problems: [] };
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+  }
+  const problems: string[] = [];
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON (${(err as Error).message})`] };
+  }
+  const raw = (json as { sinks?: unknown; sources?: { name?: unknown }[] } | null) ?? {};
+  const parsed = sinksFileSchema.safeParse(raw.sinks ?? []);
+  if (!parsed.success) {
+    return { sinks: [], problems: parsed.error.issues.map((i) => `CONFIG_FILE sinks.${i.path.join('.')}: ${i.message}`) };
+  }
+  const knownSources = [
+    ...(env['WEBHOOK_SECRET'] !== undefined ? ['default'] : []),
+    ...(Array.isArray(raw.sources) ? raw.sources.map((s) => String(s?.name)) : []),
+  ];
+  const sinks = resolveSinks(parsed.data, { env: { ...env }, knownSources, problems });
+  return { sinks, problems };
+}
+
+export interface SinkRow extends SinkStatus {
+  /** False for a sink found in the database that the configuration no longer lists. */
+  configured: boolean;
+}
+
+/** Status of every configured sink, plus sinks the database knows but the configuration does not. */
+export async function sinkRows(db: Kysely<Database>, sinks: readonly SinkConfig[], now: number): Promise<SinkRow[]> {
+  const inDb = await db
+    .selectFrom('deliveries')
+    .select('sink')
+    .distinct()
+    .union(db.selectFrom('sink_state').select('sink'))
+    .execute();
+  const extra = inDb.map((r) => r.sink).filter((n) => !sinks.some((s) => s.name === n));
+  const all = [...sinks.map((s) => ({ name: s.name, type: s.type })), ...extra.map((name) => ({ name, type: 'unknown' }))];
+  const rows = await sinkStatuses(db, all, now);
+  return rows.map((r) => ({ ...r, configured: sinks.some((s) => s.name === r.name) }));
+}
+
+/** Whether the sink would take the event (its `events` and `sources` filters). */
+export function sinkWants(sink: SinkConfig, event: { event_type: string; source: string }): boolean {
+  return matchesSink(sink, event);
+}
+
+/**
+ * Queues the event again to the named sinks, in the caller's transaction.
+ * Each (event, sink) keeps its message id, so the sink's consumers see the
+ * same `webhook-id` as before and can dedupe. Returns the sinks queued (none
+ * when the event is not settled yet: it will be fanned out when it settles).
+ */
+export async function queueSinkReplay(
+  trx: Transaction<Database>,
+  eventId: string,
+  sinks: readonly SinkConfig[],
+  only: readonly string[],
+  now: number,
+): Promise<string[]> {
+  return enqueueDeliveries(trx, eventId, sinks, now, { only });
+}
+
+/** Operator action: the sink's worker claims its pending deliveries again. False when it was not disabled. */
+export async function enableSinkNamed(db: Kysely<Database>, name: string, now: number): Promise<boolean> {
+  return enableSink(db, name, now);
+}

@@ -1,0 +1,126 @@
+import type { ApiSettings } from './cliConfig.js';
+import { CliError } from './errors.js';
+import { networkCause } from './networkCause.js';
+
+/** One error object of spec 2.1. */
+export interface ApiErrorItem {
+  code: string;
+  detail: string;
+  attr: string | null;
+}
+
+export class ApiFailure extends CliError {
+  constructor(
+    readonly status: number,
+    readonly errors: ApiErrorItem[],
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ApiAnswer<T> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** Plain-words explanation of the codes an operator meets on /webhooks (spec 4.5, 4.6, 5, 7). */
+export function explain(status: number, errors: ApiErrorItem[]): string {
+  const first = errors[0];
+  const detail = errors.map((e) => `${e.code}${e.attr ? ` (${e.attr})` : ''}: ${e.detail}`).join('; ');
+  switch (first?.code) {
+    case 'already_exists':
+      return `this URL is already registered as a webhook of your organization (409 already_exists): a URL may be registered once per organization. Use \`webhooks list\` to find it; rotate its secret or delete it instead of registering it again`;
+    case 'idempotency_key_conflict':
+      return `this Idempotency-Key was already used with a different request (409 idempotency_key_conflict): use a new key for a new request`;
+    case 'not_authenticated':
+      return 'the service got no API key (401 not_authenticated): set HIRING_API_KEY';
+    case 'authentication_failed':
+      return 'the service refused the API key (401 authentication_failed): it is wrong, expired, or revoked (keys die when their creator leaves the organization); create a new one in the portal';
+    case 'permission_denied':
+      return 'the API key may not do this (403 permission_denied)';
+    case 'not_found':
+      return `not found (404): no such webhook in your organization${detail ? ` (${detail})` : ''}`;
+    default:
+      return `the service answered ${status}${detail ? `: ${detail}` : ''}`;
+  }
+}
+
+function parseErrors(body: unknown): ApiErrorItem[] {
+  if (!Array.isArray(body)) return [];
+  return body.filter((e): e is ApiErrorItem => typeof e === 'object' && e !== null && typeof (e as ApiErrorItem).code === 'string');
+}
+
+/**
+ * The hiring service's /api/v2/webhooks with the configured key. Redirects
+ * are never followed and `next` links only on the API's own origin, so the
+ * bearer key cannot reach another host.
+ */
+export class WebhooksApi {
+  private readonly base: string;
+  private readonly origin: string;
+
+  constructor(
+    private readonly settings: ApiSettings,
+    private readonly fetchFn: typeof globalThis.fetch = globalThis.fetch,
+  ) {
+    this.base = `${settings.apiUrl}/api/v2/webhooks`;
+    this.origin = new URL(settings.apiUrl).origin;
+  }
+
+  async call<T>(method: string, url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
+    if (new URL(url).origin !== this.origin) throw new CliError(`refusing to send the API key to ${new URL(url).origin} (the API is at ${this.origin})`);
+    let res: Response;
+    try {
+      res = await this.fetchFn(url, {
+        method,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(30_000),
+        headers: {
+          authorization: `Bearer ${this.settings.apiKey}`,
+          accept: 'application/json',
+          ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...opts.headers,
+        },
+        ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+      });
+    } catch (err) {
+      throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
+    }
+    const text = await res.text();
+    let body: unknown = null;
+    if (text !== '') {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = text;
+      }
+    }
+    if (res.status >= 300) {
+      const errors = parseErrors(body);
+      if (res.status < 400) throw new CliError(`the service answered a redirect (${res.status}); not followed: check HIRING_API_URL`);
+      throw new ApiFailure(res.status, errors, explain(res.status, errors));
+    }
+    return { status: res.status, body: body as T, headers: res.headers };
+  }
+
+  url(path = ''): string {
+    return `${this.base}${path}`;
+  }
+
+  /** Every item of a paged list (spec 2.2, 8): follows `next` until null. */
+  async listAll<T>(firstUrl: string, maxPages = 10_000): Promise<T[]> {
+    const items: T[] = [];
+    let url: string | null = firstUrl;
+    const seen = new Set<string>();
+    for (let page = 0; url !== null; page++) {
+      if (page >= maxPages || seen.has(url)) throw new CliError(`pagination did not end after ${page} pages`);
+      seen.add(url);
+      const { body }: ApiAnswer<{ results?: T[]; next?: string | null }> = await this.call('GET', url);
+      items.push(...(body.results ?? []));
+      url = body.next ?? null;
+    }
+    return items;
+  }
+}

@@ -1,0 +1,158 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { cli, until } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-cli-');
+const secret = newSecret();
+const sinkFile = join(dir, 'archive.ndjson');
+const dbPath = join(dir, 'receiver.db');
+let env: Record<string, string>;
+let server: Child;
+let url: string;
+let db: BetterSqlite3.Database;
+
+const sinkLines = () => {
+  try {
+    return readFileSync(sinkFile, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { id: string; event_type: string });
+  } catch {
+    return [];
+  }
+};
+const one = <T>(sql: string, ...args: unknown[]) => db.prepare(sql).get(...args) as T;
+const all = <T>(sql: string, ...args: unknown[]) => db.prepare(sql).all(...args) as T[];
+
+async function post(env: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) });
+  expect(res.status).toBe(200);
+}
+
+const appA = 'a0000000-0000-4000-8000-00000000000a';
+const appB = 'b0000000-0000-4000-8000-00000000000b';
+const app = (id: string, ext: string, status: string) => ({ id, external_id: ext, status, created_at: '2026-11-01T08:00:00.000Z' });
+
+beforeAll(async () => {
+  const configFile = join(dir, 'config.json');
+  writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }, { name: 'scores', type: 'file', path: join(dir, 'scores.ndjson'), events: ['insights.*'] }] }));
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  env = {
+    WEBHOOK_SECRET: secret,
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    DATABASE_PATH: dbPath,
+    CONFIG_FILE: configFile,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    WORKER_CONCURRENCY: '2',
+    LOG_LEVEL: 'warn',
+  };
+  const migrated = await cli(['migrate'], { DATABASE_PATH: dbPath });
+  expect(migrated.code, migrated.stderr).toBe(0);
+  expect(migrated.stdout).toMatch(/applied migrations 1, 2, 3/);
+  server = runTs('src/cli/main.ts', ['serve'], env);
+  await waitForHttp(`${url}/healthz`);
+  db = new BetterSqlite3(dbPath, { readonly: false });
+
+  // Application events need no scoring read: they settle at once and fan out.
+  await post(envelope({ id: 'evt-a1', created_at: '2026-11-01T08:00:00.000Z', event_type: 'application.created', payload: { application: app(appA, 'ext-a', 'applied') } }));
+  await post(envelope({ id: 'evt-a2', created_at: '2026-11-01T09:00:00.000Z', event_type: 'application.status_changed', payload: { application: app(appA, 'ext-a', 'screened'), previous_status: 'applied' } }));
+  await post(envelope({ id: 'evt-a3', created_at: '2026-11-01T10:00:00.000Z', event_type: 'application.status_changed', payload: { application: app(appA, 'ext-a', 'interviewed'), previous_status: 'screened' } }));
+  await post(envelope({ id: 'evt-b1', created_at: '2026-11-01T08:30:00.000Z', event_type: 'application.created', payload: { application: app(appB, 'ext-b', 'applied') } }));
+  // Signed, but not JSON, with a terminal escape sequence in it: quarantined.
+  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, 'not json \u001b[31mred\u001b[0m') });
+  expect(await res.json()).toMatchObject({ outcome: 'quarantined' });
+  await until(() => sinkLines().length === 4, 'the file sink to receive the 4 events');
+  await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue');
+});
+
+afterAll(async () => {
+  db?.close();
+  server?.proc.kill('SIGTERM');
+  await server?.exited;
+  cleanup();
+});
+
+describe('operations on a running receiver', () => {
+  it('status --json matches the database; dry runs and quarantine reads change nothing', async () => {
+    const jobsBefore = one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs').n;
+    const [status, dry, qlist] = await Promise.all([
+      cli(['status', '--json'], { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! }),
+      cli(['replay', '--type', 'application.*', '--sink', 'all', '--processing', '--dry-run'], { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! }),
+      cli(['quarantine', 'list', '--json'], { DATABASE_PATH: dbPath }),
+    ]);
+    expect(status.code, status.stderr).toBe(0);
+    const s = JSON.parse(status.stdout) as Record<string, any>;
+    expect(s.events.total).toBe(4);
+    expect(s.events.by_type).toEqual(Object.fromEntries(all<{ event_type: string; n: number }>('SELECT event_type, COUNT(*) AS n FROM events GROUP BY event_type').map((r) => [r.event_type, r.n])));
+    const byState = Object.fromEntries(all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').map((r) => [r.state, r.n]));
+    expect(s.jobs.by_state).toEqual({ pending: 0, running: 0, done: 0, dead: 0, ...byState });
+    expect(s.jobs.by_state.done).toBe(8); // 4 process_event + 4 deliveries to archive
+    expect(s.dead_letters).toBe(0);
+    expect(s.quarantined).toBe(1);
+    expect(s.applications).toEqual({ total: 2, needs_review: 0 });
+    expect(s.paused_sources).toEqual([]);
+    expect(s.oldest_pending_job).toBeNull();
+    expect(s.sinks.map((k: any) => [k.name, k.configured, k.enabled, k.delivered, k.pending, k.dead])).toEqual([
+      ['archive', true, true, 4, 0, 0],
+      ['scores', true, true, 0, 0, 0],
+    ]);
+
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/^would queue evt-a1 application\.created: processing, sink archive$/m);
+    expect(dry.stdout).toMatch(/dry run: 4 events selected; processing: 4 would queue; sink archive: 4 would queue; sink scores: 0 would queue, 4 not wanted by its filters/);
+    expect(one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs').n).toBe(jobsBefore);
+
+    const rows = JSON.parse(qlist.stdout) as { id: number; reason: string }[];
+    expect(rows).toHaveLength(1);
+    const show = await cli(['quarantine', 'show', String(rows[0]!.id)], { DATABASE_PATH: dbPath });
+    expect(show.code, show.stderr).toBe(0);
+    const stored = JSON.parse(one<{ headers: string }>('SELECT headers FROM quarantine').headers) as Record<string, string>;
+    expect(show.stdout).toContain('webhook-signature: [hidden]');
+    expect(show.stdout).not.toContain(stored['webhook-signature']!.slice(3, 20));
+    expect(show.stdout).toContain(`webhook-id: ${stored['webhook-id']}`);
+    expect(show.stdout).toContain('not json \\x1b[31mred\\x1b[0m');
+    expect(show.stdout).not.toContain('\u001b');
+  });
+
+  it('replays one application to a sink (same message id) and events through processing, waiting for the receiver', async () => {
+    const idsBefore = all<{ event_id: string; message_id: string }>("SELECT event_id, message_id FROM deliveries WHERE sink = 'archive' ORDER BY event_id");
+    const toSink = await cli(['replay', '--application', 'ext-a', '--sink', 'archive', '--wait', '--timeout', '20'], { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! });
+    expect(toSink.code, toSink.stderr).toBe(0);
+    expect(toSink.stdout).toMatch(/3 events selected; sink archive: 3 queued; finished: 3 done, 0 dead/);
+    const lines = sinkLines();
+    expect(lines).toHaveLength(7);
+    expect(lines.slice(4).map((l) => l.id).sort()).toEqual(['evt-a1', 'evt-a2', 'evt-a3']);
+    expect(all("SELECT event_id, message_id FROM deliveries WHERE sink = 'archive' ORDER BY event_id")).toEqual(idsBefore);
+
+    const processing = await cli(['replay', '--type', 'application.created', '--since', '1h', '--wait', '--json'], { DATABASE_PATH: dbPath });
+    expect(processing.code, processing.stderr).toBe(0);
+    expect(JSON.parse(processing.stdout)).toMatchObject({ selected: 2, processing: { queued: 2, already_queued: 0 }, finished: { done: 2, failed: 0 } });
+    expect(all("SELECT event_id, COUNT(*) AS n FROM jobs WHERE kind = 'process_event' GROUP BY event_id ORDER BY event_id")).toEqual([
+      { event_id: 'evt-a1', n: 2 },
+      { event_id: 'evt-a2', n: 1 },
+      { event_id: 'evt-a3', n: 1 },
+      { event_id: 'evt-b1', n: 2 },
+    ]);
+    // Already settled: replaying processing does not deliver to sinks again.
+    expect(sinkLines()).toHaveLength(7);
+  });
+
+  it('lists dead letters and runs them again', async () => {
+    const job = one<{ id: number }>("SELECT id FROM jobs WHERE kind = 'process_event' AND event_id = 'evt-b1' ORDER BY id LIMIT 1");
+    db.prepare("UPDATE jobs SET state = 'dead', attempts = 25, last_error = 'hiring API answered 500 (simulated)' WHERE id = ?").run(job.id);
+    const list = await cli(['dead-letters', 'list', '--json'], { DATABASE_PATH: dbPath });
+    expect(list.code, list.stderr).toBe(0);
+    expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ id: job.id, kind: 'process_event', event_id: 'evt-b1', last_error: 'hiring API answered 500 (simulated)' })]);
+    const retry = await cli(['dead-letters', 'retry', '--id', String(job.id)], { DATABASE_PATH: dbPath });
+    expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.stdout).toMatch(/^1 dead-lettered job queued again/);
+    await until(() => one<{ state: string }>('SELECT state FROM jobs WHERE id = ?', job.id).state === 'done', 'the retried job to run');
+    const none = await cli(['dead-letters', 'retry', '--kind', 'fetch_result'], { DATABASE_PATH: dbPath });
+    expect(none.stdout).toMatch(/no dead letter matched/);
+  });
+});

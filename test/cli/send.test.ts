@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXTURE_TYPES } from '../../src/cli/fixtures.js';
+import { freePort } from '../helpers/childServer.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+import { cli } from './helpers.js';
+
+const secret = newSecret();
+let receiver: TestReceiver;
+let url: string;
+
+beforeAll(async () => {
+  receiver = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' });
+  url = `${receiver.url}/webhooks`;
+});
+afterAll(() => receiver.close());
+
+const events = () => receiver.app.database.sqlite.prepare('SELECT id, event_type, application_id, envelope FROM events').all() as { id: string; event_type: string; application_id: string | null; envelope: string }[];
+
+describe('send', () => {
+  it('signs every built-in fixture so the receiver accepts and stores it, external_id on every application block', async () => {
+    const results = await Promise.all(FIXTURE_TYPES.map((t) => cli(['send', t, '--url', url, '--secret', secret, '--external-id', `ext-${t}`])));
+    results.forEach((r, i) => {
+      expect(r.code, `${FIXTURE_TYPES[i]}: ${r.stderr}`).toBe(0);
+      expect(r.stdout).toMatch(new RegExp(`^200 OK ${FIXTURE_TYPES[i]!.replace('.', '\\.')} .*"outcome":"accepted"`));
+    });
+    const stored = events();
+    expect(stored.map((e) => e.event_type).sort()).toEqual([...FIXTURE_TYPES].sort());
+    for (const e of stored) {
+      const payload = (JSON.parse(e.envelope) as { payload: Record<string, { external_id?: unknown }> }).payload;
+      const block = e.event_type === 'job_application.deleted' ? payload : payload.application;
+      expect(block?.external_id, e.event_type).toBe(`ext-${e.event_type}`);
+      expect(e.application_id, e.event_type).not.toBeNull();
+    }
+  });
+
+  it('--repeat sends the same event id under fresh webhook-ids (one stored, the rest duplicates); --print shows the exact request', async () => {
+    const id = 'evt-cli-repeat-1';
+    const r = await cli(['send', 'insights.completed', '--url', url, '--id', id, '--repeat', '3', '--print', '--set', 'payload.insights.is_eligible=false'], { WEBHOOK_SECRET: `whsec_${Buffer.alloc(24, 7).toString('base64')},${secret}` });
+    expect(r.code, r.stderr).toBe(0);
+    const answers = r.stdout.split('\n').filter((l) => l.startsWith('200 '));
+    expect(answers).toHaveLength(3);
+    expect(answers[0]).toContain('"outcome":"accepted"');
+    expect(answers.slice(1).every((a) => a.includes('"outcome":"duplicate"'))).toBe(true);
+    const msgIds = [...r.stdout.matchAll(/^webhook-id: (msg_\w+)$/gm)].map((m) => m[1]);
+    expect(new Set(msgIds).size).toBe(3);
+    expect(r.stdout).toMatch(new RegExp(`^POST ${url}$`, 'm'));
+    expect(r.stdout).toMatch(/^webhook-signature: v1,[A-Za-z0-9+/=]+$/m);
+    expect(r.stdout).toMatch(/^webhook-timestamp: \d+$/m);
+    const row = events().find((e) => e.id === id)!;
+    expect((JSON.parse(row.envelope) as { payload: { insights: { is_eligible: unknown } } }).payload.insights.is_eligible).toBe(false);
+  });
+
+  it('exits 1 with the answer when the receiver refuses: wrong secret, timestamp outside the tolerance, or no receiver', async () => {
+    const before = events().length;
+    const closed = await freePort();
+    const [badSecret, stale, future, down] = await Promise.all([
+      cli(['send', 'application.created', '--url', url, '--secret', newSecret()]),
+      cli(['send', 'application.created', '--url', url, '--secret', secret, '--timestamp-offset', '-400']),
+      cli(['send', 'application.created', '--url', url, '--secret', secret, '--timestamp-offset', '400']),
+      cli(['send', 'application.created', '--url', `http://127.0.0.1:${closed}/webhooks`, '--secret', secret]),
+    ]);
+    expect(badSecret.code).toBe(1);
+    expect(badSecret.stderr).toMatch(/^401 Unauthorized application\.created .*no_valid_signature/);
+    expect(stale.code).toBe(1);
+    expect(stale.stderr).toMatch(/^401 .*timestamp_out_of_tolerance/);
+    expect(future.code).toBe(1);
+    expect(future.stderr).toMatch(/timestamp_out_of_tolerance/);
+    expect(down.code).toBe(1);
+    expect(down.stderr).toContain(`no answer from http://127.0.0.1:${closed}/webhooks (ECONNREFUSED)`);
+    expect(events().length).toBe(before);
+  });
+});

@@ -1,0 +1,56 @@
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { buildProgram } from '../../src/cli/program.js';
+import { cli } from './helpers.js';
+
+function allCommands(cmd: Command, path: string[] = []): { path: string; cmd: Command }[] {
+  return [{ path: path.join(' '), cmd }, ...cmd.commands.flatMap((c) => allCommands(c, [...path, c.name()]))];
+}
+
+describe('CLI usage', () => {
+  it('documents every command with examples (help of each command of the tree)', () => {
+    const io = { env: {}, out: () => {}, err: () => {}, isTTY: false, stderr: process.stderr };
+    const program = buildProgram(io, { code: 0, running: false });
+    const missing: string[] = [];
+    for (const { path, cmd } of allCommands(program)) {
+      let text = '';
+      cmd.configureOutput({ writeOut: (s) => (text += s), writeErr: (s) => (text += s) });
+      cmd.outputHelp();
+      const hasSubcommands = cmd.commands.length > 0;
+      if (!text.includes('Usage: hiring-receiver')) missing.push(`${path}: no usage`);
+      if (!hasSubcommands && !text.includes('Examples:')) missing.push(`${path}: no examples`);
+    }
+    expect(missing).toEqual([]);
+    expect(program.commands.map((c) => c.name())).toEqual(
+      expect.arrayContaining(['serve', 'migrate', 'send', 'replay', 'status', 'dead-letters', 'quarantine', 'webhooks', 'sandbox', 'demo']),
+    );
+  });
+
+  it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', async () => {
+    const env = { DATABASE_PATH: '/nonexistent/receiver.db' };
+    const cases: [string[], number, RegExp][] = [
+      [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
+      [['send', '--help'], 0, /interview_v2\.completed[\s\S]*Examples:/],
+      [['frobnicate'], 2, /unknown command 'frobnicate'/],
+      [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
+      [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
+      [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
+      [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
+      [['webhooks', 'register'], 2, /required option '--url <url>'/],
+      [['status'], 1, /^error: no database at \/nonexistent\/receiver\.db \(set DATABASE_PATH or --database; `migrate` creates one\)\n$/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => cli(args, env)));
+    results.forEach((r, i) => {
+      const [args, code, message] = cases[i]!;
+      expect(r.code, args.join(' ')).toBe(code);
+      expect(code === 0 ? r.stdout : r.stderr, args.join(' ')).toMatch(message);
+      if (code === 2) expect(r.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
+    });
+  });
+
+  it('webhooks needs only the API settings, names the bad one and never echoes a key', async () => {
+    const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>\n');
+  });
+});

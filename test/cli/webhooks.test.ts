@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSandbox, type Sandbox } from '../../src/sandbox/createSandbox.js';
+import { ACME_KEY } from '../helpers/pair.js';
+import { cli } from './helpers.js';
+
+let sandbox: Sandbox;
+let env: Record<string, string>;
+
+beforeAll(async () => {
+  sandbox = createSandbox();
+  const { url } = await sandbox.start(0, '127.0.0.1');
+  env = { HIRING_API_URL: url, HIRING_API_KEY: ACME_KEY };
+});
+afterAll(() => sandbox.stop());
+
+const SECRET = /whsec_[A-Za-z0-9+/=]{32,}/g;
+
+describe('webhooks against the sandbox', () => {
+  it('registers once (secret printed once, with how to configure it), explains 409 already_exists, replays an Idempotency-Key', async () => {
+    const url = 'http://127.0.0.1:8080/webhooks';
+    const first = await cli(['webhooks', 'register', '--url', url, '--events', 'interview.completed,insights.completed', '--idempotency-key', 'cli-test-key-1'], env);
+    expect(first.code, first.stderr).toBe(0);
+    const secrets = first.stdout.match(SECRET) ?? [];
+    // The secret itself, and the WEBHOOK_SECRET line to configure: the same value.
+    expect(new Set(secrets).size).toBe(1);
+    expect(first.stdout).toContain(`WEBHOOK_SECRET="${secrets[0]}"`);
+    expect(first.stdout).toMatch(/shown once/);
+    expect(first.stdout).toMatch(/events\s+interview\.completed, insights\.completed/);
+    const id = /Registered webhook (\S+)/.exec(first.stdout)![1]!;
+
+    const [again, replay] = await Promise.all([
+      cli(['webhooks', 'register', '--url', url], env),
+      cli(['webhooks', 'register', '--url', url, '--events', 'interview.completed,insights.completed', '--idempotency-key', 'cli-test-key-1', '--json'], env),
+    ]);
+    expect(again.code).toBe(1);
+    expect(again.stderr.trim().split('\n')).toHaveLength(1);
+    expect(again.stderr).toMatch(/already registered as a webhook of your organization \(409 already_exists\).*once per organization.*\(it is webhook /);
+    expect(again.stderr).toContain(id);
+    expect(replay.code, replay.stderr).toBe(0);
+    const replayed = JSON.parse(replay.stdout) as { id: string; idempotent_replay: boolean };
+    expect(replayed).toMatchObject({ id, idempotent_replay: true });
+    // The sandbox holds one endpoint for the URL.
+    const conflict = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:8081/webhooks', '--idempotency-key', 'cli-test-key-1'], env);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toMatch(/idempotency_key_conflict/);
+  });
+
+  it('lists every page with secrets masked, rotates (new secret once, rotation advice), shows deliveries, deletes', async () => {
+    // 60 endpoints: two pages of the default 50.
+    const created = await Promise.all(
+      Array.from({ length: 60 }, (_, i) =>
+        fetch(`${env.HIRING_API_URL}/api/v2/webhooks`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ACME_KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ url: `http://127.0.0.1:9/hook-${i}` }),
+        }),
+      ),
+    );
+    expect(created.every((r) => r.status === 201)).toBe(true);
+    const list = await cli(['webhooks', 'list', '--json'], env);
+    expect(list.code, list.stderr).toBe(0);
+    const hooks = JSON.parse(list.stdout) as { id: string; url: string; secret: string }[];
+    expect(hooks.length).toBeGreaterThanOrEqual(61);
+    expect(hooks.every((h) => /^whsec_\*+/.test(h.secret))).toBe(true);
+    const target = hooks.find((h) => h.url === 'http://127.0.0.1:9/hook-0')!;
+
+    sandbox.control.runScenario('opted_out');
+    await sandbox.control.idle();
+    const [rotate, deliveries, table] = await Promise.all([
+      cli(['webhooks', 'rotate-secret', target.id], env),
+      cli(['webhooks', 'deliveries', target.id, '--json'], env),
+      cli(['webhooks', 'list'], env),
+    ]);
+    expect(rotate.code, rotate.stderr).toBe(0);
+    const rotated = [...new Set(rotate.stdout.match(SECRET) ?? [])];
+    expect(rotated).toHaveLength(1);
+    expect(rotate.stdout).toContain(`WEBHOOK_SECRET="<current secret>,${rotated[0]}"`);
+    expect(deliveries.code, deliveries.stderr).toBe(0);
+    const records = JSON.parse(deliveries.stdout) as { event_type: string; status: string; response_code: number | null }[];
+    expect(records.map((r) => r.event_type)).toContain('application.created');
+    expect(records.every((r) => r.status === 'failed')).toBe(true);
+    expect(table.code).toBe(0);
+    expect(table.stdout).not.toMatch(SECRET);
+
+    const del = await cli(['webhooks', 'delete', target.id], env);
+    expect(del.code, del.stderr).toBe(0);
+    const [gone, after] = await Promise.all([cli(['webhooks', 'delete', target.id], env), cli(['webhooks', 'list', '--json'], env)]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toMatch(/not found \(404\)/);
+    expect((JSON.parse(after.stdout) as { id: string }[]).some((h) => h.id === target.id)).toBe(false);
+  });
+
+  it('says plainly when the key is refused', async () => {
+    const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/refused the API key \(401 authentication_failed\)/);
+    expect(r.stderr).not.toContain('notAKeyAtAll');
+  });
+});
