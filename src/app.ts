@@ -45,7 +45,7 @@ export function createApp(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? createLogger(config.logLevel);
-  const database = deps.database ?? openDatabase(config.databasePath);
+  const database = deps.database ?? openDatabase(config.databasePath, { checkpointer: true });
   const metrics = createMetrics();
 
   const committer = new GroupCommitter<IngestItem, IngestOutcome>({
@@ -154,7 +154,17 @@ export function createApp(deps: AppDeps) {
       await fanOut.start();
     }
     const s = await new Promise<Server>((resolve, reject) => {
-      const srv = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(srv as Server)) as Server;
+      const srv = serve(
+        {
+          fetch: app.fetch,
+          port: config.port,
+          hostname: config.host,
+          // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
+          // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
+          serverOptions: { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
+        },
+        () => resolve(srv as Server),
+      ) as Server;
       srv.once('error', reject);
     });
     // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
