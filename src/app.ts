@@ -149,6 +149,8 @@ export function createApp(deps: AppDeps) {
   async function start(): Promise<{ port: number; url: string }> {
     // A restart may bring a new API key: every paused source is tried again.
     await pauses.clearAll();
+    const orphans = await queue.releaseOrphans();
+    if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
     if (config.workerConcurrency > 0) {
       worker.start();
       await fanOut.start();

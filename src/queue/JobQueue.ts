@@ -101,6 +101,22 @@ export class JobQueue {
     return this.db.updateTable('jobs').where('id', '=', job.id).where('lease_token', '=', job.lease_token).where('state', '=', 'running');
   }
 
+  /**
+   * At start-up: jobs still marked running were held by a process that is
+   * gone (one receiver per database), so they run again now instead of after
+   * their lease. The attempt they used still counts, so a job that kills its
+   * worker every time ends as a dead letter rather than looping.
+   */
+  async releaseOrphans(): Promise<number> {
+    const now = iso(this.clock.now());
+    const r = await this.db
+      .updateTable('jobs')
+      .set({ state: 'pending', run_at: now, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: now })
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows);
+  }
+
   /** Done. Returns false when the lease was lost (another worker owns the job now). */
   async complete(job: ClaimedJob): Promise<boolean> {
     const now = iso(this.clock.now());

@@ -72,6 +72,15 @@ describe('JobQueue', () => {
     expect((await job(id)).state).toBe('done');
   });
 
+  it('releases jobs a dead process left running, keeping the attempt they used', async () => {
+    const q = new JobQueue(database.db, clock, 60_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    await q.claim('process-that-died', 1);
+    expect(await q.releaseOrphans()).toBe(1);
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1, lease_token: null });
+    expect(await q.claim('new-process', 1)).toHaveLength(1);
+  });
+
   it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
     const q = new JobQueue(database.db, clock);
     const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 1 }, T0);

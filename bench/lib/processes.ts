@@ -1,0 +1,133 @@
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+export interface Server {
+  name: string;
+  proc: ChildProcess;
+  pid: number;
+  port: number;
+  url: string;
+  stderr: string[];
+  /** Peak resident set (VmHWM) of the process so far, in bytes. */
+  peakRss(): number;
+  /** SIGTERM (the receiver drains and closes its database), SIGKILL after `graceMs`. */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** VmHWM from /proc/<pid>/status (the kernel's own high-water mark of RSS), in bytes. */
+export function readVmHwm(pid: number): number {
+  try {
+    const m = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export async function waitForHttp(url: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      if (res.ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${url} did not answer within ${timeoutMs} ms`);
+}
+
+export interface StartOptions {
+  name: string;
+  args: string[];
+  env: Record<string, string>;
+  port: number;
+  healthPath?: string;
+  /** Where the child's stdout goes (the receiver's log lines): a file descriptor, or 'ignore'. */
+  stdout?: number | 'ignore';
+  cwd: string;
+}
+
+/** Starts a Node child process (node is process.execPath) and waits until it answers. */
+export async function startServer(opts: StartOptions): Promise<Server> {
+  const stdio: StdioOptions = ['ignore', opts.stdout ?? 'ignore', 'pipe'];
+  const proc = spawn(process.execPath, opts.args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio });
+  const stderr: string[] = [];
+  proc.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  let exitedEarly = false;
+  void exited.then(() => (exitedEarly = true));
+  const url = `http://127.0.0.1:${opts.port}`;
+  try {
+    await Promise.race([
+      waitForHttp(`${url}${opts.healthPath ?? '/healthz'}`),
+      exited.then((e) => {
+        throw new Error(`${opts.name} exited during start-up (${e.code ?? e.signal}): ${stderr.join('').slice(0, 2000)}`);
+      }),
+    ]);
+  } catch (err) {
+    if (!exitedEarly) proc.kill('SIGKILL');
+    throw err;
+  }
+  const pid = proc.pid!;
+  let peak = 0;
+  return {
+    name: opts.name,
+    proc,
+    pid,
+    port: opts.port,
+    url,
+    stderr,
+    peakRss() {
+      if (!exitedEarly) peak = Math.max(peak, readVmHwm(pid));
+      return peak;
+    },
+    async stop(graceMs = 15_000) {
+      if (exitedEarly) return exited;
+      peak = Math.max(peak, readVmHwm(pid));
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => {
+        if (!exitedEarly) proc.kill('SIGKILL');
+      }, graceMs);
+      const result = await exited;
+      clearTimeout(timer);
+      return result;
+    },
+  };
+}
+
+/** Runs a command to completion, bounded in time; resolves with its output. */
+export function runCommand(cmd: string, args: string[], opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), opts.timeoutMs);
+    proc.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}

@@ -1,0 +1,118 @@
+import { writeFileSync } from 'node:fs';
+import type { Pending } from './later.js';
+import type { Machine } from './machine.js';
+
+export interface ThroughputRow {
+  name: string;
+  generator: string;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  socketErrors: number;
+  non2xx: number;
+  status2xx: number;
+  peakRssMB: number;
+  exhausted: number;
+  /** receiver rows only */
+  ratio?: number;
+  rowsStored?: number;
+  acked2xx?: number;
+  unanswered?: number;
+  rowCheck?: 'ok' | 'FAILED';
+  jobsDone?: number;
+  /** group-commit transactions over the receiver's life (warm-up included) and their mean size */
+  commits?: number;
+  meanBatch?: number;
+  logBytes?: number;
+  exit?: number | string | null;
+}
+
+export interface RateRow {
+  rate: number;
+  name: string;
+  unanswered: number;
+  sentRate: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
+  errors: number;
+  maxInFlight: number;
+  peakRssMB: number;
+  floorP50Ms: number;
+  floorP99Ms: number;
+  floorP999Ms: number;
+  rowsStored: number;
+  acked2xx: number;
+  rowCheck: 'ok' | 'FAILED';
+  meanBatch: number;
+}
+
+export interface Results {
+  when: string;
+  machine: Machine;
+  settings: Record<string, unknown>;
+  throughput: ThroughputRow[];
+  fixedRate: RateRow[];
+  fanOut: Pending | Record<string, unknown>;
+  replay: Pending | Record<string, unknown>;
+}
+
+/** Issue 8's targets on the 2-core machine. */
+export const TARGETS = { ratio: 0.3, p99AtRateMs: 10, p99Rate: 2500, peakRssMB: 128 };
+
+const fmt = (n: number | undefined, d = 0) => (n === undefined ? '' : n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+
+function table(head: string[], rows: string[][]): string[] {
+  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
+}
+
+function verdicts(r: Results): string[] {
+  const out: string[] = [];
+  for (const t of r.throughput.filter((x) => x.ratio !== undefined)) {
+    out.push(`${t.name}: ratio ${fmt(t.ratio, 3)} (target >= ${TARGETS.ratio}) ${t.ratio! >= TARGETS.ratio ? 'MET' : 'MISSED'}; peak RSS ${fmt(t.peakRssMB, 1)} MB (target <= ${TARGETS.peakRssMB}) ${t.peakRssMB <= TARGETS.peakRssMB ? 'MET' : 'MISSED'}`);
+  }
+  for (const f of r.fixedRate) {
+    const target = f.rate === TARGETS.p99Rate ? ` (target <= ${TARGETS.p99AtRateMs} ms) ${f.p99Ms <= TARGETS.p99AtRateMs ? 'MET' : 'MISSED'}` : '';
+    out.push(`fixed ${f.rate}/s, ${f.name}: p99 ${fmt(f.p99Ms, 2)} ms${target}; peak RSS ${fmt(f.peakRssMB, 1)} MB ${f.peakRssMB <= TARGETS.peakRssMB ? 'MET' : 'MISSED'}`);
+  }
+  return out;
+}
+
+export function renderMarkdown(r: Results): string {
+  const m = r.machine;
+  const lines: string[] = [];
+  lines.push(`Run ${r.when}; ${m.nproc} CPUs (${m.cpuModel}), ${m.memTotal} RAM, Node ${m.node}, ${m.kernel}; load average at start ${m.loadAvgAtStart}.`);
+  lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured.`, '');
+  if (r.throughput.length > 0) {
+    lines.push(...table(
+      ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'mean batch', 'rows = 2xx'],
+      r.throughput.map((t) => [
+        t.name, fmt(t.rps), fmt(t.p50Ms, 2), fmt(t.p99Ms, 2), `${t.socketErrors} / ${t.non2xx}`, fmt(t.peakRssMB, 1),
+        t.ratio === undefined ? '' : `${fmt(t.ratio, 3)}x`,
+        fmt(t.meanBatch, 1),
+        t.rowCheck === undefined ? '' : `${t.rowCheck} (${fmt(t.rowsStored)} rows, ${fmt(t.acked2xx)} 2xx, ${fmt(t.unanswered)} in flight at stop)`,
+      ]),
+    ), '');
+  }
+  if (r.fixedRate.length > 0) {
+    lines.push(...table(
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'generator floor p50/p99/p99.9 ms', 'rows = 2xx'],
+      r.fixedRate.map((f) => [
+        fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1),
+        `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`, `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
+      ]),
+    ), '');
+  }
+  lines.push(...verdicts(r).map((v) => `- ${v}`));
+  lines.push(`- fan-out: ${JSON.stringify(r.fanOut)}`, `- replay: ${JSON.stringify(r.replay)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function printReport(r: Results): void {
+  process.stdout.write(`\n${renderMarkdown(r)}`);
+}
+
+export function writeMarkdown(path: string, r: Results): void {
+  writeFileSync(path, `${renderMarkdown(r)}\n\`free -h\` at start:\n\n\`\`\`\n${r.machine.freeH}\n\`\`\`\n`);
+}

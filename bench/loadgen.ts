@@ -1,0 +1,170 @@
+/**
+ * Node load generator for bench/run.ts, run as its own process (never inside
+ * the server under test). Two modes:
+ * - open: requests are sent on a fixed schedule (rate/s), whatever the server
+ *   does; latency is measured from each request's *scheduled* time, so a stall
+ *   shows up in the percentiles instead of slowing the sender down
+ *   (no coordinated omission).
+ * - closed: `connections` senders, each sending its next request when the
+ *   previous one is answered (what wrk does); the fallback when wrk is missing.
+ * Deliveries are signed here, right before sending, with unique event ids.
+ * Prints one line `BENCH_JSON {...}` on stdout.
+ */
+import { Agent, request } from 'node:http';
+import { bodyOf, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
+import { summarize } from './lib/stats.js';
+
+export interface LoadgenArgs {
+  url: string;
+  mode: 'open' | 'closed';
+  rate: number;
+  connections: number;
+  warmupS: number;
+  durationS: number;
+  /** closed mode: cycle through a small pool (servers that do not dedupe); otherwise every id is sent once */
+  wrap?: boolean;
+}
+
+const args = JSON.parse(process.argv[2] ?? '{}') as LoadgenArgs;
+const secretText = process.env.BENCH_SECRET ?? '';
+const secret: SigningSecret = { secret: secretText, key: Buffer.from(secretText.replace(/^whsec_/, ''), 'base64') };
+const { hostname, port } = new URL(args.url);
+const templates = makeTemplates();
+const agent = new Agent({ keepAlive: true, maxSockets: args.connections, maxFreeSockets: args.connections });
+
+interface Outcome {
+  status: number;
+  accepted: boolean;
+}
+
+function send(d: Delivery): Promise<Outcome> {
+  const body = bodyOf(templates, d);
+  return new Promise((resolve) => {
+    const req = request(
+      { agent, host: hostname, port, method: 'POST', path: '/webhooks', headers: { ...headersOf(d), 'content-length': String(Buffer.byteLength(body)) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, accepted: text.includes('"accepted"') }));
+        res.on('error', () => resolve({ status: 0, accepted: false }));
+      },
+    );
+    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve({ status: 0, accepted: false }));
+    req.end(body);
+  });
+}
+
+interface Tally {
+  latencies: number[];
+  s2xx: number;
+  non2xx: number;
+  socketErrors: number;
+  accepted: number;
+}
+const newTally = (): Tally => ({ latencies: [], s2xx: 0, non2xx: 0, socketErrors: 0, accepted: 0 });
+function record(t: Tally, o: Outcome, latencyMs: number): void {
+  t.latencies.push(latencyMs);
+  if (o.status === 0) t.socketErrors++;
+  else if (o.status >= 200 && o.status < 300) t.s2xx++;
+  else t.non2xx++;
+  if (o.accepted) t.accepted++;
+}
+
+async function openLoop() {
+  const total = Math.ceil(args.rate * (args.warmupS + args.durationS));
+  const warmupCount = Math.ceil(args.rate * args.warmupS);
+  const deliveries = signDeliveries(secret, templates, total);
+  const warm = newTally();
+  const measured = newTally();
+  const interval = 1000 / args.rate;
+  let next = 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let maxLagMs = 0;
+  const inflight: Promise<void>[] = [];
+  const start = performance.now() + 20;
+  await new Promise<void>((resolve) => {
+    const tick = () => {
+      const now = performance.now();
+      while (next < total && start + next * interval <= now) {
+        const i = next++;
+        const scheduled = start + i * interval;
+        maxLagMs = Math.max(maxLagMs, now - scheduled);
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        inflight.push(
+          send(deliveries[i]!).then((o) => {
+            inFlight--;
+            record(i < warmupCount ? warm : measured, o, performance.now() - scheduled);
+          }),
+        );
+      }
+      if (next >= total) return resolve();
+      // Timers fire about every 1 ms; the send lag this adds is in maxSendLagMs and in the floor measured against raw node:http.
+      setTimeout(tick, Math.max(0, Math.min(1, start + next * interval - performance.now())));
+    };
+    setTimeout(tick, 20);
+  });
+  await Promise.all(inflight);
+  const elapsed = (performance.now() - start) / 1000;
+  return {
+    mode: 'open',
+    targetRate: args.rate,
+    sent: total,
+    sentRate: total / elapsed,
+    maxInFlight,
+    maxSendLagMs: Math.round(maxLagMs * 1000) / 1000,
+    warmup: { ...summarize(warm.latencies), s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
+    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+  };
+}
+
+async function closedLoop() {
+  // Sized for the fastest server we drive; if it runs out the run says so.
+  const capacity = args.wrap ? 20_000 : Math.ceil((args.rate > 0 ? args.rate : 60_000) * (args.warmupS + args.durationS));
+  const deliveries = signDeliveries(secret, templates, capacity);
+  let next = 0;
+  let exhausted = 0;
+  const warm = newTally();
+  const measured = newTally();
+  const t0 = performance.now();
+  const warmEnd = t0 + args.warmupS * 1000;
+  const end = warmEnd + args.durationS * 1000;
+  let measuredFirst = 0;
+  const worker = async () => {
+    for (;;) {
+      const startedAt = performance.now();
+      if (startedAt >= end) return;
+      if (next >= deliveries.length) {
+        if (args.wrap) next = 0;
+        else {
+          exhausted++;
+          return;
+        }
+      }
+      const o = await send(deliveries[next++]!);
+      const now = performance.now();
+      if (startedAt >= warmEnd && now <= end) {
+        if (measuredFirst === 0) measuredFirst = startedAt;
+        record(measured, o, now - startedAt);
+      } else record(warm, o, now - startedAt);
+    }
+  };
+  await Promise.all(Array.from({ length: args.connections }, worker));
+  const n = measured.latencies.length;
+  return {
+    mode: 'closed',
+    requests: n,
+    rps: n / args.durationS,
+    exhausted,
+    pool: deliveries.length,
+    warmup: { s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
+    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+  };
+}
+
+const result = args.mode === 'open' ? await openLoop() : await closedLoop();
+agent.destroy();
+process.stdout.write(`BENCH_JSON ${JSON.stringify(result)}\n`);

@@ -1,0 +1,348 @@
+/**
+ * `npm run bench`: ingest throughput against a bare Hono endpoint, and latency
+ * at fixed rates, in one run. See bench/README.md for what each figure means.
+ *
+ *   npx tsx bench/run.ts [--warmup 5] [--duration 15] [--connections 50]
+ *     [--threads 1] [--receivers info,warn,info:0] [--rates 1000,2500]
+ *     [--rate-receivers info,info:0] [--rate-warmup 3] [--rate-duration 15] [--no-build] [--cpu-prof]
+ *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node]
+ *     [--fanout] [--replay]
+ */
+import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import BetterSqlite3 from 'better-sqlite3';
+import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
+import { describeMachine } from './lib/machine.js';
+import { measureFanOut, measureReplay } from './lib/later.js';
+import { freePort, runCommand, startServer, type Server } from './lib/processes.js';
+import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
+import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const { values: flags } = parseArgs({
+  options: {
+    warmup: { type: 'string', default: '5' },
+    duration: { type: 'string', default: '15' },
+    connections: { type: 'string', default: '50' },
+    threads: { type: 'string', default: '1' },
+    // LOG_LEVEL[:WORKER_CONCURRENCY] per receiver run; the worker count defaults to the production default (4).
+    receivers: { type: 'string', default: 'info,warn,info:0' },
+    rates: { type: 'string', default: '1000,2500' },
+    // Receivers driven at each fixed rate, same LOG_LEVEL[:WORKER_CONCURRENCY] syntax as --receivers.
+    'rate-receivers': { type: 'string', default: 'info,info:0' },
+    'rate-warmup': { type: 'string', default: '3' },
+    'rate-duration': { type: 'string', default: '15' },
+    'no-build': { type: 'boolean', default: false },
+    'cpu-prof': { type: 'boolean', default: false },
+    'skip-throughput': { type: 'boolean', default: false },
+    'skip-rates': { type: 'boolean', default: false },
+    'skip-web-body': { type: 'boolean', default: false },
+    generator: { type: 'string', default: 'auto' },
+    fanout: { type: 'boolean', default: false },
+    replay: { type: 'boolean', default: false },
+    out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
+  },
+});
+function receiverList(name: string, v: string): { level: string; workers: number | null }[] {
+  return v.split(',').filter(Boolean).map((r) => {
+    const [level, workers] = r.split(':');
+    if (workers !== undefined && !/^\d+$/.test(workers)) throw new Error(`--${name}: bad worker count in ${r}`);
+    return { level: level!, workers: workers === undefined ? null : Number(workers) };
+  });
+}
+const num = (name: string, v: string | undefined) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${v}`);
+  return n;
+};
+const opts = {
+  warmupS: num('warmup', flags.warmup),
+  durationS: num('duration', flags.duration),
+  connections: num('connections', flags.connections),
+  threads: num('threads', flags.threads),
+  receivers: receiverList('receivers', flags.receivers!),
+  rateReceivers: receiverList('rate-receivers', flags['rate-receivers']!),
+  rates: flags.rates!.split(',').filter(Boolean).map((r) => num('rates', r)),
+  rateWarmupS: num('rate-warmup', flags['rate-warmup']),
+  rateDurationS: num('rate-duration', flags['rate-duration']),
+};
+
+const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
+const tmp = mkdtempSync(join(tmpdir(), 'receiver-bench-'));
+const secret = newSigningSecret();
+const templates = makeTemplates();
+const started: Server[] = [];
+
+async function ensureBuilt(): Promise<void> {
+  if (!flags['no-build']) {
+    log('npm run build');
+    const r = await runCommand('npm', ['run', 'build'], { cwd: ROOT, timeoutMs: 180_000 });
+    if (r.code !== 0) throw new Error(`npm run build failed:\n${r.stdout}${r.stderr}`);
+  }
+  if (!existsSync(join(ROOT, 'dist/main.js'))) throw new Error('dist/main.js is missing: run `npm run build` (or drop --no-build)');
+}
+
+async function start(name: string, args: string[], env: Record<string, string> = {}, stdout?: number): Promise<Server> {
+  const port = await freePort();
+  const s = await startServer({ name, args, env: { ...env, PORT: String(port) }, port, cwd: ROOT, stdout });
+  started.push(s);
+  return s;
+}
+
+async function stop(s: Server) {
+  const peak = s.peakRss();
+  const exit = await s.stop();
+  started.splice(started.indexOf(s), 1);
+  return { peak, exit };
+}
+
+let stubUrl = '';
+let receiverCount = 0;
+
+/** The real receiver, built, with production settings (WAL + synchronous=FULL, group commit, 4 workers). */
+async function startReceiver(label: string, logLevel: string, workers: number | null = null) {
+  const n = ++receiverCount;
+  const dbPath = join(tmp, `receiver-${n}-${label}.db`);
+  const logPath = join(tmp, `receiver-${n}-${label}.log`);
+  const logFd = openSync(logPath, 'w');
+  const prof = flags['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results/profiles')}`, `--cpu-prof-name=receiver-${n}-${label}.cpuprofile`] : [];
+  const server = await start(`receiver ${label}`, ['--enable-source-maps', ...prof, 'dist/main.js'], {
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    DATABASE_PATH: dbPath,
+    WEBHOOK_SECRET: secret.secret,
+    HIRING_API_URL: stubUrl,
+    HIRING_API_KEY: 'sk-bench.benchkey',
+    LOG_LEVEL: logLevel,
+    ...(workers === null ? {} : { WORKER_CONCURRENCY: String(workers) }),
+  }, logFd);
+  return {
+    server,
+    /** Stops it (drain, close) and counts what it stored. */
+    async finish() {
+      const batches = await groupCommitStats(server.url);
+      const { peak, exit } = await stop(server);
+      closeSync(logFd);
+      const db = new BetterSqlite3(dbPath, { readonly: true });
+      const rows = db.prepare('SELECT COUNT(*) FROM events').pluck().get() as number;
+      const jobsDone = db.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'done'").pluck().get() as number;
+      db.close();
+      return { peak, exit, rows, jobsDone, logBytes: statSync(logPath).size, ...batches };
+    },
+  };
+}
+
+/** Group-commit transactions and their mean size, from the receiver's own /metrics. */
+async function groupCommitStats(url: string): Promise<{ commits: number; meanBatch: number }> {
+  try {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const get = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const commits = get('receiver_group_commit_batch_size_count');
+    return { commits, meanBatch: Math.round((get('receiver_group_commit_batch_size_sum') / commits) * 10) / 10 };
+  } catch {
+    return { commits: NaN, meanBatch: NaN };
+  }
+}
+
+function loadgen(url: string, a: Record<string, unknown>): Promise<unknown> {
+  const tsx = join(ROOT, 'node_modules/tsx/dist/loader.mjs');
+  return runCommand(process.execPath, ['--import', tsx, join(ROOT, 'bench/loadgen.ts'), JSON.stringify({ url, ...a })], {
+    cwd: ROOT,
+    timeoutMs: 180_000,
+    env: { PATH: process.env.PATH ?? '', BENCH_SECRET: secret.secret },
+  }).then((r) => {
+    const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+    if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
+    return JSON.parse(line.slice(11)) as unknown;
+  });
+}
+
+/** Warm-up then measured period with the closed-loop generator (wrk, or the Node fallback). */
+async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk' | 'node'): Promise<{ warm: LoadResult; measured: LoadResult }> {
+  if (gen === 'node') {
+    const r = (await loadgen(s.url, { mode: 'closed', connections: opts.connections, warmupS: opts.warmupS, durationS: opts.durationS, rate: expectedRps, wrap: !unique })) as {
+      rps: number; requests: number; exhausted: number; pool: number;
+      warmup: { s2xx: number; non2xx: number; socketErrors: number; accepted: number };
+      measured: { p50: number; p99: number; p999: number; max: number; mean: number; s2xx: number; non2xx: number; socketErrors: number; accepted: number };
+    };
+    const m = r.measured;
+    const base = { generator: 'node closed-loop', unanswered: 0, exhausted: r.exhausted, pool: r.pool };
+    return {
+      warm: { ...base, requests: 0, durationS: opts.warmupS, rps: 0, latencyMs: { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0 }, socketErrors: r.warmup.socketErrors, status2xx: r.warmup.s2xx, non2xx: r.warmup.non2xx, accepted: r.warmup.accepted },
+      measured: { ...base, requests: r.requests, durationS: opts.durationS, rps: r.rps, latencyMs: { p50: m.p50, p90: 0, p99: m.p99, p999: m.p999, max: m.max, mean: m.mean }, socketErrors: m.socketErrors, status2xx: m.s2xx, non2xx: m.non2xx, accepted: m.accepted },
+    };
+  }
+  const lua = join(ROOT, 'bench/wrk/deliveries.lua');
+  const run = async (phase: string, durationS: number) => {
+    // Unique pools are signed right before their period (5-minute tolerance) and sized above what the server can take.
+    const perThread = unique ? Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000 : 20_000;
+    const dir = writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, perThread, s.port);
+    const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !unique, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT });
+    rmSync(dir, { recursive: true, force: true });
+    return r;
+  };
+  const warm = await run('warmup', opts.warmupS);
+  const measured = await run('measured', opts.durationS);
+  return { warm, measured };
+}
+
+function row(name: string, measured: LoadResult, peakRss: number, extra: Partial<ThroughputRow> = {}): ThroughputRow {
+  return {
+    name,
+    generator: measured.generator,
+    rps: Math.round(measured.rps),
+    p50Ms: measured.latencyMs.p50,
+    p99Ms: measured.latencyMs.p99,
+    socketErrors: measured.socketErrors,
+    non2xx: measured.non2xx,
+    status2xx: measured.status2xx,
+    peakRssMB: Math.round((peakRss / 2 ** 20) * 10) / 10,
+    exhausted: measured.exhausted,
+    ...extra,
+  };
+}
+
+async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
+  const rows: ThroughputRow[] = [];
+  const servers = [
+    ['raw node:http (generator ceiling)', 'bench/servers/rawNode.mjs', 'incoming'],
+    ['bare Hono', 'bench/servers/bareHono.mjs', 'incoming'],
+    ...(flags['skip-web-body'] ? [] : [['bare Hono, c.req.arrayBuffer() (reference)', 'bench/servers/bareHono.mjs', 'web']]),
+  ] as const;
+  for (const [name, file, bodyRead] of servers) {
+    log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
+    const s = await start(name, [file], { BODY_READ: bodyRead });
+    const { measured } = await drive(s, false, 0, gen);
+    const { peak } = await stop(s);
+    rows.push(row(name, measured, peak));
+  }
+  const bare = rows[1]!.rps;
+  if (bare >= 0.9 * rows[0]!.rps) {
+    log(`WARNING: bare Hono (${bare}/s) is within 10% of the generator's ceiling (${rows[0]!.rps}/s): the bare figure and the ratio are generator-bound.`);
+  }
+  for (const { level, workers } of opts.receivers) {
+    const name = `receiver LOG_LEVEL=${level}${workers === null ? '' : `, WORKER_CONCURRENCY=${workers}`}`;
+    log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
+    const r = await startReceiver(`tp-${level}-${workers ?? 'default'}`, level, workers);
+    const { warm, measured } = await drive(r.server, true, Math.max(bare, 5000), gen);
+    const f = await r.finish();
+    const acked = warm.status2xx + measured.status2xx;
+    const acceptedTotal = warm.accepted + measured.accepted;
+    const unanswered = warm.unanswered + measured.unanswered;
+    const exhausted = warm.exhausted + measured.exhausted;
+    // Every event id is sent once, so rows = 2xx, except requests still in flight when the generator stopped
+    // (written, maybe committed, never answered): 2xx <= rows <= 2xx + unanswered.
+    const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
+    rows.push(
+      row(name, measured, f.peak, {
+        ratio: Math.round((measured.rps / bare) * 1000) / 1000,
+        rowsStored: f.rows,
+        acked2xx: acked,
+        unanswered,
+        rowCheck: rowCheck ? 'ok' : 'FAILED',
+        jobsDone: f.jobsDone,
+        commits: f.commits,
+        meanBatch: f.meanBatch,
+        logBytes: f.logBytes,
+        exit: f.exit.code ?? f.exit.signal ?? null,
+      }),
+    );
+  }
+  return rows;
+}
+
+async function fixedRates(): Promise<RateRow[]> {
+  const rows: RateRow[] = [];
+  for (const rate of opts.rates) {
+    // The generator's own floor at this rate (send lag, client, loopback) against raw node:http.
+    const raw = await start('raw node:http', ['bench/servers/rawNode.mjs']);
+    log(`fixed rate ${rate}/s: generator floor against raw node:http`);
+    const floor = (await loadgen(raw.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
+    await stop(raw);
+    for (const { level, workers } of opts.rateReceivers) {
+      const name = `receiver LOG_LEVEL=${level}${workers === null ? '' : `, WORKER_CONCURRENCY=${workers}`}`;
+      log(`fixed rate ${rate}/s: ${name}`);
+      const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}`, level, workers);
+      const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
+      const f = await r.finish();
+      const acked = res.warmup.s2xx + res.measured.s2xx;
+      // A request that timed out at the client may still have been committed (the service would redeliver it).
+      const unanswered = res.warmup.socketErrors + res.measured.socketErrors;
+      rows.push({
+        rate,
+        name,
+        sentRate: Math.round(res.sentRate),
+        p50Ms: res.measured.p50,
+        p99Ms: res.measured.p99,
+        p999Ms: res.measured.p999,
+        maxMs: res.measured.max,
+        errors: res.measured.socketErrors + res.measured.non2xx,
+        maxInFlight: res.maxInFlight,
+        peakRssMB: Math.round((f.peak / 2 ** 20) * 10) / 10,
+        floorP50Ms: floor.measured.p50,
+        floorP99Ms: floor.measured.p99,
+        floorP999Ms: floor.measured.p999,
+        rowsStored: f.rows,
+        acked2xx: acked,
+        unanswered,
+        rowCheck: f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked ? 'ok' : 'FAILED',
+        meanBatch: f.meanBatch,
+      });
+    }
+  }
+  return rows;
+}
+
+interface OpenResult {
+  sentRate: number;
+  maxInFlight: number;
+  warmup: { s2xx: number; accepted: number; socketErrors: number };
+  measured: { p50: number; p99: number; p999: number; max: number; s2xx: number; non2xx: number; socketErrors: number; accepted: number };
+}
+
+async function main() {
+  const machine = describeMachine();
+  await ensureBuilt();
+  const wrk = flags.generator === 'node' ? null : wrkAvailable();
+  if (!wrk) {
+    if (flags.generator === 'wrk') throw new Error('wrk not found; install it with: apt-get update && apt-get install -y wrk');
+    log(flags.generator === 'node'
+      ? 'using the Node closed-loop generator (--generator node).'
+      : 'wrk not found (install: apt-get update && apt-get install -y wrk); falling back to the Node closed-loop generator.');
+    log('Its ceiling is the raw node:http row: if bare Hono is close to it, the bare Hono figure (and the ratio) is generator-bound.');
+  }
+  const stub = await start('hiring stub', ['bench/servers/hiringStub.mjs'], {}, undefined);
+  stubUrl = stub.url;
+  const results: Results = {
+    when: new Date().toISOString(),
+    machine,
+    settings: { ...opts, generator: wrk ?? 'node closed-loop (wrk missing)', bodyBytes: 2048, workerConcurrency: 4 },
+    throughput: flags['skip-throughput'] ? [] : await throughput(wrk ? 'wrk' : 'node'),
+    fixedRate: flags['skip-rates'] ? [] : await fixedRates(),
+    fanOut: flags.fanout ? await measureFanOut({ root: ROOT }) : { status: 'not_enabled', needs: ['run with --fanout once the file sink exists'] },
+    replay: flags.replay ? await measureReplay({ root: ROOT }) : { status: 'not_enabled', needs: ['run with --replay once the replay CLI exists'] },
+  };
+  await stop(stub);
+  mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
+  writeFileSync(flags.out!, `${JSON.stringify(results, null, 2)}\n`);
+  writeMarkdown(join(ROOT, 'bench/results/latest.md'), results);
+  printReport(results);
+  log(`wrote ${flags.out} and bench/results/latest.md`);
+  const failed = [...results.throughput, ...results.fixedRate].some((r) => r.rowCheck === 'FAILED');
+  if (failed) process.exitCode = 2;
+}
+
+const cleanup = async () => {
+  for (const s of [...started]) await s.stop(2000).catch(() => undefined);
+  rmSync(tmp, { recursive: true, force: true });
+};
+process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
+main()
+  .catch((err: unknown) => {
+    process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+    process.exitCode = 1;
+  })
+  .finally(cleanup);

@@ -1,0 +1,127 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+import { count, sinkFileIds, stuckJobs, withDb } from './helpers/db.js';
+import { deliver, makeClient, makeEvent, type EventKind } from './helpers/events.js';
+import { startHiringStub } from './helpers/hiringStub.js';
+import { startReceiverProcess, stopReceiverProcess, type ReceiverProcess } from './helpers/receiverProcess.js';
+import { registerSecret, registerSensitive, reportFigures, seededRandom, shuffle, sleep, suiteSeed } from './helpers/run.js';
+
+const EVENTS = 300;
+const CONCURRENCY = 32;
+
+const { dir, cleanup } = tempDir('reliability-dup-');
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  cleanup();
+});
+
+describe('duplicate storm', () => {
+  it(`${EVENTS} events each sent 3-5 times with fresh webhook-ids, concurrently and shuffled: one row, one accepted answer, one fetch and one sink message id per event`, async () => {
+    const seed = suiteSeed();
+    const random = seededRandom(seed);
+    const secret = newSecret();
+    const apiKey = `sk-dup${seed}.stormKey${Math.floor(random() * 1e9)}`;
+    registerSecret(secret);
+    registerSensitive('api_key', apiKey);
+    const stub = await startHiringStub();
+    cleanups.push(() => stub.close());
+    const dbPath = join(dir, 'receiver.db');
+    const sinkPath = join(dir, 'archive.ndjson');
+    const configPath = join(dir, 'config.json');
+    writeFileSync(configPath, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkPath }] }));
+    const port = await freePort();
+    const receiver: ReceiverProcess = await startReceiverProcess('duplicate-storm', {
+      WEBHOOK_SECRET: secret,
+      HIRING_API_URL: stub.url,
+      HIRING_API_KEY: apiKey,
+      CONFIG_FILE: configPath,
+      DATABASE_PATH: dbPath,
+      PORT: String(port),
+    });
+    cleanups.push(() => stopReceiverProcess(receiver));
+
+    const kinds: EventKind[] = ['application.created', 'application.status_changed', 'interview.completed'];
+    const events = Array.from({ length: EVENTS }, (_, i) => makeEvent(kinds[i % 3]!, i, `dup${seed}`));
+    const copies = events.flatMap((e) => Array.from({ length: 3 + Math.floor(random() * 3) }, () => e));
+    shuffle(copies, random);
+
+    const outcomes = new Map<string, string[]>();
+    let non200 = 0;
+    const agent = makeClient(CONCURRENCY);
+    cleanups.push(() => agent.destroy());
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < copies.length) {
+          const e = copies[next++]!;
+          const a = await deliver(agent, receiver.url, secret, e);
+          if (a.status !== 200) non200++;
+          const list = outcomes.get(e.id as string) ?? [];
+          list.push((JSON.parse(a.body) as { outcome: string }).outcome);
+          outcomes.set(e.id as string, list);
+        }
+      }),
+    );
+
+    // Processing and fan-out run in the receiver; wait until every event is in the file (bounded).
+    const ids = events.map((e) => e.id as string);
+    const deadline = Date.now() + 30_000;
+    let fileIds: string[] = [];
+    let open = 1;
+    while (Date.now() < deadline) {
+      fileIds = sinkFileIds(sinkPath);
+      open = withDb(dbPath, (db) => count(db, "SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')"));
+      if (open === 0 && new Set(fileIds).size >= ids.length) break;
+      await sleep(250);
+    }
+    expect(await stopReceiverProcess(receiver)).toEqual({ code: 0, signal: null });
+
+    const db = withDb(dbPath, (d) => ({
+      eventRows: count(d, 'SELECT COUNT(*) FROM events'),
+      perEvent: d.prepare('SELECT id, COUNT(*) AS n FROM events GROUP BY id HAVING n > 1').all(),
+      processJobs: count(d, "SELECT COUNT(*) FROM jobs WHERE kind = 'process_event'"),
+      conflicts: count(d, 'SELECT COUNT(*) FROM event_conflicts'),
+      deliveryRows: d.prepare("SELECT event_id, message_id, state FROM deliveries WHERE sink = 'archive'").all() as { event_id: string; message_id: string; state: string }[],
+      stuck: stuckJobs(d, new Date().toISOString()),
+    }));
+    const fileSet = new Set(fileIds);
+    const messageIds = new Set(db.deliveryRows.map((r) => r.message_id));
+    const interviews = events.filter((e) => e.event_type === 'interview.completed').length;
+    const accepted = [...outcomes.values()].map((o) => o.filter((x) => x === 'accepted').length);
+    reportFigures('duplicate-storm', {
+      seed,
+      events_sent: EVENTS,
+      deliveries: copies.length,
+      acknowledged: copies.length - non200,
+      stored: db.eventRows,
+      processed: db.processJobs,
+      delivered: [...fileSet].filter((id) => ids.includes(id)).length,
+      sink_lines: fileIds.length,
+      sink_message_ids: messageIds.size,
+      hiring_api_reads: stub.calls.length,
+      lost: ids.filter((id) => !fileSet.has(id)).length,
+    });
+
+    expect(non200).toBe(0);
+    expect(db.eventRows).toBe(EVENTS);
+    expect(db.perEvent).toEqual([]);
+    expect(db.conflicts).toBe(0);
+    // Exactly one delivery of each event was the one that stored it; every other copy was a duplicate.
+    expect(accepted.every((n) => n === 1)).toBe(true);
+    expect([...outcomes.values()].flat().filter((o) => o !== 'accepted' && o !== 'duplicate')).toEqual([]);
+    expect(db.processJobs).toBe(EVENTS);
+    expect(stub.calls.length).toBe(interviews);
+    // One sink message id per event, all delivered; the file's lines repeat an event only with the same id.
+    expect(db.deliveryRows).toHaveLength(EVENTS);
+    expect(messageIds.size).toBe(EVENTS);
+    expect(db.deliveryRows.every((r) => r.state === 'delivered')).toBe(true);
+    expect(fileSet.size).toBe(EVENTS);
+    expect([...fileSet].sort()).toEqual([...ids].sort());
+    expect(db.stuck).toMatchObject({ running: 0, pending: 0, dead: 0 });
+  });
+});

@@ -1,0 +1,128 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+import { count, sinkFileIds, stuckJobs } from './helpers/db.js';
+import { deliver, makeClient, makeEvent, type Answer } from './helpers/events.js';
+import { registerSecret, reportFigures, saveLogLines, sleep } from './helpers/run.js';
+
+const STREAM = 150;
+const WARM = 60;
+
+const { dir, cleanup } = tempDir('reliability-full-');
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  cleanup();
+});
+
+describe('disk full', () => {
+  it(`max_page_count pinned on both of the receiver's connections under ${STREAM} concurrent deliveries: 503, nothing half-written, workers survive, recovery after`, async () => {
+    const secret = newSecret();
+    registerSecret(secret);
+    const sinkPath = join(dir, 'archive.ndjson');
+    const configPath = join(dir, 'config.json');
+    writeFileSync(configPath, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkPath }] }));
+    // In-process: max_page_count is per connection, so it is set on the receiver's own two
+    // connections (ingest and queue), as a full disk would hit both.
+    const r: TestReceiver = await startReceiver(
+      { WEBHOOK_SECRET: secret, CONFIG_FILE: configPath, WORKER_CONCURRENCY: '4', WRITE_TIMEOUT_MS: '1000' },
+      { leaseMs: 2000, sinks: { pollIntervalMs: 50 } },
+    );
+    cleanups.push(async () => {
+      saveLogLines('disk-full-inprocess', r.logs.raw);
+      await r.close();
+    });
+    const { ingestSqlite, sqlite } = r.app.database;
+    const q = (sql: string, ...p: unknown[]) => count(ingestSqlite, sql, ...p);
+    const agent = makeClient(16);
+    cleanups.push(() => agent.destroy());
+    const padded = (i: number, tag: string): Record<string, unknown> => ({ ...makeEvent('application.created', i, tag), padding: 'p'.repeat(20_000) });
+
+    // Stored just before the disk fills, so the workers are mid-way through them when it does.
+    const warm = await Promise.all(Array.from({ length: WARM }, (_, i) => deliver(agent, r.url, secret, padded(i, 'full-warm'))));
+    expect(warm.every((a) => a.status === 200)).toBe(true);
+
+    const pages = ingestSqlite.pragma('page_count', { simple: true }) as number;
+    ingestSqlite.pragma(`max_page_count = ${pages}`);
+    sqlite.pragma(`max_page_count = ${pages}`);
+    const events = Array.from({ length: STREAM }, (_, i) => padded(i, 'full'));
+    const answers: Answer[] = new Array(STREAM);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < STREAM) {
+          const i = next++;
+          answers[i] = await deliver(agent, r.url, secret, events[i]!);
+        }
+      }),
+    );
+    // Let the workers run into the full disk too (claims, completions, sink records).
+    await sleep(1500);
+
+    const okIds = events.filter((_, i) => answers[i]!.status === 200).map((e) => e.id as string);
+    const refusedIdx = answers.map((a, i) => (a.status === 503 ? i : -1)).filter((i) => i >= 0);
+    const halfWritten = () => ({
+      eventsWithoutJob: q("SELECT COUNT(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = e.id AND j.kind = 'process_event')"),
+      jobsWithoutEvent: q('SELECT COUNT(*) FROM jobs j WHERE j.event_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = j.event_id)'),
+      integrity: ingestSqlite.pragma('integrity_check', { simple: true }),
+    });
+    const whileFull = halfWritten();
+    const refusedStored = refusedIdx.filter((i) => q('SELECT COUNT(*) FROM events WHERE id = ?', events[i]!.id) > 0).length;
+    const okStored = okIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1).length;
+    const metrics = await (await fetch(`${r.url}/metrics`)).text();
+    const workerErrors = r.logs.lines.filter((l) => /SQLITE_FULL|database or disk is full/.test(String(l.err ?? '')) && l.msg !== 'ingest transaction failed').length;
+    const healthy = (await fetch(`${r.url}/healthz`)).status;
+
+    // Recovery: space again; the refused deliveries are redelivered and everything is processed and fanned out.
+    ingestSqlite.pragma('max_page_count = 1073741823');
+    sqlite.pragma('max_page_count = 1073741823');
+    const redelivered = await Promise.all(refusedIdx.map((i) => deliver(agent, r.url, secret, events[i]!)));
+    const all = [...warm, ...events];
+    const deadline = Date.now() + 30_000;
+    let inFile = 0;
+    let open = 1;
+    while (Date.now() < deadline) {
+      inFile = new Set(sinkFileIds(sinkPath)).size;
+      open = q("SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')");
+      if (inFile >= all.length && open === 0) break;
+      await sleep(200);
+    }
+    const after = halfWritten();
+    const settled = q("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'");
+    const stuck = stuckJobs(ingestSqlite, new Date().toISOString());
+    reportFigures('disk-full', {
+      deliveries: STREAM,
+      acknowledged: okIds.length,
+      refused_503: refusedIdx.length,
+      other: answers.filter((a) => a.status !== 200 && a.status !== 503).length,
+      stored: okStored,
+      refused_but_stored: refusedStored,
+      recovered: redelivered.filter((a) => a.status === 200).length,
+      processed: settled,
+      delivered: inFile,
+      lost: okIds.length - okStored,
+      worker_errors_while_full: workerErrors,
+      while_full: whileFull,
+      stuck,
+    });
+
+    expect(answers.filter((a) => a.status !== 200 && a.status !== 503)).toEqual([]);
+    expect(refusedIdx.length).toBeGreaterThan(STREAM / 2);
+    expect(answers.filter((a) => a.status === 503).every((a) => JSON.parse(a.body).error === 'storage_unavailable')).toBe(true);
+    expect(metrics).toMatch(/receiver_storage_errors_total\{reason="SQLITE_FULL"\} [1-9]/);
+    expect(healthy).toBe(200);
+    // Nothing half-written: every event has its job, every job its event; refused ones left nothing.
+    expect(whileFull).toEqual({ eventsWithoutJob: 0, jobsWithoutEvent: 0, integrity: 'ok' });
+    expect(refusedStored).toBe(0);
+    expect(okStored).toBe(okIds.length);
+    // Recovery: everything refused goes through; everything is processed and in the file sink.
+    expect(redelivered.every((a) => a.status === 200 && JSON.parse(a.body).outcome === 'accepted')).toBe(true);
+    expect(after).toEqual({ eventsWithoutJob: 0, jobsWithoutEvent: 0, integrity: 'ok' });
+    expect(q('SELECT COUNT(*) FROM events')).toBe(all.length);
+    expect(settled).toBe(all.length);
+    expect(inFile).toBe(all.length);
+    expect(stuck).toMatchObject({ runningExpired: 0, pendingDue: 0, dead: 0 });
+  });
+});

@@ -1,0 +1,126 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { newSecret, signDelivery } from '../helpers/signing.js';
+import { deliver, makeClient, makeEvent, post } from './helpers/events.js';
+import { startReceiverProcess, stopReceiverProcess } from './helpers/receiverProcess.js';
+import { registerSecret, registerSensitive, reportFigures, runDir, sleep } from './helpers/run.js';
+
+const { dir, cleanup } = tempDir('reliability-logs-');
+const cleanups: (() => Promise<unknown> | void)[] = [];
+afterAll(async () => {
+  for (const c of cleanups.reverse()) await c();
+  cleanup();
+});
+
+/** Shapes that must never be in a log, whatever the run's values were. */
+const PATTERNS: [string, RegExp][] = [
+  ['whsec_ secret', /whsec_[A-Za-z0-9+/=]{8,}/],
+  ['API key', /\bsk-[A-Za-z0-9]+\.[A-Za-z0-9]+/],
+  ['signature', /v1,[A-Za-z0-9+/]{43}=/],
+  ['candidate email', /[A-Za-z0-9._%+-]+@example\.(org|com|net)/],
+  ['candidate phone', /\+44 ?7700 ?9\d{5}|\+1 ?\(?\d{3}\)? ?555-?01\d\d/],
+];
+
+async function listen(handler: Parameters<typeof createServer>[1]) {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+describe('log hygiene', () => {
+  it('the logs of the whole suite (child stdout/stderr, in-process captures) and of the error paths here hold no secret, key, API key, signature, candidate email or phone', async () => {
+    // Error paths that log the most, with secrets all around: a refused API key, a failing
+    // http sink with its own signing secret, a forged delivery, a quarantined body full of PII,
+    // and a start-up that fails on a bad secret and a bad key.
+    const secret = newSecret();
+    const sinkSecret = newSecret();
+    const apiKey = 'sk-logs0001.revokedKeyXYZ0000000000';
+    registerSecret(secret);
+    registerSecret(sinkSecret);
+    registerSensitive('api_key', apiKey);
+    const refusingApi = await listen((_req, res) => res.writeHead(401, { 'content-type': 'application/json' }).end('[{"code":"authentication_failed","detail":"Invalid key.","attr":null}]'));
+    const failingConsumer = await listen((_req, res) => res.writeHead(500).end('consumer down'));
+    const configPath = join(dir, 'config.json');
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        sinks: [
+          { name: 'archive', type: 'file', path: join(dir, 'archive.ndjson') },
+          { name: 'crm', type: 'http', url: `${failingConsumer}/hook`, secret: sinkSecret },
+        ],
+      }),
+    );
+    const receiver = await startReceiverProcess('log-hygiene', {
+      WEBHOOK_SECRET: secret,
+      HIRING_API_URL: refusingApi,
+      HIRING_API_KEY: apiKey,
+      CONFIG_FILE: configPath,
+      DATABASE_PATH: join(dir, 'receiver.db'),
+      PORT: String(await freePort()),
+    });
+    cleanups.push(() => stopReceiverProcess(receiver));
+    const agent = makeClient(4);
+    cleanups.push(() => agent.destroy());
+    expect((await deliver(agent, receiver.url, secret, makeEvent('interview.completed', 1, 'logs'))).status).toBe(200);
+    expect((await deliver(agent, receiver.url, secret, makeEvent('application.created', 2, 'logs'))).status).toBe(200);
+    const forged = signDelivery(newSecret(), JSON.stringify(makeEvent('application.created', 3, 'logs')));
+    expect((await post(agent, receiver.url, '/webhooks', forged.headers, forged.body)).status).toBe(401);
+    const notJson = 'candidate cand-logs-4@example.org +44 7700 900444 {not json';
+    const q = signDelivery(secret, notJson);
+    expect(JSON.parse((await post(agent, receiver.url, '/webhooks', q.headers, notJson)).body).outcome).toBe('quarantined');
+    // Wait (bounded) for the refused key and the failing sink to be logged.
+    const deadline = Date.now() + 15_000;
+    const logText = () => readFileSync(receiver.log, 'utf8');
+    while (Date.now() < deadline && !(logText().includes('API key refused') && logText().includes('"sink":"crm"'))) await sleep(100);
+    expect(logText()).toContain('API key refused');
+    expect(await stopReceiverProcess(receiver)).toEqual({ code: 0, signal: null });
+
+    const badStart = await startReceiverProcess(
+      'log-hygiene-bad-config',
+      { WEBHOOK_SECRET: secret.slice(0, 20), HIRING_API_URL: refusingApi, HIRING_API_KEY: `${apiKey} `, DATABASE_PATH: join(dir, 'never.db'), PORT: '1' },
+      { wait: false },
+    );
+    expect((await badStart.exited).code).toBe(1);
+    expect(readFileSync(badStart.log, 'utf8')).toMatch(/config error: WEBHOOK_SECRET/);
+    registerSensitive('secret', secret.slice(0, 20));
+
+    // Scan everything the suite left.
+    const root = runDir();
+    const logDir = join(root, 'logs');
+    const files = readdirSync(logDir).filter((f) => f.endsWith('.log'));
+    const sensitive = existsSync(join(root, 'sensitive.ndjson'))
+      ? readFileSync(join(root, 'sensitive.ndjson'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { kind: string; value: string })
+      : [];
+    const exact = [...new Map(sensitive.filter((s) => s.value.length >= 12).map((s) => [s.value, s])).values()];
+    const findings: string[] = [];
+    let lines = 0;
+    let bytes = 0;
+    for (const f of files) {
+      const text = readFileSync(join(logDir, f), 'utf8');
+      bytes += text.length;
+      text.split('\n').forEach((line, i) => {
+        if (!line) return;
+        lines++;
+        for (const [what, re] of PATTERNS) if (re.test(line)) findings.push(`${f}:${i + 1}: ${what}: ${line.slice(0, 200)}`);
+        for (const s of exact) if (line.includes(s.value)) findings.push(`${f}:${i + 1}: ${s.kind} ${s.value.slice(0, 8)}...: ${line.slice(0, 200)}`);
+      });
+    }
+    // The suite's figures, for the README.
+    const figDir = join(root, 'figures');
+    const figures = existsSync(figDir) ? readdirSync(figDir).map((f) => JSON.parse(readFileSync(join(figDir, f), 'utf8')) as Record<string, unknown>) : [];
+    reportFigures('log-hygiene', { files: files.length, lines, megabytes: +(bytes / 1048576).toFixed(1), sensitive_values: exact.length, findings: findings.length });
+    const sum = (k: string) => figures.reduce((a, f) => a + (typeof f[k] === 'number' ? (f[k] as number) : 0), 0);
+    console.log(JSON.stringify({ test: 'suite-total', tests_reporting: figures.length, events_sent: sum('events_sent'), deliveries: sum('deliveries'), acknowledged: sum('acknowledged'), stored: sum('stored'), delivered: sum('delivered'), lost: sum('lost') }));
+
+    expect(findings.slice(0, 20)).toEqual([]);
+    expect(lines).toBeGreaterThanOrEqual(10);
+    // The scan saw the error paths above.
+    expect(files).toEqual(expect.arrayContaining(['log-hygiene.log', 'log-hygiene-bad-config.log']));
+  });
+});
