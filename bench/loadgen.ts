@@ -10,6 +10,7 @@
  * Deliveries are signed here, right before sending, with unique event ids.
  * Prints one line `BENCH_JSON {...}` on stdout.
  */
+import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { bodyOf, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
 import { summarize } from './lib/stats.js';
@@ -23,6 +24,12 @@ export interface LoadgenArgs {
   durationS: number;
   /** closed mode: cycle through a small pool (servers that do not dedupe); otherwise every id is sent once */
   wrap?: boolean;
+  /**
+   * open mode: write one line `<event id> <ack wall-clock ms> <event type>` per 2xx to this file at the end
+   * (ack = the response's status line and headers received; wall clock = performance.timeOrigin + now(),
+   * comparable with another process on the same host). Used by the fan-out measurement.
+   */
+  ackFile?: string;
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as LoadgenArgs;
@@ -35,6 +42,8 @@ const agent = new Agent({ keepAlive: true, maxSockets: args.connections, maxFree
 interface Outcome {
   status: number;
   accepted: boolean;
+  /** wall-clock ms when the status line and headers arrived */
+  ackAt: number;
 }
 
 function send(d: Delivery): Promise<Outcome> {
@@ -43,15 +52,16 @@ function send(d: Delivery): Promise<Outcome> {
     const req = request(
       { agent, host: hostname, port, method: 'POST', path: '/webhooks', headers: { ...headersOf(d), 'content-length': String(Buffer.byteLength(body)) } },
       (res) => {
+        const ackAt = performance.timeOrigin + performance.now();
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, accepted: text.includes('"accepted"') }));
-        res.on('error', () => resolve({ status: 0, accepted: false }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, accepted: text.includes('"accepted"'), ackAt }));
+        res.on('error', () => resolve({ status: 0, accepted: false, ackAt }));
       },
     );
     req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
-    req.on('error', () => resolve({ status: 0, accepted: false }));
+    req.on('error', () => resolve({ status: 0, accepted: false, ackAt: 0 }));
     req.end(body);
   });
 }
@@ -84,6 +94,7 @@ async function openLoop() {
   let maxInFlight = 0;
   let maxLagMs = 0;
   const inflight: Promise<void>[] = [];
+  const acks: string[] = [];
   const start = performance.now() + 20;
   await new Promise<void>((resolve) => {
     const tick = () => {
@@ -98,6 +109,10 @@ async function openLoop() {
           send(deliveries[i]!).then((o) => {
             inFlight--;
             record(i < warmupCount ? warm : measured, o, performance.now() - scheduled);
+            if (args.ackFile && o.status >= 200 && o.status < 300) {
+              const d = deliveries[i]!;
+              acks.push(`${d.eventId} ${o.ackAt.toFixed(3)} ${templates[d.type]!.eventType}${i < warmupCount ? ' warmup' : ''}`);
+            }
           }),
         );
       }
@@ -108,6 +123,7 @@ async function openLoop() {
     setTimeout(tick, 20);
   });
   await Promise.all(inflight);
+  if (args.ackFile) writeFileSync(args.ackFile, acks.length > 0 ? `${acks.join('\n')}\n` : '');
   const elapsed = (performance.now() - start) / 1000;
   return {
     mode: 'open',

@@ -6,7 +6,10 @@
  *     [--threads 1] [--receivers info,warn,info:0] [--rates 1000,2500]
  *     [--rate-receivers info,info:0] [--rate-warmup 3] [--rate-duration 15] [--no-build] [--cpu-prof]
  *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node]
- *     [--fanout] [--replay]
+ *     [--fanout] [--replay] [--skip-fanout] [--skip-replay] [--fanout-rate 200] [--fanout-duration 10] [--replay-events 5000] [--sink-concurrency n]
+ *
+ * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
+ * `--replay` run only them.
  */
 import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,8 +44,17 @@ const { values: flags } = parseArgs({
     'skip-rates': { type: 'boolean', default: false },
     'skip-web-body': { type: 'boolean', default: false },
     generator: { type: 'string', default: 'auto' },
+    // Fan-out and replay run by default (about 45 s together); --fanout / --replay run only them (with --skip-* for the others).
     fanout: { type: 'boolean', default: false },
     replay: { type: 'boolean', default: false },
+    'skip-fanout': { type: 'boolean', default: false },
+    'skip-replay': { type: 'boolean', default: false },
+    'fanout-rate': { type: 'string', default: '200' },
+    'fanout-duration': { type: 'string', default: '10' },
+    // 5,000 keeps the default run's replay near 25 s at the current ~250 events/s; the figures in bench/README.md use 20,000.
+    'replay-events': { type: 'string', default: '5000' },
+    // CONFIG_FILE `concurrency` of the bench's file sink (default: the kind's default, 1).
+    'sink-concurrency': { type: 'string' },
     out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
   },
 });
@@ -303,6 +315,9 @@ interface OpenResult {
   measured: { p50: number; p99: number; p999: number; max: number; s2xx: number; non2xx: number; socketErrors: number; accepted: number };
 }
 
+/** `--fanout` and/or `--replay` alone: run only those (they are part of the default run otherwise). */
+const only = flags.fanout || flags.replay;
+
 async function main() {
   const machine = describeMachine();
   await ensureBuilt();
@@ -316,14 +331,15 @@ async function main() {
   }
   const stub = await start('hiring stub', ['bench/servers/hiringStub.mjs'], {}, undefined);
   stubUrl = stub.url;
+  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, ...(flags['sink-concurrency'] ? { sinkConcurrency: num('sink-concurrency', flags['sink-concurrency']) } : {}), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
   const results: Results = {
     when: new Date().toISOString(),
     machine,
     settings: { ...opts, generator: wrk ?? 'node closed-loop (wrk missing)', bodyBytes: 2048, workerConcurrency: 4 },
-    throughput: flags['skip-throughput'] ? [] : await throughput(wrk ? 'wrk' : 'node'),
-    fixedRate: flags['skip-rates'] ? [] : await fixedRates(),
-    fanOut: flags.fanout ? await measureFanOut({ root: ROOT }) : { status: 'not_enabled', needs: ['run with --fanout once the file sink exists'] },
-    replay: flags.replay ? await measureReplay({ root: ROOT }) : { status: 'not_enabled', needs: ['run with --replay once the replay CLI exists'] },
+    throughput: flags['skip-throughput'] || only ? [] : await throughput(wrk ? 'wrk' : 'node'),
+    fixedRate: flags['skip-rates'] || only ? [] : await fixedRates(),
+    fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: num('fanout-rate', flags['fanout-rate']), durationS: num('fanout-duration', flags['fanout-duration']) }),
+    replay: flags['skip-replay'] || (only && !flags.replay) ? { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] } : await measureReplay(laterCtx, { events: num('replay-events', flags['replay-events']) }),
   };
   await stop(stub);
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });

@@ -1,37 +1,39 @@
 /**
- * The two measurements of issue 8 that need parts still being built: the
- * file sink fan-out and the `replay` CLI. Each is a function run.ts calls
- * with --fanout / --replay; until their prerequisites exist they report what
- * is missing instead of a number.
+ * The two sink measurements of issue 8, called by run.ts (`--fanout`,
+ * `--replay`, and in the default run with smaller sizes):
  *
- * Fan-out latency (target: p50 < 50 ms): time from a delivery's 2xx to its
- * message landing in a file sink, with the hiring stub answering at once.
- *   Needs: (1) a `file` sink in CONFIG_FILE `sinks` whose options name the
- *   output path (src/sinks/kinds/file.ts); (2) one JSON line per message
- *   carrying the event id (field name to confirm, e.g. `event.id`);
- *   (3) the file written as soon as the delivery is made (no batching
- *   timer, or a documented one). Then: start the receiver with that
- *   CONFIG_FILE, run bench/loadgen.ts in `open` mode at a modest rate (e.g.
- *   200/s for 10 s) extended to print each event id's ack time
- *   (Date.now() at the 2xx, same host clock), tail the sink file every 5 ms
- *   recording when each event id's line appears, and report p50/p99/max of
- *   landed - acked. Needs a fast hiring stub (bench/servers/hiringStub.mjs)
- *   so result events settle at once; ingest-only events settle without it.
+ * Fan-out latency (target: p50 < 50 ms). The built receiver (production
+ * settings, default WORKER_CONCURRENCY) with a CONFIG_FILE holding one `file`
+ * sink and the hiring stub answering at once. bench/loadgen.ts sends signed
+ * deliveries open-loop (default 200/s for 1 s warm-up + 10 s, the usual event
+ * mix: 1/3 of them make the worker GET a result) and writes each 2xx's
+ * wall-clock arrival time per event id (`ackFile`). This process tails the
+ * sink's NDJSON file every 2 ms and stamps each line's `id` when it is read.
+ * Reported: landed - acked, p50/p99/max, over the measured (post warm-up)
+ * events, and how many of the acknowledged events landed.
+ * The file sink fsyncs each line before the delivery counts (README "Sink
+ * kinds"); the line is visible to the tail right after its write, so the
+ * figure is the time to the write, plus at most the 2 ms poll.
  *
- * Replay throughput (target: >= 5,000 events/s): stored events per second
- * through `replay` to a file sink.
- *   Needs: (1) the CLI built (`dist/cli.js`, bin `hiring-receiver`) with a
- *   `replay` command, its flags (which events: all / --since / --source;
- *   which sink), and whether it waits until every message is written or
- *   only enqueues; (2) the same file sink. Then: fill a fresh database with
- *   N events (e.g. 50,000: POST them through a receiver with
- *   WORKER_CONCURRENCY=0, or the ingest writer directly), run
- *   `node dist/cli.js replay ...` as a child process, time it to exit (and
- *   until the sink file holds N lines if replay only enqueues), report N /
- *   seconds and the line count check.
+ * Replay throughput (target: >= 5,000 events/s). `replay --sink` only queues
+ * a delivery per settled event in the database; the running receiver's sink
+ * worker writes them (replay.ts; `--wait` polls until they are delivered).
+ * So:
+ *   1. a receiver with workers on and no sinks ingests N events (open loop)
+ *      and processes them until all N are `settled`; it is stopped;
+ *   2. a receiver is started on that database with a CONFIG_FILE naming a
+ *      new file sink (a sink added later gets nothing by itself);
+ *   3. `node dist/cli/main.js replay --all --sink <name> --wait --json` runs
+ *      as a child; the clock starts at its spawn and stops when the sink file
+ *      holds N lines. Reported: N / seconds, the CLI's own queueing time
+ *      (first to last sink job created_at) and its exit time.
  */
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { freePort, runCommand, startServer, type Server } from './processes.js';
+import { summarize } from './stats.js';
 
 export interface Pending {
   status: 'not_enabled' | 'missing_prerequisites';
@@ -40,20 +42,351 @@ export interface Pending {
 
 export interface LaterContext {
   root: string;
+  /** a scratch directory (removed by run.ts) */
+  tmp: string;
+  /** whsec_ secret the receiver verifies with; loadgen signs with it */
+  secret: string;
+  /** the hiring stub's URL (answers results at once) */
+  stubUrl: string;
+  log: (m: string) => void;
+  /** write .cpuprofile files of the receiver (and CLI) to this directory */
+  cpuProfDir?: string;
+  /** the file sink's `concurrency` in CONFIG_FILE; unset = the kind's default (1 for file) */
+  sinkConcurrency?: number;
 }
 
-export async function measureFanOut(ctx: LaterContext): Promise<Pending> {
-  const needs: string[] = [];
-  if (!existsSync(join(ctx.root, 'dist/sinks/kinds/file.js'))) needs.push('file sink built (dist/sinks/kinds/file.js)');
-  needs.push('file sink message format with the event id (confirm field) and CONFIG_FILE sinks shape for type "file"');
-  needs.push('loadgen open mode printing per-event ack times (small extension of bench/loadgen.ts)');
-  return { status: 'not_enabled', needs };
+const fileSink = (ctx: LaterContext, name: string, path: string) => ({
+  sinks: [{ name, type: 'file', path, ...(ctx.sinkConcurrency ? { concurrency: ctx.sinkConcurrency } : {}) }],
+});
+
+export interface FanOutResult {
+  status: 'measured';
+  sinkConcurrency: number | 'default';
+  rate: number;
+  warmupS: number;
+  durationS: number;
+  sinkLines: number;
+  acked: number;
+  measuredAcked: number;
+  landed: number;
+  notLanded: number;
+  /** landed - acked, over measured events, ms */
+  latencyMs: { p50: number; p99: number; p999: number; max: number; mean: number };
+  /** same, for events that needed a result GET (interview.completed, cv_evaluation.completed) */
+  withFetchMs: { p50: number; p99: number; max: number };
+  withoutFetchMs: { p50: number; p99: number; max: number };
+  ackP99Ms: number;
+  peakRssMB: number;
+  loadAvg: string;
 }
 
-export async function measureReplay(ctx: LaterContext): Promise<Pending> {
-  const needs: string[] = [];
-  if (!existsSync(join(ctx.root, 'dist/cli.js'))) needs.push('CLI built (dist/cli.js)');
-  needs.push('`replay` command: flags to select events and the target sink; whether it returns after writing or after enqueueing');
-  needs.push('file sink (same as fan-out)');
-  return { status: 'not_enabled', needs };
+export interface ReplayResult {
+  status: 'measured';
+  sinkConcurrency: number | 'default';
+  events: number;
+  ingestRate: number;
+  settleS: number;
+  /** spawn of the CLI until the sink file holds N lines */
+  seconds: number;
+  eventsPerSecond: number;
+  /** CLI's queueing: first to last sink job created */
+  queueS: number;
+  cliExitS: number;
+  cliExit: number | null;
+  cliSummary: unknown;
+  lines: number;
+  distinctIds: number;
+  /** lines for an event id already written (at-least-once retries) */
+  duplicateLines: number;
+  linesCheck: 'ok' | 'FAILED';
+  peakRssMB: number;
+  loadAvg: string;
 }
+
+const loadAvg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const wall = () => performance.timeOrigin + performance.now();
+const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
+
+/** Polls an NDJSON file every `everyMs`, calling `onLine(id, readAtWallMs)` for each whole new line. */
+function tail(path: string, everyMs: number, onLine: (id: string, at: number) => void) {
+  let fd: number | null = null;
+  let pos = 0;
+  let rest = '';
+  let lines = 0;
+  let stopped = false;
+  const buf = Buffer.alloc(1 << 20);
+  const poll = () => {
+    if (fd === null) {
+      if (!existsSync(path)) return;
+      fd = openSync(path, 'r');
+    }
+    for (;;) {
+      const size = fstatSync(fd).size;
+      if (size <= pos) return;
+      const n = readSync(fd, buf, 0, Math.min(buf.length, size - pos), pos);
+      if (n <= 0) return;
+      pos += n;
+      const at = wall();
+      const text = rest + buf.toString('utf8', 0, n);
+      const parts = text.split('\n');
+      rest = parts.pop()!;
+      for (const l of parts) {
+        lines++;
+        // The message starts with `{"id":"evt_...` (JSON.stringify of buildMessage's object, id first).
+        const m = /^\{"id":"([^"]+)"/.exec(l);
+        onLine(m ? m[1]! : ((JSON.parse(l) as { id: string }).id), at);
+      }
+    }
+  };
+  const loop = async () => {
+    while (!stopped) {
+      poll();
+      await sleep(everyMs);
+    }
+  };
+  const done = loop();
+  return {
+    get lines() {
+      return lines;
+    },
+    poll,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await done;
+      poll();
+      if (fd !== null) closeSync(fd);
+      fd = null;
+    },
+  };
+}
+
+async function startReceiver(ctx: LaterContext, label: string, dbPath: string, extra: Record<string, string>) {
+  const port = await freePort();
+  const logFd = openSync(join(ctx.tmp, `${label}.log`), 'w');
+  const prof = ctx.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.cpuProfDir}`, `--cpu-prof-name=${label}.cpuprofile`] : [];
+  const server = await startServer({
+    name: `receiver ${label}`,
+    args: ['--enable-source-maps', ...prof, 'dist/main.js'],
+    cwd: ctx.root,
+    port,
+    stdout: logFd,
+    env: {
+      NODE_ENV: 'production',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_PATH: dbPath,
+      WEBHOOK_SECRET: ctx.secret,
+      HIRING_API_URL: ctx.stubUrl,
+      HIRING_API_KEY: 'sk-bench.benchkey',
+      LOG_LEVEL: 'info',
+      ...extra,
+    },
+  });
+  return {
+    server,
+    async stop(): Promise<{ peak: number }> {
+      const peak = server.peakRss();
+      const e = await server.stop(20_000);
+      closeSync(logFd);
+      if (e.code !== 0) ctx.log(`receiver ${label} exited with ${e.code ?? e.signal}: ${server.stderr.join('').slice(-1000)}`);
+      return { peak: Math.max(peak, server.peakRss()) };
+    },
+  };
+}
+
+async function loadgen(ctx: LaterContext, url: string, a: Record<string, unknown>): Promise<{ measured: { p99: number; s2xx: number; non2xx: number; socketErrors: number }; warmup: { s2xx: number } }> {
+  const tsx = join(ctx.root, 'node_modules/tsx/dist/loader.mjs');
+  const r = await runCommand(process.execPath, ['--import', tsx, join(ctx.root, 'bench/loadgen.ts'), JSON.stringify({ url, ...a })], {
+    cwd: ctx.root,
+    timeoutMs: 180_000,
+    env: { PATH: process.env.PATH ?? '', BENCH_SECRET: ctx.secret },
+  });
+  const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+  if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
+  return JSON.parse(line.slice(11)) as never;
+}
+
+const FETCHING = new Set(['interview.completed', 'cv_evaluation.completed']);
+
+export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmupS?: number; durationS?: number } = {}): Promise<FanOutResult> {
+  const rate = o.rate ?? 200;
+  const warmupS = o.warmupS ?? 1;
+  const durationS = o.durationS ?? 10;
+  const dir = join(ctx.tmp, 'fanout');
+  mkdirSync(dir, { recursive: true });
+  const sinkPath = join(dir, 'sink.ndjson');
+  const configPath = join(dir, 'config.json');
+  writeFileSync(configPath, JSON.stringify(fileSink(ctx, 'bench-file', sinkPath)));
+  const la = loadAvg();
+  const r = await startReceiver(ctx, 'fanout', join(dir, 'receiver.db'), { CONFIG_FILE: configPath });
+  const landed = new Map<string, number>();
+  const t = tail(sinkPath, 2, (id, at) => {
+    if (!landed.has(id)) landed.set(id, at);
+  });
+  let peak = 0;
+  let gen;
+  const ackFile = join(dir, 'acks.txt');
+  try {
+    ctx.log(`fan-out: ${rate}/s open loop, ${warmupS} s warm-up + ${durationS} s, file sink`);
+    gen = await loadgen(ctx, r.server.url, { mode: 'open', rate, connections: 64, warmupS, durationS, ackFile });
+    const acks = readFileSync(ackFile, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' '));
+    // Bounded wait for the last deliveries.
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && acks.some(([id]) => !landed.has(id!))) await sleep(20);
+    await t.stop();
+    peak = (await r.stop()).peak;
+    const all: number[] = [];
+    const fetch: number[] = [];
+    const plain: number[] = [];
+    let measuredAcked = 0;
+    let landedCount = 0;
+    for (const [id, ackAt, type, warm] of acks) {
+      const at = landed.get(id!);
+      if (at !== undefined) landedCount++;
+      if (warm) continue;
+      measuredAcked++;
+      if (at === undefined) continue;
+      const d = at - Number(ackAt);
+      all.push(d);
+      (FETCHING.has(type!) ? fetch : plain).push(d);
+    }
+    const pick = (s: ReturnType<typeof summarize>) => ({ p50: s.p50, p99: s.p99, max: s.max });
+    const s = summarize(all);
+    return {
+      status: 'measured',
+      sinkConcurrency: ctx.sinkConcurrency ?? 'default',
+      rate,
+      warmupS,
+      durationS,
+      sinkLines: t.lines,
+      acked: acks.length,
+      measuredAcked,
+      landed: landedCount,
+      notLanded: acks.length - landedCount,
+      latencyMs: { p50: s.p50, p99: s.p99, p999: s.p999, max: s.max, mean: s.mean },
+      withFetchMs: pick(summarize(fetch)),
+      withoutFetchMs: pick(summarize(plain)),
+      ackP99Ms: gen.measured.p99,
+      peakRssMB: mb(peak),
+      loadAvg: la,
+    };
+  } finally {
+    await t.stop().catch(() => undefined);
+    if (r.server.proc.exitCode === null) await r.stop().catch(() => undefined);
+  }
+}
+
+function countSettled(dbPath: string): number {
+  const db = new BetterSqlite3(dbPath, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 2000');
+    return db.prepare("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'").pluck().get() as number;
+  } finally {
+    db.close();
+  }
+}
+
+export async function measureReplay(ctx: LaterContext, o: { events?: number; ingestRate?: number } = {}): Promise<ReplayResult> {
+  const n = o.events ?? 20_000;
+  const ingestRate = o.ingestRate ?? 2000;
+  const dir = join(ctx.tmp, 'replay');
+  mkdirSync(dir, { recursive: true });
+  const dbPath = join(dir, 'receiver.db');
+
+  // 1. Ingest N events and let the workers settle them (the sink replay needs settled events).
+  ctx.log(`replay: ingesting ${n} events at ${ingestRate}/s (workers on, no sinks) and waiting until all are settled`);
+  const r1 = await startReceiver(ctx, 'replay-ingest', dbPath, {});
+  const t0 = Date.now();
+  try {
+    const g = await loadgen(ctx, r1.server.url, { mode: 'open', rate: ingestRate, connections: 128, warmupS: 0, durationS: n / ingestRate });
+    const acked = g.warmup.s2xx + g.measured.s2xx;
+    if (acked !== n) throw new Error(`replay: ${acked} of ${n} deliveries acknowledged (${g.measured.non2xx} non-2xx, ${g.measured.socketErrors} socket errors)`);
+    const deadline = Date.now() + 180_000;
+    let settled = 0;
+    while ((settled = countSettled(dbPath)) < n) {
+      if (Date.now() > deadline) throw new Error(`replay: only ${settled} of ${n} events settled after 180 s`);
+      await sleep(250);
+    }
+  } finally {
+    await r1.stop();
+  }
+  const settleS = (Date.now() - t0) / 1000;
+
+  // 2. A receiver with a new file sink, 3. the CLI replaying every event to it.
+  const sinkName = 'replay-file';
+  const sinkPath = join(dir, 'replay.ndjson');
+  const configPath = join(dir, 'config.json');
+  writeFileSync(configPath, JSON.stringify(fileSink(ctx, sinkName, sinkPath)));
+  const la = loadAvg();
+  const r2 = await startReceiver(ctx, 'replay-deliver', dbPath, { CONFIG_FILE: configPath });
+  let lastLineAt = 0;
+  const ids = new Set<string>();
+  // The clock stops at the line that completes the set of N distinct event ids (delivery is at least once:
+  // a retried delivery may write a line twice; duplicates are counted and reported).
+  const t = tail(sinkPath, 5, (id, at) => {
+    if (ids.has(id)) return;
+    ids.add(id);
+    lastLineAt = at;
+  });
+  try {
+    ctx.log(`replay: node dist/cli/main.js replay --all --sink ${sinkName} --wait --json`);
+    const prof = ctx.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.cpuProfDir}`, '--cpu-prof-name=replay-cli.cpuprofile'] : [];
+    const start = wall();
+    const cli = spawn(process.execPath, [...prof, 'dist/cli/main.js', 'replay', '--all', '--sink', sinkName, '--wait', '--json', '--timeout', '300'], {
+      cwd: ctx.root,
+      env: { PATH: process.env.PATH ?? '', DATABASE_PATH: dbPath, CONFIG_FILE: configPath, WEBHOOK_SECRET: ctx.secret, HIRING_API_URL: ctx.stubUrl, HIRING_API_KEY: 'sk-bench.benchkey' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    cli.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    cli.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const killer = setTimeout(() => cli.kill('SIGKILL'), 330_000);
+    const exit = await new Promise<number | null>((resolve) => cli.once('exit', (code) => resolve(code)));
+    clearTimeout(killer);
+    const cliExitS = (wall() - start) / 1000;
+    // --wait returns once every delivery row says delivered, which is recorded after the line's fsync: the file is complete.
+    const deadline = Date.now() + 10_000;
+    while (ids.size < n && Date.now() < deadline) await sleep(10);
+    await t.stop();
+    const { peak } = await r2.stop();
+    if (exit !== 0) ctx.log(`replay CLI exited ${exit}: ${err.slice(-2000)}`);
+    let summary: unknown = out.trim();
+    try {
+      summary = JSON.parse(out) as unknown;
+    } catch {
+      // kept as text
+    }
+    const db = new BetterSqlite3(dbPath, { readonly: true });
+    const q = db.prepare('SELECT MIN(created_at) AS a, MAX(created_at) AS b FROM jobs WHERE kind = ?').get(`sink:${sinkName}`) as { a: string | null; b: string | null };
+    db.close();
+    const queueS = q.a && q.b ? (Date.parse(q.b) - Date.parse(q.a)) / 1000 : NaN;
+    const seconds = (lastLineAt - start) / 1000;
+    return {
+      status: 'measured',
+      sinkConcurrency: ctx.sinkConcurrency ?? 'default',
+      events: n,
+      ingestRate,
+      settleS: Math.round(settleS * 10) / 10,
+      seconds: Math.round(seconds * 1000) / 1000,
+      eventsPerSecond: Math.round(n / seconds),
+      queueS: Math.round(queueS * 1000) / 1000,
+      cliExitS: Math.round(cliExitS * 1000) / 1000,
+      cliExit: exit,
+      cliSummary: summary,
+      lines: t.lines,
+      distinctIds: ids.size,
+      duplicateLines: t.lines - ids.size,
+      linesCheck: ids.size === n && exit === 0 ? 'ok' : 'FAILED',
+      peakRssMB: mb(peak),
+      loadAvg: la,
+    };
+  } finally {
+    await t.stop().catch(() => undefined);
+    if (r2.server.proc.exitCode === null) await r2.stop().catch(() => undefined);
+  }
+}
+
+export type { Server };

@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import type { Pending } from './later.js';
+import type { FanOutResult, Pending, ReplayResult } from './later.js';
 import type { Machine } from './machine.js';
 
 export interface ThroughputRow {
@@ -54,12 +54,12 @@ export interface Results {
   settings: Record<string, unknown>;
   throughput: ThroughputRow[];
   fixedRate: RateRow[];
-  fanOut: Pending | Record<string, unknown>;
-  replay: Pending | Record<string, unknown>;
+  fanOut: Pending | FanOutResult;
+  replay: Pending | ReplayResult;
 }
 
 /** Issue 8's targets on the 2-core machine. */
-export const TARGETS = { ratio: 0.3, p99AtRateMs: 10, p99Rate: 2500, peakRssMB: 128 };
+export const TARGETS = { ratio: 0.3, p99AtRateMs: 10, p99Rate: 2500, peakRssMB: 128, fanOutP50Ms: 50, replayPerS: 5000 };
 
 const fmt = (n: number | undefined, d = 0) => (n === undefined ? '' : n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
 
@@ -76,7 +76,41 @@ function verdicts(r: Results): string[] {
     const target = f.rate === TARGETS.p99Rate ? ` (target <= ${TARGETS.p99AtRateMs} ms) ${f.p99Ms <= TARGETS.p99AtRateMs ? 'MET' : 'MISSED'}` : '';
     out.push(`fixed ${f.rate}/s, ${f.name}: p99 ${fmt(f.p99Ms, 2)} ms${target}; peak RSS ${fmt(f.peakRssMB, 1)} MB ${f.peakRssMB <= TARGETS.peakRssMB ? 'MET' : 'MISSED'}`);
   }
+  if (r.fanOut.status === 'measured') {
+    const f = r.fanOut;
+    out.push(`fan-out to a file sink: p50 ${fmt(f.latencyMs.p50, 1)} ms (target < ${TARGETS.fanOutP50Ms}) ${f.latencyMs.p50 < TARGETS.fanOutP50Ms && f.notLanded === 0 ? 'MET' : 'MISSED'}; ${fmt(f.landed)} of ${fmt(f.acked)} acknowledged events landed`);
+  }
+  if (r.replay.status === 'measured') {
+    const p = r.replay;
+    out.push(`replay to a file sink: ${fmt(p.eventsPerSecond)} events/s (target >= ${fmt(TARGETS.replayPerS)}) ${p.eventsPerSecond >= TARGETS.replayPerS && p.linesCheck === 'ok' ? 'MET' : 'MISSED'}`);
+  }
   return out;
+}
+
+function sinkTables(r: Results): string[] {
+  const lines: string[] = [];
+  if (r.fanOut.status === 'measured') {
+    const f = r.fanOut;
+    lines.push(...table(
+      ['fan-out (ack → line in file sink)', 'rate /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'p50 / p99 with result GET', 'p50 / p99 without', 'ack p99 ms', 'landed', 'peak RSS MB', 'load avg'],
+      [[
+        `receiver, 1 file sink (concurrency ${String(f.sinkConcurrency)}), ${f.warmupS} s warm-up + ${f.durationS} s`, fmt(f.rate), fmt(f.latencyMs.p50, 2), fmt(f.latencyMs.p99, 2), fmt(f.latencyMs.p999, 2), fmt(f.latencyMs.max, 1),
+        `${fmt(f.withFetchMs.p50, 2)} / ${fmt(f.withFetchMs.p99, 2)}`, `${fmt(f.withoutFetchMs.p50, 2)} / ${fmt(f.withoutFetchMs.p99, 2)}`, fmt(f.ackP99Ms, 2),
+        `${fmt(f.landed)} of ${fmt(f.acked)}`, fmt(f.peakRssMB, 1), f.loadAvg,
+      ]],
+    ), '');
+  }
+  if (r.replay.status === 'measured') {
+    const p = r.replay;
+    lines.push(...table(
+      ['replay (`replay --all --sink <file> --wait`)', 'events', 'events/s', 'seconds to N lines', 'CLI queueing s', 'CLI exit s', 'distinct ids = N (lines, exit)', 'receiver peak RSS MB', 'load avg'],
+      [[
+        `stored, settled events → file sink (concurrency ${String(p.sinkConcurrency)})`, fmt(p.events), fmt(p.eventsPerSecond), fmt(p.seconds, 2), fmt(p.queueS, 2), fmt(p.cliExitS, 2),
+        `${p.linesCheck} (${fmt(p.distinctIds)} ids, ${fmt(p.lines)} lines, exit ${String(p.cliExit)})`, fmt(p.peakRssMB, 1), p.loadAvg,
+      ]],
+    ), '');
+  }
+  return lines;
 }
 
 export function renderMarkdown(r: Results): string {
@@ -104,8 +138,10 @@ export function renderMarkdown(r: Results): string {
       ]),
     ), '');
   }
+  lines.push(...sinkTables(r));
   lines.push(...verdicts(r).map((v) => `- ${v}`));
-  lines.push(`- fan-out: ${JSON.stringify(r.fanOut)}`, `- replay: ${JSON.stringify(r.replay)}`);
+  if (r.fanOut.status !== 'measured') lines.push(`- fan-out: ${JSON.stringify(r.fanOut)}`);
+  if (r.replay.status !== 'measured') lines.push(`- replay: ${JSON.stringify(r.replay)}`);
   return `${lines.join('\n')}\n`;
 }
 

@@ -157,3 +157,37 @@ describe('stdout sink', () => {
     expect(out.lines.map((l) => (JSON.parse(l) as SinkMessage).id)).toEqual(['s1', 's2']);
   });
 });
+
+describe('file sink group append', () => {
+  it('writes lines of deliveries running at once with one write and one fsync, each line whole', async () => {
+    const { createFileSink } = await import('../../src/sinks/kinds/file.js');
+    const writes: Buffer[] = [];
+    let syncs = 0;
+    let content = Buffer.alloc(0);
+    const fake = {
+      stat: async () => ({ size: content.length }),
+      read: async () => ({ bytesRead: 0 }),
+      write: async (b: Buffer) => {
+        writes.push(b);
+        content = Buffer.concat([content, b]);
+        return { bytesWritten: b.length };
+      },
+      truncate: async (n: number) => {
+        content = content.subarray(0, n);
+      },
+      sync: async () => {
+        syncs++;
+      },
+      close: async () => {},
+    };
+    const { createLogger } = await import('../../src/observability/logger.js');
+    const sink = createFileSink({ path: '/unused' }, { logger: createLogger('silent'), openFile: async () => fake });
+    const msg = (i: number) => ({ id: `evt_${i}` }) as never;
+    await sink.deliver(msg(0));
+    await Promise.all([1, 2, 3, 4, 5].map((i) => sink.deliver(msg(i))));
+    expect(writes).toHaveLength(2);
+    expect(syncs).toBe(2);
+    const lines = content.toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l).id);
+    expect(lines).toEqual(['evt_0', 'evt_1', 'evt_2', 'evt_3', 'evt_4', 'evt_5']);
+  });
+});

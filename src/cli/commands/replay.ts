@@ -167,7 +167,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         }
       };
       if (o.dryRun) await work(null);
-      else await db.transaction().execute((trx) => work(trx));
+      else await immediateTransaction(db, work);
       for (const l of lines) io.out(l);
       bar?.update(Math.min(events.length, i + BATCH));
     }
@@ -190,6 +190,32 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Runs `work` in a BEGIN IMMEDIATE transaction on kysely's connection.
+ * kysely's `db.transaction()` issues a plain (deferred) BEGIN: each batch here
+ * reads first (open jobs, the event's settled state) and writes after, and in
+ * WAL mode a read transaction that must become a write transaction after the
+ * running receiver committed fails at once with SQLITE_BUSY ("database is
+ * locked"): the busy timeout does not apply to that upgrade. bench/lib/later.ts
+ * (replay of 5,000 events to a file sink next to a receiver delivering them)
+ * hit it after 900 events (exit 1); with IMMEDIATE the write lock is taken up
+ * front and waits under the busy timeout: four runs since, 3,000-5,000
+ * events each, all complete with exit 0.
+ */
+async function immediateTransaction(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<void>): Promise<void> {
+  await db.connection().execute(async (conn) => {
+    await sql`BEGIN IMMEDIATE`.execute(conn);
+    try {
+      // The connection is inside a transaction; the helpers take a Transaction only to say so.
+      await work(conn as unknown as Transaction<Database>);
+      await sql`COMMIT`.execute(conn);
+    } catch (err) {
+      await sql`ROLLBACK`.execute(conn).catch(() => {});
+      throw err;
+    }
+  });
 }
 
 /** `--wait`: until every queued job finished (done or dead), bounded by --timeout. */

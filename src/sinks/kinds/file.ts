@@ -63,13 +63,13 @@ export async function repairTornTail(file: SinkFile): Promise<{ size: number; dr
  * file is cut back to its size before the write; if even that fails, the
  * handle is dropped and the torn tail is repaired when the file is reopened
  * (as at start-up after a crash). The line is fsynced before the delivery
- * counts as done. Writes of one sink are serialized; one process per file.
+ * counts as done. Writes of one sink are serialized (lines waiting meanwhile
+ * go out together in the next write); one process per file.
  */
 export function createFileSink(options: FileSinkOptions, deps: { logger: Logger; openFile?: OpenSinkFile }): Sink {
   const openFile = deps.openFile ?? openAppend;
   let file: SinkFile | null = null;
   let size = 0;
-  let queue: Promise<unknown> = Promise.resolve();
 
   async function ensureOpen(): Promise<SinkFile> {
     if (file) return file;
@@ -113,13 +113,44 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
     }
   }
 
+  // Group commit, as for ingest: lines of deliveries running at once share one
+  // write and one fsync. Measured by bench/ (replay to a file sink): one fsync
+  // per line capped the sink near 350 lines/s.
+  let pending: { line: Buffer; done: (err?: unknown) => void }[] = [];
+  let flushing: Promise<void> | null = null;
+
+  async function flush(): Promise<void> {
+    while (pending.length > 0) {
+      const batch = pending;
+      pending = [];
+      try {
+        await append(batch.length === 1 ? batch[0]!.line : Buffer.concat(batch.map((b) => b.line)));
+        batch.forEach((b) => b.done());
+      } catch (err) {
+        batch.forEach((b) => b.done(err));
+      }
+    }
+  }
+
+  /** One flush at a time; started on the next microtask so deliveries of the same tick share the first write. */
+  function schedule(): void {
+    if (flushing) return;
+    flushing = Promise.resolve()
+      .then(flush)
+      .finally(() => {
+        flushing = null;
+        // A line queued after the loop's last check but before this ran still needs its write.
+        if (pending.length > 0) schedule();
+      });
+  }
+
   return {
     async deliver(message: SinkMessage): Promise<DeliveryOutcome> {
       const line = Buffer.from(`${JSON.stringify(message)}\n`, 'utf8');
-      const run = queue.then(() => append(line));
-      queue = run.catch(() => {});
+      const written = new Promise<void>((resolve, reject) => pending.push({ line, done: (err) => (err ? reject(err) : resolve()) }));
+      schedule();
       try {
-        await run;
+        await written;
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // A full disk (ENOSPC), a quota (EDQUOT) or a permission fixed by the operator: all worth retrying.
@@ -128,7 +159,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
       return {};
     },
     async close() {
-      await queue;
+      await flushing;
       await drop();
     },
   };
@@ -136,7 +167,8 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
 
 export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   fields: { path: z.string().min(1) },
-  defaultConcurrency: 1,
+  // Deliveries running at once share one write + fsync (see flush), so more of them means bigger batches.
+  defaultConcurrency: 16,
   resolve: (raw) => ({ path: raw.path }),
   target: (o) => o.path,
   create: (_name, options, deps: SinkDeps) => createFileSink(options, { logger: deps.logger }),
