@@ -4,7 +4,7 @@ import { PauseSourceError, PermanentError, RetryAfterError } from '../hiring/err
 import { describeOutcome, outcomeToError } from '../hiring/outcomeToError.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
-import { headlineOf, RESULT_TABLE } from '../processing/resources.js';
+import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
 import type { ClaimedJob } from '../queue/JobQueue.js';
 import type { HandlerResult } from '../queue/Worker.js';
 import { settleEvent, type ProcessingContext } from './ProcessingContext.js';
@@ -16,6 +16,8 @@ interface Payload {
 }
 
 const FINAL: ReadonlySet<ResultState> = new Set(['ready', 'unavailable', 'given_up']);
+/** v1 InterviewCallStatus values (spec 3.2) of a call that has not finished yet. */
+const UNFINISHED_CALL: ReadonlySet<string> = new Set(['pending', 'in_progress', 'processing']);
 
 /** Delay before the next poll of a result still processing: 30 s, 60 s, 2 min ... up to the cap. */
 export function pollDelay(polls: number, minMs: number, maxMs: number): number {
@@ -44,11 +46,8 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource));
       return;
     }
-    if (row.last_polled_at) {
-      const allowedAt = Date.parse(row.last_polled_at) + ctx.minPollIntervalMs;
-      if (allowedAt > now) return { rescheduleAt: allowedAt, note: 'waiting for the 30 s poll spacing' };
-    }
-    if (now - Date.parse(row.first_requested_at) > ctx.giveUpAfterMs) {
+    // Give-up is measured from this event's arrival: a result re-announced days later gets its own window.
+    if (now - Date.parse(event.received_at) > ctx.giveUpAfterMs) {
       await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
       return;
     }
@@ -56,14 +55,26 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     if (!client) {
       throw Object.assign(new PauseSourceError(`source ${job.source ?? '(none)'} has no HIRING_API_URL / HIRING_API_KEY configured`), { status: 0 });
     }
-
-    const outcome = await client.fetchResource(p.resource, p.application_id);
-    ctx.onApiCall?.(p.resource, outcome.kind);
-    await ctx.db
+    // Reserve the poll slot before the request, atomically: two jobs for the same (application,
+    // resource) (a duplicate event, a replay) cannot both pass the 30 s check (spec 8).
+    const reserved = await ctx.db
       .updateTable(table)
       .set((eb) => ({ last_polled_at: nowIso, polls: eb('polls', '+', 1), updated_at: nowIso }))
       .where('application_id', '=', p.application_id)
-      .execute();
+      .where((eb) => eb.or([eb('last_polled_at', 'is', null), eb('last_polled_at', '<=', new Date(now - ctx.minPollIntervalMs).toISOString())]))
+      .executeTakeFirst();
+    if (reserved.numUpdatedRows === 0n) {
+      const last = await ctx.db.selectFrom(table).select('last_polled_at').where('application_id', '=', p.application_id).executeTakeFirst();
+      const allowedAt = (last?.last_polled_at ? Date.parse(last.last_polled_at) : now) + ctx.minPollIntervalMs;
+      return { rescheduleAt: Math.max(allowedAt, now + 1), note: 'waiting for the 30 s poll spacing' };
+    }
+
+    let outcome = await client.fetchResource(p.resource, p.application_id);
+    ctx.onApiCall?.(p.resource, outcome.kind);
+    // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
+    if (outcome.kind === 'ready' && p.resource === 'legacy_interview' && UNFINISHED_CALL.has(String(outcome.data.status))) {
+      outcome = { ...outcome, kind: 'processing', reason: `interview call ${String(outcome.data.status)}` };
+    }
 
     switch (outcome.kind) {
       case 'ready':
@@ -107,21 +118,43 @@ async function finish(
   nowIso: string,
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
-  const headline = result.data ? headlineOf(p.resource, result.data) : {};
+  // ready: the new data and its headline; unavailable: no result, so no data or headline;
+  // given_up: whatever was fetched before stays (a later re-announcement timing out does not erase it).
+  const columns =
+    result.state === 'ready' && result.data
+      ? { data: JSON.stringify(result.data), fetched_at: nowIso, ...headlineOf(p.resource, result.data) }
+      : result.state === 'unavailable'
+        ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
+        : { fetched_at: nowIso };
   await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
     await trx
       .updateTable(table)
-      .set({
-        state: result.state,
-        reason: result.reason,
-        data: result.data ? JSON.stringify(result.data) : null,
-        fetched_at: nowIso,
-        updated_at: nowIso,
-        ...headline,
-      })
+      .set({ state: result.state, reason: result.reason, updated_at: nowIso, ...columns })
       .where('application_id', '=', p.application_id)
       .execute();
     await rebuildApplication(trx, p.application_id, ctx.clock.now());
     await settleEvent(ctx, trx, p.event_id, p.resource);
   });
+}
+
+/**
+ * A fetch that was dead-lettered (404s, a redirect, 25 failures) would leave
+ * its result row 'processing' and its event unsettled for ever, holding its
+ * sink messages. It becomes given_up with the reason, and the event settles,
+ * so the consumer hears of it; an operator retry can still fetch it later.
+ */
+export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
+  return async (job: ClaimedJob, error: string): Promise<void> => {
+    const p = JSON.parse(job.payload) as Payload;
+    const nowIso = new Date(ctx.clock.now()).toISOString();
+    await ctx.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable(RESULT_TABLE[p.resource])
+        .set({ state: 'given_up', reason: `fetch failed: ${error}`.slice(0, 500), updated_at: nowIso })
+        .where('application_id', '=', p.application_id)
+        .where('state', '=', 'processing')
+        .execute();
+      await settleEvent(ctx, trx, p.event_id, p.resource);
+    });
+  };
 }

@@ -34,24 +34,31 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
   const sameInstant = new Map<string, T[]>();
   for (const e of events) {
     if (e.event_type !== 'application.status_changed') continue;
-    const group = sameInstant.get(timeOf(e)) ?? [];
+    const instant = String(Date.parse(timeOf(e)) || timeOf(e));
+    const group = sameInstant.get(instant) ?? [];
     group.push(e);
-    sameInstant.set(timeOf(e), group);
+    sameInstant.set(instant, group);
   }
   for (const group of sameInstant.values()) {
-    for (const e of group) {
-      let d = 0;
-      let cur: T | undefined = e;
-      // Walk back along previous_status within the group; bounded by its size (cycles cannot loop).
-      for (let i = 0; i < group.length && cur; i++) {
-        const prev = fromStatus(cur);
-        cur = prev === null ? undefined : group.find((g) => g !== cur && toStatus(g) === prev);
-        if (cur) d++;
-      }
+    // Depth = the longest chain of predecessors (changes to this one's previous_status) in the
+    // group, computed over all of them, so arrival order cannot pick a different chain.
+    const visiting = new Set<string>();
+    const depthOf = (e: T): number => {
+      const known = depth.get(e.id);
+      if (known !== undefined) return known;
+      if (visiting.has(e.id)) return 0; // a cycle (A→B, B→A at one instant): no order to recover
+      visiting.add(e.id);
+      const prev = fromStatus(e);
+      const preds = prev === null ? [] : group.filter((g) => g !== e && toStatus(g) === prev);
+      const d = preds.length === 0 ? 0 : 1 + Math.max(...preds.map(depthOf));
+      visiting.delete(e.id);
       depth.set(e.id, d);
-    }
+      return d;
+    };
+    group.forEach(depthOf);
   }
-  const key = (e: T) => [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const;
+  // Instants compared as times, not strings ("…00.500Z" vs "…00Z"); the text breaks ties between equal parses.
+  const key = (e: T) => [Date.parse(timeOf(e)) || 0, RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, timeOf(e), e.id] as const;
   return events.sort((a, b) => {
     const ka = key(a);
     const kb = key(b);

@@ -50,3 +50,8 @@ export function headlineOf(resource: HiringResource, data: Record<string, unknow
     }
   }
 }
+
+/** The headline columns of a resource, all null: for a result that has none (unavailable). */
+export function nullHeadline(resource: HiringResource): Record<string, null> {
+  return Object.fromEntries(Object.keys(headlineOf(resource, {})).map((k) => [k, null]));
+}

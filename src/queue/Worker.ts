@@ -28,6 +28,13 @@ export interface WorkerOptions {
   concurrency?: number;
   pollIntervalMs?: number;
   backoff?: BackoffOptions;
+  /**
+   * Job kinds the gate applies to (default: all of this worker's kinds). Pausing a source
+   * stops fetching from the service, not the folding of its events into applications.
+   */
+  gatedKinds?: readonly string[];
+  /** Called after a job was dead-lettered, e.g. to put what it was waiting for into a final state. */
+  onDeadLetter?: (job: ClaimedJob, error: string) => Promise<void>;
   /** Paused-source jobs come back after this, to try the key again. */
   pauseRetryMs?: number;
   onJobSettled?: (job: ClaimedJob, outcome: 'done' | 'rescheduled' | 'retry' | 'dead' | 'paused' | 'lost') => void;
@@ -51,6 +58,10 @@ export class Worker {
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
+  }
+
+  private gated(kind: string): boolean {
+    return this.opts.gatedKinds ? this.opts.gatedKinds.includes(kind) : true;
   }
 
   private get concurrency() {
@@ -112,7 +123,7 @@ export class Worker {
   private async claimAndStart(free: number): Promise<number> {
     if (free <= 0) return 0;
     const now = this.opts.clock.now();
-    const jobs = await this.opts.queue.claim(this.owner, free, await this.opts.gate.blockedSources(now), this.kinds);
+    const jobs = await this.opts.queue.claim(this.owner, free, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds);
     for (const job of jobs) {
       const p: Promise<void> = this.run(job).finally(() => {
         this.inflight.delete(p);
@@ -128,7 +139,7 @@ export class Worker {
     let ran = 0;
     while (ran < maxJobs) {
       const now = this.opts.clock.now();
-      const jobs = await this.opts.queue.claim(this.owner, this.concurrency, await this.opts.gate.blockedSources(now), this.kinds);
+      const jobs = await this.opts.queue.claim(this.owner, this.concurrency, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds);
       if (jobs.length === 0) break;
       await Promise.all(jobs.map((j) => this.run(j)));
       ran += jobs.length;
@@ -152,9 +163,17 @@ export class Worker {
         if (!ok) log.warn('job finished after its lease was taken over; result of the newer attempt kept');
         settle(ok ? 'done' : 'lost');
       }
-      if (job.source) await this.opts.gate.resume(job.source);
+      // Only a job of a gated kind that went through proves the source works again.
+      if (job.source && this.gated(job.kind)) await this.opts.gate.resume(job.source);
     } catch (err) {
-      await this.fail(job, err, log, settle);
+      try {
+        await this.fail(job, err, log, settle);
+      } catch (recordErr) {
+        // The database refused even the failure record (lock held elsewhere, disk full). Nothing is
+        // lost: the job is still 'running' and runs again when its lease expires or at the next start.
+        log.error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
+        settle('lost');
+      }
     }
   }
 
@@ -162,7 +181,7 @@ export class Worker {
     const { queue, clock } = this.opts;
     const message = (err as Error).message ?? String(err);
     const now = clock.now();
-    if (isDecisionError(err) && err.decision === 'pause_source' && job.source) {
+    if (isDecisionError(err) && err.decision === 'pause_source' && job.source && this.gated(job.kind)) {
       const status = (err as { status?: number }).status ?? 401;
       await this.opts.gate.pause(job.source, status, message);
       log.error({ source: job.source, err: message }, 'API key refused: fetching for this source is paused until a working key is configured');
@@ -173,6 +192,7 @@ export class Worker {
     if (permanent || job.attempts >= job.max_attempts) {
       const ok = await queue.deadLetter(job, message);
       log.error({ err: message, attempts: job.attempts }, 'job dead-lettered');
+      if (ok) await this.opts.onDeadLetter?.(job, message);
       return settle(ok ? 'dead' : 'lost');
     }
     let delay = backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF);

@@ -92,6 +92,53 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
   });
 
+  it('never polls one result twice within 30 s, even with two events for it claimed together', async () => {
+    pair = await startPair();
+    pair.sandbox.control.setResultDelay(5 * 60_000);
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null } } });
+    await pair.sandbox.control.idle();
+    const w = pair.receiver.app.worker;
+    for (let i = 0; i < 40 && row('SELECT state FROM interview_results WHERE application_id = ?', app.id)?.state !== 'ready'; i++) {
+      // Two claimers at once, as with WORKER_CONCURRENCY > 1: both fetch jobs run together.
+      await Promise.all([w.runUntilIdle(), w.runUntilIdle()]);
+      pair.clock.advance(10_000);
+    }
+    const polls = pair.calls.filter((x) => x.path === `/api/v2/applications/${app.id}/interview`).map((x) => x.at);
+    expect(polls.length).toBeGreaterThanOrEqual(3);
+    for (let i = 1; i < polls.length; i++) expect(polls[i]! - polls[i - 1]!).toBeGreaterThanOrEqual(30_000);
+  });
+
+  it('re-reads a result announced again days later instead of giving it up, keeping the data meanwhile', async () => {
+    pair = await startPair();
+    const { application } = pair.sandbox.control.runScenario('lifecycle');
+    await pair.settle();
+    const before = row('SELECT state, data, polls FROM insights_results WHERE application_id = ?', application.id)!;
+    expect(before.state).toBe('ready');
+    pair.clock.advance(8 * 24 * 3_600_000);
+    pair.sandbox.control.emitEvent({ eventType: 'insights.completed', payload: { application: { id: application.id, external_id: null } } });
+    await pair.settle();
+    const after = row('SELECT state, data, polls FROM insights_results WHERE application_id = ?', application.id)!;
+    expect(after).toMatchObject({ state: 'ready', polls: before.polls + 1 });
+    expect(after.data).not.toBeNull();
+  });
+
+  it('keeps polling a legacy (v1) interview whose call has not finished yet', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const job = c.createJob({ legacy: true });
+    const app = c.createApplication({ jobId: job.id });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status: 'in_progress', job_application_id: app.id, output: null } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: 'interview call in_progress' });
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
   it.each([
     ['interview_not_available', (c: Pair['sandbox']['control'], id: string) => c.optOut(id)],
     ['scoring_failed', (c: Pair['sandbox']['control'], id: string) => c.failScoring(id, 'interview')],

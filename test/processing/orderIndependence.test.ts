@@ -83,3 +83,32 @@ describe('application state is independent of delivery order (spec 6.1: at-least
     expect(t.application[0]).toMatchObject({ deleted_at: at(5), status: 'hired' });
   });
 });
+
+describe('status changes at the same instant', () => {
+  it('follow their previous_status chain whatever the arrival order, including a branch', async () => {
+    const t = at(30);
+    const change = (id: string, from: string, to: string) => ({
+      id, created_at: t, webhook_id: 'wh_1', event_type: 'application.status_changed',
+      payload: { application: application(to), candidate: cand, job: JOB, previous_status: from },
+    });
+    // Q→X, X→A, Y→A, A→B all at one instant; "e0" sorts first by id but is the last step.
+    const burst = [change('e3', 'Q', 'X'), change('e2', 'X', 'A'), change('e1', 'Y', 'A'), change('e0', 'A', 'B')];
+    const finals = new Set<string>();
+    for (const order of [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]]) {
+      const secret = newSecret();
+      const clock = new ManualClock(Date.parse(at(40)));
+      const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
+      try {
+        for (const i of order) {
+          const d = signDelivery(secret, JSON.stringify(burst[i]), { timestampSeconds: Math.floor(clock.now() / 1000) });
+          await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body });
+        }
+        await r.app.worker.runUntilIdle();
+        finals.add(r.app.database.ingestSqlite.prepare('SELECT status FROM applications').pluck().get() as string);
+      } finally {
+        await r.close();
+      }
+    }
+    expect([...finals]).toEqual(['B']);
+  });
+});
