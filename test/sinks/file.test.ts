@@ -183,8 +183,8 @@ describe('file sink group append', () => {
     const { createLogger } = await import('../../src/observability/logger.js');
     const sink = createFileSink({ path: '/unused' }, { logger: createLogger('silent'), openFile: async () => fake });
     const msg = (i: number) => ({ id: `evt_${i}` }) as never;
-    await sink.deliver(msg(0));
-    await Promise.all([1, 2, 3, 4, 5].map((i) => sink.deliver(msg(i))));
+    await sink.deliver(msg(0), ctx);
+    await Promise.all([1, 2, 3, 4, 5].map((i) => sink.deliver(msg(i), ctx)));
     expect(writes).toHaveLength(2);
     expect(syncs).toBe(2);
     const lines = content.toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l).id);
