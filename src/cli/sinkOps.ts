@@ -42,7 +42,9 @@ export function configuredSinks(env: Env): ConfiguredSinks {
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON (${(err as Error).message})`] };
+    // Not V8's message: it quotes the text around the error, which may be a secret.
+    const code = (err as NodeJS.ErrnoException).code;
+    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON${code ? ` (${code})` : ''}`] };
   }
   const raw = (json as { sinks?: unknown; sources?: { name?: unknown }[] } | null) ?? {};
   const parsed = sinksFileSchema.safeParse(raw.sinks ?? []);

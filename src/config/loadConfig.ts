@@ -191,7 +191,9 @@ function loadFileSources(
   try {
     json = JSON.parse(text);
   } catch (err) {
-    problems.push(`CONFIG_FILE: ${path} is not valid JSON (${(err as Error).message})`);
+    // Only the position: V8's message quotes the text around the error, which may be a secret.
+    const at = /position (\d+)/.exec((err as Error).message)?.[1];
+    problems.push(`CONFIG_FILE: ${path} is not valid JSON${at ? ` (error at character ${at})` : ''}`);
     return;
   }
   const parsed = fileSchema.safeParse(json);

@@ -19,7 +19,6 @@ export interface ResponseSnapshot {
   readonly now: number;
 }
 
-const SNIPPET = 100;
 
 /** Classify one HTTP response of a scoring read into a {@link HiringOutcome}. Pure. */
 export function classifyResponse(snapshot: ResponseSnapshot): HiringOutcome {
@@ -78,7 +77,8 @@ function classifySuccess(snapshot: ResponseSnapshot): HiringOutcome {
     return {
       ...base,
       problem: 'not_json',
-      message: `body is not JSON (starts with ${JSON.stringify(body.text.slice(0, SNIPPET))})`,
+      // Length only: a body that is not the API's JSON may still carry candidate data.
+      message: `body is not JSON (${body.text.length} characters)`,
     };
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) {

@@ -74,11 +74,32 @@ describe('CONFIG_FILE sinks', () => {
       ],
     });
     expect(rest).toEqual([
-      'CONFIG_FILE sinks.0.url: must be an http(s) URL, got "ftp://x"',
+      'CONFIG_FILE sinks.0.url: must be an http(s) URL',
       'CONFIG_FILE sinks.0.secret: must start with "whsec_"',
       'CONFIG_FILE sinks.1.secret: environment variable UNSET is not set',
       'CONFIG_FILE sinks.2.name: sink name "a" is used twice',
       'CONFIG_FILE sinks.2.sources.0: no source named "ghost" is configured',
     ]);
+  });
+});
+
+describe('CONFIG_FILE secrets never echoed', () => {
+  it('refuses credentials in a sink URL and reports bad JSON by position only', async () => {
+    const { ConfigError, loadConfig } = await import('../../src/config/loadConfig.js');
+    const base = { WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' };
+    const problems = (text: string) => {
+      try {
+        loadConfig({ ...base, CONFIG_FILE: '/c.json' }, () => text);
+        return '';
+      } catch (err) {
+        return (err as InstanceType<typeof ConfigError>).problems.join('\n');
+      }
+    };
+    const creds = problems(JSON.stringify({ sinks: [{ name: 'a', type: 'http', url: 'https://user:s3cret@crm.example/x', secret: newSecret() }] }));
+    expect(creds).toMatch(/sinks\.0\.url: must not carry credentials/);
+    expect(creds).not.toContain('s3cret');
+    const bad = problems('{"sources": [{"api_key": sk-live123}]}');
+    expect(bad).toMatch(/is not valid JSON/);
+    expect(bad).not.toContain('sk-live123');
   });
 });

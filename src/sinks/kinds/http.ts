@@ -55,7 +55,7 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'f
       await res.body?.cancel().catch(() => {});
       const status = res.status;
       if (status >= 200 && status < 300) return { statusCode: status };
-      if (status === 410) throw withStatus(new PauseSourceError(`HTTP 410 Gone from ${options.url}`), status);
+      if (status === 410) throw withStatus(new PauseSourceError(`HTTP 410 Gone from ${new URL(options.url).origin}`), status);
       if (status >= 300 && status < 400) {
         throw withStatus(new RetryableError(`HTTP ${status} redirect${res.headers.get('location') ? ` to ${res.headers.get('location')}` : ''} not followed`), status);
       }
@@ -84,8 +84,14 @@ export const httpSinkKind: SinkKind<
     try {
       const u = new URL(raw.url);
       if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
+      if (u.username || u.password) {
+        // fetch refuses them anyway, and its error would carry them into logs and last_error.
+        ctx.problem(`${ctx.at}.url: must not carry credentials (user:password@); authenticate with the signature`);
+        url = null;
+      }
     } catch {
-      ctx.problem(`${ctx.at}.url: must be an http(s) URL, got ${JSON.stringify(raw.url)}`);
+      // Not echoed: a URL may hold a token in its path.
+      ctx.problem(`${ctx.at}.url: must be an http(s) URL`);
       url = null;
     }
     const secret = ctx.secret(`${ctx.at}.secret`, raw.secret);
