@@ -9,7 +9,7 @@ import { createIngestWriter, type IngestItem, type IngestOutcome } from './inges
 import { GroupCommitter, isSqliteBusy } from './ingest/GroupCommitter.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
-import { createFetchResultHandler } from './handlers/fetchResult.js';
+import { createFetchDeadLetterHandler, createFetchResultHandler } from './handlers/fetchResult.js';
 import { createProcessEventHandler } from './handlers/processEvent.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
@@ -91,11 +91,17 @@ export function createApp(deps: AppDeps) {
     giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,
   };
+  const fetchDeadLetter = createFetchDeadLetterHandler(processing);
   const worker = new Worker({
     queue,
     clock,
     logger,
     gate: pauses,
+    // A refused key pauses the reads from the service only; events keep being folded into applications.
+    gatedKinds: [JobKind.fetchResult],
+    onDeadLetter: async (job, error) => {
+      if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
+    },
     onJobSettled: (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome }),
     concurrency: Math.max(1, config.workerConcurrency),
     handlers: {
@@ -118,7 +124,8 @@ export function createApp(deps: AppDeps) {
   // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
   const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
   const disabledSinksStmt = database.ingestSqlite.prepare(
-    'SELECT sink, disabled_at, disabled_reason FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
+    // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
+    'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
   );
   registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }));
   app.get('/metrics', async (c) => {

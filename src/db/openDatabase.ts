@@ -82,6 +82,10 @@ parentPort.on('message', (m) => {
 function startCheckpointer(path: string, intervalMs: number): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, intervalMs } });
+  // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
+  // regardless; only the file grows until the next checkpoint. Reported on stderr.
+  worker.on('error', (err) => process.stderr.write(`wal checkpointer stopped: ${err.message}\n`));
+  worker.on('message', (m) => process.stderr.write(`wal checkpoint failed: ${String(m)}\n`));
   worker.unref();
   return worker;
 }
@@ -122,7 +126,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     sqlite,
     ingestSqlite: ingest,
     async close() {
-      if (checkpointer) {
+      if (checkpointer && checkpointer.threadId !== -1) {
         const exited = new Promise((r) => checkpointer.once('exit', r));
         // unref'd while running so it never holds the process open; held while it finishes.
         checkpointer.ref();

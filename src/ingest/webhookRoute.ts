@@ -92,7 +92,9 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
       outcome = await committer.submit(item);
     } catch (err) {
       if (err instanceof StorageUnavailableError) {
-        metrics.storageErrors.inc({ reason: err.reason.startsWith('database write lock') ? 'lock_timeout' : err.reason });
+        // Bounded label values: lock_timeout, an SQLite error code, or 'error'.
+        const reason = err.reason.startsWith('database write lock') ? 'lock_timeout' : /^SQLITE_[A-Z_]+$/.test(err.reason) ? err.reason : 'error';
+        metrics.storageErrors.inc({ reason });
         return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source });
       }
       throw err;

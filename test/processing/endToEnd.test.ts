@@ -179,6 +179,8 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     await pair.settle();
     // One 401 paused the source; the other jobs were not even tried.
     expect(pair.calls.filter((x) => x.status === 401)).toHaveLength(1);
+    // Only reads from the service pause: the events are still folded into applications.
+    expect(all('SELECT id FROM applications')).toHaveLength(3);
     expect(all("SELECT attempts FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").map((r) => r.attempts)).toEqual([0, 0, 0]);
     const ready = await (await fetch(`${pair.receiver.url}/readyz`)).json();
     expect(ready).toMatchObject({ status: 'ready', paused_sources: [{ source: 'default', status: 401 }] });
@@ -235,7 +237,13 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       await pair.settle();
       expect(hits).toBe(0);
       expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ last_error: expect.stringMatching(/redirect not followed/) });
-      expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing' });
+      // The dead-lettered fetch leaves a visible final state and settles its event, so sinks are not held.
+      expect(row("SELECT state FROM jobs WHERE kind = 'fetch_result'")).toEqual({ state: 'dead' });
+      expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({
+        state: 'given_up',
+        reason: expect.stringMatching(/^fetch failed: interview: HTTP 302 redirect not followed/),
+      });
+      expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
     } finally {
       other.close();
     }
