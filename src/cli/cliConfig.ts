@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
+import { API_KEY, ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
 import { CliError } from './errors.js';
 
 /**
@@ -19,7 +19,6 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /** Same default as the server (src/config/loadConfig.ts). */
 export const DEFAULT_DATABASE_PATH = './data/receiver.db';
-const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
 
 export function configProblems(problems: readonly string[]): CliError {
   return new CliError(problems.map((p) => `config error: ${p}`).join('\n'));

@@ -41,7 +41,8 @@ export class ConfigError extends Error {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
-const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
+/** The form of a service API key (spec 5): sk-<segment>.<segment>. */
+export const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
 
 /** A secret given inline or as `{ "env": "NAME" }` in the config file. */
 const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);

@@ -1,3 +1,5 @@
+import { asObject as obj } from '../util/json.js';
+
 /** The fields of the envelope (spec 6.1) we index; everything else stays in the stored text. */
 export interface Envelope {
   id: string;
@@ -12,9 +14,8 @@ export type EnvelopeParse = { ok: true; envelope: Envelope; text: string } | { o
 const MAX_ID_LENGTH = 255;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+/** A non-empty string, or null: an empty id or type is as good as none. */
 const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : null);
-const obj = (v: unknown): Record<string, unknown> | null =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
 
 /**
  * The application an event is about. Spec 6.4: most payloads carry an

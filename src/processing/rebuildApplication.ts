@@ -1,10 +1,8 @@
 import type { Transaction } from 'kysely';
 import type { ApplicationsTable, Database } from '../db/schema.js';
-
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null);
+import { eventSaysIneligible } from '../events/eligibility.js';
+import { asObject as obj, asString as str, type JsonRecord as Obj } from '../util/json.js';
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
-const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 const STATUS_EVENTS = new Set(['application.created', 'application.status_changed', 'job_application.deleted']);
 // Among events with the same created_at: creation first, deletion last.
@@ -126,8 +124,7 @@ export async function rebuildApplication(trx: Transaction<Database>, application
       if (has(cand, 'phone_number')) f.candidate_phone = str(cand.phone_number);
     }
     if (deleted && f.deleted_at === null) f.deleted_at = e.created_at ?? e.received_at;
-    const verdict = e.event_type === 'interview.completed' ? obj(obj(payload?.interview)?.result) : e.event_type === 'insights.completed' ? obj(payload?.insights) : null;
-    if (verdict?.is_eligible === false) f.ineligible = true;
+    if (eventSaysIneligible(e.event_type, payload)) f.ineligible = true;
     if (e.event_type === 'application.status_changed') {
       history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: e.created_at });
     }

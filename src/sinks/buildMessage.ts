@@ -3,8 +3,8 @@ import type { Database } from '../db/schema.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
 import type { MessageResult, SinkMessage } from './types.js';
 
-type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj | null => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : null);
+import { eventSaysIneligible } from '../events/eligibility.js';
+import { asObject as obj, type JsonRecord as Obj } from '../util/json.js';
 
 /**
  * ready: the message to send. missing: the event is not stored. incomplete:
@@ -18,9 +18,7 @@ export type BuiltMessage =
 
 /** Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter). */
 export function needsReview(eventType: string, payload: unknown, resultData: unknown): boolean {
-  const p = obj(payload);
-  const verdict = eventType === 'interview.completed' ? obj(obj(p?.interview)?.result) : eventType === 'insights.completed' ? obj(p?.insights) : null;
-  return verdict?.is_eligible === false || obj(resultData)?.is_eligible === false;
+  return eventSaysIneligible(eventType, payload) || obj(resultData)?.is_eligible === false;
 }
 
 /**
