@@ -34,7 +34,9 @@ export function createProcessEventHandler(ctx: ProcessingContext) {
       await trx
         .insertInto('event_processing')
         .values({ event_id: eventId, state: 'awaiting_result', resource, updated_at: nowIso })
-        .onConflict((oc) => oc.column('event_id').doUpdateSet({ state: 'awaiting_result', settled_at: null, updated_at: nowIso }))
+        // A replay through processing re-reads the result but does not make a settled event new
+        // again: sinks are re-sent only by an explicit replay to them (same rule for every event type).
+        .onConflict((oc) => oc.column('event_id').doNothing())
         .execute();
       await enqueue(
         trx,

@@ -1,6 +1,10 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { enqueue } from '../../src/queue/JobQueue.js';
+import { tempDir } from '../helpers/receiver.js';
 import { ACME_KEY, ACME_KEY_2, startPair, type Pair } from '../helpers/pair.js';
 
 let pair: Pair;
@@ -137,6 +141,32 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     pair.clock.advance(30_000);
     await pair.settle();
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
+  it('a replay through processing re-settles nothing: sinks are not sent the same events again', async () => {
+    const { dir, cleanup } = tempDir('replay-');
+    try {
+      const file = join(dir, 'config.json');
+      writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'out.ndjson') }] }));
+      pair = await startPair({ env: { CONFIG_FILE: file } });
+      pair.sandbox.control.runScenario('lifecycle');
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      const lines = () => readFileSync(join(dir, 'out.ndjson'), 'utf8').trimEnd().split('\n').length;
+      const before = lines();
+      expect(before).toBe(7);
+      // What `replay` (without --sink) does: a new process_event job for every stored event.
+      const ids = all('SELECT id FROM events').map((r) => r.id as string);
+      for (const id of ids) await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: id }, eventId: id, source: 'default' }, pair.clock.now());
+      pair.clock.advance(60_000);
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      expect(lines()).toBe(before);
+    } finally {
+      await pair.close();
+      pair = undefined as unknown as Pair;
+      cleanup();
+    }
   });
 
   it.each([
