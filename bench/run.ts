@@ -11,6 +11,7 @@
  * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
  * `--replay` run only them.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,10 +33,10 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '50' },
     threads: { type: 'string', default: '1' },
     // LOG_LEVEL[:WORKER_CONCURRENCY] per receiver run; the worker count defaults to the production default (4).
-    receivers: { type: 'string', default: 'info,warn,info:0' },
+    receivers: { type: 'string', default: 'info,warn,info:0,info:split' },
     rates: { type: 'string', default: '1000,2500' },
     // Receivers driven at each fixed rate, same LOG_LEVEL[:WORKER_CONCURRENCY] syntax as --receivers.
-    'rate-receivers': { type: 'string', default: 'info,info:0' },
+    'rate-receivers': { type: 'string', default: 'info,info:0,info:split' },
     'rate-warmup': { type: 'string', default: '3' },
     'rate-duration': { type: 'string', default: '15' },
     'no-build': { type: 'boolean', default: false },
@@ -58,13 +59,16 @@ const { values: flags } = parseArgs({
     out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
   },
 });
-function receiverList(name: string, v: string): { level: string; workers: number | null }[] {
+/** LOG_LEVEL[:WORKER_CONCURRENCY|:split]; `split` = `serve` with WORKER_CONCURRENCY=0 beside a `work` process. */
+type Workers = number | 'split' | null;
+function receiverList(name: string, v: string): { level: string; workers: Workers }[] {
   return v.split(',').filter(Boolean).map((r) => {
     const [level, workers] = r.split(':');
-    if (workers !== undefined && !/^\d+$/.test(workers)) throw new Error(`--${name}: bad worker count in ${r}`);
-    return { level: level!, workers: workers === undefined ? null : Number(workers) };
+    if (workers !== undefined && workers !== 'split' && !/^\d+$/.test(workers)) throw new Error(`--${name}: bad worker count in ${r}`);
+    return { level: level!, workers: workers === undefined ? null : workers === 'split' ? 'split' : Number(workers) };
   });
 }
+const workersLabel = (w: Workers) => (w === null ? '' : w === 'split' ? ' + separate `work` process' : `, WORKER_CONCURRENCY=${w}`);
 const num = (name: string, v: string | undefined) => {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${v}`);
@@ -115,7 +119,7 @@ let stubUrl = '';
 let receiverCount = 0;
 
 /** The real receiver, built, with production settings (WAL + synchronous=FULL, group commit, 4 workers). */
-async function startReceiver(label: string, logLevel: string, workers: number | null = null) {
+async function startReceiver(label: string, logLevel: string, workers: Workers = null) {
   const n = ++receiverCount;
   const dbPath = join(tmp, `receiver-${n}-${label}.db`);
   const logPath = join(tmp, `receiver-${n}-${label}.log`);
@@ -129,14 +133,36 @@ async function startReceiver(label: string, logLevel: string, workers: number | 
     HIRING_API_URL: stubUrl,
     HIRING_API_KEY: 'sk-bench.benchkey',
     LOG_LEVEL: logLevel,
-    ...(workers === null ? {} : { WORKER_CONCURRENCY: String(workers) }),
+    ...(workers === null ? {} : { WORKER_CONCURRENCY: workers === 'split' ? '0' : String(workers) }),
   }, logFd);
+  // split: the workers run in their own process on the same database (`hiring-receiver work`).
+  const work =
+    workers === 'split'
+      ? spawn(process.execPath, ['--enable-source-maps', 'dist/cli/main.js', 'work'], {
+          cwd: ROOT,
+          env: {
+            PATH: process.env.PATH ?? '',
+            NODE_ENV: 'production',
+            DATABASE_PATH: dbPath,
+            WEBHOOK_SECRET: secret.secret,
+            HIRING_API_URL: stubUrl,
+            HIRING_API_KEY: 'sk-bench.benchkey',
+            LOG_LEVEL: logLevel,
+          },
+          stdio: ['ignore', logFd, 'inherit'],
+        })
+      : null;
+  const workExited = work ? new Promise<void>((r) => work.once('exit', () => r())) : null;
   return {
     server,
     /** Stops it (drain, close) and counts what it stored. */
     async finish() {
       const batches = await groupCommitStats(server.url);
       const { peak, exit } = await stop(server);
+      if (work) {
+        work.kill('SIGTERM');
+        await workExited;
+      }
       closeSync(logFd);
       const db = new BetterSqlite3(dbPath, { readonly: true });
       const rows = db.prepare('SELECT COUNT(*) FROM events').pluck().get() as number;
@@ -236,7 +262,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     log(`WARNING: bare Hono (${bare}/s) is within 10% of the generator's ceiling (${rows[0]!.rps}/s): the bare figure and the ratio are generator-bound.`);
   }
   for (const { level, workers } of opts.receivers) {
-    const name = `receiver LOG_LEVEL=${level}${workers === null ? '' : `, WORKER_CONCURRENCY=${workers}`}`;
+    const name = `receiver LOG_LEVEL=${level}${workersLabel(workers)}`;
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
     const r = await startReceiver(`tp-${level}-${workers ?? 'default'}`, level, workers);
     const { warm, measured } = await drive(r.server, true, Math.max(bare, 5000), gen);
@@ -275,7 +301,7 @@ async function fixedRates(): Promise<RateRow[]> {
     const floor = (await loadgen(raw.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
     await stop(raw);
     for (const { level, workers } of opts.rateReceivers) {
-      const name = `receiver LOG_LEVEL=${level}${workers === null ? '' : `, WORKER_CONCURRENCY=${workers}`}`;
+      const name = `receiver LOG_LEVEL=${level}${workersLabel(workers)}`;
       log(`fixed rate ${rate}/s: ${name}`);
       const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}`, level, workers);
       const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;

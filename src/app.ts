@@ -153,15 +153,22 @@ export function createApp(deps: AppDeps) {
 
   let server: Server | null = null;
 
-  async function start(): Promise<{ port: number; url: string }> {
+  /**
+   * Runs the queue's workers (processing and sinks) in this process. Only one process per
+   * database runs workers: the jobs it finds running were held by one that is gone.
+   */
+  async function startWorkers(): Promise<void> {
     // A restart may bring a new API key: every paused source is tried again.
     await pauses.clearAll();
     const orphans = await queue.releaseOrphans();
     if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-    if (config.workerConcurrency > 0) {
-      worker.start();
-      await fanOut.start();
-    }
+    worker.start();
+    await fanOut.start();
+    logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
+  }
+
+  async function start(): Promise<{ port: number; url: string }> {
+    if (config.workerConcurrency > 0) await startWorkers();
     const s = await new Promise<Server>((resolve, reject) => {
       const srv = serve(
         {
@@ -204,5 +211,5 @@ export function createApp(deps: AppDeps) {
     logger.info('receiver stopped');
   }
 
-  return { app, start, stop, database, metrics, logger, queue, worker, pauses, fanOut };
+  return { app, start, startWorkers, stop, database, metrics, logger, queue, worker, pauses, fanOut };
 }

@@ -54,6 +54,22 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     });
 
   program
+    .command('work')
+    .description('run only the workers (result fetching and sinks) against the database, beside a `serve` started with WORKER_CONCURRENCY=0: ingest then keeps its event loop to itself under load')
+    .addHelpText(
+      'after',
+      examples([
+        'WORKER_CONCURRENCY=0 hiring-receiver serve &   # ingest only',
+        'hiring-receiver work                            # same environment; one work process per database',
+      ]),
+    )
+    .action(async () => {
+      outcome.running = true;
+      const { runReceiver } = await import('../runReceiver.js');
+      await runReceiver('work');
+    });
+
+  program
     .command('migrate')
     .description('create the database if needed and apply pending migrations (the server also migrates at start-up)')
     .addOption(databaseOption())

@@ -1,3 +1,4 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -104,5 +105,37 @@ describe('the receiver as a real process', () => {
     expect(acked.length).toBeGreaterThanOrEqual(300);
     expect(missing).toEqual([]);
     expect(withoutJob).toEqual([]);
+  });
+});
+
+describe('ingest and workers in separate processes', () => {
+  it('`serve` with WORKER_CONCURRENCY=0 stores, `work` processes and delivers; both drain on SIGTERM', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const sinkFile = join(dir, 'split.ndjson');
+    const configFile = join(dir, 'split.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
+    const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'split.db'), CONFIG_FILE: configFile, HOST: '127.0.0.1' };
+    const server = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), WORKER_CONCURRENCY: '0' });
+    await waitForHttp(`${url}/healthz`);
+    const refused = runTs('src/cli/main.ts', ['work'], { ...env, WORKER_CONCURRENCY: '0' });
+    expect((await refused.exited).code).toBe(1);
+    expect(refused.stderr.join('')).toMatch(/WORKER_CONCURRENCY: must be at least 1 for `work`/);
+
+    const worker = runTs('src/cli/main.ts', ['work'], env);
+    const e = envelope();
+    expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline && !(existsSync(sinkFile) && readFileSync(sinkFile, 'utf8').includes(e.id as string))) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(readFileSync(sinkFile, 'utf8')).toContain(e.id as string);
+    worker.proc.kill('SIGTERM');
+    server.proc.kill('SIGTERM');
+    expect(await worker.exited).toEqual({ code: 0, signal: null });
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(worker.stdout.join('')).toMatch(/"msg":"workers started"/);
+    expect(server.stdout.join('')).not.toMatch(/"msg":"workers started"/);
   });
 });

@@ -1,0 +1,43 @@
+import { createApp } from './app.js';
+import { ConfigError, loadConfig } from './config/loadConfig.js';
+
+/**
+ * serve: the HTTP receiver, with the workers in the same process unless WORKER_CONCURRENCY=0.
+ * work:  the workers only (processing and sinks), for running them beside a `serve` started
+ *        with WORKER_CONCURRENCY=0, so ingest keeps its event loop to itself under load.
+ * Reads the environment, builds, starts, and wires SIGTERM/SIGINT to a drained exit 0.
+ */
+export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      for (const p of err.problems) process.stderr.write(`config error: ${p}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  if (mode === 'work' && config.workerConcurrency === 0) {
+    process.stderr.write('config error: WORKER_CONCURRENCY: must be at least 1 for `work`\n');
+    process.exit(1);
+  }
+  const receiver = createApp({ config });
+  if (mode === 'serve') await receiver.start();
+  else await receiver.startWorkers();
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    receiver.logger.info({ signal }, 'shutting down');
+    receiver.stop().then(
+      () => process.exit(0),
+      (err) => {
+        receiver.logger.error({ err: (err as Error).message }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
