@@ -109,7 +109,10 @@ export class GroupCommitter<T, R> {
       if (p.deadline <= now) p.reject(new StorageUnavailableError(`database write lock not obtained within ${this.opts.timeoutMs} ms`));
     }
     if (this.queue.length === 0) return this.notifyIdle();
-    const delay = Math.min(2 ** this.busyStreak, 50);
+    // Short retries: the lock holders (another process's workers, the CLI) commit within a few ms.
+    // Measured with `hiring-receiver work` beside an ingest-only serve at 1,000/s: capping the
+    // retry delay at 50 ms gave p99 263 ms, at 4 ms p99 24 ms.
+    const delay = Math.min(2 ** this.busyStreak, 4);
     this.busyStreak++;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
