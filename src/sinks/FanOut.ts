@@ -89,6 +89,28 @@ export class FanOut {
    * target changed in the configuration since (the operator pointed it elsewhere).
    */
   async reconcile(): Promise<void> {
+    // Deliveries queued for a sink that is no longer configured would wait for ever, unseen:
+    // they become dead letters naming the reason (retry them with `dead-letters retry --kind sink:<name>`
+    // after adding the sink back).
+    const now = new Date(this.o.clock.now()).toISOString();
+    const configured = this.lanes.map((l) => sinkJobKind(l.config.name));
+    let orphaned = this.o.db
+      .updateTable('jobs')
+      .set({ state: 'dead', last_error: 'sink is no longer configured', finished_at: now, updated_at: now })
+      .where('state', '=', 'pending')
+      .where('kind', 'like', 'sink:%');
+    if (configured.length > 0) orphaned = orphaned.where('kind', 'not in', configured);
+    const dropped = await orphaned.returning(['event_id', 'kind']).execute();
+    for (const j of dropped) {
+      if (!j.event_id) continue;
+      await this.o.db
+        .updateTable('deliveries')
+        .set({ state: 'dead', last_error: 'sink is no longer configured', updated_at: now })
+        .where('event_id', '=', j.event_id)
+        .where('sink', '=', j.kind.slice('sink:'.length))
+        .execute();
+    }
+    if (dropped.length > 0) this.o.logger.warn({ deliveries: dropped.length }, 'deliveries of sinks no longer configured are now dead letters');
     for (const { config } of this.lanes) {
       const st = await sinkDisabled(this.o.db, config.name);
       if (!st) continue;

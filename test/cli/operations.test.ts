@@ -155,4 +155,16 @@ describe('operations on a running receiver', () => {
     const none = await cli(['dead-letters', 'retry', '--kind', 'fetch_result'], { DATABASE_PATH: dbPath });
     expect(none.stdout).toMatch(/no dead letter matched/);
   });
+
+  it('a retried sink dead letter shows as pending in deliveries at once', async () => {
+    const d = one<{ event_id: string; sink: string }>('SELECT event_id, sink FROM deliveries ORDER BY event_id LIMIT 1');
+    const job = one<{ id: number }>('SELECT id FROM jobs WHERE kind = ? AND event_id = ? ORDER BY id DESC LIMIT 1', `sink:${d.sink}`, d.event_id);
+    db.prepare("UPDATE jobs SET state = 'dead', last_error = 'consumer down (simulated)' WHERE id = ?").run(job.id);
+    db.prepare("UPDATE deliveries SET state = 'dead', last_error = 'consumer down (simulated)' WHERE event_id = ? AND sink = ?").run(d.event_id, d.sink);
+    const retry = await cli(['dead-letters', 'retry', '--kind', `sink:${d.sink}`], { DATABASE_PATH: dbPath });
+    expect(retry.code, retry.stderr).toBe(0);
+    const row = one<{ state: string; last_error: string | null }>('SELECT state, last_error FROM deliveries WHERE event_id = ? AND sink = ?', d.event_id, d.sink);
+    expect(row.state).not.toBe('dead');
+    expect(row.last_error).toBeNull();
+  });
 });

@@ -45,7 +45,8 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
     .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
     .select(['events.id', 'events.event_type', 'events.source', 'events.received_at', 'event_processing.state']);
   if (o.id?.length) q = q.where('events.id', 'in', o.id);
-  if (o.type?.length) {
+  // `*` means every type, as in the sinks' `events` filters.
+  if (o.type?.length && !o.type.includes('*')) {
     const types = o.type;
     q = q.where((eb) =>
       eb.or(
