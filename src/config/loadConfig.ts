@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { resolveSinks, sinksFileSchema, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, splitSecrets } from './parseSecret.js';
+import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -44,8 +45,6 @@ const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
 /** The form of a service API key (spec 5): sk-<segment>.<segment>. */
 export const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
 
-/** A secret given inline or as `{ "env": "NAME" }` in the config file. */
-const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
 
 const fileSourceSchema = z
   .object({
@@ -205,15 +204,7 @@ function loadFileSources(
     }
     return;
   }
-  const resolve = (where: string, ref: z.infer<typeof secretRef>): string | null => {
-    if (typeof ref === 'string') return ref;
-    const v = env[ref.env];
-    if (v === undefined || v === '') {
-      problems.push(`${where}: environment variable ${ref.env} is not set`);
-      return null;
-    }
-    return v;
-  };
+  const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
   (parsed.data.sources ?? []).forEach((src, i) => {
     const at = `CONFIG_FILE sources.${i}`;
     const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];

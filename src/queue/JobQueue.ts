@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
-import type { Clock } from '../util/clock.js';
+import { isoTime as iso, type Clock } from '../util/clock.js';
 import { DEFAULT_MAX_ATTEMPTS } from './jobKinds.js';
 
 export type Job = Selectable<JobsTable>;
@@ -17,7 +17,6 @@ export interface NewJob {
   maxAttempts?: number;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** Enqueue inside the caller's transaction, so the job exists exactly when the write that needs it does. */
 export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job: NewJob, now: number): Promise<number> {
@@ -38,6 +37,21 @@ export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;
+}
+
+/** A job of this kind for this event that is still to run (pending or running), if any. */
+export async function findOpenJob(
+  db: Kysely<Database> | Transaction<Database>,
+  eventId: string,
+  kind: string,
+): Promise<{ id: number } | undefined> {
+  return db
+    .selectFrom('jobs')
+    .select('id')
+    .where('event_id', '=', eventId)
+    .where('kind', '=', kind)
+    .where('state', 'in', ['pending', 'running'])
+    .executeTakeFirst();
 }
 
 export interface DeadLetterFilter {

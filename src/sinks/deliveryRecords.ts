@@ -1,8 +1,8 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, DeliveryState } from '../db/schema.js';
+import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** A new delivery cycle for the pair: inserted, or reset to pending on a replay. */
 export async function resetDelivery(trx: Db, d: { eventId: string; sink: string; messageId: string }, now: number): Promise<void> {

@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue } from '../queue/JobQueue.js';
+import { enqueue, findOpenJob } from '../queue/JobQueue.js';
 import { resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -47,13 +47,7 @@ export async function enqueueDeliveries(
     if (opts.only && !opts.only.includes(sink.name)) continue;
     if (!matchesSink(sink, event)) continue;
     const kind = sinkJobKind(sink.name);
-    const open = await trx
-      .selectFrom('jobs')
-      .select('id')
-      .where('event_id', '=', eventId)
-      .where('kind', '=', kind)
-      .where('state', 'in', ['pending', 'running'])
-      .executeTakeFirst();
+    const open = await findOpenJob(trx, eventId, kind);
     await resetDelivery(trx, { eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name) }, now);
     if (!open) {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };

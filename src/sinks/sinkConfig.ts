@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
+import { resolveSecretRef } from '../config/secretRef.js';
 
 /** One configured sink, resolved (secrets read from the environment, defaults applied). */
 export interface SinkConfig {
@@ -65,15 +66,7 @@ export function resolveSinks(
     const options = kind.resolve(s, {
       at,
       problem,
-      secret: (where, ref) => {
-        if (typeof ref === 'string') return ref;
-        const v = opts.env[ref.env];
-        if (v === undefined || v === '') {
-          problem(`${where}: environment variable ${ref.env} is not set`);
-          return null;
-        }
-        return v;
-      },
+      secret: (where, ref) => resolveSecretRef(where, ref, opts.env, problem),
     });
     if (options === null) return;
     out.push(

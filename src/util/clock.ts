@@ -18,3 +18,6 @@ export class ManualClock implements Clock {
     this.ms += ms;
   }
 }
+
+/** Epoch milliseconds as the ISO 8601 UTC text every table stores (comparable as strings). */
+export const isoTime = (ms: number): string => new Date(ms).toISOString();

@@ -1,7 +1,7 @@
 import { SingleBar } from 'cli-progress';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { enqueue } from '../../queue/JobQueue.js';
+import { enqueue, findOpenJob } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -125,13 +125,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         for (const e of batch) {
           const what: string[] = [];
           if (processing) {
-            const open = await (trx ?? db)
-              .selectFrom('jobs')
-              .select('id')
-              .where('event_id', '=', e.id)
-              .where('kind', '=', JobKind.processEvent)
-              .where('state', 'in', ['pending', 'running'])
-              .executeTakeFirst();
+            const open = await findOpenJob(trx ?? db, e.id, JobKind.processEvent);
             if (open) {
               counts.processing.already_queued++;
               what.push('processing (already queued)');

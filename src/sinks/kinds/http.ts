@@ -4,6 +4,7 @@ import { parseSecret } from '../../config/parseSecret.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
+import { secretRef } from '../../config/secretRef.js';
 
 export interface HttpSinkOptions {
   url: string;
@@ -14,7 +15,6 @@ export interface HttpSinkOptions {
 
 /** A Retry-After longer than this is cut down to it: a typo on the consumer's side must not park deliveries for a year. */
 export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
-const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
 
 const withStatus = <E extends Error>(err: E, status: number): E => Object.assign(err, { status });
 

@@ -1,0 +1,21 @@
+import { z } from 'zod';
+
+/** A secret in CONFIG_FILE: given inline, or as `{ "env": "NAME" }` to read it from the environment. */
+export const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
+export type SecretRef = z.infer<typeof secretRef>;
+
+/** The secret's value, or null after reporting (through `problem`) an unset variable, named by `where`. */
+export function resolveSecretRef(
+  where: string,
+  ref: SecretRef,
+  env: Record<string, string | undefined>,
+  problem: (message: string) => void,
+): string | null {
+  if (typeof ref === 'string') return ref;
+  const v = env[ref.env];
+  if (v === undefined || v === '') {
+    problem(`${where}: environment variable ${ref.env} is not set`);
+    return null;
+  }
+  return v;
+}
