@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { migrate } from './migrate.js';
+import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
 
 export interface OpenDatabase {
@@ -118,7 +119,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     sqlite.close();
     throw err;
   }
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   const ingest = ingestSqlite;
   const checkpointer = background ? startCheckpointer(path, 500) : null;
   return {
