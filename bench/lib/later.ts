@@ -51,7 +51,7 @@ export interface LaterContext {
   log: (m: string) => void;
   /** write .cpuprofile files of the receiver (and CLI) to this directory */
   cpuProfDir?: string;
-  /** the file sink's `concurrency` in CONFIG_FILE; unset = the kind's default (1 for file) */
+  /** the file sink's `concurrency` in CONFIG_FILE; unset = the kind's default (512 for file: two batches of 256) */
   sinkConcurrency?: number;
 }
 

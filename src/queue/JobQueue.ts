@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
+import type BetterSqlite3 from 'better-sqlite3';
+import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { DEFAULT_MAX_ATTEMPTS } from './jobKinds.js';
@@ -18,25 +19,50 @@ export interface NewJob {
 }
 
 
+/** The row of a new pending job. */
+function jobRow(job: NewJob, now: number): Insertable<JobsTable> & { event_id: string | null; source: string | null } {
+  const at = iso(now);
+  return {
+    kind: job.kind,
+    payload: JSON.stringify(job.payload),
+    event_id: job.eventId ?? null,
+    source: job.source ?? null,
+    state: 'pending',
+    run_at: job.runAt === undefined ? at : iso(job.runAt),
+    attempts: 0,
+    max_attempts: job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    created_at: at,
+    updated_at: at,
+  };
+}
+
 /** Enqueue inside the caller's transaction, so the job exists exactly when the write that needs it does. */
 export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job: NewJob, now: number): Promise<number> {
-  const row = await trx
-    .insertInto('jobs')
-    .values({
-      kind: job.kind,
-      payload: JSON.stringify(job.payload),
-      event_id: job.eventId ?? null,
-      source: job.source ?? null,
-      state: 'pending',
-      run_at: iso(job.runAt ?? now),
-      attempts: 0,
-      max_attempts: job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-      created_at: iso(now),
-      updated_at: iso(now),
-    })
-    .returning('id')
-    .executeTakeFirstOrThrow();
+  const row = await trx.insertInto('jobs').values(jobRow(job, now)).returning('id').executeTakeFirstOrThrow();
   return row.id;
+}
+
+const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND state IN ('pending', 'running') LIMIT 1`;
+
+/**
+ * findOpenJob and enqueue as prepared statements on a better-sqlite3
+ * connection, for callers that queue thousands of jobs in their own
+ * transaction (the CLI's replay): kysely built and compiled each statement
+ * per row, which was most of the replay CLI's CPU time (bench/README.md).
+ */
+export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
+  const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
+  const insert = sqlite.prepare<Insertable<JobsTable>>(
+    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+     VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @created_at, @updated_at)`,
+  );
+  return {
+    findOpenJob: (eventId: string, kind: string): { id: number } | undefined => {
+      const id = open.get(eventId, kind);
+      return id === undefined ? undefined : { id };
+    },
+    enqueue: (job: NewJob, now: number): number => Number(insert.run(jobRow(job, now)).lastInsertRowid),
+  };
 }
 
 /** A job of this kind for this event that is still to run (pending or running), if any. */
@@ -52,6 +78,46 @@ export async function findOpenJob(
     .where('kind', '=', kind)
     .where('state', 'in', ['pending', 'running'])
     .executeTakeFirst();
+}
+
+/** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */
+export const IN_CHUNK = 500;
+
+const isBusy = (err: unknown) => /^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown }).code ?? ''));
+
+/**
+ * Runs `work` in a BEGIN IMMEDIATE transaction on kysely's connection (which
+ * it holds until the end, so nothing else of this process interleaves).
+ * kysely's `db.transaction()` issues a deferred BEGIN: in WAL mode a read
+ * transaction that must become a write transaction after another connection
+ * committed fails at once with SQLITE_BUSY, whatever the busy timeout. Taking
+ * the write lock up front waits under the busy timeout instead; if BEGIN still
+ * finds the lock busy (a long write of the CLI or the ingest committer), it is
+ * tried again a few times on a timer, off the event loop, for about a second.
+ */
+export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>, retries = 8): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    let begun = false;
+    try {
+      return await db.connection().execute(async (conn) => {
+        await sql`BEGIN IMMEDIATE`.execute(conn);
+        begun = true;
+        try {
+          // The connection is inside a transaction; helpers take a Transaction only to say so.
+          const result = await work(conn as unknown as Transaction<Database>);
+          await sql`COMMIT`.execute(conn);
+          return result;
+        } catch (err) {
+          await sql`ROLLBACK`.execute(conn).catch(() => {});
+          throw err;
+        }
+      });
+    } catch (err) {
+      // Only a busy BEGIN is tried again: nothing ran yet.
+      if (begun || !isBusy(err) || attempt >= retries) throw err;
+      await new Promise((r) => setTimeout(r, 10 * 2 ** Math.min(attempt, 5)));
+    }
+  }
 }
 
 export interface DeadLetterFilter {
@@ -91,6 +157,12 @@ export class JobQueue {
     kinds?: readonly string[],
     /** Kinds the blocked sources apply to; all when absent. */
     gatedKinds?: readonly string[],
+    /**
+     * Look with a read first and claim only if something is due: an idle
+     * worker's poll then never takes the write lock (which the ingest
+     * committer would have to wait out), so idle polls can be frequent.
+     */
+    opts: { checkFirst?: boolean } = {},
   ): Promise<ClaimedJob[]> {
     const now = iso(this.clock.now());
     const token = randomUUID();
@@ -103,6 +175,7 @@ export class JobQueue {
     const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}
         ${kinds ? sql`AND kind IN (${sql.join(kinds)})` : sql``} ORDER BY lease_expires_at LIMIT ${limit})`;
     const candidates = sql.join([...(kinds ?? [null]).map(due), expired], sql` UNION ALL `);
+    if (opts.checkFirst && !(await sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.execute(this.db)).rows.length) return [];
     const rows = await this.db
       .updateTable('jobs')
       .set((eb) => ({
@@ -141,11 +214,52 @@ export class JobQueue {
 
   /** Done. Returns false when the lease was lost (another worker owns the job now). */
   async complete(job: ClaimedJob): Promise<boolean> {
-    const now = iso(this.clock.now());
-    const r = await this.guarded(job)
-      .set({ state: 'done', lease_owner: null, lease_token: null, lease_expires_at: null, finished_at: now, updated_at: now, last_error: null })
-      .executeTakeFirst();
-    return r.numUpdatedRows === 1n;
+    return (await this.completeMany([job])).length === 1;
+  }
+
+  /**
+   * Marks many jobs done, each still guarded by its lease token; returns those
+   * completed (a job whose lease was lost is left to the newer attempt).
+   * `within` runs in the same BEGIN IMMEDIATE transaction with the jobs that
+   * were completed, so their records (a sink's `deliveries` rows) commit
+   * together with them or not at all: one transaction per batch instead of two
+   * per job. A lock held elsewhere is waited out a little (see
+   * immediateTransaction); if it still fails, the jobs stay running and run
+   * again when their lease expires (at least once).
+   */
+  async completeMany(jobs: readonly ClaimedJob[], within?: (trx: Transaction<Database>, completed: ClaimedJob[]) => Promise<void>): Promise<ClaimedJob[]> {
+    if (jobs.length === 0) return [];
+    const markDone = async (db: Kysely<Database> | Transaction<Database>): Promise<ClaimedJob[]> => {
+      const now = iso(this.clock.now());
+      const byToken = new Map<string, number[]>();
+      for (const j of jobs) {
+        const ids = byToken.get(j.lease_token) ?? [];
+        ids.push(j.id);
+        byToken.set(j.lease_token, ids);
+      }
+      const done = new Set<number>();
+      for (const [token, ids] of byToken) {
+        for (let i = 0; i < ids.length; i += IN_CHUNK) {
+          const rows = await db
+            .updateTable('jobs')
+            .set({ state: 'done', lease_owner: null, lease_token: null, lease_expires_at: null, finished_at: now, updated_at: now, last_error: null })
+            .where('id', 'in', ids.slice(i, i + IN_CHUNK))
+            .where('lease_token', '=', token)
+            .where('state', '=', 'running')
+            .returning('id')
+            .execute();
+          for (const r of rows) done.add(r.id);
+        }
+      }
+      return jobs.filter((j) => done.has(j.id));
+    };
+    // One job without records: a single UPDATE is atomic by itself.
+    if (!within && jobs.length === 1) return markDone(this.db);
+    return immediateTransaction(this.db, async (trx) => {
+      const done = await markDone(trx);
+      if (within && done.length > 0) await within(trx, done);
+      return done;
+    });
   }
 
   /**

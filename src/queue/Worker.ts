@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
 import { isDecisionError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
@@ -8,6 +10,31 @@ import type { ClaimedJob, JobQueue } from './JobQueue.js';
 /** What a handler may ask for instead of "done": run again later (polling), without it counting as a failure. */
 export type HandlerResult = void | { rescheduleAt: number; note?: string };
 export type JobHandler = (job: ClaimedJob) => Promise<HandlerResult>;
+
+/** One job's result in a batch: done (undefined), run again later (as HandlerResult), or the error it failed with. */
+export type BatchItemResult = HandlerResult | { error: unknown };
+
+export interface BatchOutcome {
+  /** One per job, in the order the jobs were given. */
+  results: BatchItemResult[];
+  /**
+   * Writes that belong to the jobs that are done (a sink's delivery records): run in the
+   * transaction that completes them, with only those whose lease still held.
+   */
+  onComplete?: (trx: Transaction<Database>, completed: ClaimedJob[]) => Promise<void>;
+}
+
+/**
+ * Runs several claimed jobs of one kind at once (a sink writing many messages
+ * with one write and fsync). The worker completes the done ones, with
+ * `onComplete`, in one transaction; each other job is rescheduled, backed off
+ * or dead-lettered on its own, exactly as a JobHandler's job would be.
+ */
+export interface BatchJobHandler {
+  /** Jobs per call at most; 1 runs each job on its own (but still records and completes it in one transaction). */
+  maxJobs: number;
+  run(jobs: ClaimedJob[]): Promise<BatchOutcome>;
+}
 
 export interface SourceGate {
   /** Sources whose jobs must not be claimed now (paused after a 401/403). */
@@ -21,10 +48,11 @@ export interface SourceGate {
 export interface WorkerOptions {
   queue: JobQueue;
   /** Handlers by job kind; this worker claims only these kinds. */
-  handlers: Record<string, JobHandler>;
+  handlers: Record<string, JobHandler | BatchJobHandler>;
   clock: Clock;
   logger: Logger;
   gate: SourceGate;
+  /** Jobs in flight at once (a batch counts each of its jobs). */
   concurrency?: number;
   pollIntervalMs?: number;
   backoff?: BackoffOptions;
@@ -48,6 +76,8 @@ export interface WorkerOptions {
 export class Worker {
   readonly owner = `worker-${process.pid}-${randomUUID().slice(0, 8)}`;
   private readonly inflight = new Set<Promise<void>>();
+  /** Jobs held by the runs in `inflight`. */
+  private inflightJobs = 0;
   private running = false;
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
@@ -56,8 +86,13 @@ export class Worker {
 
   private readonly kinds: string[];
 
+  /** Jobs per claim in the loop: the largest batch of a batch handler (> 1), else no limit but the free slots. */
+  private readonly batchLimit: number;
+
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
+    const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
+    this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
   }
 
   private gated(kind: string): boolean {
@@ -102,13 +137,14 @@ export class Worker {
     });
   }
 
-  private async tick(): Promise<void> {
+  /** `polled`: the idle poll's timer, not a kick (nothing is known to be due). */
+  private async tick(polled = false): Promise<void> {
     this.timer = null;
     if (!this.running) return;
     this.ticking = true;
     let claimed = 0;
     try {
-      claimed = await this.claimAndStart(this.concurrency - this.inflight.size);
+      claimed = await this.claimAndStart(this.concurrency - this.inflightJobs, polled);
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
     } finally {
@@ -117,62 +153,126 @@ export class Worker {
     if (!this.running) return;
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
-    if (this.inflight.size < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(), delay);
+    if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);
   }
 
-  private async claimAndStart(free: number): Promise<number> {
+  private async claimAndStart(free: number, polled: boolean): Promise<number> {
     if (free <= 0) return 0;
-    const now = this.opts.clock.now();
-    const jobs = await this.opts.queue.claim(this.owner, free, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds);
-    for (const job of jobs) {
-      const p: Promise<void> = this.run(job).finally(() => {
+    // One batch per claim: the next claim (right after, while there is room) builds the next
+    // batch while this one is being delivered, instead of all of them waiting for one write.
+    const jobs = await this.claim(Math.min(free, this.batchLimit), polled);
+    for (const group of this.groups(jobs)) {
+      const p: Promise<void> = this.runGroup(group).finally(() => {
         this.inflight.delete(p);
+        this.inflightJobs -= group.length;
         this.kick();
       });
       this.inflight.add(p);
+      this.inflightJobs += group.length;
     }
     return jobs.length;
+  }
+
+  /**
+   * `polled`: an idle poll looks with a read first (see JobQueue.claim), so polling takes
+   * no write lock while nothing is due; a kick (something was enqueued) claims at once.
+   */
+  private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
+    const now = this.opts.clock.now();
+    return this.opts.queue.claim(this.owner, limit, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+  }
+
+  /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
+  private groups(jobs: ClaimedJob[]): ClaimedJob[][] {
+    const groups: ClaimedJob[][] = [];
+    const open = new Map<string, ClaimedJob[]>();
+    for (const job of jobs) {
+      const handler = this.opts.handlers[job.kind];
+      const max = handler && typeof handler !== 'function' ? handler.maxJobs : 1;
+      let group = open.get(job.kind);
+      if (!group || group.length >= max) {
+        group = [];
+        groups.push(group);
+        open.set(job.kind, group);
+      }
+      group.push(job);
+    }
+    return groups;
   }
 
   /** For tests and the CLI: run every job that is due now, until none is left. Returns how many ran. */
   async runUntilIdle(maxJobs = 10_000): Promise<number> {
     let ran = 0;
     while (ran < maxJobs) {
-      const now = this.opts.clock.now();
-      const jobs = await this.opts.queue.claim(this.owner, this.concurrency, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds);
+      const jobs = await this.claim(this.concurrency);
       if (jobs.length === 0) break;
-      await Promise.all(jobs.map((j) => this.run(j)));
+      await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
       ran += jobs.length;
     }
     return ran;
   }
 
-  private async run(job: ClaimedJob): Promise<void> {
-    const { queue, logger, clock } = this.opts;
-    const handler = this.opts.handlers[job.kind];
-    const log = logger.child({ job_id: job.id, kind: job.kind, event_id: job.event_id, attempt: job.attempts });
-    const settle = (outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
+  private logFor(job: ClaimedJob): Logger {
+    return this.opts.logger.child({ job_id: job.id, kind: job.kind, event_id: job.event_id, attempt: job.attempts });
+  }
+
+  /** Runs jobs of one kind (one job, or a batch) and writes each outcome back under its lease token. */
+  private async runGroup(jobs: ClaimedJob[]): Promise<void> {
+    const { queue } = this.opts;
+    const handler = this.opts.handlers[jobs[0]!.kind];
+    const settle = (job: ClaimedJob, outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
+    let out: BatchOutcome;
     try {
-      if (!handler) throw Object.assign(new Error(`no handler for job kind ${job.kind}`), { permanent: true });
-      const result = await handler(job);
-      if (result && 'rescheduleAt' in result) {
-        const ok = await queue.reschedule(job, result.rescheduleAt, { refund: true, error: result.note ?? null });
-        settle(ok ? 'rescheduled' : 'lost');
-      } else {
-        const ok = await queue.complete(job);
-        if (!ok) log.warn('job finished after its lease was taken over; result of the newer attempt kept');
-        settle(ok ? 'done' : 'lost');
+      if (!handler) throw Object.assign(new Error(`no handler for job kind ${jobs[0]!.kind}`), { permanent: true });
+      if (typeof handler === 'function') out = { results: [await handler(jobs[0]!)] };
+      else {
+        out = await handler.run(jobs);
+        if (out.results.length !== jobs.length) throw new Error(`batch handler returned ${out.results.length} results for ${jobs.length} jobs`);
       }
-      // Only a job of a gated kind that went through proves the source works again.
-      if (job.source && this.gated(job.kind)) await this.opts.gate.resume(job.source);
     } catch (err) {
+      out = { results: jobs.map(() => ({ error: err })) };
+    }
+
+    const done = jobs.filter((_, i) => out.results[i] === undefined);
+    const worked: ClaimedJob[] = [];
+    if (done.length > 0) {
       try {
-        await this.fail(job, err, log, settle);
+        const completed = new Set((await queue.completeMany(done, out.onComplete)).map((j) => j.id));
+        for (const job of done) {
+          if (completed.has(job.id)) worked.push(job);
+          else this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
+          settle(job, completed.has(job.id) ? 'done' : 'lost');
+        }
       } catch (recordErr) {
-        // The database refused even the failure record (lock held elsewhere, disk full). Nothing is
-        // lost: the job is still 'running' and runs again when its lease expires or at the next start.
-        log.error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
-        settle('lost');
+        // The database refused the completion (lock held elsewhere, disk full). Nothing is lost:
+        // the jobs are still 'running' and run again when their lease expires or at the next start.
+        this.opts.logger.error({ err: (recordErr as Error).message, jobs: done.length }, 'could not record the job outcome; it runs again after its lease');
+        done.forEach((job) => settle(job, 'lost'));
+      }
+    }
+    for (const [i, job] of jobs.entries()) {
+      const r = out.results[i];
+      if (r === undefined) continue;
+      try {
+        if ('error' in r) {
+          await this.fail(job, r.error, this.logFor(job), (o) => settle(job, o));
+          continue;
+        }
+        const ok = await queue.reschedule(job, r.rescheduleAt, { refund: true, error: r.note ?? null });
+        settle(job, ok ? 'rescheduled' : 'lost');
+        worked.push(job);
+      } catch (recordErr) {
+        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
+        settle(job, 'lost');
+      }
+    }
+    // Only a job of a gated kind that went through proves the source works again.
+    const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
+    for (const source of sources) {
+      try {
+        await this.opts.gate.resume(source);
+      } catch (err) {
+        this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
       }
     }
   }

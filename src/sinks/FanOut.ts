@@ -20,6 +20,14 @@ import type { Sink } from './types.js';
  */
 export const SINK_BACKOFF: BackoffOptions = { baseMs: 10_000, factor: 3, capMs: 60 * 60_000, jitter: 0.5 };
 
+/**
+ * How often an idle sink worker looks for due deliveries. Deliveries queued by
+ * this process wake it at once; this bounds the wait for those queued by
+ * another one (the CLI's `replay`, `dead-letters retry`). An idle look is a
+ * read (no write lock), so it can be this frequent.
+ */
+export const SINK_POLL_MS = 50;
+
 export interface FanOutOptions {
   db: Kysely<Database>;
   queue: JobQueue;
@@ -46,7 +54,10 @@ interface Lane {
  * Sends every settled event to every sink that wants it. Each sink has its
  * own Worker over the shared durable queue (it claims only `sink:<name>`
  * jobs) with its own concurrency, so a slow, failing or disabled sink never
- * holds up another sink or the ingest and processing workers.
+ * holds up another sink or the ingest and processing workers. A sink with
+ * `deliverBatch` (file) works in batches of its kind's `batchSize`: one claim,
+ * batched reads, one write + fsync and one transaction recording and
+ * completing the delivered ones; others (http, stdout) one message per job.
  */
 export class FanOut {
   private readonly lanes: Lane[];
@@ -54,7 +65,9 @@ export class FanOut {
   constructor(private readonly o: FanOutOptions) {
     const deps = { fetch: o.fetch ?? globalThis.fetch, stdout: o.stdout ?? process.stdout, logger: o.logger };
     this.lanes = o.sinks.map((config) => {
-      const sink = sinkKindOf(config.type).create(config.name, config.options, deps);
+      const kind = sinkKindOf(config.type);
+      const sink = kind.create(config.name, config.options, deps);
+      const maxJobs = sink.deliverBatch ? (kind.batchSize ?? 1) : 1;
       const gate = new SinkGate(o.db, o.clock, config.name, config.target);
       const worker = new Worker({
         queue: o.queue,
@@ -63,9 +76,9 @@ export class FanOut {
         gate,
         concurrency: config.concurrency,
         backoff: o.backoff ?? SINK_BACKOFF,
-        ...(o.pollIntervalMs !== undefined ? { pollIntervalMs: o.pollIntervalMs } : {}),
+        pollIntervalMs: o.pollIntervalMs ?? SINK_POLL_MS,
         ...(o.onJobSettled ? { onJobSettled: o.onJobSettled } : {}),
-        handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate }) },
+        handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate, maxJobs }) },
       });
       return { config, sink, worker };
     });

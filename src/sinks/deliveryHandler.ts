@@ -3,15 +3,15 @@ import type { Database } from '../db/schema.js';
 import { isDecisionError, PermanentError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ClaimedJob } from '../queue/JobQueue.js';
-import type { HandlerResult, JobHandler } from '../queue/Worker.js';
+import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
-import { buildMessage } from './buildMessage.js';
-import { recordAttempt } from './deliveryRecords.js';
+import { buildMessages } from './buildMessage.js';
+import { recordAttempt, recordAttempts } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
 import type { SinkGate } from './SinkGate.js';
-import type { Sink } from './types.js';
+import type { DeliveryContext, DeliveryOutcome, Sink, SinkMessage } from './types.js';
 
 /** A message whose result is being fetched again is looked at again after this (not counted as an attempt). */
 export const INCOMPLETE_RECHECK_MS = 60_000;
@@ -21,49 +21,110 @@ const statusOf = (err: unknown): number | null => {
   return typeof s === 'number' ? s : null;
 };
 
+type Batch = { message: SinkMessage; ctx: DeliveryContext }[];
+
+/** The sink's own batch delivery, or `deliver` for each message (concurrently; the worker bounds the batch size). */
+async function deliverAll(sink: Sink, batch: Batch): Promise<PromiseSettledResult<DeliveryOutcome>[]> {
+  if (batch.length === 0) return [];
+  if (sink.deliverBatch) return sink.deliverBatch(batch);
+  return Promise.allSettled(batch.map(({ message, ctx }) => sink.deliver(message, ctx)));
+}
+
 /**
- * Runs one delivery job: builds the message, hands it to the sink and records
- * the attempt on the deliveries row. The worker owns retries: a thrown
- * DecisionError backs off (honouring Retry-After) and, past max_attempts or
- * when permanent, dead-letters; the row's state says which, decided the same way.
- * A PauseSourceError (410 Gone) disables the sink instead: the job is put back
+ * Runs a batch of one sink's delivery jobs: builds their messages with
+ * batched reads, hands them to the sink (one write and fsync for a file
+ * sink), and lets the worker complete the delivered ones together with their
+ * `deliveries` rows in one transaction. Each message that fails is handled on
+ * its own: its row records the attempt and the worker backs the job off
+ * (honouring Retry-After) or, past max_attempts or when permanent,
+ * dead-letters it; the row's state says which, decided the same way. A
+ * PauseSourceError (410 Gone) disables the sink instead: the job is put back
  * without counting, and waits behind the gate with every other pending one.
+ * A delivery counts as done only once the sink accepted it (2xx, fsynced).
  */
-export function createDeliveryHandler(h: { db: Kysely<Database>; clock: Clock; logger: Logger; sink: Sink; config: SinkConfig; gate: SinkGate }): JobHandler {
+export function createDeliveryHandler(h: {
+  db: Kysely<Database>;
+  clock: Clock;
+  logger: Logger;
+  sink: Sink;
+  config: SinkConfig;
+  gate: SinkGate;
+  /** Jobs per batch (1 for sinks without deliverBatch). */
+  maxJobs: number;
+}): BatchJobHandler {
   const { db, clock, config } = h;
   const log = h.logger.child({ sink: config.name });
-  return async (job: ClaimedJob): Promise<HandlerResult> => {
-    const { event_id: eventId } = JSON.parse(job.payload) as DeliveryPayload;
-    const pair = { eventId, sink: config.name };
-    const built = await buildMessage(db, eventId);
-    if (built.status === 'missing') {
-      const error = `event ${eventId} is not stored`;
-      await recordAttempt(db, pair, { state: 'dead', statusCode: null, error }, clock.now());
-      throw new PermanentError(error);
+  const pairOf = (eventId: string) => ({ eventId, sink: config.name });
+
+  async function failed(job: ClaimedJob, eventId: string, err: unknown): Promise<BatchItemResult> {
+    const message = (err as Error).message ?? String(err);
+    const status = statusOf(err);
+    if (isDecisionError(err) && err.decision === 'pause_source') {
+      await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
+      await recordAttempt(db, pairOf(eventId), { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
+      log.error(
+        { target: config.target, status, err: message },
+        'SINK DISABLED: the endpoint answered 410 Gone; its deliveries are kept pending until it is re-enabled (CLI) or its URL changes',
+      );
+      return { rescheduleAt: clock.now(), note: `sink disabled: ${message}` };
     }
-    if (built.status === 'incomplete') {
-      return { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${built.resource} result to be final again` };
-    }
-    try {
-      const outcome = await h.sink.deliver(built.message, { messageId: messageIdFor(eventId, config.name), attempt: job.attempts, clock, logger: log });
-      await recordAttempt(db, pair, { state: 'delivered', statusCode: outcome.statusCode ?? null, error: null }, clock.now());
-      log.debug({ event_id: eventId, status: outcome.statusCode }, 'delivered');
-      return;
-    } catch (err) {
-      const message = (err as Error).message ?? String(err);
-      const status = statusOf(err);
-      if (isDecisionError(err) && err.decision === 'pause_source') {
-        await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
-        await recordAttempt(db, pair, { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
-        log.error(
-          { target: config.target, status, err: message },
-          'SINK DISABLED: the endpoint answered 410 Gone; its deliveries are kept pending until it is re-enabled (CLI) or its URL changes',
-        );
-        return { rescheduleAt: clock.now(), note: `sink disabled: ${message}` };
+    const dead = (isDecisionError(err) && err.decision === 'permanent') || job.attempts >= job.max_attempts;
+    await recordAttempt(db, pairOf(eventId), { state: dead ? 'dead' : 'retrying', statusCode: status, error: message }, clock.now());
+    return { error: err };
+  }
+
+  return {
+    maxJobs: Math.max(1, h.maxJobs),
+    async run(jobs) {
+      const eventIds = jobs.map((job) => (JSON.parse(job.payload) as DeliveryPayload).event_id);
+      const built = await buildMessages(db, eventIds);
+      const results: BatchItemResult[] = new Array(jobs.length).fill(undefined);
+      const sending: number[] = [];
+      const batch: Batch = [];
+      for (const [i, job] of jobs.entries()) {
+        const eventId = eventIds[i]!;
+        const b = built.get(eventId)!;
+        if (b.status === 'missing') {
+          const error = `event ${eventId} is not stored`;
+          await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error }, clock.now());
+          results[i] = { error: new PermanentError(error) };
+        } else if (b.status === 'incomplete') {
+          results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
+        } else {
+          sending.push(i);
+          batch.push({ message: b.message, ctx: { messageId: messageIdFor(eventId, config.name), attempt: job.attempts, clock, logger: log } });
+        }
       }
-      const dead = (isDecisionError(err) && err.decision === 'permanent') || job.attempts >= job.max_attempts;
-      await recordAttempt(db, pair, { state: dead ? 'dead' : 'retrying', statusCode: status, error: message }, clock.now());
-      throw err;
-    }
+
+      let outcomes: PromiseSettledResult<DeliveryOutcome>[];
+      try {
+        outcomes = await deliverAll(h.sink, batch);
+      } catch (err) {
+        outcomes = batch.map(() => ({ status: 'rejected', reason: err }));
+      }
+      // Delivered event ids by HTTP status (null for files): recorded when the worker completes their jobs.
+      const statusOfJob = new Map<number, number | null>();
+      for (const [k, i] of sending.entries()) {
+        const o = outcomes[k]!;
+        if (o.status === 'fulfilled') statusOfJob.set(jobs[i]!.id, o.value.statusCode ?? null);
+        else results[i] = await failed(jobs[i]!, eventIds[i]!, o.reason);
+      }
+      if (statusOfJob.size > 0) log.debug({ delivered: statusOfJob.size }, 'delivered');
+      const eventOfJob = new Map(jobs.map((job, i) => [job.id, eventIds[i]!]));
+      return {
+        results,
+        onComplete: async (trx, completed) => {
+          const byStatus = new Map<number | null, string[]>();
+          for (const job of completed) {
+            const status = statusOfJob.get(job.id) ?? null;
+            const ids = byStatus.get(status) ?? [];
+            ids.push(eventOfJob.get(job.id)!);
+            byStatus.set(status, ids);
+          }
+          const now = clock.now();
+          for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);
+        },
+      };
+    },
   };
 }

@@ -1,13 +1,26 @@
+import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, DeliveryState } from '../db/schema.js';
+import { IN_CHUNK } from '../queue/JobQueue.js';
 import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
+const freshCycle = (at: string) => ({
+  state: 'pending' as const,
+  attempts: 0,
+  last_status_code: null,
+  last_error: null,
+  last_attempt_at: null,
+  delivered_at: null,
+  queued_at: at,
+  updated_at: at,
+});
+
 /** A new delivery cycle for the pair: inserted, or reset to pending on a replay. */
 export async function resetDelivery(trx: Db, d: { eventId: string; sink: string; messageId: string }, now: number): Promise<void> {
   const at = iso(now);
-  const fresh = { state: 'pending' as const, attempts: 0, last_status_code: null, last_error: null, last_attempt_at: null, delivered_at: null, queued_at: at, updated_at: at };
+  const fresh = freshCycle(at);
   await trx
     .insertInto('deliveries')
     .values({ event_id: d.eventId, sink: d.sink, message_id: d.messageId, created_at: at, ...fresh })
@@ -15,28 +28,46 @@ export async function resetDelivery(trx: Db, d: { eventId: string; sink: string;
     .execute();
 }
 
+/** resetDelivery as a prepared statement, for the CLI's replay (see preparedJobWrites). */
+export function preparedResetDelivery(sqlite: BetterSqlite3.Database) {
+  const columns = Object.keys(freshCycle(''));
+  const upsert = sqlite.prepare(
+    `INSERT INTO deliveries (event_id, sink, message_id, created_at, ${columns.join(', ')})
+     VALUES (@event_id, @sink, @message_id, @created_at, ${columns.map((c) => `@${c}`).join(', ')})
+     ON CONFLICT (event_id, sink) DO UPDATE SET ${columns.map((c) => `${c} = excluded.${c}`).join(', ')}`,
+  );
+  return (d: { eventId: string; sink: string; messageId: string }, now: number): void => {
+    const at = iso(now);
+    upsert.run({ event_id: d.eventId, sink: d.sink, message_id: d.messageId, created_at: at, ...freshCycle(at) });
+  };
+}
+
+export type AttemptRecord = { state: DeliveryState; statusCode: number | null; error: string | null };
+
 /** One attempt's result on the pair's row. */
-export async function recordAttempt(
-  db: Db,
-  d: { eventId: string; sink: string },
-  r: { state: DeliveryState; statusCode: number | null; error: string | null },
-  now: number,
-): Promise<void> {
+export async function recordAttempt(db: Db, d: { eventId: string; sink: string }, r: AttemptRecord, now: number): Promise<void> {
+  await recordAttempts(db, d.sink, [d.eventId], r, now);
+}
+
+/** The same attempt result on the rows of many events of one sink (a batch), `IN_CHUNK` ids per statement. */
+export async function recordAttempts(db: Db, sink: string, eventIds: readonly string[], r: AttemptRecord, now: number): Promise<void> {
   const at = iso(now);
-  await db
-    .updateTable('deliveries')
-    .set((eb) => ({
-      state: r.state,
-      attempts: eb('attempts', '+', 1),
-      last_status_code: r.statusCode,
-      last_error: r.error,
-      last_attempt_at: at,
-      updated_at: at,
-      ...(r.state === 'delivered' ? { delivered_at: at } : {}),
-    }))
-    .where('event_id', '=', d.eventId)
-    .where('sink', '=', d.sink)
-    .execute();
+  for (let i = 0; i < eventIds.length; i += IN_CHUNK) {
+    await db
+      .updateTable('deliveries')
+      .set((eb) => ({
+        state: r.state,
+        attempts: eb('attempts', '+', 1),
+        last_status_code: r.statusCode,
+        last_error: r.error,
+        last_attempt_at: at,
+        updated_at: at,
+        ...(r.state === 'delivered' ? { delivered_at: at } : {}),
+      }))
+      .where('sink', '=', sink)
+      .where('event_id', 'in', eventIds.slice(i, i + IN_CHUNK))
+      .execute();
+  }
 }
 
 export interface SinkStatus {

@@ -1,7 +1,8 @@
+import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue, findOpenJob } from '../queue/JobQueue.js';
-import { resetDelivery } from './deliveryRecords.js';
+import { enqueue, findOpenJob, preparedJobWrites, type NewJob } from '../queue/JobQueue.js';
+import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -14,6 +15,45 @@ export interface DeliveryPayload {
   sink: string;
 }
 
+type Maybe<T> = T | Promise<T>;
+
+/** The reads and writes enqueueing needs, on kysely (a transaction) or on prepared statements. */
+export interface DeliveryWrites {
+  event(eventId: string): Maybe<{ event_type: string; source: string; state: string } | undefined>;
+  findOpenJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
+  resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
+  enqueue(job: NewJob, now: number): Maybe<number>;
+}
+
+/** DeliveryWrites inside a kysely transaction (the processing layer settling an event). */
+export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites {
+  return {
+    event: (eventId) =>
+      trx
+        .selectFrom('events')
+        .innerJoin('event_processing', 'event_processing.event_id', 'events.id')
+        .select(['events.event_type', 'events.source', 'event_processing.state'])
+        .where('events.id', '=', eventId)
+        .executeTakeFirst(),
+    findOpenJob: (eventId, kind) => findOpenJob(trx, eventId, kind),
+    resetDelivery: (d, now) => resetDelivery(trx, d, now),
+    enqueue: (job, now) => enqueue(trx, job, now),
+  };
+}
+
+/**
+ * DeliveryWrites as prepared statements on a better-sqlite3 connection, for
+ * the CLI's replay, which runs them in its own BEGIN IMMEDIATE transaction:
+ * kysely compiled four statements per (event, sink), most of the CLI's time.
+ */
+export function preparedDeliveryWrites(sqlite: BetterSqlite3.Database): DeliveryWrites {
+  const event = sqlite.prepare<[string], { event_type: string; source: string; state: string }>(
+    `SELECT events.event_type, events.source, event_processing.state
+     FROM events JOIN event_processing ON event_processing.event_id = events.id WHERE events.id = ?`,
+  );
+  return { event: (eventId) => event.get(eventId), resetDelivery: preparedResetDelivery(sqlite), ...preparedJobWrites(sqlite) };
+}
+
 /**
  * Queues one delivery job per configured sink that wants the event, in the
  * caller's transaction, and starts a new cycle on its deliveries row. Only a
@@ -24,22 +64,18 @@ export interface DeliveryPayload {
  * `only` restricts to some sink names (replay). Returns the sinks queued.
  */
 export async function enqueueDeliveries(
-  trx: Transaction<Database>,
+  trx: Transaction<Database> | DeliveryWrites,
   eventId: string,
   sinks: readonly SinkConfig[],
   now: number,
   opts: { only?: readonly string[] } = {},
 ): Promise<string[]> {
+  const w = 'enqueue' in trx ? trx : kyselyDeliveryWrites(trx);
   if (opts.only) {
     const unknown = opts.only.filter((n) => !sinks.some((s) => s.name === n));
     if (unknown.length > 0) throw new Error(`no sink named ${unknown.map((n) => JSON.stringify(n)).join(', ')} is configured`);
   }
-  const event = await trx
-    .selectFrom('events')
-    .innerJoin('event_processing', 'event_processing.event_id', 'events.id')
-    .select(['events.event_type', 'events.source', 'event_processing.state'])
-    .where('events.id', '=', eventId)
-    .executeTakeFirst();
+  const event = await w.event(eventId);
   if (!event || event.state !== 'settled') return [];
 
   const queued: string[] = [];
@@ -47,12 +83,12 @@ export async function enqueueDeliveries(
     if (opts.only && !opts.only.includes(sink.name)) continue;
     if (!matchesSink(sink, event)) continue;
     const kind = sinkJobKind(sink.name);
-    const open = await findOpenJob(trx, eventId, kind);
-    await resetDelivery(trx, { eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name) }, now);
+    const open = await w.findOpenJob(eventId, kind);
+    await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name) }, now);
     if (!open) {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };
       // source = the job kind: the pause domain of the sink's own worker gate (see SinkGate).
-      await enqueue(trx, { kind, payload, eventId, source: kind, maxAttempts: sink.maxAttempts }, now);
+      await w.enqueue({ kind, payload, eventId, source: kind, maxAttempts: sink.maxAttempts }, now);
     }
     queued.push(sink.name);
   }

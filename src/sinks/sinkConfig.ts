@@ -27,7 +27,7 @@ const common = {
   name: z.string().regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
   events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*"')).min(1, 'must not be empty; omit it to receive every event').optional(),
   sources: z.array(z.string().min(1)).min(1, 'must not be empty; omit it to receive every source').optional(),
-  concurrency: z.number().int().min(1).max(64).optional(),
+  concurrency: z.number().int().min(1).max(1024).optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
 };
 

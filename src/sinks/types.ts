@@ -51,6 +51,12 @@ export interface DeliveryOutcome {
  */
 export interface Sink {
   deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome>;
+  /**
+   * Optional: many messages at once (the file sink: one write and one fsync for all of them).
+   * Resolves with one settled result per message, in order, each exactly as `deliver` would
+   * have resolved or thrown; a sink that offers it gets batches of up to its kind's `batchSize`.
+   */
+  deliverBatch?(batch: readonly { message: SinkMessage; ctx: DeliveryContext }[]): Promise<PromiseSettledResult<DeliveryOutcome>[]>;
   /** Release files and sockets at shutdown. */
   close?(): Promise<void>;
 }
@@ -81,6 +87,8 @@ export interface SinkKind<Fields extends z.ZodRawShape, Options> {
   fields: Fields;
   /** Jobs in flight at once when `concurrency` is not configured. */
   defaultConcurrency: number;
+  /** Deliveries per batch when the sink has `deliverBatch` (they are claimed, built and recorded together); 1 when absent. */
+  batchSize?: number;
   resolve(raw: z.infer<z.ZodObject<Fields>>, ctx: ResolveContext): Options | null;
   /** What a 410 disables (a URL, a path): a different target at start re-enables the sink. */
   target(options: Options): string;

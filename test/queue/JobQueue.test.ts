@@ -3,7 +3,7 @@ import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { PauseSourceError, PermanentError, RetryAfterError } from '../../src/hiring/errors.js';
 import { backoffDelay } from '../../src/queue/backoff.js';
 import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
-import { Worker, type JobHandler } from '../../src/queue/Worker.js';
+import { Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
@@ -92,6 +92,54 @@ describe('JobQueue', () => {
     expect(await q.retryDeadLetters({ ids: [id] })).toBe(1);
     expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
   });
+
+  it('completeMany: a stale batch completes only the jobs whose lease it still holds, with their records in the same transaction', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await enqueue(database.db, { kind: 'k', payload: { i } }, T0));
+    const stale = await q.claim('slow', 3);
+    clock.advance(30_001);
+    // Another worker took over the first job after the lease expired.
+    const [taken] = await q.claim('other', 1);
+    expect(taken!.id).toBe(ids[0]);
+    const recorded: number[] = [];
+    const done = await q.completeMany(stale, async (trx, completed) => {
+      recorded.push(...completed.map((j) => j.id));
+      // A write in the same transaction: visible only if the completion commits.
+      await trx.updateTable('jobs').set({ last_error: 'recorded with completion' }).where('id', 'in', completed.map((j) => j.id)).execute();
+    });
+    expect(done.map((j) => j.id)).toEqual(ids.slice(1));
+    expect(recorded).toEqual(ids.slice(1));
+    expect(await job(ids[0]!)).toMatchObject({ state: 'running', lease_owner: 'other', last_error: null });
+    for (const id of ids.slice(1)) expect(await job(id)).toMatchObject({ state: 'done', lease_token: null, last_error: 'recorded with completion' });
+    expect(await q.complete(taken!)).toBe(true);
+  });
+
+  it('completeMany: when the records fail, no job of the batch is completed (they run again after their lease)', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    for (let i = 0; i < 3; i++) await enqueue(database.db, { kind: 'k', payload: { i } }, T0);
+    const claimed = await q.claim('w', 3);
+    await expect(
+      q.completeMany(claimed, async (trx) => {
+        await trx.updateTable('jobs').set({ last_error: 'half written' }).execute();
+        throw new Error('disk I/O error');
+      }),
+    ).rejects.toThrow('disk I/O error');
+    for (const j of claimed) expect(await job(j.id)).toMatchObject({ state: 'running', last_error: null });
+    clock.advance(30_001);
+    expect((await q.claim('w2', 5)).map((j) => j.id)).toEqual(claimed.map((j) => j.id));
+  });
+
+  it('an idle claim that looks first claims the same jobs once something is due', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    expect(await q.claim('w', 5, [], ['k'], undefined, { checkFirst: true })).toEqual([]);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    await enqueue(database.db, { kind: 'other', payload: {} }, T0);
+    expect((await q.claim('w', 5, [], ['k'], undefined, { checkFirst: true })).map((j) => j.id)).toEqual([id]);
+    clock.advance(30_001);
+    // An expired lease counts as due too.
+    expect((await q.claim('w2', 5, [], ['k'], undefined, { checkFirst: true })).map((j) => j.id)).toEqual([id]);
+  });
 });
 
 describe('Worker', () => {
@@ -151,6 +199,60 @@ describe('Worker', () => {
     expect(await w.runUntilIdle()).toBe(1);
     expect((await job(id)).state).toBe('done');
     expect(await gate.list()).toEqual([]);
+  });
+
+  it('a batch handler: done jobs complete together with their records; a failed one backs off, a permanent one is dead, on its own', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    const batches: number[][] = [];
+    const handler: BatchJobHandler = {
+      maxJobs: 3,
+      async run(jobs) {
+        batches.push(jobs.map((j) => j.id));
+        return {
+          results: jobs.map((j) => {
+            const { i } = JSON.parse(j.payload) as { i: number };
+            if (i === 1) return { error: new Error('flaky') };
+            if (i === 4) return { error: new PermanentError('never') };
+            if (i === 5) return { rescheduleAt: clock.now() + 60_000 };
+            return undefined;
+          }),
+          onComplete: async (trx, completed) => {
+            await trx.updateTable('jobs').set({ last_error: 'record' }).where('id', 'in', completed.map((j) => j.id)).execute();
+          },
+        };
+      },
+    };
+    const settled: string[] = [];
+    const w = new Worker({
+      queue: q, clock, logger, gate, concurrency: 6, handlers: { b: handler }, backoff: { baseMs: 1000, capMs: 8000, jitter: 0 },
+      onJobSettled: (j, o) => settled.push(`${JSON.parse(j.payload).i}:${o}`),
+    });
+    const ids = [];
+    for (let i = 0; i < 6; i++) ids.push(await enqueue(database.db, { kind: 'b', payload: { i }, maxAttempts: 3 }, clock.now()));
+    expect(await w.runUntilIdle()).toBe(6);
+    expect(batches).toEqual([ids.slice(0, 3), ids.slice(3)]);
+    const rows = await Promise.all(ids.map(job));
+    expect(rows.map((r) => r.state)).toEqual(['done', 'pending', 'done', 'done', 'dead', 'pending']);
+    expect(rows.map((r) => r.last_error)).toEqual(['record', 'flaky', 'record', 'record', 'never', null]);
+    expect(Date.parse(rows[1]!.run_at) - clock.now()).toBe(1000);
+    expect(rows[1]!.attempts).toBe(1);
+    // Asked to run later: the attempt is given back.
+    expect(rows[5]!.attempts).toBe(0);
+    expect(settled.sort()).toEqual(['0:done', '1:retry', '2:done', '3:done', '4:dead', '5:rescheduled']);
+  });
+
+  it('a batch whose handler throws fails every job of it, each backed off on its own', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    const w = new Worker({
+      queue: q, clock, logger, gate, concurrency: 4, backoff: { baseMs: 1000, capMs: 8000, jitter: 0 },
+      handlers: { b: { maxJobs: 4, run: async () => { throw new Error('database is locked'); } } },
+    });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await enqueue(database.db, { kind: 'b', payload: {}, maxAttempts: 3 }, clock.now()));
+    expect(await w.runUntilIdle()).toBe(3);
+    for (const id of ids) expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1, last_error: 'database is locked' });
   });
 
   it('reschedules without counting an attempt when the handler asks to poll later', async () => {

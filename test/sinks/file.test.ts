@@ -10,7 +10,7 @@ import type { DeliveryContext, SinkMessage } from '../../src/sinks/types.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope } from '../helpers/signing.js';
-import { LineSink, startHarness, type Harness } from './helpers.js';
+import { LineSink, sinkFileOf, startHarness, type Harness } from './helpers.js';
 
 let h: Harness | undefined;
 const cleanups: (() => void)[] = [];
@@ -77,12 +77,7 @@ describe('file sink', () => {
     // A real file whose next write puts half the bytes on disk, then fails as a full disk does.
     const openFile = async (p: string): Promise<SinkFile> => {
       const fh = await openAppend(p);
-      return {
-        stat: () => fh.stat(),
-        read: (b, o, l, pos) => fh.read(b, o, l, pos),
-        truncate: (n) => fh.truncate(n),
-        sync: () => fh.sync(),
-        close: () => fh.close(),
+      return sinkFileOf(fh, {
         write: async (buf) => {
           const mode = failNext;
           failNext = null;
@@ -91,7 +86,7 @@ describe('file sink', () => {
           if (mode === 'short') return { bytesWritten: half.bytesWritten };
           throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
         },
-      };
+      });
     };
     const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
     await sink.deliver(msg('ok-1'), ctx);
@@ -113,21 +108,17 @@ describe('file sink', () => {
     let broken = true;
     const openFile = async (p: string): Promise<SinkFile> => {
       const fh = await open(p, 'a+');
-      return {
-        stat: () => fh.stat(),
-        read: (b, o, l, pos) => fh.read(b, o, l, pos),
+      return sinkFileOf(fh, {
         truncate: async (n) => {
           if (broken) throw Object.assign(new Error('EIO'), { code: 'EIO' });
           return fh.truncate(n);
         },
-        sync: () => fh.sync(),
-        close: () => fh.close(),
         write: async (buf) => {
           if (!broken) return fh.write(buf);
           await fh.write(buf.subarray(0, 10));
           throw Object.assign(new Error('EIO'), { code: 'EIO' });
         },
-      };
+      });
     };
     const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
     await expect(sink.deliver(msg('m1'), ctx)).rejects.toBeInstanceOf(RetryableError);

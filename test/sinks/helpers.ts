@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Webhook } from 'standardwebhooks';
+import type { SinkFile } from '../../src/sinks/kinds/file.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret, signDelivery } from '../helpers/signing.js';
@@ -165,5 +166,18 @@ export async function startHarness(
       await r.close();
       cleanup();
     },
+  };
+}
+
+/** A file sink's file over a real one (a FileHandle), with some operations replaced (to fail as a full disk or a dying disk does). */
+export function sinkFileOf(fh: SinkFile, replace: Partial<SinkFile> = {}): SinkFile {
+  return {
+    stat: () => fh.stat(),
+    read: (b, o, l, pos) => fh.read(b, o, l, pos),
+    write: (b) => fh.write(b),
+    truncate: (n) => fh.truncate(n),
+    sync: () => fh.sync(),
+    close: () => fh.close(),
+    ...replace,
   };
 }
