@@ -10,14 +10,15 @@ import { GroupCommitter, isSqliteBusy } from './ingest/GroupCommitter.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
 import { createFetchDeadLetterHandler, createFetchResultHandler } from './handlers/fetchResult.js';
-import { createProcessEventHandler } from './handlers/processEvent.js';
+import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
 import { createLogger, type Logger } from './observability/logger.js';
+import { IngestFirst } from './processing/IngestFirst.js';
 import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
 import { JobKind } from './queue/jobKinds.js';
-import { Worker } from './queue/Worker.js';
+import { Worker, type WorkerOptions } from './queue/Worker.js';
 import { createMetrics } from './observability/metrics.js';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
@@ -55,7 +56,9 @@ export function createApp(deps: AppDeps) {
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size) => {
       metrics.batchSize.observe(size);
-      worker.kick();
+      ingestFirst.noteIngest();
+      // New events only make folds due; a fold that queues a read wakes the fetcher.
+      folder.kick();
     },
     onError: (err, size) =>
       isSqliteBusy(err)
@@ -92,7 +95,28 @@ export function createApp(deps: AppDeps) {
     ...deps.processing,
   };
   const fetchDeadLetter = createFetchDeadLetterHandler(processing);
-  const worker = new Worker({
+  const ingestFirst = new IngestFirst({ share: config.processingShare / 100 });
+  const onJobSettled: WorkerOptions['onJobSettled'] = (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome });
+  // Folding events is local work, done in batches (one transaction per claim); fetching results
+  // is network-bound and runs WORKER_CONCURRENCY reads at once. Two workers, so a batch of folds
+  // never takes the slots of the reads, nor the reads those of the folds.
+  const folder = new Worker({
+    queue,
+    clock,
+    logger,
+    // Never held back by a paused source (folding needs no API key), and never asks the gate:
+    // asking would take the paused source's probe slot from the fetcher.
+    gate: { blockedSources: async () => [], pause: async () => {}, resume: async () => {} },
+    gatedKinds: [],
+    onJobSettled: (job, outcome) => {
+      onJobSettled(job, outcome);
+      if (outcome === 'done') fetcher.kick();
+    },
+    concurrency: PROCESS_EVENT_BATCH,
+    pacer: ingestFirst,
+    handlers: { [JobKind.processEvent]: createProcessEventHandler(processing) },
+  });
+  const fetcher = new Worker({
     queue,
     clock,
     logger,
@@ -102,13 +126,34 @@ export function createApp(deps: AppDeps) {
     onDeadLetter: async (job, error) => {
       if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
     },
-    onJobSettled: (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome }),
+    onJobSettled,
     concurrency: Math.max(1, config.workerConcurrency),
-    handlers: {
-      [JobKind.processEvent]: createProcessEventHandler(processing),
-      [JobKind.fetchResult]: createFetchResultHandler(processing),
-    },
+    pacer: ingestFirst,
+    handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },
   });
+  /** The processing workers as one (start, stop, wake, and run-until-idle for tests and the CLI). */
+  const worker = {
+    start: () => {
+      folder.start();
+      fetcher.start();
+    },
+    stop: async () => {
+      await Promise.all([folder.stop(), fetcher.stop()]);
+    },
+    kick: () => {
+      folder.kick();
+      fetcher.kick();
+    },
+    async runUntilIdle(maxJobs = 10_000): Promise<number> {
+      let total = 0;
+      for (;;) {
+        const folded = await folder.runUntilIdle(maxJobs - total);
+        const fetched = total + folded < maxJobs ? await fetcher.runUntilIdle(maxJobs - total - folded) : 0;
+        total += folded + fetched;
+        if (folded + fetched === 0 || total >= maxJobs) return total;
+      }
+    },
+  };
 
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
   const webhookHandler = createWebhookHandler({
@@ -162,6 +207,7 @@ export function createApp(deps: AppDeps) {
     await pauses.clearAll();
     const orphans = await queue.releaseOrphans();
     if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
+    ingestFirst.enabled = true;
     worker.start();
     await fanOut.start();
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');

@@ -8,13 +8,13 @@ import type { Kysely, Transaction } from 'kysely';
 import { ConfigError, loadConfig } from '../config/loadConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
-import { enqueueDeliveries, sinkJobKind } from '../sinks/enqueueDeliveries.js';
+import { enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import { matchesSink } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { resolveSinks, sinksFileSchema, type SinkConfig } from '../sinks/sinkConfig.js';
 
-export type { SinkConfig, SinkStatus };
-export { messageIdFor, sinkJobKind };
+export type { DeliveryWrites, SinkConfig, SinkStatus };
+export { messageIdFor, preparedDeliveryWrites, sinkJobKind };
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -90,7 +90,7 @@ export function sinkWants(sink: SinkConfig, event: { event_type: string; source:
  * when the event is not settled yet: it will be fanned out when it settles).
  */
 export async function queueSinkReplay(
-  trx: Transaction<Database>,
+  trx: Transaction<Database> | DeliveryWrites,
   eventId: string,
   sinks: readonly SinkConfig[],
   only: readonly string[],

@@ -25,6 +25,8 @@ export interface Config {
   readonly requestTimeoutMs: number;
   /** Jobs run at once in this process; 0 runs no workers here (ingest only). */
   readonly workerConcurrency: number;
+  /** Percent of the event loop processing may use while deliveries are arriving (100: no pacing). */
+  readonly processingShare: number;
   /** A scoring result still `processing` after this long is given up (state given_up). */
   readonly resultGiveUpMs: number;
   readonly configFile: string | null;
@@ -130,6 +132,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
   const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
   const workerConcurrency = intVar(env, 'WORKER_CONCURRENCY', 4, 0, 64, problems);
+  const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
 
   const sources: SourceConfig[] = [];
@@ -165,6 +168,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     writeTimeoutMs,
     requestTimeoutMs,
     workerConcurrency,
+    processingShare,
     resultGiveUpMs,
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),

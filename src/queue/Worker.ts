@@ -36,6 +36,12 @@ export interface BatchJobHandler {
   run(jobs: ClaimedJob[]): Promise<BatchOutcome>;
 }
 
+/** Paces a worker: `turn` resolves when it may claim again, `charge` books the time its work took. */
+export interface Pacer {
+  turn(): Promise<void>;
+  charge(ms: number): void;
+}
+
 export interface SourceGate {
   /** Sources whose jobs must not be claimed now (paused after a 401/403). */
   blockedSources(now: number): Promise<string[]>;
@@ -54,6 +60,8 @@ export interface WorkerOptions {
   gate: SourceGate;
   /** Jobs in flight at once (a batch counts each of its jobs). */
   concurrency?: number;
+  /** Shares the event loop (IngestFirst): each claim waits its turn, and claims and runs are charged. Not used by runUntilIdle. */
+  pacer?: Pacer;
   pollIntervalMs?: number;
   backoff?: BackoffOptions;
   /**
@@ -144,7 +152,11 @@ export class Worker {
     this.ticking = true;
     let claimed = 0;
     try {
+      const pacer = this.opts.pacer;
+      if (pacer) await pacer.turn();
+      const started = performance.now();
       claimed = await this.claimAndStart(this.concurrency - this.inflightJobs, polled);
+      pacer?.charge(performance.now() - started);
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
     } finally {
@@ -162,7 +174,9 @@ export class Worker {
     // batch while this one is being delivered, instead of all of them waiting for one write.
     const jobs = await this.claim(Math.min(free, this.batchLimit), polled);
     for (const group of this.groups(jobs)) {
+      const started = performance.now();
       const p: Promise<void> = this.runGroup(group).finally(() => {
+        this.opts.pacer?.charge(performance.now() - started);
         this.inflight.delete(p);
         this.inflightJobs -= group.length;
         this.kick();

@@ -57,6 +57,13 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('takes PROCESSING_SHARE as a percent of the event loop, 25 by default, 5 to 100', () => {
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret() }).processingShare).toBe(25);
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '100' }).processingShare).toBe(100);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '0.5' })).toEqual(['PROCESSING_SHARE: must be an integer, got "0.5"']);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '2' })).toEqual(['PROCESSING_SHARE: must be between 5 and 100, got 2']);
+  });
+
   it('reads sources from CONFIG_FILE, with secrets inline or from the environment', () => {
     const cfg = loadConfig(
       { CONFIG_FILE: '/c.json', ACME_KEY: 'sk-abc.def', ACME_SECRET: newSecret() },

@@ -255,6 +255,35 @@ describe('Worker', () => {
     for (const id of ids) expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1, last_error: 'database is locked' });
   });
 
+  it('a paced worker waits its turn before every claim and books each claim and run', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    const events: string[] = [];
+    let turns = 0;
+    const pacer = {
+      turn: async () => {
+        turns++;
+        events.push('turn');
+      },
+      charge: (ms: number) => {
+        expect(ms).toBeGreaterThanOrEqual(0);
+        events.push('charge');
+      },
+    };
+    const ran: number[] = [];
+    const w = new Worker({ queue: q, clock, logger, gate, concurrency: 1, pacer, pollIntervalMs: 5, handlers: { k: async (j) => void ran.push(j.id) } });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await enqueue(database.db, { kind: 'k', payload: {} }, clock.now()));
+    w.start();
+    for (let i = 0; i < 200 && ran.length < 3; i++) await new Promise((r) => setTimeout(r, 5));
+    await w.stop();
+    expect(ran).toEqual(ids);
+    // Every claim came after a turn; every claim and every run was charged.
+    expect(turns).toBeGreaterThanOrEqual(3);
+    expect(events[0]).toBe('turn');
+    expect(events.filter((e) => e === 'charge').length).toBeGreaterThanOrEqual(turns + 3 - 1);
+  });
+
   it('reschedules without counting an attempt when the handler asks to poll later', async () => {
     const { w, add } = make(async () => ({ rescheduleAt: clock.now() + 30_000 }));
     const id = await add();

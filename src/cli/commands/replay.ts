@@ -4,12 +4,11 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { IN_CHUNK, preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
-import { enqueueDeliveries, preparedDeliveryWrites, type DeliveryWrites } from '../../sinks/enqueueDeliveries.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
-import { configuredSinks, sinkWants, type SinkConfig } from '../sinkOps.js';
+import { configuredSinks, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
 export interface ReplayOptions {
   database?: string;
@@ -156,8 +155,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
               continue;
             }
             if (w) {
-              // sinkOps' queueSinkReplay, on prepared statements (it takes a kysely transaction).
-              const queued = await enqueueDeliveries(w, e.id, targets, now, { only: [sink.name] });
+              const queued = await queueSinkReplay(w, e.id, targets, [sink.name], now);
               if (!queued.includes(sink.name)) {
                 c.not_settled++;
                 continue;

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { IngestFirst } from '../../src/processing/IngestFirst.js';
+
+/** A fake time line: work "takes" time by advancing it; sleeps are recorded and advance it too. */
+function harness(share = 0.5, utilization = () => 1) {
+  let t = 1_000;
+  const sleeps: number[] = [];
+  const pacer = new IngestFirst({
+    share,
+    utilization: () => utilization(),
+    now: () => t,
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      t += ms;
+    },
+  });
+  /** One worker step as the Worker takes it: wait for the turn, work, book the time. */
+  const step = async (ms: number) => {
+    await pacer.turn();
+    t += ms;
+    pacer.charge(ms);
+  };
+  return { pacer, sleeps, step, advance: (ms: number) => void (t += ms) };
+}
+
+describe('IngestFirst (processing yields the event loop to deliveries)', () => {
+  it('while deliveries arrive, waits after each step so processing uses at most its share', async () => {
+    const h = harness(0.5);
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    for (const ms of [4, 2, 2]) await h.step(ms);
+    // share 0.5: a 4 ms step is followed by 4 ms for the loop, a 2 ms step by 2 ms.
+    expect(h.sleeps).toEqual([4, 2]);
+  });
+
+  it('a smaller share leaves the loop more time', async () => {
+    const h = harness(0.25);
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    for (const ms of [2, 1]) await h.step(ms);
+    expect(h.sleeps).toEqual([6]);
+  });
+
+  it('runs flat out when no delivery came recently, and when not enabled', async () => {
+    for (const enabled of [true, false]) {
+      const h = harness();
+      h.pacer.enabled = enabled;
+      h.pacer.noteIngest();
+      if (enabled) h.advance(300); // past the 250 ms window
+      for (const ms of [5, 5]) await h.step(ms);
+      expect(h.sleeps).toEqual([]);
+    }
+  });
+
+  it('does not pace while the event loop has room, and starts when it gets busy', async () => {
+    let load = 0.4;
+    const h = harness(0.5, () => load);
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    for (const ms of [4, 4]) await h.step(ms);
+    expect(h.sleeps).toEqual([]);
+    load = 0.9;
+    h.advance(250); // the next sample is taken
+    h.pacer.noteIngest();
+    for (const ms of [4, 4]) await h.step(ms);
+    expect(h.sleeps).toEqual([4]);
+  });
+
+  it('never parks a step for more than 50 ms, however long the last one ran', async () => {
+    const h = harness(0.1);
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    await h.step(40); // owes 360 ms at share 0.1
+    h.pacer.noteIngest();
+    await h.step(1);
+    expect(h.sleeps).toEqual([50]);
+  });
+
+  it('refuses a share outside (0, 1]', () => {
+    expect(() => new IngestFirst({ share: 0 })).toThrow(/share/);
+    expect(() => new IngestFirst({ share: 1.5 })).toThrow(/share/);
+  });
+});
