@@ -21,7 +21,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
-import { freePort, runCommand, startServer, type Server } from './lib/processes.js';
+import { freePort, RECEIVER_NODE_FLAGS, runCommand, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
 
@@ -125,7 +125,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
   const logPath = join(tmp, `receiver-${n}-${label}.log`);
   const logFd = openSync(logPath, 'w');
   const prof = flags['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${join(ROOT, 'bench/results/profiles')}`, `--cpu-prof-name=receiver-${n}-${label}.cpuprofile`] : [];
-  const server = await start(`receiver ${label}`, ['--enable-source-maps', ...prof, 'dist/main.js'], {
+  const server = await start(`receiver ${label}`, [...RECEIVER_NODE_FLAGS, ...prof, 'dist/main.js'], {
     NODE_ENV: 'production',
     HOST: '127.0.0.1',
     DATABASE_PATH: dbPath,
@@ -138,7 +138,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
   // split: the workers run in their own process on the same database (`hiring-receiver work`).
   const work =
     workers === 'split'
-      ? spawn(process.execPath, ['--enable-source-maps', 'dist/cli/main.js', 'work'], {
+      ? spawn(process.execPath, [...RECEIVER_NODE_FLAGS, 'dist/cli/main.js', 'work'], {
           cwd: ROOT,
           env: {
             PATH: process.env.PATH ?? '',

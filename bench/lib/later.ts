@@ -32,7 +32,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { freePort, runCommand, startServer, type Server } from './processes.js';
+import { freePort, RECEIVER_NODE_FLAGS, runCommand, startServer, type Server } from './processes.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -168,7 +168,7 @@ async function startReceiver(ctx: LaterContext, label: string, dbPath: string, e
   const prof = ctx.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.cpuProfDir}`, `--cpu-prof-name=${label}.cpuprofile`] : [];
   const server = await startServer({
     name: `receiver ${label}`,
-    args: ['--enable-source-maps', ...prof, 'dist/main.js'],
+    args: [...RECEIVER_NODE_FLAGS, ...prof, 'dist/main.js'],
     cwd: ctx.root,
     port,
     stdout: logFd,
