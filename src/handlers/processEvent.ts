@@ -1,6 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue, type ClaimedJob } from '../queue/JobQueue.js';
+import { enqueue, immediateTransaction, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
@@ -17,8 +17,10 @@ export const PROCESS_EVENT_BATCH = 8;
  *
  * The jobs of a claim are processed together in one transaction, each inside
  * its own savepoint: an event that fails rolls back only its own writes and
- * is retried or dead-lettered on its own, while the others commit. A crash
- * leaves the whole batch undone, not half-done (the jobs run again).
+ * is retried or dead-lettered on its own, while the others commit. The jobs
+ * are marked done in the worker's next transaction: a crash in between runs
+ * the folds again (they are idempotent; a second fetch_result job for the
+ * same result still waits for the 30 s poll slot).
  * Measured: one transaction per event made processing, not ingest, the
  * limit of a receiver with workers (bench/README.md).
  */
@@ -28,7 +30,10 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
     async run(jobs: ClaimedJob[]) {
       const now = ctx.clock.now();
       const results: BatchItemResult[] = [];
-      await ctx.db.transaction().execute(async (trx) => {
+      // BEGIN IMMEDIATE: the write lock is taken before the first read. A deferred BEGIN could
+      // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
+      // process (a separate `work`'s serve, the CLI) committed in between.
+      await immediateTransaction(ctx.db, async (trx) => {
         for (const job of jobs) {
           await sql`SAVEPOINT process_event`.execute(trx);
           try {

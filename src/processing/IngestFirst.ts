@@ -7,8 +7,10 @@ import type { Pacer } from '../queue/Worker.js';
  * of the loop's time: after a processing stretch that took `t` ms, the next
  * one starts no earlier than `t * (1 - share) / share` ms later, and the loop
  * serves requests meanwhile. The workers charge their claims and job runs
- * (wall time: a fetch's network wait counts too, which only slows fetching
- * down under load). With a loop that has room, or no delivery for
+ * (wall time: a fetch's network wait counts too, and the app's two workers
+ * share one pacer, so under load finished reads also hold back folds). A wait is at
+ * most 50 ms, so the share is a target, not a hard bound, for stretches
+ * longer than 50 ms * share / (1 - share). With a loop that has room, or no delivery for
  * `activeWindowMs`, processing runs flat out.
  *
  * Why: acknowledging a delivery is what the service times out on (10 s) and

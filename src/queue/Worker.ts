@@ -124,6 +124,9 @@ export class Worker {
     if (this.immediate) clearImmediate(this.immediate);
     this.timer = null;
     this.immediate = null;
+    // A tick may be waiting for its pacer turn or for its claim: let it end first, so no job
+    // is claimed or started after stop() resolved.
+    if (this.currentTick) await this.currentTick;
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
   }
 
@@ -146,7 +149,17 @@ export class Worker {
   }
 
   /** `polled`: the idle poll's timer, not a kick (nothing is known to be due). */
-  private async tick(polled = false): Promise<void> {
+  private currentTick: Promise<void> | null = null;
+
+  private tick(polled = false): Promise<void> {
+    const p = this.tickOnce(polled);
+    this.currentTick = p;
+    return p.finally(() => {
+      if (this.currentTick === p) this.currentTick = null;
+    });
+  }
+
+  private async tickOnce(polled: boolean): Promise<void> {
     this.timer = null;
     if (!this.running) return;
     this.ticking = true;
@@ -154,6 +167,7 @@ export class Worker {
     try {
       const pacer = this.opts.pacer;
       if (pacer) await pacer.turn();
+      if (!this.running) return;
       const started = performance.now();
       claimed = await this.claimAndStart(this.concurrency - this.inflightJobs, polled);
       pacer?.charge(performance.now() - started);

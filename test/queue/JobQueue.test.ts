@@ -284,6 +284,29 @@ describe('Worker', () => {
     expect(events.filter((e) => e === 'charge').length).toBeGreaterThanOrEqual(turns + 3 - 1);
   });
 
+  it('stop() waits for a tick held in its pacer turn, and that tick claims nothing', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let turns = 0;
+    const pacer = { turn: () => (++turns === 1 ? held : Promise.resolve()), charge: () => {} };
+    const ran: number[] = [];
+    const w = new Worker({ queue: q, clock, logger, gate, concurrency: 1, pacer, handlers: { k: async (j) => void ran.push(j.id) } });
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, clock.now());
+    w.start();
+    for (let i = 0; i < 100 && turns === 0; i++) await new Promise((r) => setImmediate(r));
+    expect(turns).toBe(1);
+    let stopped = false;
+    const stopping = w.stop().then(() => (stopped = true));
+    await new Promise((r) => setImmediate(r));
+    expect(stopped).toBe(false); // still waiting for the held tick
+    release();
+    await stopping;
+    expect(ran).toEqual([]);
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
+  });
+
   it('reschedules without counting an attempt when the handler asks to poll later', async () => {
     const { w, add } = make(async () => ({ rescheduleAt: clock.now() + 30_000 }));
     const id = await add();
