@@ -56,7 +56,7 @@ export function createApp(deps: AppDeps) {
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size) => {
       metrics.batchSize.observe(size);
-      for (const p of pacers) p.noteIngest();
+      pacer.noteIngest();
       // New events only make folds due; a fold that queues a read wakes the fetcher.
       folder.kick();
     },
@@ -98,7 +98,7 @@ export function createApp(deps: AppDeps) {
   // One pacer for both workers. A fetch is charged its wall time (network wait included), so
   // under load finished reads also hold back folds. Measured at 2,500/s: one pacer per
   // worker gave p50 27 ms / p99 82 ms against 4-5 / 20-35 ms with one shared pacer.
-  const pacers = [new IngestFirst({ share: config.processingShare / 100 })];
+  const pacer = new IngestFirst({ share: config.processingShare / 100 });
   const onJobSettled: WorkerOptions['onJobSettled'] = (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome });
   // Folding events is local work, done in batches (one transaction per claim); fetching results
   // is network-bound and runs WORKER_CONCURRENCY reads at once. Two workers, so a batch of folds
@@ -107,16 +107,15 @@ export function createApp(deps: AppDeps) {
     queue,
     clock,
     logger,
-    // Never held back by a paused source (folding needs no API key), and never asks the gate:
-    // asking would take the paused source's probe slot from the fetcher.
-    gate: { blockedSources: async () => [], pause: async () => {}, resume: async () => {} },
+    gate: pauses,
+    // Never held back by a paused source: folding needs no API key.
     gatedKinds: [],
     onJobSettled: (job, outcome) => {
       onJobSettled(job, outcome);
       if (outcome === 'done') fetcher.kick();
     },
     concurrency: PROCESS_EVENT_BATCH,
-    pacer: pacers[0],
+    pacer,
     handlers: { [JobKind.processEvent]: createProcessEventHandler(processing) },
   });
   const fetcher = new Worker({
@@ -131,7 +130,7 @@ export function createApp(deps: AppDeps) {
     },
     onJobSettled,
     concurrency: Math.max(1, config.workerConcurrency),
-    pacer: pacers[0],
+    pacer,
     handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },
   });
   /** The processing workers as one (start, stop, wake, and run-until-idle for tests and the CLI). */
@@ -210,7 +209,7 @@ export function createApp(deps: AppDeps) {
     await pauses.clearAll();
     const orphans = await queue.releaseOrphans();
     if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-    for (const p of pacers) p.enabled = true;
+    pacer.enabled = true;
     worker.start();
     await fanOut.start();
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');

@@ -3,7 +3,7 @@ import type { Pacer } from '../queue/Worker.js';
 /**
  * Ingest first: processing shares the event loop with the webhook endpoint.
  * While deliveries are arriving AND the loop is busy (utilization at least
- * `busyAbove` over the last `sampleMs`), processing may use at most `share`
+ * `busyAbove` over the last `sampleMs`), processing may use about `share`
  * of the loop's time: after a processing stretch that took `t` ms, the next
  * one starts no earlier than `t * (1 - share) / share` ms later, and the loop
  * serves requests meanwhile. The workers charge their claims and job runs

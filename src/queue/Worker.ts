@@ -207,7 +207,10 @@ export class Worker {
    */
   private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
     const now = this.opts.clock.now();
-    return this.opts.queue.claim(this.owner, limit, await this.opts.gate.blockedSources(now), this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+    // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
+    // which belongs to a worker whose jobs can prove the key works again.
+    const blocked = this.opts.gatedKinds?.length === 0 ? [] : await this.opts.gate.blockedSources(now);
+    return this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
