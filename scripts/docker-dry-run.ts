@@ -13,10 +13,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/util/freePort.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
@@ -49,16 +49,6 @@ export function parseDockerfile(text: string): Instruction[] {
 const CONTAINER_ONLY = /^(apt-get|mkdir -p \/data|chown|ln -s .* \/usr\/local\/bin)/;
 
 const log = (msg: string) => process.stdout.write(`${msg}\n`);
-
-function freePort(): Promise<number> {
-  return new Promise((res) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => res(port));
-    });
-  });
-}
 
 async function waitFor(url: string, ms: number): Promise<Response> {
   const deadline = Date.now() + ms;

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 
 /**
  * Node flags of the receiver as `npm start` and the Dockerfile's ENTRYPOINT run it
@@ -21,16 +20,7 @@ export interface Server {
   stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../src/util/freePort.js';
 
 /** VmHWM from /proc/<pid>/status (the kernel's own high-water mark of RSS), in bytes. */
 export function readVmHwm(pid: number): number {

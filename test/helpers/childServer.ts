@@ -43,13 +43,4 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
   throw new Error(`${url} did not come up within ${timeoutMs} ms`);
 }
 
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../src/util/freePort.js';

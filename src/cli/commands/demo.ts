@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createApp } from '../../app.js';
@@ -10,6 +9,7 @@ import { createSandbox } from '../../sandbox/createSandbox.js';
 import { CliError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { WebhooksApi } from '../webhooksApi.js';
+import { freePort } from '../../util/freePort.js';
 
 export interface DemoOptions {
   timeout: number;
@@ -25,17 +25,6 @@ function statusOf(envelope: string, which: 'status' | 'previous_status'): string
   const p = (JSON.parse(envelope) as { payload?: { previous_status?: unknown; application?: { status?: unknown } } }).payload;
   const v = which === 'previous_status' ? p?.previous_status : p?.application?.status;
   return typeof v === 'string' ? v : null;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 interface ArrivedEvent {
