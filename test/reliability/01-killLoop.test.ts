@@ -1,14 +1,13 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { count, sinkFileIds, stuckJobs, withDb } from './helpers/db.js';
 import { deliver, makeClient, makeEvent, type EventKind } from './helpers/events.js';
 import { startHiringStub } from './helpers/hiringStub.js';
 import { startReceiverProcess, stopReceiverProcess, type ReceiverProcess } from './helpers/receiverProcess.js';
-import { registerSecret, registerSensitive, reportFigures, seededRandom, sleep, suiteSeed } from './helpers/run.js';
+import { registerSecret, registerSensitive, reportFigures, seededRandom, sleep, suiteSeed, workspace } from './helpers/run.js';
 
 // Sized for the 2-core CI machine: 1,500 events over about 15 s, 4 kills.
 const EVENTS = 1500;
@@ -18,12 +17,7 @@ const SENDERS = 16;
 /** Jobs claimed by a killed process come back when their lease (60 s in src/main.ts) expires. */
 const SETTLE_DEADLINE_MS = 90_000;
 
-const { dir, cleanup } = tempDir('reliability-kill-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-kill-');
 
 function kindOf(i: number): EventKind {
   return i % 5 === 0 ? 'interview.completed' : i % 5 === 1 ? 'application.status_changed' : 'application.created';

@@ -1,24 +1,18 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { count, sinkFileIds, stuckJobs, withDb } from './helpers/db.js';
 import { deliver, makeClient, makeEvent, type EventKind } from './helpers/events.js';
 import { startHiringStub } from './helpers/hiringStub.js';
 import { startReceiverProcess, stopReceiverProcess, type ReceiverProcess } from './helpers/receiverProcess.js';
-import { registerSecret, registerSensitive, reportFigures, seededRandom, shuffle, sleep, suiteSeed } from './helpers/run.js';
+import { registerSecret, registerSensitive, reportFigures, seededRandom, shuffle, sleep, suiteSeed, workspace } from './helpers/run.js';
 
 const EVENTS = 300;
 const CONCURRENCY = 32;
 
-const { dir, cleanup } = tempDir('reliability-dup-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-dup-');
 
 describe('duplicate storm', () => {
   it(`${EVENTS} events each sent 3-5 times with fresh webhook-ids, concurrently and shuffled: one row, one accepted answer, one fetch and one sink message id per event`, async () => {

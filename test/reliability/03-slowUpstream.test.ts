@@ -1,24 +1,18 @@
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
 import { newSecret, signDelivery } from '../helpers/signing.js';
 import { count, withDb } from './helpers/db.js';
 import { deliver, makeClient, makeEvent, post, type Answer } from './helpers/events.js';
 import { startHiringStub } from './helpers/hiringStub.js';
 import { startReceiverProcess, stopReceiverProcess } from './helpers/receiverProcess.js';
-import { percentile, registerSecret, registerSensitive, reportFigures, sleep } from './helpers/run.js';
+import { percentile, registerSecret, registerSensitive, reportFigures, sleep, workspace } from './helpers/run.js';
 
 const UPSTREAM_DELAY_MS = 8000;
 const RATE_PER_S = 100;
 const STREAM = 300; // 3 s at 100/s, well inside the 8 s stall
 
-const { dir, cleanup } = tempDir('reliability-slow-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-slow-');
 
 describe('slow upstream', () => {
   it(`scoring GETs answered after ${UPSTREAM_DELAY_MS / 1000} s hold every worker; acknowledgement p99 of ${STREAM} deliveries at ${RATE_PER_S}/s meanwhile stays under 100 ms`, async () => {

@@ -1,22 +1,16 @@
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { count, withDb } from './helpers/db.js';
 import { deliver, makeClient, makeEvent } from './helpers/events.js';
 import { holdWriteLock } from './helpers/locker.js';
 import { startReceiverProcess, stopReceiverProcess } from './helpers/receiverProcess.js';
-import { registerSecret, reportFigures, sleep } from './helpers/run.js';
+import { registerSecret, reportFigures, sleep, workspace } from './helpers/run.js';
 
 const WRITE_TIMEOUT_MS = 5000; // the default: not set in the receiver's environment
 
-const { dir, cleanup } = tempDir('reliability-lock-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-lock-');
 
 interface Sent {
   id: string;

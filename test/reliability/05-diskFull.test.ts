@@ -1,21 +1,16 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+import { describe, expect, it } from 'vitest';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { count, sinkFileIds, stuckJobs } from './helpers/db.js';
 import { deliver, makeClient, makeEvent, type Answer } from './helpers/events.js';
-import { registerSecret, reportFigures, saveLogLines, sleep } from './helpers/run.js';
+import { registerSecret, reportFigures, saveLogLines, sleep, workspace } from './helpers/run.js';
 
 const STREAM = 150;
 const WARM = 60;
 
-const { dir, cleanup } = tempDir('reliability-full-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-full-');
 
 describe('disk full', () => {
   it(`max_page_count pinned on both of the receiver's connections under ${STREAM} concurrent deliveries: 503, nothing half-written, workers survive, recovery after`, async () => {

@@ -3,9 +3,9 @@ import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { startReceiver, tempDir } from '../helpers/receiver.js';
+import { startReceiver } from '../helpers/receiver.js';
 import { newSecret, signDelivery } from '../helpers/signing.js';
 import { count, sinkFileIds } from './helpers/db.js';
 import { deliver, makeClient, makeEvent, post } from './helpers/events.js';
@@ -13,16 +13,11 @@ import { startHiringStub } from './helpers/hiringStub.js';
 import { bodyArb, extraHeadersArb, idArb, SIG_MODES, sign, timestampArb, type SigMode } from './helpers/hostile.js';
 import { buildRequest, rawRequest } from './helpers/rawHttp.js';
 import { rssOf, startReceiverProcess, stopReceiverProcess } from './helpers/receiverProcess.js';
-import { registerSecret, registerSensitive, reportFigures, saveLogLines, sleep, suiteSeed } from './helpers/run.js';
+import { registerSecret, registerSensitive, reportFigures, saveLogLines, sleep, suiteSeed, workspace } from './helpers/run.js';
 
 const FUZZ_RUNS = 300;
 
-const { dir, cleanup } = tempDir('reliability-hostile-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-hostile-');
 
 const protoSnapshot = () => ({
   object: Object.getOwnPropertyNames(Object.prototype).sort(),

@@ -2,20 +2,14 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
 import { newSecret, signDelivery } from '../helpers/signing.js';
 import { deliver, makeClient, makeEvent, post } from './helpers/events.js';
 import { startReceiverProcess, stopReceiverProcess } from './helpers/receiverProcess.js';
-import { registerSecret, registerSensitive, reportFigures, runDir, sleep } from './helpers/run.js';
+import { registerSecret, registerSensitive, reportFigures, runDir, sleep, workspace } from './helpers/run.js';
 
-const { dir, cleanup } = tempDir('reliability-logs-');
-const cleanups: (() => Promise<unknown> | void)[] = [];
-afterAll(async () => {
-  for (const c of cleanups.reverse()) await c();
-  cleanup();
-});
+const { dir, cleanups } = workspace('reliability-logs-');
 
 /** Shapes that must never be in a log, whatever the run's values were. */
 const PATTERNS: [string, RegExp][] = [

@@ -1,7 +1,8 @@
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
+import { tempDir } from '../../helpers/receiver.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -81,4 +82,18 @@ export function shuffle<T>(items: T[], random: () => number): T[] {
     [items[i], items[j]] = [items[j]!, items[i]!];
   }
   return items;
+}
+
+/**
+ * A test file's scratch folder and its clean-ups: each pushed clean-up runs
+ * after the file's tests, last pushed first, then the folder is removed.
+ */
+export function workspace(prefix: string): { dir: string; cleanups: (() => Promise<unknown> | void)[] } {
+  const { dir, cleanup } = tempDir(prefix);
+  const cleanups: (() => Promise<unknown> | void)[] = [];
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c();
+    cleanup();
+  });
+  return { dir, cleanups };
 }
