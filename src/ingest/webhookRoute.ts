@@ -1,7 +1,7 @@
 import type { HttpBindings } from '@hono/node-server';
 import type { Context } from 'hono';
 import { isKnownEventType } from '../events/eventTypes.js';
-import type { Logger } from '../observability/logger.js';
+import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../util/clock.js';
 import type { IngestItem, IngestOutcome } from './eventStore.js';
@@ -22,16 +22,24 @@ export interface WebhookRouteDeps {
 /** Request headers kept with a quarantined delivery; credentials are never stored. */
 const DROPPED_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie']);
 
+/** Node joins repeated headers with ", " (the Fetch API does the same); set-cookie is the only array. */
+const headerValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v.join(', ') : v);
+
 /**
  * POST /webhooks: verify on the raw bytes, dedupe on the envelope id, store
  * durably, and only then answer 2xx. Nothing here calls the hiring API or a sink.
  */
 export function createWebhookHandler(deps: WebhookRouteDeps) {
-  const { verifier, committer, clock, logger, metrics, maxBodyBytes } = deps;
+  const { verifier, committer, clock, metrics, maxBodyBytes } = deps;
+  const logger = deliveryLogger(deps.logger);
 
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
     const started = performance.now();
-    const deliveryId = c.req.header('webhook-id');
+    const incoming = c.env?.incoming;
+    // On Node, the headers come straight from the IncomingMessage: c.req.header() would
+    // build a WHATWG Request and Headers for each delivery just to read three values.
+    const header = incoming ? (name: string) => headerValue(incoming.headers[name]) : (name: string) => c.req.header(name);
+    const deliveryId = header('webhook-id');
     const done = (outcome: string, status: number, fields: Record<string, unknown> = {}) => {
       const durationMs = performance.now() - started;
       metrics.ingestDuration.observe(durationMs / 1000);
@@ -51,17 +59,16 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
 
     const checked = verifier.check({
       id: deliveryId,
-      timestamp: c.req.header('webhook-timestamp'),
-      signature: c.req.header('webhook-signature'),
+      timestamp: header('webhook-timestamp'),
+      signature: header('webhook-signature'),
     });
     if (!checked.ok) return reject(checked.status, checked.reason, checked.message);
 
     let body: Buffer;
     try {
-      const incoming = c.env?.incoming;
       body = incoming
         ? await readNodeBody(incoming, maxBodyBytes)
-        : await readWebBody(c.req.raw.body, maxBodyBytes, c.req.header('content-length'));
+        : await readWebBody(c.req.raw.body, maxBodyBytes, header('content-length'));
     } catch (err) {
       if (err instanceof BodyTooLargeError) return reject(413, 'body_too_large', err.message);
       return reject(400, 'body_unreadable', 'the request body could not be read');

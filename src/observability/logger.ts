@@ -7,6 +7,11 @@ export type { Logger };
  * data to the logger; the redaction list is a second line of defence for
  * objects that might carry them by accident.
  */
+const CENSOR = '[redacted]';
+
+/** Names redacted wherever they appear at the top level of a log line. */
+const SENSITIVE_KEYS = ['headers', 'apiKey', 'secret', 'signingKeys', 'candidate'];
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {
@@ -28,9 +33,22 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
           'candidate',
           '*.candidate',
         ],
-        censor: '[redacted]',
+        censor: CENSOR,
       },
     },
     destination,
   );
+}
+
+/**
+ * The logger for the one line per delivery. Its fields are flat values the
+ * webhook route builds itself (outcome, status, ids, event type, duration),
+ * never request headers or payloads. The wildcard paths above cost about
+ * 10 µs per line (14 µs against 4 µs, measured with pino 10 on this machine),
+ * a tenth of the whole per-delivery budget at 10,000 deliveries/s, so this
+ * child redacts the sensitive names at the top level only (whole values,
+ * headers included) and keeps the parent's level and destination.
+ */
+export function deliveryLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: SENSITIVE_KEYS, censor: CENSOR } });
 }
