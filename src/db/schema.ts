@@ -118,6 +118,12 @@ export interface LegacyInterviewResultsTable extends ResultColumns {
   outcome: string | null;
 }
 
+/** Which events belong to an application (migration 005): written by processing when it folds an event. */
+export interface ApplicationEventsTable {
+  application_id: string;
+  event_id: string;
+}
+
 export interface EventProcessingTable {
   event_id: string;
   state: 'awaiting_result' | 'settled';
@@ -168,6 +174,7 @@ export interface Database {
   insights_results: InsightsResultsTable;
   legacy_interview_results: LegacyInterviewResultsTable;
   event_processing: EventProcessingTable;
+  application_events: ApplicationEventsTable;
   source_pauses: SourcePausesTable;
   deliveries: DeliveriesTable;
   sink_state: SinkStateTable;

@@ -56,7 +56,15 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
 async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number): Promise<void> {
   const event = await trx.selectFrom('events').select(['id', 'event_type', 'source', 'application_id']).where('id', '=', eventId).executeTakeFirst();
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  if (event.application_id) await rebuildApplication(trx, event.application_id, now);
+  if (event.application_id) {
+    // Linked here, not at ingest: the ingest transaction appends only (migration 005).
+    await trx
+      .insertInto('application_events')
+      .values({ application_id: event.application_id, event_id: event.id })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+    await rebuildApplication(trx, event.application_id, now);
+  }
   const resource = RESOURCE_OF_EVENT[event.event_type];
   if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
 

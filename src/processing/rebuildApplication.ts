@@ -75,7 +75,8 @@ type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' |
 };
 
 /**
- * The application row is a pure fold over ALL its stored events, sorted by
+ * The application row is a pure fold over ALL its events (those processing
+ * has linked in application_events; each is linked before its fold), sorted by
  * (created_at, id), plus its fetched results. Arrival order therefore cannot
  * matter: duplicates, retries and out-of-order deliveries all give the same
  * row. The newest event by created_at sets the status; a
@@ -85,7 +86,7 @@ export async function rebuildApplication(trx: Transaction<Database>, application
   const events = await trx
     .selectFrom('events')
     .select(['id', 'event_type', 'created_at', 'received_at', 'source', 'envelope'])
-    .where('application_id', '=', applicationId)
+    .where('id', 'in', (eb) => eb.selectFrom('application_events').select('event_id').where('application_id', '=', applicationId))
     .execute();
   if (events.length === 0) return;
   const parsed = events.map((e) => ({ ...e, payload: obj((JSON.parse(e.envelope) as Obj).payload) }));

@@ -3,7 +3,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
-import { DEFAULT_MAX_ATTEMPTS } from './jobKinds.js';
+import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
 
 export type Job = Selectable<JobsTable>;
 /** A job this worker holds: its lease token guards every later write. */
@@ -42,7 +42,20 @@ export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job
   return row.id;
 }
 
-const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND state IN ('pending', 'running') LIMIT 1`;
+/**
+ * jobs_event indexes event_id for every kind but process_event (migration 005: the ingest
+ * transaction appends one process_event job per event and no longer updates a random-key
+ * index for it). SQLite uses a partial index only when the query repeats its condition
+ * literally, hence `kind <> 'process_event'` here. Open process_event jobs are found by
+ * (state, kind) through jobs_kind_ready: there are only as many as the processing backlog.
+ */
+const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
+const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
+const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
+const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
+
+/** The SQL term under which jobs_event covers a lookup by event_id (see OPEN_JOB). */
+export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
 
 /**
  * findOpenJob and enqueue as prepared statements on a better-sqlite3
@@ -52,15 +65,19 @@ const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND state 
  */
 export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
+  const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
+  const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const insert = sqlite.prepare<Insertable<JobsTable>>(
     `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
      VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @created_at, @updated_at)`,
   );
   return {
     findOpenJob: (eventId: string, kind: string): { id: number } | undefined => {
-      const id = open.get(eventId, kind);
+      const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
       return id === undefined ? undefined : { id };
     },
+    /** Events with a process_event job still to run: one read for a whole batch of lookups. */
+    openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
     enqueue: (job: NewJob, now: number): number => Number(insert.run(jobRow(job, now)).lastInsertRowid),
   };
 }
@@ -71,13 +88,9 @@ export async function findOpenJob(
   eventId: string,
   kind: string,
 ): Promise<{ id: number } | undefined> {
-  return db
-    .selectFrom('jobs')
-    .select('id')
-    .where('event_id', '=', eventId)
-    .where('kind', '=', kind)
-    .where('state', 'in', ['pending', 'running'])
-    .executeTakeFirst();
+  let q = db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind);
+  if (kind !== JobKind.processEvent) q = q.where(jobsByEventTerm);
+  return q.where('state', 'in', ['pending', 'running']).executeTakeFirst();
 }
 
 /** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */

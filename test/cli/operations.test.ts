@@ -142,6 +142,23 @@ describe('operations on a running receiver', () => {
     expect(sinkLines()).toHaveLength(7);
   });
 
+  it('replay through processing counts an event whose process_event job is still open as already queued', async () => {
+    // Due in an hour, so the running receiver leaves it pending.
+    const queued = db
+      .prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+         VALUES ('process_event', '{"event_id":"evt-a2"}', 'evt-a2', 'default', 'pending', ?, 0, 25, ?, ?)`,
+      )
+      .run(new Date(Date.now() + 3_600_000).toISOString(), new Date().toISOString(), new Date().toISOString()).lastInsertRowid;
+    try {
+      const r = await cli(['replay', '--id', 'evt-a1', '--id', 'evt-a2', '--processing', '--dry-run', '--json'], { DATABASE_PATH: dbPath });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: 2, processing: { queued: 1, already_queued: 1 } });
+    } finally {
+      db.prepare('DELETE FROM jobs WHERE id = ?').run(queued);
+    }
+  });
+
   it('lists dead letters and runs them again', async () => {
     const job = one<{ id: number }>("SELECT id FROM jobs WHERE kind = 'process_event' AND event_id = 'evt-b1' ORDER BY id LIMIT 1");
     db.prepare("UPDATE jobs SET state = 'dead', attempts = 25, last_error = 'hiring API answered 500 (simulated)' WHERE id = ?").run(job.id);

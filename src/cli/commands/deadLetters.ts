@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { JobQueue } from '../../queue/JobQueue.js';
+import { JobQueue, jobsByEventTerm } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -71,7 +71,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
     // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next attempt.
     await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
       WHERE state = 'dead' AND EXISTS (SELECT 1 FROM jobs WHERE jobs.state = 'pending'
-        AND jobs.kind = 'sink:' || deliveries.sink AND jobs.event_id = deliveries.event_id)`.execute(database.db);
+        AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
     if (o.json) printJson(io, { retried: n });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     return 0;

@@ -66,12 +66,19 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
   if (o.source) q = q.where('events.source', '=', o.source);
   if (o.application) {
     const app = o.application;
-    // An application id, or your own correlation id (external_id).
-    q = q.where((eb) =>
-      eb.or([
-        eb('events.application_id', '=', app),
-        eb('events.application_id', 'in', eb.selectFrom('applications').select('applications.id').where('applications.external_id', '=', app)),
-      ]),
+    // An application id, or your own correlation id (external_id), through application_events
+    // (events.application_id has no index: migration 005). Events stored but not folded yet are
+    // not linked; they have a process_event job queued already.
+    q = q.where('events.id', 'in', (eb) =>
+      eb
+        .selectFrom('application_events')
+        .select('application_events.event_id')
+        .where((e) =>
+          e.or([
+            e('application_events.application_id', '=', app),
+            e('application_events.application_id', 'in', e.selectFrom('applications').select('applications.id').where('applications.external_id', '=', app)),
+          ]),
+        ),
     );
   }
   q = q.orderBy('events.received_at').orderBy('events.id');
@@ -129,16 +136,18 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       const lines: string[] = [];
       const work = async (w: DeliveryWrites | null) => {
         const now = Date.now();
+        // One read of the open process_event jobs per batch, not one scan of them per event.
+        const openProcessing = processing ? jobs.openProcessEventIds() : new Set<string>();
         for (const e of batch) {
           const what: string[] = [];
           if (processing) {
-            const open = jobs.findOpenJob(e.id, JobKind.processEvent);
-            if (open) {
+            if (openProcessing.has(e.id)) {
               counts.processing.already_queued++;
               what.push('processing (already queued)');
             } else {
               counts.processing.queued++;
               what.push('processing');
+              openProcessing.add(e.id);
               if (w) jobIds.push(jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source }, now));
             }
           }

@@ -1,0 +1,83 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import { migrate, readMigrations } from '../../src/db/migrate.js';
+import type { Database } from '../../src/db/schema.js';
+import { createIngestWriter } from '../../src/ingest/eventStore.js';
+import { findOpenJob, preparedJobWrites } from '../../src/queue/JobQueue.js';
+import { tempDir } from '../helpers/receiver.js';
+
+let close = () => {};
+afterEach(() => close());
+
+function scratch(): BetterSqlite3.Database {
+  const t = tempDir('ingest-indexes-');
+  const sqlite = new BetterSqlite3(join(t.dir, 'r.db'));
+  close = () => {
+    sqlite.close();
+    t.cleanup();
+  };
+  return sqlite;
+}
+
+const plan = (sqlite: BetterSqlite3.Database, query: string, ...params: unknown[]) =>
+  (sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all(...params) as { detail: string }[]).map((r) => r.detail).join(' | ');
+
+const event = (id: string, app: string | null) => ({
+  type: 'event' as const,
+  source: 'default',
+  deliveryId: `msg_${id}`,
+  receivedAt: '2026-11-21T10:00:00.000Z',
+  text: JSON.stringify({ id, event_type: 'interview.completed' }),
+  envelope: { id, eventType: 'interview.completed', webhookId: null, createdAt: null, applicationId: app },
+});
+
+describe('migration 005: the ingest insert appends, except to the events primary key', () => {
+  it('moves the application link of existing events into application_events', () => {
+    const sqlite = scratch();
+    const migrations = readMigrations();
+    migrate(sqlite, migrations.filter((m) => m.version <= 4));
+    const write = createIngestWriter(sqlite);
+    write([event('evt_1', 'app_a'), event('evt_2', 'app_a'), event('evt_3', 'app_b'), event('evt_4', null)]);
+
+    expect(migrate(sqlite, migrations)).toContain(5);
+    const links = sqlite.prepare('SELECT application_id, event_id FROM application_events ORDER BY event_id').all();
+    expect(links).toEqual([
+      { application_id: 'app_a', event_id: 'evt_1' },
+      { application_id: 'app_a', event_id: 'evt_2' },
+      { application_id: 'app_b', event_id: 'evt_3' },
+    ]);
+  });
+
+  it('leaves events and the ingest job without random-key indexes, and lookups by event still indexed', async () => {
+    const sqlite = scratch();
+    migrate(sqlite);
+    const indexed = (table: string) =>
+      (sqlite.prepare(`SELECT name FROM pragma_index_list(?)`).all(table) as { name: string }[]).flatMap(({ name }) =>
+        (sqlite.prepare('SELECT name FROM pragma_index_info(?)').all(name) as { name: string | null }[]).map((c) => `${name}:${c.name}`),
+      );
+    expect(indexed('events').filter((c) => c.endsWith(':application_id'))).toEqual([]);
+    expect(sqlite.prepare("SELECT sql FROM sqlite_master WHERE name = 'jobs_event'").pluck().get()).toMatch(/WHERE kind <> 'process_event'/);
+
+    // Ingested events are found by their application only once processing links them.
+    createIngestWriter(sqlite)([event('evt_9', 'app_z')]);
+    expect(sqlite.prepare('SELECT COUNT(*) FROM application_events').pluck().get()).toBe(0);
+
+    // What the queue asks by event: covered by jobs_event for sink kinds, by (state, kind) for process_event.
+    const sinkLookup = plan(sqlite, `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND kind <> 'process_event' AND state IN ('pending', 'running')`, 'e', 'sink:a');
+    expect(sinkLookup).toMatch(/USING INDEX jobs_event/);
+    const writes = preparedJobWrites(sqlite);
+    expect(writes.findOpenJob('evt_9', 'process_event')).toEqual({ id: expect.any(Number) });
+    expect(writes.openProcessEventIds()).toEqual(new Set(['evt_9']));
+    const id = writes.enqueue({ kind: 'sink:archive', payload: {}, eventId: 'evt_9' }, Date.parse('2026-11-21T10:00:00Z'));
+    expect(writes.findOpenJob('evt_9', 'sink:archive')).toEqual({ id });
+
+    // The kysely lookup compiles the same literal term, so SQLite can use the partial index.
+    const ran: { sql: string; parameters: readonly unknown[] }[] = [];
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }), log: (e) => void ran.push(e.query) });
+    expect(await findOpenJob(db, 'evt_9', 'sink:archive')).toEqual({ id });
+    expect(plan(sqlite, ran[0]!.sql, ...ran[0]!.parameters)).toMatch(/USING INDEX jobs_event/);
+    expect(await findOpenJob(db, 'evt_9', 'process_event')).toEqual({ id: expect.any(Number) });
+  });
+});
