@@ -17,11 +17,11 @@ CREATE TABLE application_events (
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO application_events (application_id, event_id)
   SELECT application_id, id FROM events WHERE application_id IS NOT NULL;
-DROP INDEX events_application;
+DROP INDEX IF EXISTS events_application;
 
 -- Jobs by event for every kind but the process_event job each delivery
 -- queues. Lookups by event for other kinds must repeat the index's condition
 -- literally (`kind <> 'process_event'`) for SQLite to use it; the few open
 -- process_event jobs are found through jobs_kind_ready (state, kind).
-DROP INDEX jobs_event;
+DROP INDEX IF EXISTS jobs_event;
 CREATE INDEX jobs_event ON jobs (event_id) WHERE kind <> 'process_event';

@@ -34,6 +34,20 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
       // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
       // process (a separate `work`'s serve, the CLI) committed in between.
       await immediateTransaction(ctx.db, async (trx) => {
+        const eventIds = jobs.map((job) => eventIdOf(job.payload)).filter((id): id is string => id !== null);
+        // Linked before the savepoints: an event whose own fold fails (even for good) still
+        // counts in its application's row when other events rebuild it, as every stored event did
+        // when the link was an index on events (migration 005 moved it here, off the ingest path).
+        if (eventIds.length > 0) {
+          await trx
+            .insertInto('application_events')
+            .columns(['application_id', 'event_id'])
+            .expression((eb) =>
+              eb.selectFrom('events').select(['application_id', 'id']).where('id', 'in', eventIds).where('application_id', 'is not', null),
+            )
+            .onConflict((oc) => oc.doNothing())
+            .execute();
+        }
         for (const job of jobs) {
           await sql`SAVEPOINT process_event`.execute(trx);
           try {
@@ -53,18 +67,20 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
   };
 }
 
+/** The payload's event id, or null when it has none (that job then fails on its own, in its savepoint). */
+function eventIdOf(payload: string): string | null {
+  try {
+    const id = (JSON.parse(payload) as { event_id?: unknown }).event_id;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
+}
+
 async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number): Promise<void> {
   const event = await trx.selectFrom('events').select(['id', 'event_type', 'source', 'application_id']).where('id', '=', eventId).executeTakeFirst();
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  if (event.application_id) {
-    // Linked here, not at ingest: the ingest transaction appends only (migration 005).
-    await trx
-      .insertInto('application_events')
-      .values({ application_id: event.application_id, event_id: event.id })
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-    await rebuildApplication(trx, event.application_id, now);
-  }
+  if (event.application_id) await rebuildApplication(trx, event.application_id, now);
   const resource = RESOURCE_OF_EVENT[event.event_type];
   if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
 

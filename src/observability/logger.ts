@@ -48,6 +48,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
  * a tenth of the whole per-delivery budget at 10,000 deliveries/s, so this
  * child redacts the sensitive names at the top level only (whole values,
  * headers included) and keeps the parent's level and destination.
+ * A child's `redact` replaces the parent's (pino 10): a nested object logged
+ * through this child is printed as it is, so keep its lines flat.
  */
 export function deliveryLogger(logger: Logger): Logger {
   return logger.child({}, { redact: { paths: SENSITIVE_KEYS, censor: CENSOR } });

@@ -309,16 +309,22 @@ export class JobQueue {
   async retryDeadLetters(filter: DeadLetterFilter): Promise<number> {
     if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return 0;
     const now = iso(this.clock.now());
-    let q = this.db
-      .updateTable('jobs')
-      .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, updated_at: now })
-      .where('state', '=', 'dead');
-    if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
-    if (filter.kind) q = q.where('kind', '=', filter.kind);
-    if (filter.source) q = q.where('source', '=', filter.source);
-    if (filter.eventId) q = q.where('event_id', '=', filter.eventId);
-    const r = await q.executeTakeFirst();
-    return Number(r.numUpdatedRows);
+    const eventId = filter.eventId;
+    return immediateTransaction(this.db, async (trx) => {
+      let q = trx
+        .updateTable('jobs')
+        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, updated_at: now })
+        .where('state', '=', 'dead');
+      if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
+      if (filter.kind) q = q.where('kind', '=', filter.kind);
+      if (filter.source) q = q.where('source', '=', filter.source);
+      if (!eventId) return Number((await q.executeTakeFirst()).numUpdatedRows);
+      // By event: one update per index that covers it (see OPEN_JOB), not a walk of every dead job.
+      const byEvent = q.where('event_id', '=', eventId);
+      const others = await byEvent.where(jobsByEventTerm).executeTakeFirst();
+      const processEvents = await byEvent.where('kind', '=', JobKind.processEvent).executeTakeFirst();
+      return Number(others.numUpdatedRows + processEvents.numUpdatedRows);
+    });
   }
 
   async listDeadLetters(limit = 100): Promise<Job[]> {

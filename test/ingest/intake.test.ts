@@ -37,6 +37,34 @@ describe('POST /webhooks over real HTTP', () => {
     expect(one("SELECT COUNT(*) FROM jobs WHERE event_id = ? AND kind = 'process_event' AND state = 'pending'", env.id)).toBe(1);
   });
 
+  it('reads the webhook-* headers as sent on the socket: repeated lines are joined, padding is trimmed', async () => {
+    // node:http sends an array as one header line per value, as a proxy might.
+    const send = (headers: Record<string, string | string[]>, body: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request(`${r.url}/webhooks`, { method: 'POST', headers }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    const body = JSON.stringify(envelope());
+    const d = signDelivery(secret, body);
+    const wrong = `v1,${Buffer.alloc(32, 7).toString('base64')}`;
+
+    const twoLines = await send({ ...d.headers, 'webhook-signature': [wrong, d.headers['webhook-signature']!] }, body);
+    expect(twoLines.status, twoLines.body).toBe(200);
+    const padded = await send({ ...d.headers, 'webhook-id': `  ${d.headers['webhook-id']}  ` }, body);
+    expect(padded.status, padded.body).toBe(200);
+    expect(JSON.parse(padded.body)).toMatchObject({ outcome: 'duplicate' });
+    const onlyWrong = await send({ ...d.headers, 'webhook-signature': [wrong, wrong] }, body);
+    expect(onlyWrong.status).toBe(401);
+    const twoTimestamps = await send({ ...d.headers, 'webhook-timestamp': [d.headers['webhook-timestamp']!, d.headers['webhook-timestamp']!] }, body);
+    expect(twoTimestamps.status).toBe(400);
+    expect(JSON.parse(twoTimestamps.body)).toMatchObject({ error: 'malformed_header' });
+  });
+
   it('dedupes on the envelope id: 3 deliveries with fresh webhook-ids give one row and one job', async () => {
     const body = JSON.stringify(envelope());
     const id = JSON.parse(body).id as string;

@@ -46,4 +46,43 @@ describe('process_event jobs run in batches (one transaction, a savepoint per ev
       await r.close();
     }
   });
+
+  it("counts an event in its application's row even while its own fold keeps failing", async () => {
+    const secret = newSecret();
+    const clock = new ManualClock(Date.parse(at(30)));
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
+    try {
+      const sqlite = r.app.database.ingestSqlite;
+      // The status change's own fold fails (its event_processing write is refused) on every attempt.
+      sqlite.exec(
+        "CREATE TRIGGER refuse_evt_moved BEFORE INSERT ON event_processing WHEN NEW.event_id = 'evt_moved' BEGIN SELECT RAISE(ABORT, 'simulated failure'); END",
+      );
+      const moved = {
+        id: 'evt_moved',
+        webhook_id: 'wh_1',
+        created_at: at(5),
+        event_type: 'application.status_changed',
+        payload: { application: { id: 'app-1', status: 'interviewing' }, previous_status: 'applied' },
+      };
+      for (const e of [moved, created(1)]) {
+        const d = signDelivery(secret, JSON.stringify(e), { timestampSeconds: Math.floor(clock.now() / 1000) });
+        expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      }
+
+      await r.app.worker.runUntilIdle();
+
+      const q = (s: string) => sqlite.prepare(s).all() as Record<string, unknown>[];
+      expect(q("SELECT state, last_error FROM jobs WHERE kind = 'process_event' AND event_id = 'evt_moved'")).toEqual([
+        { state: 'pending', last_error: expect.stringMatching(/simulated failure/) },
+      ]);
+      // The creation's fold (created earlier, folded with it) sees the status change: linked before the savepoints.
+      expect(q("SELECT status, status_changed_at FROM applications WHERE id = 'app-1'")).toEqual([{ status: 'interviewing', status_changed_at: at(5) }]);
+      expect(q("SELECT event_id FROM application_events WHERE application_id = 'app-1' ORDER BY event_id").map((x) => x.event_id)).toEqual([
+        'evt_batch_1',
+        'evt_moved',
+      ]);
+    } finally {
+      await r.close();
+    }
+  });
 });

@@ -93,6 +93,20 @@ describe('JobQueue', () => {
     expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
   });
 
+  it('retries the dead letters of one event, its process_event job and the others alike', async () => {
+    const q = new JobQueue(database.db, clock);
+    const ids = [];
+    for (const kind of ['process_event', 'sink:archive', 'fetch_result']) {
+      ids.push(await enqueue(database.db, { kind, payload: {}, eventId: 'evt_dead', maxAttempts: 1 }, T0));
+    }
+    const other = await enqueue(database.db, { kind: 'sink:archive', payload: {}, eventId: 'evt_other', maxAttempts: 1 }, T0);
+    for (const j of await q.claim('w', 4)) await q.deadLetter(j, 'boom');
+    expect(await q.retryDeadLetters({ eventId: 'evt_dead' })).toBe(3);
+    for (const id of ids) expect(await job(id)).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(await job(other)).toMatchObject({ state: 'dead' });
+    expect(await q.retryDeadLetters({ eventId: 'evt_dead', kind: 'sink:archive' })).toBe(0);
+  });
+
   it('completeMany: a stale batch completes only the jobs whose lease it still holds, with their records in the same transaction', async () => {
     const q = new JobQueue(database.db, clock, 30_000);
     const ids = [];
