@@ -36,9 +36,13 @@ export interface BatchJobHandler {
   run(jobs: ClaimedJob[]): Promise<BatchOutcome>;
 }
 
-/** Paces a worker: `turn` resolves when it may claim again, `charge` books the time its work took. */
+/**
+ * Paces a worker: `turn` resolves when it may claim again, `charge` books the time its work took.
+ * `turn` resolves to true while processing is held back: the worker then keeps one job group
+ * (one job, or one batch) in flight at most, so its completions do not run back to back.
+ */
 export interface Pacer {
-  turn(): Promise<void>;
+  turn(): Promise<boolean>;
   charge(ms: number): void;
 }
 
@@ -166,10 +170,13 @@ export class Worker {
     let claimed = 0;
     try {
       const pacer = this.opts.pacer;
-      if (pacer) await pacer.turn();
+      const held = pacer ? await pacer.turn() : false;
       if (!this.running) return;
+      // Held back: one group in flight at most (its completion kicks the next claim).
+      if (held && this.inflightJobs > 0) return;
+      const free = this.concurrency - this.inflightJobs;
       const started = performance.now();
-      claimed = await this.claimAndStart(this.concurrency - this.inflightJobs, polled);
+      claimed = await this.claimAndStart(held ? Math.min(free, Number.isFinite(this.batchLimit) ? this.batchLimit : 1) : free, polled);
       pacer?.charge(performance.now() - started);
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');

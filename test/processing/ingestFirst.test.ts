@@ -66,6 +66,21 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(h.sleeps).toEqual([4]);
   });
 
+  it('says whether it is holding processing back: only under load, while deliveries arrive', async () => {
+    let load = 0.5;
+    const h = harness(0.5, () => load);
+    expect(await h.pacer.turn()).toBe(false); // not enabled
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    expect(await h.pacer.turn()).toBe(false); // room on the loop
+    load = 0.95;
+    h.advance(250);
+    h.pacer.noteIngest();
+    expect(await h.pacer.turn()).toBe(true);
+    h.advance(300); // no delivery for longer than the window
+    expect(await h.pacer.turn()).toBe(false);
+  });
+
   it('never parks a step for more than 50 ms, however long the last one ran', async () => {
     const h = harness(0.1);
     h.pacer.enabled = true;

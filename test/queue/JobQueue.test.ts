@@ -278,6 +278,7 @@ describe('Worker', () => {
       turn: async () => {
         turns++;
         events.push('turn');
+        return false;
       },
       charge: (ms: number) => {
         expect(ms).toBeGreaterThanOrEqual(0);
@@ -298,13 +299,38 @@ describe('Worker', () => {
     expect(events.filter((e) => e === 'charge').length).toBeGreaterThanOrEqual(turns + 3 - 1);
   });
 
+  it('while its pacer holds processing back, a worker keeps one job in flight, and up to its concurrency otherwise', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    for (const held of [true, false]) {
+      let running = 0;
+      let most = 0;
+      const ran: number[] = [];
+      const pacer = { turn: async () => held, charge: () => {} };
+      const handler = async (j: { id: number }) => {
+        most = Math.max(most, ++running);
+        for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+        running--;
+        ran.push(j.id);
+      };
+      const w = new Worker({ queue: q, clock, logger, gate, concurrency: 4, pacer, pollIntervalMs: 5, handlers: { k: handler } });
+      const ids = [];
+      for (let i = 0; i < 6; i++) ids.push(await enqueue(database.db, { kind: 'k', payload: {} }, clock.now()));
+      w.start();
+      for (let i = 0; i < 400 && ran.length < 6; i++) await new Promise((r) => setTimeout(r, 5));
+      await w.stop();
+      expect(ran.sort((a, b) => a - b)).toEqual(ids);
+      expect(most).toBe(held ? 1 : 4);
+    }
+  });
+
   it('stop() waits for a tick held in its pacer turn, and that tick claims nothing', async () => {
     const q = new JobQueue(database.db, clock);
     const gate = new SourcePauses(database.db, clock);
     let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
+    const held = new Promise<boolean>((r) => (release = () => r(false)));
     let turns = 0;
-    const pacer = { turn: () => (++turns === 1 ? held : Promise.resolve()), charge: () => {} };
+    const pacer = { turn: () => (++turns === 1 ? held : Promise.resolve(false)), charge: () => {} };
     const ran: number[] = [];
     const w = new Worker({ queue: q, clock, logger, gate, concurrency: 1, pacer, handlers: { k: async (j) => void ran.push(j.id) } });
     const id = await enqueue(database.db, { kind: 'k', payload: {} }, clock.now());
