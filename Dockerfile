@@ -34,5 +34,5 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
 # finish in-flight requests and their commit, drain workers, close the database.
 STOPSIGNAL SIGTERM
 # `docker run IMAGE` serves; `docker run IMAGE status` (or `docker exec CONTAINER hiring-receiver status`) runs the CLI.
-ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=4", "dist/cli/main.js"]
+ENTRYPOINT ["node", "--enable-source-maps", "--max-semi-space-size=4", "--heap-growing-percent=30", "dist/cli/main.js"]
 CMD ["serve"]

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
  * Node flags of the receiver as `npm start` and the Dockerfile's ENTRYPOINT run it
  * (keep the three in step): a 4 MB young-generation semi-space instead of V8's 16 MB.
  */
-export const RECEIVER_NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=4'];
+export const RECEIVER_NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=4', '--heap-growing-percent=30'];
 
 export interface Server {
   name: string;
