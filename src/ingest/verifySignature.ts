@@ -83,7 +83,15 @@ export function createVerifier(sources: readonly SigningSource[], clock: Clock, 
     }
     const candidates = entries
       .filter((e) => e.startsWith('v1,') && V1_SIGNATURE.test(e.slice(3)))
-      .map((e) => Buffer.from(e.slice(3), 'base64'));
+      .flatMap((e) => {
+        // Canonical base64 only. The 43rd character carries 2 bits of the digest and 4 unused
+        // ones, which Buffer.from ignores: "…AB=" and "…AC=" decode alike. The reference
+        // (standardwebhooks) compares the strings, so an altered signature must not pass here
+        // either (found by the header property test).
+        const b64 = e.slice(3);
+        const bytes = Buffer.from(b64, 'base64');
+        return bytes.toString('base64') === b64 ? [bytes] : [];
+      });
     return { ok: true, prefix: `${id}.${timestamp}.`, timestamp: ts, candidates };
   }
 

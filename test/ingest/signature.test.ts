@@ -123,6 +123,17 @@ describe('deliveries signed by the standardwebhooks package', () => {
     expect(res.status).toBe(401);
   });
 
+  it('rejects a signature whose last base64 character differs only in bits that do not encode the digest', async () => {
+    const env = envelope({ id: 'evt_noncanonical' });
+    const good = signDelivery(secretA, JSON.stringify(env), { msgId: 'msg_noncanonical', timestampSeconds: now });
+    const b64 = good.headers['webhook-signature']!.slice(3);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+    const altered = b64.slice(0, 42) + alphabet[alphabet.indexOf(b64[42]!) ^ 1] + '=';
+    expect(Buffer.from(altered, 'base64').equals(Buffer.from(b64, 'base64'))).toBe(true); // same digest bytes
+    const res = await r.app.app.request('/webhooks', { method: 'POST', headers: { ...good.headers, 'webhook-signature': `v1,${altered}` }, body: good.body });
+    expect(res.status).toBe(401);
+  });
+
   it('rejects any single changed byte of body, id, timestamp or signature (property)', async () => {
     const env = envelope({ id: 'evt_property' });
     const good = signDelivery(secretA, JSON.stringify(env), { msgId: 'msg_property', timestampSeconds: now });
