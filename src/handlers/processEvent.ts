@@ -34,7 +34,8 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
       // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
       // process (a separate `work`'s serve, the CLI) committed in between.
       await immediateTransaction(ctx.db, async (trx) => {
-        const eventIds = jobs.map((job) => eventIdOf(job.payload)).filter((id): id is string => id !== null);
+        const payloads = jobs.map((job) => parsePayload(job.payload));
+        const eventIds = payloads.flatMap((p) => ('eventId' in p && typeof p.eventId === 'string' ? [p.eventId] : []));
         // Linked before the savepoints: an event whose own fold fails (even for good) still
         // counts in its application's row when other events rebuild it, as every stored event did
         // when the link was an index on events (migration 005 moved it here, off the ingest path).
@@ -48,11 +49,11 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
             .onConflict((oc) => oc.doNothing())
             .execute();
         }
-        for (const job of jobs) {
+        for (const payload of payloads) {
           await sql`SAVEPOINT process_event`.execute(trx);
           try {
-            const { event_id: eventId } = JSON.parse(job.payload) as { event_id: string };
-            await processEvent(ctx, trx, eventId, now);
+            if ('error' in payload) throw payload.error;
+            await processEvent(ctx, trx, payload.eventId as string, now);
             await sql`RELEASE process_event`.execute(trx);
             results.push(undefined);
           } catch (error) {
@@ -67,13 +68,12 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
   };
 }
 
-/** The payload's event id, or null when it has none (that job then fails on its own, in its savepoint). */
-function eventIdOf(payload: string): string | null {
+/** A job's event id as its payload gives it, or the parse error (that job then fails on its own, in its savepoint). */
+function parsePayload(payload: string): { eventId: unknown } | { error: unknown } {
   try {
-    const id = (JSON.parse(payload) as { event_id?: unknown }).event_id;
-    return typeof id === 'string' ? id : null;
-  } catch {
-    return null;
+    return { eventId: (JSON.parse(payload) as { event_id?: unknown }).event_id };
+  } catch (error) {
+    return { error };
   }
 }
 

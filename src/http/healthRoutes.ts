@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import type { OpenDatabase } from '../db/openDatabase.js';
 import { isMigrated } from '../db/migrate.js';
-import { isSqliteBusy } from '../ingest/GroupCommitter.js';
+import { isSqliteBusy } from '../db/sqliteHelpers.js';
 
 export interface ReadinessExtras {
   /** Extra detail for /readyz (paused sources, disabled sinks): reported, never failing readiness. */

@@ -126,9 +126,3 @@ export class GroupCommitter<T, R> {
     waiters.forEach((w) => w());
   }
 }
-
-/** better-sqlite3 error codes meaning another connection holds the lock. */
-export function isSqliteBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
-}

@@ -37,7 +37,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     const started = performance.now();
     const incoming = c.env?.incoming;
     // On Node, the headers come straight from the IncomingMessage: c.req.header() would
-    // build a WHATWG Request and Headers for each delivery just to read three values.
+    // build a WHATWG Headers object (undici) for each delivery just to read three values.
     const header = incoming ? (name: string) => headerValue(incoming.headers[name]) : (name: string) => c.req.header(name);
     const deliveryId = header('webhook-id');
     const done = (outcome: string, status: number, fields: Record<string, unknown> = {}) => {

@@ -2,16 +2,16 @@ import pino, { type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
+const CENSOR = '[redacted]';
+
+/** Fields whose whole value is redacted (a candidate block, a source's keys). */
+const SENSITIVE_KEYS = ['apiKey', 'secret', 'signingKeys', 'candidate'];
+
 /**
  * JSON logs. We never pass secrets, signatures, API keys, bodies or candidate
  * data to the logger; the redaction list is a second line of defence for
  * objects that might carry them by accident.
  */
-const CENSOR = '[redacted]';
-
-/** Names redacted wherever they appear at the top level of a log line. */
-const SENSITIVE_KEYS = ['headers', 'apiKey', 'secret', 'signingKeys', 'candidate'];
-
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
     {
@@ -24,14 +24,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
           'headers["webhook-signature"]',
           '*.headers.authorization',
           '*.headers["webhook-signature"]',
-          'apiKey',
-          '*.apiKey',
-          'secret',
-          '*.secret',
-          'signingKeys',
-          '*.signingKeys',
-          'candidate',
-          '*.candidate',
+          ...SENSITIVE_KEYS.flatMap((k) => [k, `*.${k}`]),
         ],
         censor: CENSOR,
       },
@@ -52,5 +45,5 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
  * through this child is printed as it is, so keep its lines flat.
  */
 export function deliveryLogger(logger: Logger): Logger {
-  return logger.child({}, { redact: { paths: SENSITIVE_KEYS, censor: CENSOR } });
+  return logger.child({}, { redact: { paths: ['headers', ...SENSITIVE_KEYS], censor: CENSOR } });
 }

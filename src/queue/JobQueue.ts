@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
+import { inChunks, isSqliteBusy } from '../db/sqliteHelpers.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
+import { groupBy } from '../util/collections.js';
 import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
 
 export type Job = Selectable<JobsTable>;
@@ -93,11 +95,6 @@ export async function findOpenJob(
   return q.where('state', 'in', ['pending', 'running']).executeTakeFirst();
 }
 
-/** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */
-export const IN_CHUNK = 500;
-
-const isBusy = (err: unknown) => /^SQLITE_(BUSY|LOCKED)/.test(String((err as { code?: unknown }).code ?? ''));
-
 /**
  * Runs `work` in a BEGIN IMMEDIATE transaction on kysely's connection (which
  * it holds until the end, so nothing else of this process interleaves).
@@ -127,7 +124,7 @@ export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: 
       });
     } catch (err) {
       // Only a busy BEGIN is tried again: nothing ran yet.
-      if (begun || !isBusy(err) || attempt >= retries) throw err;
+      if (begun || !isSqliteBusy(err) || attempt >= retries) throw err;
       await new Promise((r) => setTimeout(r, 10 * 2 ** Math.min(attempt, 5)));
     }
   }
@@ -244,19 +241,13 @@ export class JobQueue {
     if (jobs.length === 0) return [];
     const markDone = async (db: Kysely<Database> | Transaction<Database>): Promise<ClaimedJob[]> => {
       const now = iso(this.clock.now());
-      const byToken = new Map<string, number[]>();
-      for (const j of jobs) {
-        const ids = byToken.get(j.lease_token) ?? [];
-        ids.push(j.id);
-        byToken.set(j.lease_token, ids);
-      }
       const done = new Set<number>();
-      for (const [token, ids] of byToken) {
-        for (let i = 0; i < ids.length; i += IN_CHUNK) {
+      for (const [token, ids] of groupBy(jobs, (j) => j.lease_token, (j) => j.id)) {
+        for (const chunk of inChunks(ids)) {
           const rows = await db
             .updateTable('jobs')
             .set({ state: 'done', lease_owner: null, lease_token: null, lease_expires_at: null, finished_at: now, updated_at: now, last_error: null })
-            .where('id', 'in', ids.slice(i, i + IN_CHUNK))
+            .where('id', 'in', chunk)
             .where('lease_token', '=', token)
             .where('state', '=', 'running')
             .returning('id')

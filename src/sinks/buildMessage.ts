@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { HiringResource } from '../hiring/types.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
-import { IN_CHUNK } from '../queue/JobQueue.js';
+import { inChunks } from '../db/sqliteHelpers.js';
 import type { MessageResult, SinkMessage } from './types.js';
 
 import { eventSaysIneligible } from '../events/eligibility.js';
@@ -42,9 +42,7 @@ type ResultRow = { application_id: string; state: 'processing' | MessageResult['
 export async function buildMessages(db: Kysely<Database> | Transaction<Database>, eventIds: readonly string[]): Promise<Map<string, BuiltMessage>> {
   const ids = [...new Set(eventIds)];
   const events = [];
-  for (let i = 0; i < ids.length; i += IN_CHUNK) {
-    events.push(...(await db.selectFrom('events').selectAll().where('id', 'in', ids.slice(i, i + IN_CHUNK)).execute()));
-  }
+  for (const chunk of inChunks(ids)) events.push(...(await db.selectFrom('events').selectAll().where('id', 'in', chunk).execute()));
   // The application ids whose result each resource needs.
   const wanted = new Map<HiringResource, Set<string>>();
   for (const e of events) {
@@ -53,12 +51,11 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
   }
   const results = new Map<string, ResultRow>(); // `${resource}\0${application_id}`
   for (const [resource, apps] of wanted) {
-    const list = [...apps];
-    for (let i = 0; i < list.length; i += IN_CHUNK) {
+    for (const chunk of inChunks([...apps])) {
       const rows = await db
         .selectFrom(RESULT_TABLE[resource])
         .select(['application_id', 'state', 'reason', 'data', 'fetched_at'])
-        .where('application_id', 'in', list.slice(i, i + IN_CHUNK))
+        .where('application_id', 'in', chunk)
         .execute();
       for (const row of rows) results.set(`${resource}\0${row.application_id}`, row);
     }

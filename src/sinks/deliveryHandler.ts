@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.js';
 import type { ClaimedJob } from '../queue/JobQueue.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
+import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
 import { recordAttempt, recordAttempts } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
@@ -114,13 +115,7 @@ export function createDeliveryHandler(h: {
       return {
         results,
         onComplete: async (trx, completed) => {
-          const byStatus = new Map<number | null, string[]>();
-          for (const job of completed) {
-            const status = statusOfJob.get(job.id) ?? null;
-            const ids = byStatus.get(status) ?? [];
-            ids.push(eventOfJob.get(job.id)!);
-            byStatus.set(status, ids);
-          }
+          const byStatus = groupBy(completed, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
           const now = clock.now();
           for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);
         },

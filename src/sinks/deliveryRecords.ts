@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, DeliveryState } from '../db/schema.js';
-import { IN_CHUNK } from '../queue/JobQueue.js';
+import { inChunks } from '../db/sqliteHelpers.js';
 import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -49,10 +49,10 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
   await recordAttempts(db, d.sink, [d.eventId], r, now);
 }
 
-/** The same attempt result on the rows of many events of one sink (a batch), `IN_CHUNK` ids per statement. */
+/** The same attempt result on the rows of many events of one sink (a batch), in `IN (...)` chunks. */
 export async function recordAttempts(db: Db, sink: string, eventIds: readonly string[], r: AttemptRecord, now: number): Promise<void> {
   const at = iso(now);
-  for (let i = 0; i < eventIds.length; i += IN_CHUNK) {
+  for (const chunk of inChunks(eventIds)) {
     await db
       .updateTable('deliveries')
       .set((eb) => ({
@@ -65,7 +65,7 @@ export async function recordAttempts(db: Db, sink: string, eventIds: readonly st
         ...(r.state === 'delivered' ? { delivered_at: at } : {}),
       }))
       .where('sink', '=', sink)
-      .where('event_id', 'in', eventIds.slice(i, i + IN_CHUNK))
+      .where('event_id', 'in', chunk)
       .execute();
   }
 }

@@ -2,12 +2,14 @@ import { SingleBar } from 'cli-progress';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { IN_CHUNK, preparedJobWrites } from '../../queue/JobQueue.js';
+import { inChunks } from '../../db/sqliteHelpers.js';
+import { preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
+import { groupBy } from '../../util/collections.js';
 import { configuredSinks, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
 export interface ReplayOptions {
@@ -231,12 +233,7 @@ async function waitForReplay(io: CliIo, db: Kysely<Database>, jobIds: number[], 
   const deadline = Date.now() + o.timeout * 1000;
   const bar = io.isTTY && !o.json && total > 0 ? new SingleBar({ stream: io.stderr, format: 'waiting   [{bar}] {value}/{total} finished', hideCursor: true }) : null;
   bar?.start(total, 0);
-  const bySink = new Map<string, string[]>();
-  for (const p of pairs) {
-    const ids = bySink.get(p.sink) ?? [];
-    ids.push(p.event);
-    bySink.set(p.sink, ids);
-  }
+  const bySink = groupBy(pairs, (p) => p.sink, (p) => p.event);
   let done = 0;
   let failed = 0;
   // Counted per state with IN lists (a query per pair, every 200 ms, took CPU the receiver needed).
@@ -250,24 +247,24 @@ async function waitForReplay(io: CliIo, db: Kysely<Database>, jobIds: number[], 
     for (;;) {
       done = 0;
       failed = 0;
-      for (let i = 0; i < jobIds.length; i += IN_CHUNK) {
+      for (const chunk of inChunks(jobIds)) {
         tally(
           await db
             .selectFrom('jobs')
             .select(['state', sql<number>`count(*)`.as('n')])
-            .where('id', 'in', jobIds.slice(i, i + IN_CHUNK))
+            .where('id', 'in', chunk)
             .groupBy('state')
             .execute(),
         );
       }
       for (const [sink, ids] of bySink) {
-        for (let i = 0; i < ids.length; i += IN_CHUNK) {
+        for (const chunk of inChunks(ids)) {
           tally(
             await db
               .selectFrom('deliveries')
               .select(['state', sql<number>`count(*)`.as('n')])
               .where('sink', '=', sink)
-              .where('event_id', 'in', ids.slice(i, i + IN_CHUNK))
+              .where('event_id', 'in', chunk)
               .groupBy('state')
               .execute(),
           );
