@@ -76,6 +76,11 @@ export function createMetrics() {
       labelNames: ['sink'] as const,
       registers: [registry],
     }),
+    walBytes: new Gauge({
+      name: 'receiver_sqlite_wal_bytes',
+      help: 'Size of the SQLite write-ahead log file; checkpoints keep it near 128 MiB at most, so steady growth means they cannot',
+      registers: [registry],
+    }),
     queueDepth: new Gauge({
       name: 'receiver_jobs',
       help: 'Jobs in the durable queue by state (pending, running, done, dead) and kind',

@@ -51,5 +51,7 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="archive"\} 0/);
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="crm"\} [0-9.]+/);
     expect(text).toMatch(/receiver_jobs\{state="done",kind="fetch_result"\} 3/);
+    // The receiver's database is a file: its WAL exists and has been written.
+    expect(Number(/^receiver_sqlite_wal_bytes (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
   });
 });
