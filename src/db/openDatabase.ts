@@ -72,25 +72,31 @@ function configure(sqlite: BetterSqlite3.Database, busyTimeoutMs: number, sync: 
  * pages, on the event loop: the benchmark traced ingest p99 spikes (~20 ms) to
  * it. Here a worker thread with its own connection checkpoints twice a second.
  *
- * A checkpoint copies pages; only a writer that starts while *every* frame has
- * been copied rewinds the WAL to its start. Under sustained writes a single
- * PASSIVE pass never ends in that state (commits keep landing during it), so
- * the WAL used to grow for as long as the load lasted: 1.6 GB in 20 s of the
- * ingest benchmark, 47 MB/s at 1,000 deliveries/s with processing. So each
- * tick:
- *  1. PASSIVE (never blocks writers or readers);
+ * A checkpoint copies pages; SQLite rewinds the WAL to its start only when a
+ * writer begins while every frame has been copied back and no reader still
+ * uses old frames. Under sustained writes a single PASSIVE pass never ends in
+ * that state (commits keep landing during it), so the WAL used to grow for as
+ * long as the load lasted: 1.6 GB in 20 s of the ingest benchmark, 47 MB/s at
+ * 1,000 deliveries/s with processing. So each tick:
+ *  1. PASSIVE (never blocks writers or readers); if another connection is
+ *     checkpointing (log = -1), nothing more this tick;
  *  2. while the WAL holds at least 1,000 frames and grew during the last
  *     pass, up to 4 more short PASSIVE passes: each copies only what the
- *     previous one missed, and the WAL usually ends fully copied between two
+ *     previous one missed, and the WAL often ends fully copied between two
  *     commits, so the next writer rewinds it;
  *  3. if the WAL still holds `maxWalBytes` or more, RESTART: it takes the
- *     write lock, copies the few frames left, waits (at most `restartWaitMs`
- *     per lock) for readers of old frames, and rewinds the WAL itself. Writers
- *     wait meanwhile: the ingest committer retries on its own timer, within
- *     its write timeout. A RESTART refused because a reader still holds an
- *     old snapshot is retried after 1, 2, 4 ... 16 ticks.
+ *     write lock, copies the frames left and fsyncs, then waits until no
+ *     reader uses the WAL, so that the next writer rewinds it. Writers wait
+ *     for all of that (the copy, the fsyncs, and lock waits that share
+ *     `restartWaitMs`); the ingest committer retries on its own timer, within
+ *     its write timeout. busy = 1 means the write lock was not free in time
+ *     (SQLite then ran it as PASSIVE) or a reader kept old frames (writers
+ *     were held meanwhile): the next RESTART waits 1, 2, then 4 ticks, so a
+ *     long reader does not hold writers on every tick, and a saturated
+ *     writer is retried within 2 s. Both counters reset once the WAL is
+ *     below the bound.
  * `journal_size_limit` on the writing connections then truncates a WAL file
- * left larger than `maxWalBytes` by a burst when it is rewound.
+ * left larger than `maxWalBytes` by a burst, at the rewinding writer's commit.
  */
 const CHECKPOINTER = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -105,18 +111,21 @@ let skipRestarts = 0;
 let restartBackoff = 1;
 function checkpoint() {
   let r = passive();
+  if (r.log < 0) return;
   for (let i = 0; i < 4 && r.log >= catchUpFrames; i++) {
     const before = r.log;
     r = passive();
     if (r.log === before) break;
   }
-  if (r.log < maxFrames) return;
+  if (r.log < maxFrames) {
+    skipRestarts = 0;
+    restartBackoff = 1;
+    return;
+  }
   if (skipRestarts > 0) return void skipRestarts--;
-  // Refused (busy = 1) while a reader keeps an old snapshot: writers were held for up to
-  // restartWaitMs, so back off (1, 2, 4, ... 16 ticks) rather than doing that every tick.
   if (db.pragma('wal_checkpoint(RESTART)')[0].busy) {
     skipRestarts = restartBackoff;
-    restartBackoff = Math.min(restartBackoff * 2, 16);
+    restartBackoff = Math.min(restartBackoff * 2, 4);
   } else restartBackoff = 1;
 }
 const timer = setInterval(() => {
@@ -134,9 +143,9 @@ parentPort.on('message', (m) => {
 export interface CheckpointerOptions {
   /** Milliseconds between checkpoints. Default 500. */
   intervalMs?: number;
-  /** WAL size past which a RESTART checkpoint forces the WAL back to its start. Default 128 MiB. */
+  /** WAL size past which a RESTART checkpoint makes the next writer start the WAL over. Default 128 MiB. */
   maxWalBytes?: number;
-  /** Longest a RESTART waits for each lock it needs (the write lock, then readers of old frames). Default 10. */
+  /** busy_timeout of the checkpointer: the lock waits of one RESTART (the write lock, then readers of old frames) share it. Default 10. */
   restartWaitMs?: number;
 }
 

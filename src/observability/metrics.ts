@@ -78,7 +78,7 @@ export function createMetrics() {
     }),
     walBytes: new Gauge({
       name: 'receiver_sqlite_wal_bytes',
-      help: 'Size of the SQLite write-ahead log file; checkpoints keep it near 128 MiB at most, so steady growth means they cannot',
+      help: 'Size of the SQLite write-ahead log file (its high-water mark); about 128 MiB at most, so steady growth means a reader holds an old snapshot or checkpoints cannot keep up',
       registers: [registry],
     }),
     queueDepth: new Gauge({
