@@ -21,15 +21,9 @@ import type { Pacer } from '../queue/Worker.js';
  * jobs are durable). Measured at 2,500 deliveries/s on 2 cores: unpaced, a
  * backlog of folds kept the loop 100% busy and acknowledgement p50 went from
  * 3 ms (ingest only) to 10 ms (bench/README.md). Pacing only under a busy
- * loop cut the fan-out p50 at 200/s from 97 ms (always paced) to 26 ms
- * (5 ms unpaced). "Busy" is 60% over a quarter second: at 1,000/s the loop
- * sits between 60% and 90% (most of it blocked in the commit's fsync), and
- * with the earlier 90% processing ran flat out there: acknowledgement p50
- * 6.4-9.1 ms, p99 30-33 ms, against 2.2-2.4 / 11.8-12.3 ms at 60%. Same
- * fan-out at 200/s (17.7-22.0 against 18.0-20.7 ms) and same p99 at
- * 2,500/s; a sustained 1,000/s with a file sink drained about 2 s later
- * (processing cannot keep up at that rate in process either way).
- * Processing lag under load shows in `receiver_jobs{state="pending"}`.
+ * loop (90% over a quarter second) cut the fan-out p50 at 200/s from 97 ms
+ * (always paced) to 26 ms (5 ms unpaced). Processing lag under load shows
+ * in `receiver_jobs{state="pending"}`.
  *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
@@ -67,7 +61,7 @@ export class IngestFirst implements Pacer {
   constructor(o: IngestFirstOptions = {}) {
     this.share = o.share ?? 0.25;
     this.activeWindowMs = o.activeWindowMs ?? 250;
-    this.busyAbove = o.busyAbove ?? 0.6;
+    this.busyAbove = o.busyAbove ?? 0.9;
     this.sampleMs = o.sampleMs ?? 250;
     this.now = o.now ?? (() => performance.now());
     this.sleep = o.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
