@@ -117,7 +117,8 @@ export function createApp(deps: AppDeps) {
       if (outcome === 'done') fetcher.kick();
     },
     concurrency: PROCESS_EVENT_BATCH,
-    pacer,
+    // Folds are held back from 60% loop utilization, reads from 90% (see IngestFirst).
+    pacer: pacer.from(0.6),
     handlers: { [JobKind.processEvent]: createProcessEventHandler(processing) },
   });
   const fetcher = new Worker({

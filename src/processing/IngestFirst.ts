@@ -22,8 +22,14 @@ import type { Pacer } from '../queue/Worker.js';
  * backlog of folds kept the loop 100% busy and acknowledgement p50 went from
  * 3 ms (ingest only) to 10 ms (bench/README.md). Pacing only under a busy
  * loop (90% over a quarter second) cut the fan-out p50 at 200/s from 97 ms
- * (always paced) to 26 ms (5 ms unpaced). Processing lag under load shows
- * in `receiver_jobs{state="pending"}`.
+ * (always paced) to 26 ms (5 ms unpaced). The app holds folds back from
+ * 60% (`from(0.6)`), reads from 90%: at 1,000/s the loop sits between the
+ * two, and folds running flat out there gave acknowledgement p50/p99 of
+ * 8.2-8.5 / 26-27 ms, against 1.9-2.4 / 11.8-12.5 ms held (fan-out p50 at
+ * 200/s 12-18 ms against 6-7 ms). Reads keep the 90%: held reads keep one
+ * request in flight, and with a slow service a 60% threshold made the
+ * reads crawl (the reliability suite's slow-upstream test caught it).
+ * Processing lag under load shows in `receiver_jobs{state="pending"}`.
  *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
@@ -46,7 +52,7 @@ export class IngestFirst implements Pacer {
   private lastIngestAt = Number.NEGATIVE_INFINITY;
   private readyAt = 0;
   private sampledAt = Number.NEGATIVE_INFINITY;
-  private busy = false;
+  private load = 0;
   /** Off until the app starts its workers; tests driving runUntilIdle() are not paced. */
   enabled = false;
 
@@ -78,16 +84,21 @@ export class IngestFirst implements Pacer {
    * Resolves when processing may go on: at once, or after the loop had its share. True while
    * processing is held back (the worker then keeps one job group in flight at most).
    */
-  async turn(): Promise<boolean> {
+  async turn(busyAbove = this.busyAbove): Promise<boolean> {
     if (!this.enabled) return false;
     const now = this.now();
     if (now - this.sampledAt >= this.sampleMs) {
-      this.busy = this.utilization() >= this.busyAbove;
+      this.load = this.utilization();
       this.sampledAt = now;
     }
-    if (!this.busy || now - this.lastIngestAt >= this.activeWindowMs) return false;
+    if (this.load < busyAbove || now - this.lastIngestAt >= this.activeWindowMs) return false;
     if (this.readyAt > now) await this.sleep(this.readyAt - now);
     return true;
+  }
+
+  /** The same budget, for a worker that is held back from a lower loop utilization (0-1). */
+  from(busyAbove: number): Pacer {
+    return { turn: () => this.turn(busyAbove), charge: (ms) => this.charge(ms) };
   }
 
   /** Books `ms` of processing that just ended. */

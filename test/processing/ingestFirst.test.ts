@@ -81,6 +81,23 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(await h.pacer.turn()).toBe(false);
   });
 
+  it('holds a worker paced from a lower threshold while the default one still runs free, on one budget', async () => {
+    let load = 0.7; // between the folds' 60% and the default 90%
+    const h = harness(0.5, () => load);
+    const folds = h.pacer.from(0.6);
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    expect(await folds.turn()).toBe(true);
+    expect(await h.pacer.turn()).toBe(false);
+    folds.charge(4); // owes 4 ms at share 0.5
+    expect(await folds.turn()).toBe(true);
+    expect(h.sleeps).toEqual([4]);
+    load = 0.95;
+    h.advance(250);
+    h.pacer.noteIngest();
+    expect(await h.pacer.turn()).toBe(true);
+  });
+
   it('never parks a step for more than 50 ms, however long the last one ran', async () => {
     const h = harness(0.1);
     h.pacer.enabled = true;
