@@ -184,7 +184,7 @@ export function createApp(deps: AppDeps) {
     metrics.pausedSources.reset();
     for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
     for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
-    if (config.databasePath !== ':memory:') metrics.walBytes.set(statSync(`${config.databasePath}-wal`, { throwIfNoEntry: false })?.size ?? 0);
+    if (!sqlite.memory) metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
     metrics.queueDepth.reset();
     const depth = sqlite.prepare('SELECT state, kind, COUNT(*) AS n FROM jobs GROUP BY state, kind').all() as { state: string; kind: string; n: number }[];
     for (const d of depth) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);

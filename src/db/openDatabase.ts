@@ -177,7 +177,7 @@ export interface OpenOptions {
 export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new BetterSqlite3(path);
-  const background = opts.checkpointer !== undefined && opts.checkpointer !== false && path !== ':memory:';
+  const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
   try {
