@@ -26,6 +26,29 @@ describe('openDatabase', () => {
     expect(database.sqlite.pragma('cache_size', { simple: true })).toBe(-4096);
   });
 
+  it('creates a new database with 2 KB pages and leaves the page size of an existing one alone', async () => {
+    const t = tempDir();
+    cleanup = t.cleanup;
+    database = openDatabase(join(t.dir, 'new.db'));
+    expect(database.sqlite.pragma('page_size', { simple: true })).toBe(2048);
+    expect(database.ingestSqlite.pragma('page_size', { simple: true })).toBe(2048);
+
+    // A file made by an earlier version (4 KB pages, the SQLite default), with a row in it.
+    const oldPath = join(t.dir, 'old.db');
+    const old = new BetterSqlite3(oldPath);
+    old.pragma('page_size = 4096');
+    old.exec("CREATE TABLE keep (v TEXT); INSERT INTO keep VALUES ('still here')");
+    old.close();
+    const reopened = openDatabase(oldPath);
+    try {
+      expect(reopened.sqlite.pragma('page_size', { simple: true })).toBe(4096);
+      expect(reopened.sqlite.prepare('SELECT v FROM keep').pluck().get()).toBe('still here');
+      expect(reopened.sqlite.pragma('journal_mode', { simple: true })).toBe('wal');
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it('checkpoints the WAL on a worker thread instead of inside commits', async () => {
     const t = tempDir();
     cleanup = t.cleanup;
