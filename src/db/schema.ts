@@ -166,6 +166,13 @@ export interface SinkStateTable {
   updated_at: string;
 }
 
+/** Where processing stands in the events table (one row). */
+export interface ProcessingCursorTable {
+  id: number;
+  last_event_rowid: number;
+  updated_at: string;
+}
+
 export interface Database {
   applications: ApplicationsTable;
   application_status_history: StatusHistoryTable;
@@ -182,5 +189,6 @@ export interface Database {
   event_conflicts: EventConflictsTable;
   quarantine: QuarantineTable;
   jobs: JobsTable;
+  processing_cursor: ProcessingCursorTable;
   schema_migrations: SchemaMigrationsTable;
 }

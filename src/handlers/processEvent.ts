@@ -7,13 +7,15 @@ import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
 import { settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
-/** process_event jobs folded per transaction at most. */
+/** Events folded per transaction at most: new ones from the cursor, or process_event jobs. */
 export const PROCESS_EVENT_BATCH = 8;
 
 /**
  * First step for every stored event: fold it into its application's row, and
  * either settle it (nothing to fetch) or hand it to a fetch_result job for
- * its scoring read.
+ * its scoring read. New events are folded from the processing cursor
+ * (foldNewEvents.ts); this handler runs the process_event jobs: folds that
+ * failed there and are retried, and events queued again by `replay`.
  *
  * The jobs of a claim are processed together in one transaction, each inside
  * its own savepoint: an event that fails rolls back only its own writes and
@@ -29,43 +31,56 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
     maxJobs,
     async run(jobs: ClaimedJob[]) {
       const now = ctx.clock.now();
-      const results: BatchItemResult[] = [];
       // BEGIN IMMEDIATE: the write lock is taken before the first read. A deferred BEGIN could
       // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
       // process (a separate `work`'s serve, the CLI) committed in between.
-      await immediateTransaction(ctx.db, async (trx) => {
-        const payloads = jobs.map((job) => parsePayload(job.payload));
-        const eventIds = payloads.flatMap((p) => ('eventId' in p && typeof p.eventId === 'string' ? [p.eventId] : []));
-        // Linked before the savepoints: an event whose own fold fails (even for good) still
-        // counts in its application's row when other events rebuild it, as every stored event did
-        // when the link was an index on events (migration 005 moved it here, off the ingest path).
-        if (eventIds.length > 0) {
-          await trx
-            .insertInto('application_events')
-            .columns(['application_id', 'event_id'])
-            .expression((eb) =>
-              eb.selectFrom('events').select(['application_id', 'id']).where('id', 'in', eventIds).where('application_id', 'is not', null),
-            )
-            .onConflict((oc) => oc.doNothing())
-            .execute();
-        }
-        for (const payload of payloads) {
-          await sql`SAVEPOINT process_event`.execute(trx);
-          try {
-            if ('error' in payload) throw payload.error;
-            await processEvent(ctx, trx, payload.eventId as string, now);
-            await sql`RELEASE process_event`.execute(trx);
-            results.push(undefined);
-          } catch (error) {
-            await sql`ROLLBACK TO process_event`.execute(trx);
-            await sql`RELEASE process_event`.execute(trx);
-            results.push({ error });
-          }
-        }
-      });
+      const results = await immediateTransaction(ctx.db, (trx) => foldEvents(ctx, trx, jobs.map((job) => parsePayload(job.payload)), now));
       return { results };
     },
   };
+}
+
+/**
+ * Folds events in the caller's write transaction, each inside its own
+ * savepoint, and returns one result per item, in order: undefined when
+ * folded, or the error its fold failed with (its own writes rolled back; the
+ * others commit). An item that is already an error fails as it is.
+ */
+export async function foldEvents(
+  ctx: ProcessingContext,
+  trx: Transaction<Database>,
+  items: readonly ({ eventId: unknown } | { error: unknown })[],
+  now: number,
+): Promise<BatchItemResult[]> {
+  const results: BatchItemResult[] = [];
+  const eventIds = items.flatMap((p) => ('eventId' in p && typeof p.eventId === 'string' ? [p.eventId] : []));
+  // Linked before the savepoints: an event whose own fold fails (even for good) still
+  // counts in its application's row when other events rebuild it, as every stored event did
+  // when the link was an index on events (migration 005 moved it here, off the ingest path).
+  if (eventIds.length > 0) {
+    await trx
+      .insertInto('application_events')
+      .columns(['application_id', 'event_id'])
+      .expression((eb) =>
+        eb.selectFrom('events').select(['application_id', 'id']).where('id', 'in', eventIds).where('application_id', 'is not', null),
+      )
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+  }
+  for (const item of items) {
+    await sql`SAVEPOINT process_event`.execute(trx);
+    try {
+      if ('error' in item) throw item.error;
+      await processEvent(ctx, trx, item.eventId as string, now);
+      await sql`RELEASE process_event`.execute(trx);
+      results.push(undefined);
+    } catch (error) {
+      await sql`ROLLBACK TO process_event`.execute(trx);
+      await sql`RELEASE process_event`.execute(trx);
+      results.push({ error });
+    }
+  }
+  return results;
 }
 
 /** A job's event id as its payload gives it, or the parse error (that job then fails on its own, in its savepoint). */

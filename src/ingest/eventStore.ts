@@ -1,5 +1,4 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { DEFAULT_MAX_ATTEMPTS, JobKind } from '../queue/jobKinds.js';
 import type { Envelope } from './parseEnvelope.js';
 
 export type IngestItem =
@@ -14,15 +13,14 @@ export type IngestOutcome = 'accepted' | 'duplicate' | 'conflict' | 'quarantined
  * all items of a batch in one IMMEDIATE transaction. Kysely is used
  * everywhere else; here the per-statement query compilation would be paid
  * on every delivery, on the hottest path we have.
+ *
+ * A new event is one row and nothing else: processing finds it past its
+ * cursor in the events table (migration 006), so no job is queued here.
  */
 export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: IngestItem[]) => IngestOutcome[] {
   const insertEvent = sqlite.prepare(
     `INSERT INTO events (id, event_type, webhook_id, source, created_at, received_at, delivery_id, application_id, envelope)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-  );
-  const insertJob = sqlite.prepare(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-     VALUES (?, ?, ?, ?, 'pending', ?, 0, ?, ?, ?)`,
   );
   const storedEnvelope = sqlite.prepare('SELECT envelope FROM events WHERE id = ?').pluck();
   const insertConflict = sqlite.prepare(
@@ -41,13 +39,7 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
     const { changes } = insertEvent.run(
       e.id, e.eventType, e.webhookId, item.source, e.createdAt, item.receivedAt, item.deliveryId, e.applicationId, item.text,
     );
-    if (changes === 1) {
-      insertJob.run(
-        JobKind.processEvent, JSON.stringify({ event_id: e.id }), e.id, item.source,
-        item.receivedAt, DEFAULT_MAX_ATTEMPTS, item.receivedAt, item.receivedAt,
-      );
-      return 'accepted';
-    }
+    if (changes === 1) return 'accepted';
     if (storedEnvelope.get(e.id) === item.text) return 'duplicate';
     insertConflict.run(e.id, item.source, item.receivedAt, item.deliveryId, item.text);
     return 'conflict';

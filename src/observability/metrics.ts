@@ -48,7 +48,7 @@ export function createMetrics() {
     }),
     jobsSettled: new Counter({
       name: 'receiver_job_runs_total',
-      help: 'Job attempts by kind and how they ended (done, rescheduled, retry, dead, paused, lost)',
+      help: 'Job attempts by kind and how they ended (done, rescheduled, retry, dead, paused, lost); process_event also counts the folds of new events',
       labelNames: ['kind', 'outcome'] as const,
       registers: [registry],
     }),
@@ -79,6 +79,11 @@ export function createMetrics() {
     walBytes: new Gauge({
       name: 'receiver_sqlite_wal_bytes',
       help: 'Size of the SQLite write-ahead log file (its high-water mark); about 128 MiB at most, so steady growth means a reader holds an old snapshot or checkpoints cannot keep up',
+      registers: [registry],
+    }),
+    unprocessedEvents: new Gauge({
+      name: 'receiver_events_unprocessed',
+      help: 'Stored events that processing has not taken yet (past the processing cursor)',
       registers: [registry],
     }),
     queueDepth: new Gauge({

@@ -18,10 +18,12 @@ export interface NewJob {
   source?: string | null;
   runAt?: number;
   maxAttempts?: number;
+  /** A job that starts out with attempts that already failed (a new event's fold from the processing cursor), and the last error. */
+  failed?: { attempts: number; error: string };
 }
 
 
-/** The row of a new pending job. */
+/** The row of a new job: pending, or a first attempt that already failed (NewJob.failed). */
 function jobRow(job: NewJob, now: number): Insertable<JobsTable> & { event_id: string | null; source: string | null } {
   const at = iso(now);
   return {
@@ -35,6 +37,7 @@ function jobRow(job: NewJob, now: number): Insertable<JobsTable> & { event_id: s
     max_attempts: job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
     created_at: at,
     updated_at: at,
+    ...(job.failed ? { attempts: job.failed.attempts, last_error: job.failed.error } : {}),
   };
 }
 
@@ -69,6 +72,7 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
+  const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
   const insert = sqlite.prepare<Insertable<JobsTable>>(
     `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
      VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @created_at, @updated_at)`,
@@ -80,6 +84,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
     },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
+    /** events.rowid of the last event processing has taken: later events are still to be folded. */
+    processingCursor: (): number => cursor.get() ?? 0,
     enqueue: (job: NewJob, now: number): number => Number(insert.run(jobRow(job, now)).lastInsertRowid),
   };
 }

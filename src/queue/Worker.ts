@@ -46,6 +46,15 @@ export interface Pacer {
   charge(ms: number): void;
 }
 
+/**
+ * Work that is not in the jobs table (new events past the processing cursor): the worker runs
+ * it beside its jobs, paced and stopped with them. `run` does up to `limit` units in one go and
+ * says how many it did (0: nothing to do); it should look with a read before it writes.
+ */
+export interface WorkSource {
+  run(limit: number): Promise<number>;
+}
+
 export interface SourceGate {
   /** Sources whose jobs must not be claimed now (paused after a 401/403). */
   blockedSources(now: number): Promise<string[]>;
@@ -78,6 +87,8 @@ export interface WorkerOptions {
   /** Paused-source jobs come back after this, to try the key again. */
   pauseRetryMs?: number;
   onJobSettled?: (job: ClaimedJob, outcome: 'done' | 'rescheduled' | 'retry' | 'dead' | 'paused' | 'lost') => void;
+  /** Run in each tick besides the claim, in units of this worker's batch size. */
+  source?: WorkSource;
 }
 
 /**
@@ -95,6 +106,8 @@ export class Worker {
   private immediate: NodeJS.Immediate | null = null;
   private ticking = false;
   private again = false;
+  /** While held back, ticks alternate between the source and the queue: this says whose turn is first. */
+  private queueFirst = false;
 
   private readonly kinds: string[];
 
@@ -176,7 +189,20 @@ export class Worker {
       if (held && this.inflightJobs > 0) return;
       const free = this.concurrency - this.inflightJobs;
       const started = performance.now();
-      claimed = await this.claimAndStart(held ? Math.min(free, Number.isFinite(this.batchLimit) ? this.batchLimit : 1) : free, polled);
+      const claimLimit = held ? Math.min(free, Number.isFinite(this.batchLimit) ? this.batchLimit : 1) : free;
+      const source = this.opts.source;
+      if (!source) claimed = await this.claimAndStart(claimLimit, polled);
+      else if (held) {
+        // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
+        const first = this.queueFirst;
+        this.queueFirst = !first;
+        claimed = first ? await this.claimAndStart(claimLimit, true) : await source.run(this.sourceBatch);
+        if (claimed === 0) claimed = first ? await source.run(this.sourceBatch) : await this.claimAndStart(claimLimit, true);
+      } else {
+        const fromSource = await source.run(this.sourceBatch);
+        // Jobs (retries, replays) are rare beside new events: looked for with a read first.
+        claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, polled || fromSource > 0));
+      }
       pacer?.charge(performance.now() - started);
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
@@ -187,6 +213,11 @@ export class Worker {
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
     if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);
+  }
+
+  /** Units of source work per run: the batch handler's size, else one. */
+  private get sourceBatch(): number {
+    return Number.isFinite(this.batchLimit) ? this.batchLimit : 1;
   }
 
   private async claimAndStart(free: number, polled: boolean): Promise<number> {
@@ -238,14 +269,15 @@ export class Worker {
     return groups;
   }
 
-  /** For tests and the CLI: run every job that is due now, until none is left. Returns how many ran. */
+  /** For tests and the CLI: run every job that is due now (and the source's work), until none is left. Returns how many ran. */
   async runUntilIdle(maxJobs = 10_000): Promise<number> {
     let ran = 0;
     while (ran < maxJobs) {
-      const jobs = await this.claim(this.concurrency);
-      if (jobs.length === 0) break;
+      const fromSource = this.opts.source ? await this.opts.source.run(Math.min(this.sourceBatch, maxJobs - ran)) : 0;
+      const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency) : [];
+      if (jobs.length === 0 && fromSource === 0) break;
       await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
-      ran += jobs.length;
+      ran += fromSource + jobs.length;
     }
     return ran;
   }

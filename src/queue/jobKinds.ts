@@ -1,4 +1,7 @@
-/** Every job kind the queue runs. The ingest transaction enqueues PROCESS_EVENT for each new event. */
+/**
+ * Every job kind the queue runs. PROCESS_EVENT folds an event whose fold from the processing
+ * cursor failed, or one `replay` queued again; new events need no job (migration 006).
+ */
 export const JobKind = {
   processEvent: 'process_event',
   fetchResult: 'fetch_result',

@@ -91,7 +91,8 @@ describe('operations on a running receiver', () => {
     expect(s.events.by_type).toEqual(Object.fromEntries(all<{ event_type: string; n: number }>('SELECT event_type, COUNT(*) AS n FROM events GROUP BY event_type').map((r) => [r.event_type, r.n])));
     const byState = Object.fromEntries(all<{ state: string; n: number }>('SELECT state, COUNT(*) AS n FROM jobs GROUP BY state').map((r) => [r.state, r.n]));
     expect(s.jobs.by_state).toEqual({ pending: 0, running: 0, done: 0, dead: 0, ...byState });
-    expect(s.jobs.by_state.done).toBe(8); // 4 process_event + 4 deliveries to archive
+    expect(s.jobs.by_state.done).toBe(4); // the 4 deliveries to archive: new events are folded from the processing cursor, not as jobs
+    expect(s.processing).toEqual({ events_waiting: 0, oldest_waiting_age_ms: null });
     expect(s.dead_letters).toBe(0);
     expect(s.quarantined).toBe(1);
     expect(s.applications).toEqual({ total: 2, needs_review: 0 });
@@ -133,10 +134,8 @@ describe('operations on a running receiver', () => {
     expect(processing.code, processing.stderr).toBe(0);
     expect(JSON.parse(processing.stdout)).toMatchObject({ selected: 2, processing: { queued: 2, already_queued: 0 }, finished: { done: 2, failed: 0 } });
     expect(all("SELECT event_id, COUNT(*) AS n FROM jobs WHERE kind = 'process_event' GROUP BY event_id ORDER BY event_id")).toEqual([
-      { event_id: 'evt-a1', n: 2 },
-      { event_id: 'evt-a2', n: 1 },
-      { event_id: 'evt-a3', n: 1 },
-      { event_id: 'evt-b1', n: 2 },
+      { event_id: 'evt-a1', n: 1 },
+      { event_id: 'evt-b1', n: 1 },
     ]);
     // Already settled: replaying processing does not deliver to sinks again.
     expect(sinkLines()).toHaveLength(7);
@@ -156,6 +155,28 @@ describe('operations on a running receiver', () => {
       expect(JSON.parse(r.stdout)).toMatchObject({ selected: 2, processing: { queued: 1, already_queued: 1 } });
     } finally {
       db.prepare('DELETE FROM jobs WHERE id = ?').run(queued);
+    }
+  });
+
+  it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
+    // A database of its own, with no receiver running: stored events wait past the processing cursor.
+    const own = join(dir, 'waiting.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
+    const w = new BetterSqlite3(own);
+    try {
+      const insert = w.prepare(
+        `INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`,
+      );
+      for (const id of ['evt-w1', 'evt-w2', 'evt-w3']) insert.run(id, new Date().toISOString(), `msg-${id}`);
+      // Processing has taken the first one.
+      w.prepare("UPDATE processing_cursor SET last_event_rowid = (SELECT rowid FROM events WHERE id = 'evt-w1')").run();
+      const r = await cli(['replay', '--all', '--processing', '--dry-run', '--json'], { DATABASE_PATH: own });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: 3, processing: { queued: 1, already_queued: 2 } });
+      const status = await cli(['status'], { DATABASE_PATH: own });
+      expect(status.stdout).toMatch(/^processing {5}2 events waiting, oldest stored \d+ \w+ ago$/m);
+    } finally {
+      w.close();
     }
   });
 

@@ -78,7 +78,7 @@ describe('duplicate storm', () => {
     const db = withDb(dbPath, (d) => ({
       eventRows: count(d, 'SELECT COUNT(*) FROM events'),
       perEvent: d.prepare('SELECT id, COUNT(*) AS n FROM events GROUP BY id HAVING n > 1').all(),
-      processJobs: count(d, "SELECT COUNT(*) FROM jobs WHERE kind = 'process_event'"),
+      settled: count(d, "SELECT COUNT(*) FROM event_processing WHERE state = 'settled'"),
       conflicts: count(d, 'SELECT COUNT(*) FROM event_conflicts'),
       deliveryRows: d.prepare("SELECT event_id, message_id, state FROM deliveries WHERE sink = 'archive'").all() as { event_id: string; message_id: string; state: string }[],
       stuck: stuckJobs(d, new Date().toISOString()),
@@ -93,7 +93,7 @@ describe('duplicate storm', () => {
       deliveries: copies.length,
       acknowledged: copies.length - non200,
       stored: db.eventRows,
-      processed: db.processJobs,
+      processed: db.settled,
       delivered: [...fileSet].filter((id) => ids.includes(id)).length,
       sink_lines: fileIds.length,
       sink_message_ids: messageIds.size,
@@ -108,7 +108,7 @@ describe('duplicate storm', () => {
     // Exactly one delivery of each event was the one that stored it; every other copy was a duplicate.
     expect(accepted.every((n) => n === 1)).toBe(true);
     expect([...outcomes.values()].flat().filter((o) => o !== 'accepted' && o !== 'duplicate')).toEqual([]);
-    expect(db.processJobs).toBe(EVENTS);
+    expect(db.settled).toBe(EVENTS);
     expect(stub.calls.length).toBe(interviews);
     // One sink message id per event, all delivered; the file's lines repeat an event only with the same id.
     expect(db.deliveryRows).toHaveLength(EVENTS);
@@ -116,6 +116,6 @@ describe('duplicate storm', () => {
     expect(db.deliveryRows.every((r) => r.state === 'delivered')).toBe(true);
     expect(fileSet.size).toBe(EVENTS);
     expect([...fileSet].sort()).toEqual([...ids].sort());
-    expect(db.stuck).toMatchObject({ running: 0, pending: 0, dead: 0 });
+    expect(db.stuck).toMatchObject({ running: 0, pending: 0, dead: 0, eventsNotTaken: 0 });
   });
 });

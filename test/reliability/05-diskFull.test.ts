@@ -59,7 +59,12 @@ describe('disk full', () => {
     const okIds = events.filter((_, i) => answers[i]!.status === 200).map((e) => e.id as string);
     const refusedIdx = answers.map((a, i) => (a.status === 503 ? i : -1)).filter((i) => i >= 0);
     const halfWritten = () => ({
-      eventsWithoutJob: q("SELECT COUNT(*) FROM events e WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = e.id AND j.kind = 'process_event')"),
+      // An event processing has taken (at or before its cursor) was folded, or handed to a process_event job.
+      eventsSkipped: q(
+        `SELECT COUNT(*) FROM events e WHERE e.rowid <= (SELECT last_event_rowid FROM processing_cursor)
+           AND NOT EXISTS (SELECT 1 FROM event_processing p WHERE p.event_id = e.id)
+           AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = e.id AND j.kind = 'process_event')`,
+      ),
       jobsWithoutEvent: q('SELECT COUNT(*) FROM jobs j WHERE j.event_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM events e WHERE e.id = j.event_id)'),
       integrity: ingestSqlite.pragma('integrity_check', { simple: true }),
     });
@@ -108,16 +113,16 @@ describe('disk full', () => {
     expect(answers.filter((a) => a.status === 503).every((a) => JSON.parse(a.body).error === 'storage_unavailable')).toBe(true);
     expect(metrics).toMatch(/receiver_storage_errors_total\{reason="SQLITE_FULL"\} [1-9]/);
     expect(healthy).toBe(200);
-    // Nothing half-written: every event has its job, every job its event; refused ones left nothing.
-    expect(whileFull).toEqual({ eventsWithoutJob: 0, jobsWithoutEvent: 0, integrity: 'ok' });
+    // Nothing half-written: no event skipped by processing, every job has its event; refused ones left nothing.
+    expect(whileFull).toEqual({ eventsSkipped: 0, jobsWithoutEvent: 0, integrity: 'ok' });
     expect(refusedStored).toBe(0);
     expect(okStored).toBe(okIds.length);
     // Recovery: everything refused goes through; everything is processed and in the file sink.
     expect(redelivered.every((a) => a.status === 200 && JSON.parse(a.body).outcome === 'accepted')).toBe(true);
-    expect(after).toEqual({ eventsWithoutJob: 0, jobsWithoutEvent: 0, integrity: 'ok' });
+    expect(after).toEqual({ eventsSkipped: 0, jobsWithoutEvent: 0, integrity: 'ok' });
     expect(q('SELECT COUNT(*) FROM events')).toBe(all.length);
     expect(settled).toBe(all.length);
     expect(inFile).toBe(all.length);
-    expect(stuck).toMatchObject({ runningExpired: 0, pendingDue: 0, dead: 0 });
+    expect(stuck).toMatchObject({ runningExpired: 0, pendingDue: 0, dead: 0, eventsNotTaken: 0 });
   });
 });

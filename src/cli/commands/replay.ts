@@ -31,6 +31,8 @@ export interface ReplayOptions {
 }
 
 interface SelectedEvent {
+  /** events.rowid: the order events were stored in, which the processing cursor follows. */
+  seq: number;
   id: string;
   event_type: string;
   source: string;
@@ -49,7 +51,7 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
   let q = db
     .selectFrom('events')
     .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
-    .select(['events.id', 'events.event_type', 'events.source', 'events.received_at', 'event_processing.state']);
+    .select(['events.id', 'events.event_type', 'events.source', 'events.received_at', 'event_processing.state', sql<number>`events.rowid`.as('seq')]);
   if (o.id?.length) q = q.where('events.id', 'in', o.id);
   // `*` means every type, as in the sinks' `events` filters.
   if (o.type?.length && !o.type.includes('*')) {
@@ -70,7 +72,7 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
     const app = o.application;
     // An application id, or your own correlation id (external_id), through application_events
     // (events.application_id has no index: migration 005). Events stored but not folded yet are
-    // not linked; they have a process_event job queued already.
+    // not linked; they are past the processing cursor and will be folded anyway.
     q = q.where('events.id', 'in', (eb) =>
       eb
         .selectFrom('application_events')
@@ -86,7 +88,7 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
   q = q.orderBy('events.received_at').orderBy('events.id');
   if (o.limit !== undefined) q = q.limit(o.limit);
   const rows = await q.execute();
-  return rows.map((r) => ({ id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
+  return rows.map((r) => ({ seq: r.seq, id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
 }
 
 function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined): SinkConfig[] {
@@ -108,7 +110,7 @@ interface Counts {
 
 /**
  * `replay`: queues stored events again, through processing (a process_event
- * job each, as at ingest) and/or to sinks (a new delivery cycle with the same
+ * job each) and/or to sinks (a new delivery cycle with the same
  * message id). It writes to the database directly, in short transactions, so
  * it works while the receiver runs; the receiver's workers do the work.
  */
@@ -139,11 +141,13 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       const work = async (w: DeliveryWrites | null) => {
         const now = Date.now();
         // One read of the open process_event jobs per batch, not one scan of them per event.
+        // Events past the processing cursor are still to be folded: queued already, too.
         const openProcessing = processing ? jobs.openProcessEventIds() : new Set<string>();
+        const cursor = processing ? jobs.processingCursor() : 0;
         for (const e of batch) {
           const what: string[] = [];
           if (processing) {
-            if (openProcessing.has(e.id)) {
+            if (openProcessing.has(e.id) || e.seq > cursor) {
               counts.processing.already_queued++;
               what.push('processing (already queued)');
             } else {

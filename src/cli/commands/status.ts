@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { processingBacklog } from '../../handlers/foldNewEvents.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
@@ -35,6 +36,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       .orderBy('id')
       .limit(1)
       .executeTakeFirst();
+    const backlog = await processingBacklog(db);
     const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
     const sinkList = await sinkRows(db, sinks, now);
 
@@ -43,6 +45,10 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     const report = {
       database: path,
       events: { total: byType.reduce((a, r) => a + Number(r.n), 0), by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])) },
+      processing: {
+        events_waiting: backlog.events,
+        oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
+      },
       jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })) },
       dead_letters: jobsByState['dead'] ?? 0,
       quarantined: await count('quarantine'),
@@ -59,6 +65,9 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(`database       ${path}`);
     io.out(`events         ${report.events.total}`);
     for (const r of byType) io.out(`  ${r.event_type.padEnd(28)} ${r.n}`);
+    io.out(
+      `processing     ${backlog.events === 0 ? 'caught up' : `${backlog.events} event${backlog.events === 1 ? '' : 's'} waiting, oldest stored ${formatAge(report.processing.oldest_waiting_age_ms!)} ago`}`,
+    );
     io.out(`jobs           ${Object.entries(jobsByState).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
     io.out(`quarantined    ${report.quarantined}${report.quarantined > 0 ? '   (quarantine list)' : ''}`);

@@ -36,8 +36,9 @@ export function sinkFileIds(path: string): string[] {
 }
 
 /**
- * Jobs that would be stuck: running with an expired lease, or pending and due
- * in the past (a worker that idles would have taken them), or dead.
+ * Work that would be stuck: jobs running with an expired lease, or pending
+ * and due in the past (a worker that idles would have taken them), or dead;
+ * and stored events that processing never took (past its cursor).
  */
 export function stuckJobs(db: BetterSqlite3.Database, nowIso: string) {
   return {
@@ -46,5 +47,6 @@ export function stuckJobs(db: BetterSqlite3.Database, nowIso: string) {
     pendingDue: count(db, "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND run_at <= ?", nowIso),
     pending: count(db, "SELECT COUNT(*) FROM jobs WHERE state = 'pending'"),
     dead: count(db, "SELECT COUNT(*) FROM jobs WHERE state = 'dead'"),
+    eventsNotTaken: count(db, 'SELECT COUNT(*) FROM events WHERE rowid > (SELECT last_event_rowid FROM processing_cursor)'),
   };
 }

@@ -1,0 +1,96 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { Logger } from '../observability/logger.js';
+import { backoffDelay, JOB_BACKOFF, type BackoffOptions } from '../queue/backoff.js';
+import { enqueue, immediateTransaction } from '../queue/JobQueue.js';
+import { JobKind } from '../queue/jobKinds.js';
+import type { WorkSource } from '../queue/Worker.js';
+import { isoTime } from '../util/clock.js';
+import { foldEvents, PROCESS_EVENT_BATCH } from './processEvent.js';
+import type { ProcessingContext } from './ProcessingContext.js';
+
+/** How a new event's fold ended: folded, or handed to the queue as a process_event job to retry. */
+export type NewEventOutcome = 'done' | 'retry';
+
+export interface NewEventFolderOptions {
+  logger: Logger;
+  /** After the commit, once per event taken (metrics, waking the fetcher). */
+  onFolded?: (outcome: NewEventOutcome) => void;
+  backoff?: BackoffOptions;
+}
+
+/** Events past the cursor: how many, and when the oldest was stored. */
+export interface ProcessingBacklog {
+  events: number;
+  oldestReceivedAt: string | null;
+}
+
+/** Events stored but not yet taken by processing, and when the oldest of them was stored. */
+export async function processingBacklog(db: Kysely<Database>): Promise<ProcessingBacklog> {
+  const row = (
+    await sql<{ events: number; oldest: string | null }>`SELECT COUNT(*) AS events, MIN(received_at) AS oldest FROM events
+      WHERE rowid > (SELECT last_event_rowid FROM processing_cursor)`.execute(db)
+  ).rows[0];
+  return { events: Number(row?.events ?? 0), oldestReceivedAt: row?.oldest ?? null };
+}
+
+const NEXT_EVENT = sql<{ n: number }>`SELECT 1 AS n FROM events WHERE rowid > (SELECT last_event_rowid FROM processing_cursor) LIMIT 1`;
+
+/**
+ * Folds new events in the order they were stored, from the processing
+ * cursor (migration 006), so the ingest transaction needs to write nothing
+ * but the event. One run is one BEGIN IMMEDIATE transaction: the events after
+ * the cursor (up to `limit`), each folded in its own savepoint, and the
+ * cursor moved past them; a crash before the commit leaves the cursor where
+ * it was and the folds undone. An event whose fold fails is handed to the
+ * queue in the same transaction, as a process_event job whose first attempt
+ * failed: retried with backoff, dead-lettered past max_attempts (or at once
+ * when its retry fails for good), listed and retried by `dead-letters` like
+ * any job.
+ *
+ * Commits are serialized in SQLite and an insert takes the next rowid under
+ * the write lock, so an event committed after this read always lands past
+ * the cursor. Events are never deleted, so a VACUUM keeps their rowids.
+ */
+export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolderOptions): WorkSource {
+  const backoff = opts.backoff ?? JOB_BACKOFF;
+  return {
+    async run(limit = PROCESS_EVENT_BATCH): Promise<number> {
+      // A read first: an idle poll (events stored by another process) takes no write lock.
+      if ((await NEXT_EVENT.execute(ctx.db)).rows.length === 0) return 0;
+      const now = ctx.clock.now();
+      const failures: { jobId: number; eventId: string; error: string; retryInMs: number }[] = [];
+      const taken = await immediateTransaction(ctx.db, async (trx) => {
+        failures.length = 0;
+        const events = (
+          await sql<{ seq: number; id: string; source: string }>`SELECT rowid AS seq, id, source FROM events
+            WHERE rowid > (SELECT last_event_rowid FROM processing_cursor) ORDER BY rowid LIMIT ${Math.max(1, limit)}`.execute(trx)
+        ).rows;
+        if (events.length === 0) return 0;
+        const results = await foldEvents(ctx, trx, events.map((e) => ({ eventId: e.id })), now);
+        for (const [i, r] of results.entries()) {
+          if (r === undefined || !('error' in r)) continue;
+          const e = events[i]!;
+          const error = (r.error as Error)?.message ?? String(r.error);
+          const retryInMs = backoffDelay(1, backoff);
+          const jobId = await enqueue(
+            trx,
+            { kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source, runAt: now + retryInMs, failed: { attempts: 1, error } },
+            now,
+          );
+          failures.push({ jobId, eventId: e.id, error, retryInMs });
+        }
+        await trx.updateTable('processing_cursor').set({ last_event_rowid: events.at(-1)!.seq, updated_at: isoTime(now) }).where('id', '=', 1).execute();
+        return events.length;
+      });
+      for (const f of failures) {
+        opts.logger
+          .child({ job_id: f.jobId, kind: JobKind.processEvent, event_id: f.eventId, attempt: 1 })
+          .warn({ err: f.error, retry_in_ms: f.retryInMs }, 'job failed; will retry');
+        opts.onFolded?.('retry');
+      }
+      for (let i = failures.length; i < taken; i++) opts.onFolded?.('done');
+      return taken;
+    },
+  };
+}
