@@ -2,7 +2,8 @@
 -- event used to queue a process_event job in the same transaction: a jobs row
 -- and three index entries per event, on the path that answers the service.
 -- Processing now reads new events in the order they were stored (the events
--- table's rowid: commits are serialized, so a later commit always has larger
+-- table's rowid, which the ingest insert sets past both the newest event and
+-- this cursor; commits are serialized, so a later commit always has larger
 -- rowids) from the position recorded here, and moves it in the transaction
 -- that folds them. A fold that fails becomes a process_event job and is
 -- retried, backed off and dead-lettered like any job; `replay` still queues

@@ -25,11 +25,17 @@ export interface ProcessingBacklog {
   oldestReceivedAt: string | null;
 }
 
-/** Events stored but not yet taken by processing, and when the oldest of them was stored. */
+/**
+ * Events stored but not yet taken by processing, and when the oldest of them was stored. Two
+ * index seeks, whatever the backlog: new events take consecutive rowids past the cursor (the
+ * ingest insert gives them), so the count is the distance from the cursor to the newest rowid.
+ */
 export async function processingBacklog(db: Kysely<Database>): Promise<ProcessingBacklog> {
   const row = (
-    await sql<{ events: number; oldest: string | null }>`SELECT COUNT(*) AS events, MIN(received_at) AS oldest FROM events
-      WHERE rowid > (SELECT last_event_rowid FROM processing_cursor)`.execute(db)
+    await sql<{ events: number; oldest: string | null }>`SELECT
+        max(0, coalesce((SELECT max(rowid) FROM events), 0) - c.last_event_rowid) AS events,
+        (SELECT received_at FROM events WHERE rowid > c.last_event_rowid ORDER BY rowid LIMIT 1) AS oldest
+      FROM processing_cursor c`.execute(db)
   ).rows[0];
   return { events: Number(row?.events ?? 0), oldestReceivedAt: row?.oldest ?? null };
 }
@@ -48,9 +54,10 @@ const NEXT_EVENT = sql<{ n: number }>`SELECT 1 AS n FROM events WHERE rowid > (S
  * when its retry fails for good), listed and retried by `dead-letters` like
  * any job.
  *
- * Commits are serialized in SQLite and an insert takes the next rowid under
- * the write lock, so an event committed after this read always lands past
- * the cursor. Events are never deleted, so a VACUUM keeps their rowids.
+ * Commits are serialized in SQLite and the ingest insert gives each event
+ * the next rowid past both the newest event and the cursor, under the write
+ * lock, so an event committed after this read always lands past the cursor,
+ * even after the newest events were deleted.
  */
 export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolderOptions): WorkSource {
   const backoff = opts.backoff ?? JOB_BACKOFF;

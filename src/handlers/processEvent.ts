@@ -75,8 +75,14 @@ export async function foldEvents(
       await sql`RELEASE process_event`.execute(trx);
       results.push(undefined);
     } catch (error) {
-      await sql`ROLLBACK TO process_event`.execute(trx);
-      await sql`RELEASE process_event`.execute(trx);
+      try {
+        await sql`ROLLBACK TO process_event`.execute(trx);
+        await sql`RELEASE process_event`.execute(trx);
+      } catch {
+        // SQLite already rolled the whole transaction back (disk full, I/O error), savepoint
+        // included: the batch fails, with the fold's own error rather than "no such savepoint".
+        throw error;
+      }
       results.push({ error });
     }
   }

@@ -18,9 +18,13 @@ export type IngestOutcome = 'accepted' | 'duplicate' | 'conflict' | 'quarantined
  * cursor in the events table (migration 006), so no job is queued here.
  */
 export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: IngestItem[]) => IngestOutcome[] {
+  // The rowid is given, not left to SQLite: past both the newest event and the processing cursor.
+  // SQLite's own choice (the largest rowid + 1) would reuse rowids at or below the cursor if the
+  // newest events were deleted, and processing would never take those events.
   const insertEvent = sqlite.prepare(
-    `INSERT INTO events (id, event_type, webhook_id, source, created_at, received_at, delivery_id, application_id, envelope)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+    `INSERT INTO events (rowid, id, event_type, webhook_id, source, created_at, received_at, delivery_id, application_id, envelope)
+     VALUES (max(coalesce((SELECT max(rowid) FROM events), 0), (SELECT last_event_rowid FROM processing_cursor)) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO NOTHING`,
   );
   const storedEnvelope = sqlite.prepare('SELECT envelope FROM events WHERE id = ?').pluck();
   const insertConflict = sqlite.prepare(

@@ -46,6 +46,9 @@ export interface Pacer {
   charge(ms: number): void;
 }
 
+/** How long a worker leaves its source alone after the source's run failed. */
+const SOURCE_RETRY_MS = 1000;
+
 /**
  * Work that is not in the jobs table (new events past the processing cursor): the worker runs
  * it beside its jobs, paced and stopped with them. `run` does up to `limit` units in one go and
@@ -108,6 +111,8 @@ export class Worker {
   private again = false;
   /** While held back, ticks alternate between the source and the queue: this says whose turn is first. */
   private queueFirst = false;
+  /** After a failed source run, the source is not tried again before this time (the worker's clock). */
+  private sourceRetryAt = 0;
 
   private readonly kinds: string[];
 
@@ -190,18 +195,17 @@ export class Worker {
       const free = this.concurrency - this.inflightJobs;
       const started = performance.now();
       const claimLimit = held ? Math.min(free, Number.isFinite(this.batchLimit) ? this.batchLimit : 1) : free;
-      const source = this.opts.source;
-      if (!source) claimed = await this.claimAndStart(claimLimit, polled);
+      if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
       else if (held) {
         // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
         const first = this.queueFirst;
         this.queueFirst = !first;
-        claimed = first ? await this.claimAndStart(claimLimit, true) : await source.run(this.sourceBatch);
-        if (claimed === 0) claimed = first ? await source.run(this.sourceBatch) : await this.claimAndStart(claimLimit, true);
+        claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
+        if (claimed === 0) claimed = first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
       } else {
-        const fromSource = await source.run(this.sourceBatch);
+        const fromSource = await this.runSource();
         // Jobs (retries, replays) are rare beside new events: looked for with a read first.
-        claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, polled || fromSource > 0));
+        claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
       }
       pacer?.charge(performance.now() - started);
     } catch (err) {
@@ -213,6 +217,23 @@ export class Worker {
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
     if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);
+  }
+
+  /**
+   * The source's work for one tick. A failure (its transaction rolled back, nothing done) is
+   * logged and the source is left alone for a second, so the jobs of this worker still run
+   * and a source that keeps failing does not take the write lock on every kick.
+   */
+  private async runSource(): Promise<number> {
+    const now = this.opts.clock.now();
+    if (!this.opts.source || now < this.sourceRetryAt) return 0;
+    try {
+      return await this.opts.source.run(this.sourceBatch);
+    } catch (err) {
+      this.sourceRetryAt = now + SOURCE_RETRY_MS;
+      this.opts.logger.error({ err: (err as Error).message }, 'processing new events failed; will retry');
+      return 0;
+    }
   }
 
   /** Units of source work per run: the batch handler's size, else one. */

@@ -24,6 +24,15 @@ function scratch(): BetterSqlite3.Database {
 const plan = (sqlite: BetterSqlite3.Database, query: string, ...params: unknown[]) =>
   (sqlite.prepare(`EXPLAIN QUERY PLAN ${query}`).all(...params) as { detail: string }[]).map((r) => r.detail).join(' | ');
 
+/** What an earlier version's ingest wrote to events (before processing_cursor existed). */
+const storeAsBefore = (sqlite: BetterSqlite3.Database, id: string, app: string | null) =>
+  sqlite
+    .prepare(
+      `INSERT INTO events (id, event_type, source, received_at, delivery_id, application_id, envelope)
+       VALUES (?, 'interview.completed', 'default', '2026-11-21T10:00:00.000Z', ?, ?, ?)`,
+    )
+    .run(id, `msg_${id}`, app, JSON.stringify({ id, event_type: 'interview.completed' }));
+
 const event = (id: string, app: string | null) => ({
   type: 'event' as const,
   source: 'default',
@@ -38,8 +47,7 @@ describe('migrations 005 and 006: the ingest insert appends, except to the event
     const sqlite = scratch();
     const migrations = readMigrations();
     migrate(sqlite, migrations.filter((m) => m.version <= 4));
-    const write = createIngestWriter(sqlite);
-    write([event('evt_1', 'app_a'), event('evt_2', 'app_a'), event('evt_3', 'app_b'), event('evt_4', null)]);
+    for (const [id, app] of [['evt_1', 'app_a'], ['evt_2', 'app_a'], ['evt_3', 'app_b'], ['evt_4', null]] as const) storeAsBefore(sqlite, id, app);
 
     expect(migrate(sqlite, migrations)).toContain(5);
     const links = sqlite.prepare('SELECT application_id, event_id FROM application_events ORDER BY event_id').all();
@@ -102,7 +110,7 @@ describe('migration 006: processing takes new events from a cursor', () => {
     );
     // What the ingest of version 005 wrote: an event and its job.
     for (const id of ['evt_1', 'evt_2']) {
-      createIngestWriter(sqlite)([event(id, null)]);
+      storeAsBefore(sqlite, id, null);
       enqueue.run(id);
     }
     expect(migrate(sqlite, migrations)).toEqual([6]);

@@ -34,6 +34,15 @@ async function receiverWith(events: Record<string, unknown>[]): Promise<Setup> {
   return { r, clock, post, q: (s: string) => r.app.database.ingestSqlite.prepare(s).all() as Record<string, unknown>[] };
 }
 
+/** Waits for a condition of the running workers, 10 s at most. */
+async function until(ok: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 const cursor = (q: (s: string) => Record<string, unknown>[]) => q('SELECT last_event_rowid AS at FROM processing_cursor')[0]!.at;
 
 describe('new events are folded from the processing cursor, with no job per event', () => {
@@ -41,7 +50,13 @@ describe('new events are folded from the processing cursor, with no job per even
     const { r, q } = await receiverWith([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(created));
     try {
       expect(q('SELECT COUNT(*) AS n FROM jobs')).toEqual([{ n: 0 }]);
-      expect(await r.app.worker.runUntilIdle()).toBe(11);
+      // One batch (8): the first eight stored, and the cursor just past them.
+      expect(await r.app.worker.runUntilIdle(8)).toBe(8);
+      expect(q('SELECT event_id FROM event_processing ORDER BY event_id').map((x) => x.event_id)).toEqual(
+        [1, 2, 3, 4, 5, 6, 7, 8].map((i) => `evt_new_${i}`).sort(),
+      );
+      expect(cursor(q)).toBe(q("SELECT rowid AS r FROM events WHERE id = 'evt_new_8'")[0]!.r);
+      expect(await r.app.worker.runUntilIdle()).toBe(3);
       expect(q("SELECT COUNT(*) AS n FROM event_processing WHERE state = 'settled'")).toEqual([{ n: 11 }]);
       expect(q('SELECT COUNT(*) AS n FROM applications')).toEqual([{ n: 11 }]);
       expect(cursor(q)).toBe(q('SELECT MAX(rowid) AS m FROM events')[0]!.m);
@@ -111,6 +126,55 @@ describe('new events are folded from the processing cursor, with no job per even
       expect(await r.app.worker.runUntilIdle()).toBe(2);
       expect(q("SELECT event_id FROM event_processing WHERE state = 'settled' ORDER BY event_id").map((x) => x.event_id)).toEqual(['evt_new_1', 'evt_new_2']);
       expect(q('SELECT COUNT(*) AS n FROM jobs')).toEqual([{ n: 0 }]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('takes an event stored after the newest ones were deleted: a rowid at or below the cursor is never reused', async () => {
+    const { r, post, q } = await receiverWith([1, 2, 3].map(created));
+    try {
+      expect(await r.app.worker.runUntilIdle()).toBe(3);
+      // An operator removes the newest events (processed already); SQLite alone would give the next one rowid 2.
+      r.app.database.ingestSqlite.prepare("DELETE FROM events WHERE id IN ('evt_new_2', 'evt_new_3')").run();
+      await post([created(4)]);
+      expect(await (await r.app.app.request('/metrics')).text()).toMatch(/receiver_events_unprocessed 1/);
+      expect(await r.app.worker.runUntilIdle()).toBe(1);
+      expect(q("SELECT state FROM event_processing WHERE event_id = 'evt_new_4'")).toEqual([{ state: 'settled' }]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('keeps running process_event jobs while taking new events fails, and takes them once it works again', async () => {
+    const secret = newSecret();
+    // Real timers: the workers' own loop runs (started below); the test waits on what it does, with a deadline.
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '1' }, { listen: false });
+    try {
+      const sqlite = r.app.database.ingestSqlite;
+      const q = (s: string) => sqlite.prepare(s).all() as Record<string, unknown>[];
+      const post = async (e: Record<string, unknown>) => {
+        const d = signDelivery(secret, JSON.stringify(e));
+        expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      };
+      await post(created(1));
+      sqlite.exec("CREATE TRIGGER refuse_cursor BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
+      // A replayed event, due now, waits in the queue behind the failing source.
+      sqlite
+        .prepare(
+          `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+           VALUES ('process_event', '{"event_id":"evt_new_1"}', 'evt_new_1', 'default', 'pending', ?, 0, 25, ?, ?)`,
+        )
+        .run(new Date(0).toISOString(), new Date().toISOString(), new Date().toISOString());
+      await r.app.startWorkers();
+      await until(() => q("SELECT state FROM jobs WHERE kind = 'process_event'")[0]?.state === 'done', 'the process_event job to run');
+      expect(cursor(q)).toBe(0);
+      expect(r.logs.lines).toContainEqual(expect.objectContaining({ msg: 'processing new events failed; will retry', err: expect.stringMatching(/cursor refused/) }));
+
+      sqlite.exec('DROP TRIGGER refuse_cursor');
+      await post(created(2));
+      await until(() => cursor(q) === q('SELECT MAX(rowid) AS m FROM events')[0]!.m, 'the cursor to pass both events');
+      expect(q("SELECT event_id FROM event_processing WHERE state = 'settled' ORDER BY event_id").map((x) => x.event_id)).toEqual(['evt_new_1', 'evt_new_2']);
     } finally {
       await r.close();
     }

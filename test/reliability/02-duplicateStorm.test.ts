@@ -73,6 +73,9 @@ describe('duplicate storm', () => {
       if (open === 0 && new Set(fileIds).size >= ids.length) break;
       await sleep(250);
     }
+    // Each event folded once: the receiver counts every fold (event_processing would hide a second one).
+    const metrics = await (await fetch(`${receiver.url}/metrics`)).text();
+    const folds = Number(/^receiver_job_runs_total\{kind="process_event",outcome="done"\} (\d+)$/m.exec(metrics)?.[1] ?? 0);
     expect(await stopReceiverProcess(receiver)).toEqual({ code: 0, signal: null });
 
     const db = withDb(dbPath, (d) => ({
@@ -94,6 +97,7 @@ describe('duplicate storm', () => {
       acknowledged: copies.length - non200,
       stored: db.eventRows,
       processed: db.settled,
+      folds,
       delivered: [...fileSet].filter((id) => ids.includes(id)).length,
       sink_lines: fileIds.length,
       sink_message_ids: messageIds.size,
@@ -109,6 +113,7 @@ describe('duplicate storm', () => {
     expect(accepted.every((n) => n === 1)).toBe(true);
     expect([...outcomes.values()].flat().filter((o) => o !== 'accepted' && o !== 'duplicate')).toEqual([]);
     expect(db.settled).toBe(EVENTS);
+    expect(folds).toBe(EVENTS);
     expect(stub.calls.length).toBe(interviews);
     // One sink message id per event, all delivered; the file's lines repeat an event only with the same id.
     expect(db.deliveryRows).toHaveLength(EVENTS);
