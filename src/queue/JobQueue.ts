@@ -48,11 +48,11 @@ export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job
 }
 
 /**
- * jobs_event indexes event_id for every kind but process_event (migration 005: the ingest
- * transaction appends one process_event job per event and no longer updates a random-key
- * index for it). SQLite uses a partial index only when the query repeats its condition
- * literally, hence `kind <> 'process_event'` here. Open process_event jobs are found by
- * (state, kind) through jobs_kind_ready: there are only as many as the processing backlog.
+ * jobs_event indexes event_id for every kind but process_event (migration 005, from when the
+ * ingest transaction queued one process_event job per event; since migration 006 only failed
+ * folds and replays make them). SQLite uses a partial index only when the query repeats its
+ * condition literally, hence `kind <> 'process_event'` here. Open process_event jobs are found
+ * by (state, kind) through jobs_kind_ready: there are only a few.
  */
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
