@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { Logger } from '../observability/logger.js';
-import { backoffDelay, JOB_BACKOFF, type BackoffOptions } from '../queue/backoff.js';
+import { backoffDelay, JOB_BACKOFF } from '../queue/backoff.js';
 import { enqueue, immediateTransaction } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { WorkSource } from '../queue/Worker.js';
@@ -16,7 +16,6 @@ export interface NewEventFolderOptions {
   logger: Logger;
   /** After the commit, once per event taken (metrics, waking the fetcher). */
   onFolded?: (outcome: NewEventOutcome) => void;
-  backoff?: BackoffOptions;
 }
 
 /** Events past the cursor: how many, and when the oldest was stored. */
@@ -60,7 +59,6 @@ const NEXT_EVENT = sql<{ n: number }>`SELECT 1 AS n FROM events WHERE rowid > (S
  * even after the newest events were deleted.
  */
 export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolderOptions): WorkSource {
-  const backoff = opts.backoff ?? JOB_BACKOFF;
   return {
     async run(limit = PROCESS_EVENT_BATCH): Promise<number> {
       // A read first: an idle poll (events stored by another process) takes no write lock.
@@ -79,7 +77,7 @@ export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolde
           if (r === undefined || !('error' in r)) continue;
           const e = events[i]!;
           const error = (r.error as Error)?.message ?? String(r.error);
-          const retryInMs = backoffDelay(1, backoff);
+          const retryInMs = backoffDelay(1, JOB_BACKOFF);
           const jobId = await enqueue(
             trx,
             { kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source, runAt: now + retryInMs, failed: { attempts: 1, error } },

@@ -194,7 +194,7 @@ export class Worker {
       if (held && this.inflightJobs > 0) return;
       const free = this.concurrency - this.inflightJobs;
       const started = performance.now();
-      const claimLimit = held ? Math.min(free, Number.isFinite(this.batchLimit) ? this.batchLimit : 1) : free;
+      const claimLimit = held ? Math.min(free, this.groupSize) : free;
       if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
       else if (held) {
         // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
@@ -228,7 +228,7 @@ export class Worker {
     const now = this.opts.clock.now();
     if (!this.opts.source || now < this.sourceRetryAt) return 0;
     try {
-      return await this.opts.source.run(this.sourceBatch);
+      return await this.opts.source.run(this.groupSize);
     } catch (err) {
       this.sourceRetryAt = now + SOURCE_RETRY_MS;
       this.opts.logger.error({ err: (err as Error).message }, 'processing new events failed; will retry');
@@ -236,8 +236,8 @@ export class Worker {
     }
   }
 
-  /** Units of source work per run: the batch handler's size, else one. */
-  private get sourceBatch(): number {
+  /** One group of this worker's work: its batch handler's size, else one job. Also the source's units per run. */
+  private get groupSize(): number {
     return Number.isFinite(this.batchLimit) ? this.batchLimit : 1;
   }
 
@@ -294,7 +294,7 @@ export class Worker {
   async runUntilIdle(maxJobs = 10_000): Promise<number> {
     let ran = 0;
     while (ran < maxJobs) {
-      const fromSource = this.opts.source ? await this.opts.source.run(Math.min(this.sourceBatch, maxJobs - ran)) : 0;
+      const fromSource = this.opts.source ? await this.opts.source.run(Math.min(this.groupSize, maxJobs - ran)) : 0;
       const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency) : [];
       if (jobs.length === 0 && fromSource === 0) break;
       await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
