@@ -16,7 +16,7 @@ export function openCliDatabase(path: string): OpenDatabase {
   }
   let database: OpenDatabase;
   try {
-    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000 });
+    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
   } catch (err) {
     throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
   }

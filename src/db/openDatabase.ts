@@ -4,6 +4,7 @@ import { dirname, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
+import { BusyRetrySqliteDialect } from './busyRetryDialect.js';
 import { migrate } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
@@ -180,11 +181,15 @@ function startCheckpointer(path: string, opts: Required<CheckpointerOptions>): W
 export interface OpenOptions {
   /** Apply pending migrations (the server does; read-only tools may not). */
   migrate?: boolean;
-  /**
-   * Busy timeout of the kysely connection. Kept short: better-sqlite3 waits
-   * synchronously, blocking the event loop, so callers retry instead.
-   */
+  /** How long a statement of the kysely connection waits for the write lock. Default 200. */
   busyTimeoutMs?: number;
+  /**
+   * Who waits for the lock: `timer` (the default, for the server) sets SQLite's busy_timeout to 0
+   * and runs a statement that found the lock busy again on timers (BusyRetrySqliteDialect), so
+   * the event loop keeps serving while it waits. `sqlite` lets SQLite wait, sleeping on the
+   * thread: for the CLI, whose commands also write through the bare connection (`sqlite`).
+   */
+  busyWait?: 'timer' | 'sqlite';
   /** Run WAL checkpoints on a worker thread (the server does); tools keep SQLite's automatic ones. */
   checkpointer?: boolean | CheckpointerOptions;
 }
@@ -195,9 +200,13 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
+  const busyTimeoutMs = opts.busyTimeoutMs ?? 200;
+  const busyWait = opts.busyWait ?? 'timer';
   try {
-    configure(sqlite, opts.busyTimeoutMs ?? 200, 'NORMAL', !background);
+    configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
+    // Migrations run at start-up, before anything is served: SQLite may wait for them.
     if (opts.migrate !== false) migrate(sqlite);
+    if (busyWait === 'timer') sqlite.pragma('busy_timeout = 0');
     ingestSqlite = new BetterSqlite3(path);
     // The ingest committer never waits inside SQLite: it retries on its own timer.
     configure(ingestSqlite, 0, 'FULL', !background);
@@ -210,7 +219,13 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     sqlite.close();
     throw err;
   }
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  const dialectConfig = { database: withStatementCache(sqlite) };
+  const db = new Kysely<Database>({
+    dialect:
+      busyWait === 'timer'
+        ? new BusyRetrySqliteDialect(dialectConfig, { inTransaction: () => sqlite.inTransaction, waitMs: busyTimeoutMs })
+        : new SqliteDialect(dialectConfig),
+  });
   const ingest = ingestSqlite;
   const checkpointer = background ? startCheckpointer(path, checkpoints) : null;
   return {

@@ -107,9 +107,10 @@ export async function findOpenJob(
  * kysely's `db.transaction()` issues a deferred BEGIN: in WAL mode a read
  * transaction that must become a write transaction after another connection
  * committed fails at once with SQLITE_BUSY, whatever the busy timeout. Taking
- * the write lock up front waits under the busy timeout instead; if BEGIN still
- * finds the lock busy (a long write of the CLI or the ingest committer), it is
- * tried again a few times on a timer, off the event loop, for about a second.
+ * the write lock up front waits for it instead (on timers, off the event loop:
+ * see BusyRetrySqliteDialect); if BEGIN still finds the lock busy after that
+ * wait (a long write of the CLI or the ingest committer), it is tried again a
+ * few times, for about a second more.
  */
 export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>, retries = 8): Promise<T> {
   for (let attempt = 0; ; attempt++) {

@@ -9,7 +9,7 @@ export async function runMigrate(io: CliIo, o: { database?: string; json?: boole
   const path = databasePathOf(io.env, o.database);
   let database;
   try {
-    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000 });
+    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
   } catch (err) {
     throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
   }

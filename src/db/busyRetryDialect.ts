@@ -1,0 +1,136 @@
+import {
+  SqliteDialect,
+  type CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
+  type QueryResult,
+  type SqliteDialectConfig,
+  type TransactionSettings,
+} from 'kysely';
+import { isSqliteBusy } from './sqliteHelpers.js';
+
+export interface BusyRetryOptions {
+  /** Whether the connection is inside a transaction now (better-sqlite3's `inTransaction`). */
+  inTransaction: () => boolean;
+  /** How long one statement may wait for the lock, in all. */
+  waitMs: number;
+}
+
+type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
+
+/** Delays between tries, in ms: short first (most lock holders commit within a few ms), then 25 ms. */
+const DELAYS = [1, 2, 4, 8, 16];
+const LAST_DELAY = 25;
+
+/**
+ * kysely's SqliteDialect with the lock wait moved off the event loop.
+ *
+ * better-sqlite3 is synchronous, so SQLite's own busy_timeout waits by
+ * sleeping on the event loop: while another process (the `work` process, the
+ * `replay` CLI, a checkpoint that rewinds the WAL) holds the write lock, a
+ * waiting statement of the processing connection stopped every HTTP request
+ * of the server for up to the whole timeout. With busy_timeout 0 and this
+ * dialect, a statement that finds the lock busy fails at once and is run
+ * again on a timer until `waitMs` has passed; meanwhile the loop serves.
+ *
+ * Only a statement outside a transaction is run again: it did nothing (an
+ * autocommit statement that failed rolled back, and a BEGIN that failed did
+ * not begin). Inside a transaction a busy error belongs to the caller, which
+ * must roll back (in WAL mode a BEGIN IMMEDIATE transaction never meets one).
+ */
+export class BusyRetrySqliteDialect extends SqliteDialect {
+  constructor(
+    config: SqliteDialectConfig,
+    private readonly retry: BusyRetryOptions,
+  ) {
+    super(config);
+  }
+
+  override createDriver(): Driver {
+    return new BusyRetryDriver(super.createDriver(), this.retry);
+  }
+}
+
+class BusyRetryDriver implements Driver {
+  private readonly wrapped = new WeakMap<DatabaseConnection, DatabaseConnection>();
+
+  constructor(
+    private readonly inner: Driver,
+    private readonly retry: BusyRetryOptions,
+  ) {}
+
+  init(): Promise<void> {
+    return this.inner.init();
+  }
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    const conn = await this.inner.acquireConnection();
+    let w = this.wrapped.get(conn);
+    if (!w) {
+      w = retryingConnection(conn, this.retry);
+      this.wrapped.set(conn, w);
+    }
+    return w;
+  }
+
+  // kysely's SqliteDriver runs BEGIN/COMMIT/ROLLBACK through the connection it is given, so
+  // they go through the retrying executeQuery too.
+  beginTransaction(conn: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    return this.inner.beginTransaction(conn, settings);
+  }
+
+  commitTransaction(conn: DatabaseConnection): Promise<void> {
+    return this.inner.commitTransaction(conn);
+  }
+
+  rollbackTransaction(conn: DatabaseConnection): Promise<void> {
+    return this.inner.rollbackTransaction(conn);
+  }
+
+  releaseConnection(conn: DatabaseConnection): Promise<void> {
+    return this.inner.releaseConnection(this.unwrap(conn));
+  }
+
+  destroy(): Promise<void> {
+    return this.inner.destroy();
+  }
+
+  // Savepoints are statements inside a transaction: passed through (never retried).
+  savepoint(conn: DatabaseConnection, name: string, compile: QueryCompile): Promise<void> {
+    return this.inner.savepoint!(conn, name, compile);
+  }
+
+  rollbackToSavepoint(conn: DatabaseConnection, name: string, compile: QueryCompile): Promise<void> {
+    return this.inner.rollbackToSavepoint!(conn, name, compile);
+  }
+
+  releaseSavepoint(conn: DatabaseConnection, name: string, compile: QueryCompile): Promise<void> {
+    return this.inner.releaseSavepoint!(conn, name, compile);
+  }
+
+  private unwrap(conn: DatabaseConnection): DatabaseConnection {
+    return (conn as { inner?: DatabaseConnection }).inner ?? conn;
+  }
+}
+
+function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions): DatabaseConnection & { inner: DatabaseConnection } {
+  return {
+    inner,
+    async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+      const deadline = performance.now() + retry.waitMs;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await inner.executeQuery<R>(query);
+        } catch (err) {
+          const left = deadline - performance.now();
+          if (!isSqliteBusy(err) || retry.inTransaction() || left <= 0) throw err;
+          const delay = Math.min(DELAYS[attempt] ?? LAST_DELAY, left);
+          await new Promise((r) => setTimeout(r, delay));
+        }
+      }
+    },
+    streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+      return inner.streamQuery<R>(query, chunkSize);
+    },
+  };
+}
