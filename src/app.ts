@@ -63,10 +63,13 @@ export function createApp(deps: AppDeps) {
       // New events only make folds due; a fold that queues a read wakes the fetcher.
       folder.kick();
     },
-    onError: (err, size) =>
-      isSqliteBusy(err)
-        ? logger.debug({ batch: size }, 'ingest write lock busy; retrying')
-        : logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed'),
+    onError: (err, size) => {
+      if (isSqliteBusy(err)) {
+        // Deliveries wait for another process's lock: processing must not take it first.
+        pacer.noteLockWait();
+        logger.debug({ batch: size }, 'ingest write lock busy; retrying');
+      } else logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
+    },
   });
 
   const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);

@@ -1,13 +1,12 @@
 import {
+  CompiledQuery,
   SqliteDialect,
-  type CompiledQuery,
   type DatabaseConnection,
   type Driver,
   type QueryResult,
   type SqliteDialectConfig,
   type TransactionSettings,
 } from 'kysely';
-import { isSqliteBusy } from './sqliteHelpers.js';
 
 export interface BusyRetryOptions {
   /** Whether the connection is inside a transaction now (better-sqlite3's `inTransaction`). */
@@ -15,6 +14,8 @@ export interface BusyRetryOptions {
   /** How long one statement may wait for the lock, in all. */
   waitMs: number;
 }
+
+const isBusy = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
 
 type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
 
@@ -36,7 +37,8 @@ const LAST_DELAY = 25;
  * Only a statement outside a transaction is run again: it did nothing (an
  * autocommit statement that failed rolled back, and a BEGIN that failed did
  * not begin). Inside a transaction a busy error belongs to the caller, which
- * must roll back (in WAL mode a BEGIN IMMEDIATE transaction never meets one).
+ * must roll back; so `db.transaction()` begins IMMEDIATE and waits for the lock
+ * there (in WAL mode a BEGIN IMMEDIATE transaction never meets one later).
  */
 export class BusyRetrySqliteDialect extends SqliteDialect {
   constructor(
@@ -73,11 +75,17 @@ class BusyRetryDriver implements Driver {
     return w;
   }
 
-  // kysely's SqliteDriver runs BEGIN/COMMIT/ROLLBACK through the connection it is given, so
-  // they go through the retrying executeQuery too.
-  beginTransaction(conn: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    return this.inner.beginTransaction(conn, settings);
+  /**
+   * `db.transaction()` begins IMMEDIATE, not kysely's deferred BEGIN: every such transaction
+   * here writes, and with busy_timeout 0 a deferred one would meet the lock at its first write,
+   * inside the transaction, where nothing can wait (and after a read, SQLITE_BUSY_SNAPSHOT
+   * fails it whatever the timeout). Taking the lock at BEGIN waits on timers like any statement.
+   */
+  async beginTransaction(conn: DatabaseConnection, _settings: TransactionSettings): Promise<void> {
+    await conn.executeQuery(CompiledQuery.raw('BEGIN IMMEDIATE'));
   }
+
+  // COMMIT and ROLLBACK run inside the transaction: passed through (never retried).
 
   commitTransaction(conn: DatabaseConnection): Promise<void> {
     return this.inner.commitTransaction(conn);
@@ -95,7 +103,7 @@ class BusyRetryDriver implements Driver {
     return this.inner.destroy();
   }
 
-  // Savepoints are statements inside a transaction: passed through (never retried).
+  // Savepoints are statements inside a transaction: the retrying connection runs them once.
   savepoint(conn: DatabaseConnection, name: string, compile: QueryCompile): Promise<void> {
     return this.inner.savepoint!(conn, name, compile);
   }
@@ -117,13 +125,17 @@ function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions):
   return {
     inner,
     async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+      // Decided before the first try: a statement of a transaction is never run again, even if
+      // its failure ended the transaction.
+      if (retry.inTransaction()) return inner.executeQuery<R>(query);
       const deadline = performance.now() + retry.waitMs;
       for (let attempt = 0; ; attempt++) {
         try {
           return await inner.executeQuery<R>(query);
         } catch (err) {
           const left = deadline - performance.now();
-          if (!isSqliteBusy(err) || retry.inTransaction() || left <= 0) throw err;
+          // Only another connection's lock (SQLITE_BUSY*) goes away by waiting; SQLITE_LOCKED is this connection's own.
+          if (!isBusy(err) || retry.inTransaction() || left <= 0) throw err;
           const delay = Math.min(DELAYS[attempt] ?? LAST_DELAY, left);
           await new Promise((r) => setTimeout(r, delay));
         }

@@ -53,6 +53,7 @@ export class IngestFirst implements Pacer {
   private readyAt = 0;
   private sampledAt = Number.NEGATIVE_INFINITY;
   private load = 0;
+  private lockWaited = false;
   /** Off until the app starts its workers; tests driving runUntilIdle() are not paced. */
   enabled = false;
 
@@ -81,6 +82,18 @@ export class IngestFirst implements Pacer {
   }
 
   /**
+   * The ingest commit found the write lock held by another process (a `replay`, a `work`
+   * process) and will try again. Deliveries are waiting, so the next sample counts as a busy
+   * loop, whatever its utilization: the processing connection waits for that lock on timers,
+   * which leaves the loop idle-looking, and processing that then ran flat out competed with
+   * the waiting deliveries (measured: bench/README.md, "Seventh round").
+   */
+  noteLockWait(): void {
+    this.lastIngestAt = this.now();
+    this.lockWaited = true;
+  }
+
+  /**
    * Resolves when processing may go on: at once, or after the loop had its share. True while
    * processing is held back (the worker then keeps one job group in flight at most).
    */
@@ -88,7 +101,9 @@ export class IngestFirst implements Pacer {
     if (!this.enabled) return false;
     const now = this.now();
     if (now - this.sampledAt >= this.sampleMs) {
-      this.load = this.utilization();
+      const utilization = this.utilization();
+      this.load = this.lockWaited ? 1 : utilization;
+      this.lockWaited = false;
       this.sampledAt = now;
     }
     if (this.load < busyAbove || now - this.lastIngestAt >= this.activeWindowMs) return false;

@@ -110,7 +110,8 @@ export async function findOpenJob(
  * the write lock up front waits for it instead (on timers, off the event loop:
  * see BusyRetrySqliteDialect); if BEGIN still finds the lock busy after that
  * wait (a long write of the CLI or the ingest committer), it is tried again a
- * few times, for about a second more.
+ * few times: about 3 s in all (8 pauses of 10-320 ms, each try waiting up to
+ * the connection's 200 ms).
  */
 export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>, retries = 8): Promise<T> {
   for (let attempt = 0; ; attempt++) {

@@ -69,10 +69,14 @@ describe('waiting for another connection\'s write lock', () => {
     other.exec('BEGIN IMMEDIATE');
     setTimeout(() => other.exec('COMMIT'), 300);
     const { result, stallMs } = await longestStall(() =>
-      immediateTransaction(database.db, async (trx) => {
-        await sql`INSERT INTO t (v) VALUES (2)`.execute(trx);
-        return 'committed';
-      }),
+      immediateTransaction(
+        database.db,
+        async (trx) => {
+          await sql`INSERT INTO t (v) VALUES (2)`.execute(trx);
+          return 'committed';
+        },
+        0, // no tries of its own: the first BEGIN waits for the lock, or this fails
+      ),
     );
     expect(result).toEqual({ status: 'fulfilled', value: 'committed' });
     expect(stallMs).toBeLessThan(150);
@@ -92,15 +96,36 @@ describe('waiting for another connection\'s write lock', () => {
     expect(database.sqlite.prepare('SELECT COUNT(*) FROM t').pluck().get()).toBe(0);
   });
 
+  it('begins db.transaction() IMMEDIATE: a transaction that writes first waits for the lock at BEGIN', async () => {
+    const { database, other } = open({ busyTimeoutMs: 2000 });
+    other.exec('BEGIN IMMEDIATE');
+    setTimeout(() => other.exec('COMMIT'), 300);
+    const { result, stallMs } = await longestStall(() =>
+      database.db.transaction().execute(async (trx) => {
+        await sql`INSERT INTO t (v) VALUES (6)`.execute(trx);
+      }),
+    );
+    // A deferred BEGIN would take no lock, and the INSERT inside the transaction would fail at once.
+    expect(result.status).toBe('fulfilled');
+    expect(stallMs).toBeLessThan(150);
+    expect(database.sqlite.prepare('SELECT v FROM t').pluck().all()).toEqual([6]);
+  });
+
   it('does not run a statement again inside a transaction: the busy error goes to the caller at once', async () => {
     const { database, other } = open({ busyTimeoutMs: 5000 });
     const started = performance.now();
-    // A deferred transaction that read, then meets a commit of another connection: in WAL mode
-    // its first write fails with SQLITE_BUSY_SNAPSHOT, and only a new transaction can succeed.
-    const attempt = database.db.transaction().execute(async (trx) => {
-      await sql`SELECT COUNT(*) FROM t`.execute(trx);
-      other.exec('INSERT INTO t (v) VALUES (4)');
-      await sql`INSERT INTO t (v) VALUES (5)`.execute(trx);
+    // A deferred transaction (a plain BEGIN, sent by hand) that read, then meets a commit of
+    // another connection: in WAL mode its first write fails with SQLITE_BUSY_SNAPSHOT, and only
+    // a new transaction can succeed, so running the INSERT again would only wait out the 5 s.
+    const attempt = database.db.connection().execute(async (conn) => {
+      await sql`BEGIN`.execute(conn);
+      try {
+        await sql`SELECT COUNT(*) FROM t`.execute(conn);
+        other.exec('INSERT INTO t (v) VALUES (4)');
+        await sql`INSERT INTO t (v) VALUES (5)`.execute(conn);
+      } finally {
+        await sql`ROLLBACK`.execute(conn);
+      }
     });
     await expect(attempt).rejects.toMatchObject({ code: expect.stringMatching(/^SQLITE_BUSY/) });
     expect(performance.now() - started).toBeLessThan(1000);

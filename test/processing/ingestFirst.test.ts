@@ -98,6 +98,23 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(await h.pacer.turn()).toBe(true);
   });
 
+  it('holds processing back for the sample after ingest waited for the write lock, however idle the loop looked', async () => {
+    const h = harness(0.5, () => 0.1); // the loop mostly waited on timers
+    h.pacer.enabled = true;
+    h.pacer.noteIngest();
+    expect(await h.pacer.turn()).toBe(false);
+    h.advance(200);
+    h.pacer.noteLockWait(); // a delivery is waiting for another process's lock
+    h.advance(50); // the next sample is taken
+    expect(await h.pacer.turn()).toBe(true);
+    h.pacer.charge(4);
+    expect(await h.pacer.turn()).toBe(true);
+    expect(h.sleeps).toEqual([4]);
+    h.advance(250); // a sample without a lock wait: the loop has room again
+    h.pacer.noteIngest();
+    expect(await h.pacer.turn()).toBe(false);
+  });
+
   it('never parks a step for more than 50 ms, however long the last one ran', async () => {
     const h = harness(0.1);
     h.pacer.enabled = true;
