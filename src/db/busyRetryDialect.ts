@@ -7,6 +7,7 @@ import {
   type SqliteDialectConfig,
   type TransactionSettings,
 } from 'kysely';
+import { isLockHeldElsewhere } from './sqliteHelpers.js';
 
 export interface BusyRetryOptions {
   /** Whether the connection is inside a transaction now (better-sqlite3's `inTransaction`). */
@@ -14,8 +15,6 @@ export interface BusyRetryOptions {
   /** How long one statement may wait for the lock, in all. */
   waitMs: number;
 }
-
-const isBusy = (err: unknown) => String((err as { code?: unknown }).code).startsWith('SQLITE_BUSY');
 
 type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
 
@@ -134,8 +133,8 @@ function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions):
           return await inner.executeQuery<R>(query);
         } catch (err) {
           const left = deadline - performance.now();
-          // Only another connection's lock (SQLITE_BUSY*) goes away by waiting; SQLITE_LOCKED is this connection's own.
-          if (!isBusy(err) || retry.inTransaction() || left <= 0) throw err;
+          // Only another connection's lock goes away by waiting; SQLITE_LOCKED is this connection's own.
+          if (!isLockHeldElsewhere(err) || retry.inTransaction() || left <= 0) throw err;
           const delay = Math.min(DELAYS[attempt] ?? LAST_DELAY, left);
           await new Promise((r) => setTimeout(r, delay));
         }

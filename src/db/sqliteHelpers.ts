@@ -1,7 +1,16 @@
-/** better-sqlite3 error codes meaning another connection holds the lock. */
+const codeOf = (err: unknown): string => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : '';
+};
+
+/** SQLITE_BUSY*: another connection holds the lock, so waiting until it lets go can succeed. */
+export function isLockHeldElsewhere(err: unknown): boolean {
+  return codeOf(err).startsWith('SQLITE_BUSY');
+}
+
+/** better-sqlite3 error codes meaning a lock was not obtained: SQLITE_BUSY*, or SQLITE_LOCKED* (a conflict on this connection). */
 export function isSqliteBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+  return isLockHeldElsewhere(err) || codeOf(err).startsWith('SQLITE_LOCKED');
 }
 
 /** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */

@@ -101,6 +101,7 @@ export class IngestFirst implements Pacer {
     if (!this.enabled) return false;
     const now = this.now();
     if (now - this.sampledAt >= this.sampleMs) {
+      // Taken either way: each call measures from the previous one.
       const utilization = this.utilization();
       this.load = this.lockWaited ? 1 : utilization;
       this.lockWaited = false;
