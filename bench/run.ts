@@ -14,7 +14,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
@@ -57,18 +57,25 @@ const { values: flags } = parseArgs({
     // CONFIG_FILE `concurrency` of the bench's file sink (default: the kind's default, 1).
     'sink-concurrency': { type: 'string' },
     out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
+    // Another checkout (built, with node_modules) whose receiver runs for specs ending in `@base`,
+    // so two builds are compared in one run: --baseline ../base --receivers info:0@base,info:0
+    baseline: { type: 'string' },
   },
 });
 /** LOG_LEVEL[:WORKER_CONCURRENCY|:split]; `split` = `serve` with WORKER_CONCURRENCY=0 beside a `work` process. */
 type Workers = number | 'split' | null;
-function receiverList(name: string, v: string): { level: string; workers: Workers }[] {
-  return v.split(',').filter(Boolean).map((r) => {
+function receiverList(name: string, v: string): { level: string; workers: Workers; base: boolean }[] {
+  return v.split(',').filter(Boolean).map((spec) => {
+    const base = spec.endsWith('@base');
+    if (base && !flags.baseline) throw new Error(`--${name}: ${spec} needs --baseline <dir>`);
+    const r = base ? spec.slice(0, -'@base'.length) : spec;
     const [level, workers] = r.split(':');
     if (workers !== undefined && workers !== 'split' && !/^\d+$/.test(workers)) throw new Error(`--${name}: bad worker count in ${r}`);
-    return { level: level!, workers: workers === undefined ? null : workers === 'split' ? 'split' : Number(workers) };
+    return { level: level!, workers: workers === undefined ? null : workers === 'split' ? 'split' : Number(workers), base };
   });
 }
-const workersLabel = (w: Workers) => (w === null ? '' : w === 'split' ? ' + separate `work` process' : `, WORKER_CONCURRENCY=${w}`);
+const workersLabel = (w: Workers, base = false) =>
+  (w === null ? '' : w === 'split' ? ' + separate `work` process' : `, WORKER_CONCURRENCY=${w}`) + (base ? ' (baseline)' : '');
 const num = (name: string, v: string | undefined) => {
   const n = Number(v);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${v}`);
@@ -101,9 +108,9 @@ async function ensureBuilt(): Promise<void> {
   if (!existsSync(join(ROOT, 'dist/main.js'))) throw new Error('dist/main.js is missing: run `npm run build` (or drop --no-build)');
 }
 
-async function start(name: string, args: string[], env: Record<string, string> = {}, stdout?: number): Promise<Server> {
+async function start(name: string, args: string[], env: Record<string, string> = {}, stdout?: number, cwd = ROOT): Promise<Server> {
   const port = await freePort();
-  const s = await startServer({ name, args, env: { ...env, PORT: String(port) }, port, cwd: ROOT, stdout });
+  const s = await startServer({ name, args, env: { ...env, PORT: String(port) }, port, cwd, stdout });
   started.push(s);
   return s;
 }
@@ -119,8 +126,10 @@ let stubUrl = '';
 let receiverCount = 0;
 
 /** The real receiver, built, with production settings (WAL + synchronous=FULL, group commit, 4 workers). */
-async function startReceiver(label: string, logLevel: string, workers: Workers = null) {
+async function startReceiver(label: string, logLevel: string, workers: Workers = null, base = false) {
   const n = ++receiverCount;
+  const cwd = base ? resolve(flags.baseline!) : ROOT;
+  if (!existsSync(join(cwd, 'dist/main.js'))) throw new Error(`${join(cwd, 'dist/main.js')} is missing: build that checkout first`);
   const dbPath = join(tmp, `receiver-${n}-${label}.db`);
   const logPath = join(tmp, `receiver-${n}-${label}.log`);
   const logFd = openSync(logPath, 'w');
@@ -134,12 +143,12 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
     HIRING_API_KEY: 'sk-bench.benchkey',
     LOG_LEVEL: logLevel,
     ...(workers === null ? {} : { WORKER_CONCURRENCY: workers === 'split' ? '0' : String(workers) }),
-  }, logFd);
+  }, logFd, cwd);
   // split: the workers run in their own process on the same database (`hiring-receiver work`).
   const work =
     workers === 'split'
       ? spawn(process.execPath, [...RECEIVER_NODE_FLAGS, 'dist/cli/main.js', 'work'], {
-          cwd: ROOT,
+          cwd,
           env: {
             PATH: process.env.PATH ?? '',
             NODE_ENV: 'production',
@@ -155,6 +164,28 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
   const workExited = work ? new Promise<void>((r) => work.once('exit', () => r())) : null;
   return {
     server,
+    /**
+     * Processing's lag when the load stops: events not folded yet and queued jobs not finished,
+     * then the seconds until both are 0 (null past `boundS`). Null for a receiver without workers.
+     */
+    async catchUp(boundS = 60): Promise<CatchUp | null> {
+      if (workers === 0) return null;
+      const db = new BetterSqlite3(dbPath, { readonly: true });
+      try {
+        const unfolded = db.prepare('SELECT max(0, coalesce((SELECT max(rowid) FROM events), 0) - last_event_rowid) FROM processing_cursor').pluck();
+        const open = db.prepare("SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')").pluck();
+        const read = () => ({ unfolded: unfolded.get() as number, openJobs: open.get() as number });
+        const t0 = performance.now();
+        const atEnd = read();
+        for (let now = read(); ; now = read()) {
+          if (now.unfolded === 0 && now.openJobs === 0) return { ...atEnd, seconds: Math.round((performance.now() - t0) / 100) / 10 };
+          if (performance.now() - t0 > boundS * 1000) return { ...atEnd, seconds: null };
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      } finally {
+        db.close();
+      }
+    },
     /** Stops it (drain, close) and counts what it stored. */
     async finish() {
       const batches = await groupCommitStats(server.url);
@@ -171,6 +202,13 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
       return { peak, exit, rows, jobsDone, logBytes: statSync(logPath).size, ...batches };
     },
   };
+}
+
+/** Processing's backlog when the load stopped, and how long it took to clear (null: not within the bound). */
+interface CatchUp {
+  unfolded: number;
+  openJobs: number;
+  seconds: number | null;
 }
 
 /** Group-commit transactions and their mean size, from the receiver's own /metrics. */
@@ -261,10 +299,10 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
   if (bare >= 0.9 * rows[0]!.rps) {
     log(`WARNING: bare Hono (${bare}/s) is within 10% of the generator's ceiling (${rows[0]!.rps}/s): the bare figure and the ratio are generator-bound.`);
   }
-  for (const { level, workers } of opts.receivers) {
-    const name = `receiver LOG_LEVEL=${level}${workersLabel(workers)}`;
+  for (const { level, workers, base } of opts.receivers) {
+    const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
-    const r = await startReceiver(`tp-${level}-${workers ?? 'default'}`, level, workers);
+    const r = await startReceiver(`tp-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
     const { warm, measured } = await drive(r.server, true, Math.max(bare, 5000), gen);
     const f = await r.finish();
     const acked = warm.status2xx + measured.status2xx;
@@ -300,11 +338,12 @@ async function fixedRates(): Promise<RateRow[]> {
     log(`fixed rate ${rate}/s: generator floor against raw node:http`);
     const floor = (await loadgen(raw.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
     await stop(raw);
-    for (const { level, workers } of opts.rateReceivers) {
-      const name = `receiver LOG_LEVEL=${level}${workersLabel(workers)}`;
+    for (const { level, workers, base } of opts.rateReceivers) {
+      const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
       log(`fixed rate ${rate}/s: ${name}`);
-      const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}`, level, workers);
+      const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
       const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
+      const catchUp = await r.catchUp();
       const f = await r.finish();
       const acked = res.warmup.s2xx + res.measured.s2xx;
       // A request that timed out at the client may still have been committed (the service would redeliver it).
@@ -328,6 +367,7 @@ async function fixedRates(): Promise<RateRow[]> {
         unanswered,
         rowCheck: f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked ? 'ok' : 'FAILED',
         meanBatch: f.meanBatch,
+        catchUp,
       });
     }
   }

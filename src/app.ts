@@ -58,6 +58,7 @@ export function createApp(deps: AppDeps) {
     clock,
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size) => {
+      database.ingestWait.committed();
       metrics.batchSize.observe(size);
       pacer.noteIngest();
       // New events only make folds due; a fold that queues a read wakes the fetcher.
@@ -65,7 +66,9 @@ export function createApp(deps: AppDeps) {
     },
     onError: (err, size) => {
       if (isSqliteBusy(err)) {
-        // Deliveries wait for another process's lock: processing must not take it first.
+        // Deliveries wait for another process's lock: processing, here or in a `work` process,
+        // must not take it first.
+        database.ingestWait.waiting(Date.now());
         pacer.noteLockWait();
         logger.debug({ batch: size }, 'ingest write lock busy; retrying');
       } else logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');

@@ -46,6 +46,8 @@ export interface RateRow {
   acked2xx: number;
   rowCheck: 'ok' | 'FAILED';
   meanBatch: number;
+  /** Processing when the load stopped: events not folded, jobs not finished, seconds to clear both (null: not within the bound). Null without workers. */
+  catchUp: { unfolded: number; openJobs: number; seconds: number | null } | null;
 }
 
 export interface Results {
@@ -131,9 +133,10 @@ export function renderMarkdown(r: Results): string {
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'generator floor p50/p99/p99.9 ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'rows = 2xx'],
       r.fixedRate.map((f) => [
         fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1),
+        f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`, `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
       ]),
     ), '');

@@ -14,6 +14,14 @@ export interface BusyRetryOptions {
   inTransaction: () => boolean;
   /** How long one statement may wait for the lock, in all. */
   waitMs: number;
+  /**
+   * Whether an ingest commit is waiting for the write lock now (IngestWaitSignal): a statement
+   * that writes, outside a transaction, then waits on timers first, up to `yieldMs`, so the
+   * waiting deliveries get the lock before it.
+   */
+  ingestWaiting?: () => boolean;
+  /** Longest a statement lets ingest go first. Default 50 ms. */
+  yieldMs?: number;
 }
 
 type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
@@ -21,6 +29,8 @@ type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
 /** Delays between tries, in ms: short first (most lock holders commit within a few ms), then 25 ms. */
 const DELAYS = [1, 2, 4, 8, 16];
 const LAST_DELAY = 25;
+/** A statement that only reads (SQLite's read transactions never block a writer in WAL mode). */
+const READ_ONLY = /^\s*select\b/i;
 
 /**
  * kysely's SqliteDialect with the lock wait moved off the event loop.
@@ -38,6 +48,9 @@ const LAST_DELAY = 25;
  * not begin). Inside a transaction a busy error belongs to the caller, which
  * must roll back; so `db.transaction()` begins IMMEDIATE and waits for the lock
  * there (in WAL mode a BEGIN IMMEDIATE transaction never meets one later).
+ *
+ * With `ingestWaiting`, a statement that writes (a BEGIN IMMEDIATE, an autocommit write) first
+ * lets a waiting ingest commit, of this process or of a `serve` beside it, take the lock.
  */
 export class BusyRetrySqliteDialect extends SqliteDialect {
   constructor(
@@ -127,6 +140,10 @@ function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions):
       // Decided before the first try: a statement of a transaction is never run again, even if
       // its failure ended the transaction.
       if (retry.inTransaction()) return inner.executeQuery<R>(query);
+      if (retry.ingestWaiting && !READ_ONLY.test(query.sql)) {
+        const until = performance.now() + (retry.yieldMs ?? 50);
+        while (retry.ingestWaiting() && performance.now() < until) await new Promise((r) => setTimeout(r, 1));
+      }
       const deadline = performance.now() + retry.waitMs;
       for (let attempt = 0; ; attempt++) {
         try {

@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { BusyRetrySqliteDialect } from './busyRetryDialect.js';
+import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './ingestWaitSignal.js';
 import { migrate } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
@@ -21,6 +22,12 @@ export interface OpenDatabase {
    * between the two shows up as SQLITE_BUSY, which both sides retry.
    */
   readonly ingestSqlite: BetterSqlite3.Database;
+  /**
+   * Says when an ingest commit waits for the write lock, to every process on this database
+   * (ingestWaitSignal.ts): the ingest committer writes it, the kysely connection's writes
+   * (processing, here or in a `work` process) read it and let ingest go first.
+   */
+  readonly ingestWait: IngestWaitSignal;
   close(): Promise<void>;
 }
 
@@ -200,6 +207,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
+  let ingestWait: IngestWaitSignal | undefined;
   const busyTimeoutMs = opts.busyTimeoutMs ?? 200;
   const busyWait = opts.busyWait ?? 'timer';
   try {
@@ -214,16 +222,23 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
       // Whichever connection rewinds the WAL truncates a file a burst left larger than this.
       for (const c of [sqlite, ingestSqlite]) c.pragma(`journal_size_limit = ${Math.trunc(checkpoints.maxWalBytes)}`);
     }
+    // The CLI (busyWait 'sqlite') neither commits deliveries nor lets them go first.
+    ingestWait = busyWait === 'timer' ? openIngestWaitSignal(path) : NO_INGEST_WAIT;
   } catch (err) {
     ingestSqlite?.close();
     sqlite.close();
     throw err;
   }
   const dialectConfig = { database: withStatementCache(sqlite) };
+  const signal = ingestWait;
   const db = new Kysely<Database>({
     dialect:
       busyWait === 'timer'
-        ? new BusyRetrySqliteDialect(dialectConfig, { inTransaction: () => sqlite.inTransaction, waitMs: busyTimeoutMs })
+        ? new BusyRetrySqliteDialect(dialectConfig, {
+            inTransaction: () => sqlite.inTransaction,
+            waitMs: busyTimeoutMs,
+            ingestWaiting: () => signal.isWaiting(Date.now()),
+          })
         : new SqliteDialect(dialectConfig),
   });
   const ingest = ingestSqlite;
@@ -232,6 +247,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     db,
     sqlite,
     ingestSqlite: ingest,
+    ingestWait: signal,
     async close() {
       if (checkpointer && checkpointer.threadId !== -1) {
         const exited = new Promise((r) => checkpointer.once('exit', r));
@@ -242,6 +258,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
       }
       ingest.close();
       await db.destroy(); // closes `sqlite`
+      signal.close();
     },
   };
 }
