@@ -50,6 +50,11 @@ export function createApp(deps: AppDeps) {
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? createLogger(config.logLevel);
   const database = deps.database ?? openDatabase(config.databasePath, { checkpointer: true });
+  if (database.ingestWait.unavailable) {
+    // Deliveries are still stored and processed; only the hand-over of the write lock to
+    // waiting deliveries across processes is lost.
+    logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
+  }
   const metrics = createMetrics();
 
   const committer = new GroupCommitter<IngestItem, IngestOutcome>({

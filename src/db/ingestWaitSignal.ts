@@ -1,15 +1,15 @@
-import { closeSync, constants, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
 
 /**
  * Tells processes sharing a database that an ingest commit is waiting for the write lock.
  *
  * SQLite has one write lock and no queue: a `work` process folding back to back holds it
  * most of the time, and the `serve` process's group commit, which retries on a 1-4 ms
- * timer, keeps finding it taken (acknowledgement p99 at 2,500/s: 47-66 ms against 13-14 ms
+ * timer, keeps finding it taken (acknowledgement p99 at 2,500/s: 47-66 ms against 12-14 ms
  * with the workers in process; bench/README.md, "Eighth round"). So the committer writes the
  * time it found the lock busy into a small file beside the database (`<database>-ingest-wait`),
- * and 0 once it committed; before each write of its own, processing in any process on that
- * database reads it and, while an ingest commit is waiting, lets it go first.
+ * and 0 once it committed; before it takes its connection for a statement, processing in any
+ * process on that database reads it and, while an ingest commit is waiting, lets it go first.
  *
  * Eight bytes at offset 0 (a float64 of Unix ms), written and read with pwrite/pread on the
  * page cache: no fsync, nothing durable depends on it. A stale value (a `serve` killed while
@@ -22,6 +22,8 @@ export interface IngestWaitSignal {
   committed(): void;
   /** Whether an ingest commit is waiting now (it said so within the last `staleMs`). */
   isWaiting(nowMs: number): boolean;
+  /** Why this process takes no part although it could (the file could not be opened); for a warning. */
+  readonly unavailable?: string;
   close(): void;
 }
 
@@ -31,31 +33,49 @@ const STALE_MS = 50;
 /** For ':memory:', and for connections that take no part (the CLI's): nothing to share. */
 export const NO_INGEST_WAIT: IngestWaitSignal = { waiting() {}, committed() {}, isWaiting: () => false, close() {} };
 
+/**
+ * Opens (or creates) the signal file of the database at `databasePath`, which must exist. Like
+ * SQLite's `-wal` and `-shm`, it sits beside the database's real path (symlinks resolved) and
+ * takes the database file's permissions, so a `serve` and a `work` that may both write the
+ * database may both write it. If it cannot be opened, this process takes no part (`unavailable`)
+ * rather than refusing to start over a file nothing durable depends on.
+ */
 export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): IngestWaitSignal {
   if (databasePath === ':memory:' || databasePath === '') return NO_INGEST_WAIT;
-  const fd = openSync(`${databasePath}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, 0o600);
+  let fd: number;
+  try {
+    const real = realpathSync(databasePath);
+    const mode = statSync(real).mode & 0o777;
+    fd = openSync(`${real}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, mode);
+    // A new file gets the umask's cut of `mode`; SQLite sets its own files back to the database's mode too.
+    if (fstatSync(fd).size === 0 && (fstatSync(fd).mode & 0o777) !== mode) fchmodSync(fd, mode);
+  } catch (err) {
+    return { ...NO_INGEST_WAIT, unavailable: `${databasePath}${INGEST_WAIT_SUFFIX}: ${(err as Error).message}` };
+  }
   const buf = Buffer.alloc(8);
-  // Whether the file may say "waiting": committed() writes only after a waiting(), not per commit.
+  // Whether the file may say "waiting": committed() writes only after a waiting() (and once at
+  // first, to clear what a killed process left), not once per commit.
   let said = true;
+  let closed = false;
   const write = (v: number) => {
     buf.writeDoubleLE(v, 0);
     writeSync(fd, buf, 0, 8, 0);
   };
-  let closed = false;
   return {
     waiting(nowMs) {
+      if (closed) return;
       write(nowMs);
       said = true;
     },
     committed() {
-      if (!said) return;
+      if (closed || !said) return;
       write(0);
       said = false;
     },
     isWaiting(nowMs) {
-      if (readSync(fd, buf, 0, 8, 0) < 8) return false;
+      if (closed || readSync(fd, buf, 0, 8, 0) < 8) return false;
       const at = buf.readDoubleLE(0);
-      return at > 0 && nowMs - at < staleMs && nowMs - at > -staleMs;
+      return at > 0 && Math.abs(nowMs - at) < staleMs;
     },
     close() {
       if (closed) return;

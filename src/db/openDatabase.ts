@@ -188,7 +188,11 @@ function startCheckpointer(path: string, opts: Required<CheckpointerOptions>): W
 export interface OpenOptions {
   /** Apply pending migrations (the server does; read-only tools may not). */
   migrate?: boolean;
-  /** How long a statement of the kysely connection waits for the write lock. Default 200. */
+  /**
+   * How long a statement of the kysely connection waits for the write lock. Default 200. With
+   * busyWait 'timer', a query may first wait up to 50 ms more while an ingest commit is waiting
+   * (ingestWaitSignal.ts).
+   */
   busyTimeoutMs?: number;
   /**
    * Who waits for the lock: `timer` (the default, for the server) sets SQLite's busy_timeout to 0
@@ -256,9 +260,12 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
         checkpointer.postMessage('stop');
         await exited;
       }
-      ingest.close();
-      await db.destroy(); // closes `sqlite`
-      signal.close();
+      try {
+        ingest.close();
+        await db.destroy(); // closes `sqlite`
+      } finally {
+        signal.close();
+      }
     },
   };
 }

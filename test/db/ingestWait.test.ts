@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
@@ -10,11 +10,14 @@ import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 
 // Two processes on one database: `serve` (its ingest committer writes the signal) and `work`
-// (its processing writes read it). Each side here opens the file on its own, as each process does.
+// (its processing reads it before each query). Each side here opens the file on its own, as
+// each process does.
 
-const opened: { close(): void | Promise<void> }[] = [];
+const opened: { close(): unknown }[] = [];
+const timers: NodeJS.Timeout[] = [];
 let cleanup = () => {};
 afterEach(async () => {
+  timers.splice(0).forEach(clearInterval);
   for (const o of opened.splice(0).reverse()) await o.close();
   cleanup();
 });
@@ -31,12 +34,43 @@ function signal(path: string, staleMs?: number): IngestWaitSignal {
   return s;
 }
 
+function open(path: string, opts: Parameters<typeof openDatabase>[1] = {}): OpenDatabase {
+  const database = openDatabase(path, opts);
+  opened.push(database);
+  database.sqlite.exec('CREATE TABLE IF NOT EXISTS t (v INTEGER)');
+  return database;
+}
+
+/** `serve` retrying its commit: it says "waiting" every few ms until `stop()`, then commits. */
+function serveWaits(serve: IngestWaitSignal): { stop(): void } {
+  serve.waiting(Date.now());
+  const t = setInterval(() => serve.waiting(Date.now()), 5);
+  timers.push(t);
+  return {
+    stop() {
+      clearInterval(t);
+      serve.committed();
+    },
+  };
+}
+
 const settledWithin = async (p: Promise<unknown>, ms: number) =>
   Promise.race([p.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+async function until(cond: () => boolean, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const count = (database: OpenDatabase) => database.sqlite.prepare('SELECT COUNT(*) FROM t').pluck().get();
 
 describe('the ingest-wait signal between processes', () => {
   it('says "waiting" to another handle on the same database until the commit, and forgets a stale one', () => {
     const path = dbPath();
+    new BetterSqlite3(path).close();
     const serve = signal(path, 50);
     const work = signal(path, 50);
     expect(existsSync(`${path}${INGEST_WAIT_SUFFIX}`)).toBe(true);
@@ -50,78 +84,114 @@ describe('the ingest-wait signal between processes', () => {
     expect(work.isWaiting(1_000_101)).toBe(false);
   });
 
+  it('sits beside the real file with the database\'s permissions, as SQLite\'s -wal and -shm do', () => {
+    const path = dbPath();
+    new BetterSqlite3(path).close();
+    chmodSync(path, 0o664);
+    const link = `${path}.link`;
+    symlinkSync(path, link);
+    signal(link);
+    expect(existsSync(`${link}${INGEST_WAIT_SUFFIX}`)).toBe(false);
+    expect(statSync(`${path}${INGEST_WAIT_SUFFIX}`).mode & 0o777).toBe(0o664);
+  });
+
   it('has nothing to share for an in-memory database', () => {
     const s = signal(':memory:');
     s.waiting(Date.now());
     expect(s.isWaiting(Date.now())).toBe(false);
   });
+
+  it('a file that cannot be opened leaves the database usable, without the signal, and says why', async () => {
+    const path = dbPath();
+    mkdirSync(`${path}${INGEST_WAIT_SUFFIX}`);
+    const database = open(path);
+    expect(database.ingestWait.unavailable).toMatch(/-ingest-wait: .*EISDIR/);
+    await sql`INSERT INTO t (v) VALUES (1)`.execute(database.db);
+    expect(count(database)).toBe(1);
+  });
 });
 
-describe('processing writes let a waiting ingest commit go first', () => {
-  async function setUp() {
+describe('processing lets a waiting ingest commit go first', () => {
+  function setUp() {
     const path = dbPath();
-    const database: OpenDatabase = openDatabase(path);
-    opened.push(database);
-    database.sqlite.exec('CREATE TABLE t (v INTEGER)');
+    const database = open(path);
     return { database, serve: signal(path) };
   }
 
-  it('holds an autocommit write and a BEGIN IMMEDIATE while ingest waits, and runs them once it committed', async () => {
-    const { database, serve } = await setUp();
-    // `serve` retries its commit every few ms and says so each time.
-    serve.waiting(Date.now());
-    const keepWaiting = setInterval(() => serve.waiting(Date.now()), 5);
-    const write = sql`INSERT INTO t (v) VALUES (1)`.execute(database.db);
-    const trx = immediateTransaction(database.db, async (t) => {
-      await sql`INSERT INTO t (v) VALUES (2)`.execute(t);
-    }, 0);
-    expect(await settledWithin(Promise.all([write, trx]), 25)).toBe(false);
-    expect(database.sqlite.prepare('SELECT COUNT(*) FROM t').pluck().get()).toBe(0);
-    clearInterval(keepWaiting);
-    serve.committed();
-    await Promise.all([write, trx]);
-    expect(database.sqlite.prepare('SELECT COUNT(*) FROM t').pluck().get()).toBe(2);
+  // Each starts a write from outside a transaction, the ways processing does.
+  it.each([
+    ['an autocommit write', (db: OpenDatabase['db']) => sql`INSERT INTO t (v) VALUES (1)`.execute(db)],
+    ['a BEGIN IMMEDIATE transaction (immediateTransaction)', (db: OpenDatabase['db']) => immediateTransaction(db, (t) => sql`INSERT INTO t (v) VALUES (2)`.execute(t), 0)],
+    ['a db.transaction()', (db: OpenDatabase['db']) => db.transaction().execute((t) => sql`INSERT INTO t (v) VALUES (3)`.execute(t))],
+  ] as const)('holds %s until the commit', async (_name, start) => {
+    const { database, serve } = setUp();
+    const s = serveWaits(serve);
+    const write = start(database.db);
+    expect(await settledWithin(write, 30)).toBe(false);
+    expect(database.sqlite.inTransaction).toBe(false);
+    expect(count(database)).toBe(0);
+    s.stop();
+    await write;
+    expect(count(database)).toBe(1);
   });
 
-  it('does not hold reads', async () => {
-    const { database, serve } = await setUp();
-    serve.waiting(Date.now());
-    const keepWaiting = setInterval(() => serve.waiting(Date.now()), 5);
+  it('checks right before the write: a commit that started waiting while the write waited for the connection still goes first', async () => {
+    const { database, serve } = setUp();
+    let finish = () => {};
+    const first = immediateTransaction(database.db, (t) => new Promise<void>((r) => { finish = r; }).then(() => sql`INSERT INTO t (v) VALUES (6)`.execute(t)).then(() => undefined), 0);
+    await until(() => database.sqlite.inTransaction);
+    // Queued behind the transaction on kysely's connection before any commit waits.
+    const write = sql`INSERT INTO t (v) VALUES (7)`.execute(database.db);
+    await new Promise((r) => setTimeout(r, 10));
+    const s = serveWaits(serve);
+    finish();
+    await first;
+    expect(await settledWithin(write, 30)).toBe(false);
+    expect(count(database)).toBe(1);
+    s.stop();
+    await write;
+    expect(count(database)).toBe(2);
+  });
+
+  it('never waits inside a transaction it already began (it holds the write lock there)', async () => {
+    const { database, serve } = setUp();
+    let s: { stop(): void } | undefined;
+    const trx = immediateTransaction(database.db, async (t) => {
+      s = serveWaits(serve);
+      for (let i = 0; i < 5; i++) await sql`INSERT INTO t (v) VALUES (${i})`.execute(t);
+    }, 0);
     try {
-      expect(await settledWithin(sql`SELECT COUNT(*) AS n FROM t`.execute(database.db), 15)).toBe(true);
+      // Five statements held 50 ms each would take 250 ms.
+      expect(await settledWithin(trx, 150)).toBe(true);
     } finally {
-      clearInterval(keepWaiting);
+      s?.stop();
     }
+    expect(count(database)).toBe(5);
   });
 
   it('lets ingest go first for a bounded time only: a write still runs while ingest keeps waiting', async () => {
-    const { database, serve } = await setUp();
-    serve.waiting(Date.now());
-    const keepWaiting = setInterval(() => serve.waiting(Date.now()), 5);
+    const { database, serve } = setUp();
+    const s = serveWaits(serve);
     try {
       const started = performance.now();
-      await sql`INSERT INTO t (v) VALUES (3)`.execute(database.db);
+      await sql`INSERT INTO t (v) VALUES (4)`.execute(database.db);
       // 50 ms by default: held for it, then run.
       expect(performance.now() - started).toBeGreaterThanOrEqual(45);
-      expect(database.sqlite.prepare('SELECT COUNT(*) FROM t').pluck().get()).toBe(1);
+      expect(count(database)).toBe(1);
     } finally {
-      clearInterval(keepWaiting);
+      s.stop();
     }
   });
 
-  it('the CLI\'s connection (SQLite\'s own wait) does not create the file, and does not yield', async () => {
+  it('the CLI\'s connection (SQLite\'s own wait) does not create the file, and does not wait', async () => {
     const path = dbPath();
-    const cli = openDatabase(path, { busyWait: 'sqlite' });
-    opened.push(cli);
-    cli.sqlite.exec('CREATE TABLE t (v INTEGER)');
+    const cli = open(path, { busyWait: 'sqlite' });
     expect(existsSync(`${path}${INGEST_WAIT_SUFFIX}`)).toBe(false);
-    const serve = signal(path);
-    serve.waiting(Date.now());
-    const keepWaiting = setInterval(() => serve.waiting(Date.now()), 5);
+    const s = serveWaits(signal(path));
     try {
-      expect(await settledWithin(sql`INSERT INTO t (v) VALUES (4)`.execute(cli.db), 15)).toBe(true);
+      expect(await settledWithin(sql`INSERT INTO t (v) VALUES (5)`.execute(cli.db), 30)).toBe(true);
     } finally {
-      clearInterval(keepWaiting);
+      s.stop();
     }
   });
 });
@@ -129,17 +199,16 @@ describe('processing writes let a waiting ingest commit go first', () => {
 describe('the ingest committer writes the signal', () => {
   it('says "waiting" while a delivery waits for another process\'s lock, and clears it once the delivery is stored', async () => {
     const secret = newSecret();
-    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0', WRITE_TIMEOUT_MS: '5000' });
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0', WRITE_TIMEOUT_MS: '10000' });
     opened.push(r);
     const work = signal(r.dbPath);
     const other = new BetterSqlite3(r.dbPath);
-    opened.push({ close: () => void other.close() });
+    opened.push({ close: () => other.close() });
     other.exec('BEGIN IMMEDIATE');
     const d = signDelivery(secret, JSON.stringify(envelope()));
     const answer = fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
     try {
-      await new Promise((res) => setTimeout(res, 30));
-      expect(work.isWaiting(Date.now())).toBe(true);
+      await until(() => work.isWaiting(Date.now()));
     } finally {
       other.exec('COMMIT');
     }
