@@ -38,11 +38,13 @@ const SYNC = { FULL: 2, NORMAL: 1 } as const;
 /**
  * Page cache per connection, in KiB. better-sqlite3 builds SQLite with 16 MB;
  * pages missing from a smaller cache come from the OS page cache with one
- * pread. Measured under wrk (bench/README.md): peak RSS 134 -> 119-123 MB
- * with workers in process, 112 -> 98 MB ingest only, throughput within
- * run-to-run noise.
+ * pread. Measured under wrk (bench/README.md): 16 MB -> 4 MB took peak RSS
+ * from 134 to 119-123 MB with workers in process (112 -> 98 MB ingest only);
+ * 4 MB -> 2 MB from 122-131 to 119-128 MB ("Eighth round"), each with
+ * throughput within run-to-run noise; the cost of the second step is about
+ * 1.5 ms of acknowledgement p99 at 2,500/s with workers in process.
  */
-const CACHE_KIB = 4096;
+const CACHE_KIB = 2048;
 
 /**
  * Page size of a new database file (an existing file keeps its own). WAL mode

@@ -21,9 +21,9 @@ describe('openDatabase', () => {
     expect(database.ingestSqlite.pragma('synchronous', { simple: true })).toBe(2);
     expect(database.sqlite.pragma('synchronous', { simple: true })).toBe(1);
     expect(database.ingestSqlite.pragma('journal_mode', { simple: true })).toBe('wal');
-    // A 4 MiB page cache per connection, not better-sqlite3's 16 MB: the OS caches the file anyway.
-    expect(database.ingestSqlite.pragma('cache_size', { simple: true })).toBe(-4096);
-    expect(database.sqlite.pragma('cache_size', { simple: true })).toBe(-4096);
+    // A 2 MiB page cache per connection, not better-sqlite3's 16 MB: the OS caches the file anyway.
+    expect(database.ingestSqlite.pragma('cache_size', { simple: true })).toBe(-2048);
+    expect(database.sqlite.pragma('cache_size', { simple: true })).toBe(-2048);
   });
 
   it('creates a new database with 2 KB pages and leaves the page size of an existing one alone', async () => {
