@@ -93,6 +93,8 @@ const opts = {
   rateDurationS: num('rate-duration', flags['rate-duration']),
 };
 
+/** The `--baseline` checkout, for receiver specs ending in `@base`. */
+const BASELINE = flags.baseline ? resolve(flags.baseline) : null;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 const tmp = mkdtempSync(join(tmpdir(), 'receiver-bench-'));
 const secret = newSigningSecret();
@@ -106,6 +108,7 @@ async function ensureBuilt(): Promise<void> {
     if (r.code !== 0) throw new Error(`npm run build failed:\n${r.stdout}${r.stderr}`);
   }
   if (!existsSync(join(ROOT, 'dist/main.js'))) throw new Error('dist/main.js is missing: run `npm run build` (or drop --no-build)');
+  if (BASELINE && !existsSync(join(BASELINE, 'dist/main.js'))) throw new Error(`${join(BASELINE, 'dist/main.js')} is missing: build that checkout first`);
 }
 
 async function start(name: string, args: string[], env: Record<string, string> = {}, stdout?: number, cwd = ROOT): Promise<Server> {
@@ -128,8 +131,7 @@ let receiverCount = 0;
 /** The real receiver, built, with production settings (WAL + synchronous=FULL, group commit, 4 workers). */
 async function startReceiver(label: string, logLevel: string, workers: Workers = null, base = false) {
   const n = ++receiverCount;
-  const cwd = base ? resolve(flags.baseline!) : ROOT;
-  if (!existsSync(join(cwd, 'dist/main.js'))) throw new Error(`${join(cwd, 'dist/main.js')} is missing: build that checkout first`);
+  const cwd = base ? BASELINE! : ROOT;
   const dbPath = join(tmp, `receiver-${n}-${label}.db`);
   const logPath = join(tmp, `receiver-${n}-${label}.log`);
   const logFd = openSync(logPath, 'w');
@@ -177,7 +179,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
         const read = () => ({ unfolded: unfolded.get() as number, openJobs: open.get() as number });
         const t0 = performance.now();
         const atEnd = read();
-        for (let now = read(); ; now = read()) {
+        for (let now = atEnd; ; now = read()) {
           if (now.unfolded === 0 && now.openJobs === 0) return { ...atEnd, seconds: Math.round((performance.now() - t0) / 100) / 10 };
           if (performance.now() - t0 > boundS * 1000) return { ...atEnd, seconds: null };
           await new Promise((r) => setTimeout(r, 100));

@@ -8,8 +8,9 @@ import { closeSync, constants, fchmodSync, fstatSync, openSync, readSync, realpa
  * timer, keeps finding it taken (acknowledgement p99 at 2,500/s: 47-66 ms against 12-14 ms
  * with the workers in process; bench/README.md, "Eighth round"). So the committer writes the
  * time it found the lock busy into a small file beside the database (`<database>-ingest-wait`),
- * and 0 once it committed; before it takes its connection for a statement, processing in any
- * process on that database reads it and, while an ingest commit is waiting, lets it go first.
+ * and 0 once it committed; right before each write that starts outside a transaction,
+ * processing in any process on that database reads it and, while an ingest commit is waiting,
+ * lets it go first (BusyRetrySqliteDialect).
  *
  * Eight bytes at offset 0 (a float64 of Unix ms), written and read with pwrite/pread on the
  * page cache: no fsync, nothing durable depends on it. A stale value (a `serve` killed while
@@ -48,7 +49,8 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     const mode = statSync(real).mode & 0o777;
     fd = openSync(`${real}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, mode);
     // A new file gets the umask's cut of `mode`; SQLite sets its own files back to the database's mode too.
-    if (fstatSync(fd).size === 0 && (fstatSync(fd).mode & 0o777) !== mode) fchmodSync(fd, mode);
+    const created = fstatSync(fd);
+    if (created.size === 0 && (created.mode & 0o777) !== mode) fchmodSync(fd, mode);
   } catch (err) {
     return { ...NO_INGEST_WAIT, unavailable: `${databasePath}${INGEST_WAIT_SUFFIX}: ${(err as Error).message}` };
   }
