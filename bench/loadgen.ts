@@ -10,6 +10,7 @@
  * Deliveries are signed here, right before sending, with unique event ids.
  * Prints one line `BENCH_JSON {...}` on stdout.
  */
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { bodyOf, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
@@ -30,12 +31,20 @@ export interface LoadgenArgs {
    * comparable with another process on the same host). Used by the fan-out measurement.
    */
   ackFile?: string;
+  /**
+   * open mode: the compiled bench/opengen/opengen.c to send with (this process signs the deliveries,
+   * hands them over in files, waits, and summarizes its results); without it, node:http's client sends.
+   */
+  opengen?: string;
+  /** a request not answered this long after it was written counts as a socket error (default 10,000: the service's timeout) */
+  timeoutMs?: number;
 }
 
 const args = JSON.parse(process.argv[2] ?? '{}') as LoadgenArgs;
 const secretText = process.env.BENCH_SECRET ?? '';
 const secret: SigningSecret = { secret: secretText, key: Buffer.from(secretText.replace(/^whsec_/, ''), 'base64') };
 const { hostname, port } = new URL(args.url);
+const timeoutMs = args.timeoutMs ?? 10_000;
 const templates = makeTemplates();
 const agent = new Agent({ keepAlive: true, maxSockets: args.connections, maxFreeSockets: args.connections });
 
@@ -60,7 +69,7 @@ function send(d: Delivery): Promise<Outcome> {
         res.on('error', () => resolve({ status: 0, accepted: false, ackAt }));
       },
     );
-    req.setTimeout(10_000, () => req.destroy(new Error('timeout')));
+    req.setTimeout(timeoutMs, () => req.destroy(new Error('timeout')));
     req.on('error', () => resolve({ status: 0, accepted: false, ackAt: 0 }));
     req.end(body);
   });
@@ -86,6 +95,7 @@ async function openLoop() {
   const total = Math.ceil(args.rate * (args.warmupS + args.durationS));
   const warmupCount = Math.ceil(args.rate * args.warmupS);
   const deliveries = signDeliveries(secret, templates, total);
+  if (args.opengen) return openLoopC(args.opengen, deliveries, warmupCount);
   const warm = newTally();
   const measured = newTally();
   const interval = 1000 / args.rate;
@@ -93,6 +103,7 @@ async function openLoop() {
   let inFlight = 0;
   let maxInFlight = 0;
   let maxLagMs = 0;
+  const sendLags: number[] = [];
   const inflight: Promise<void>[] = [];
   const acks: string[] = [];
   const start = performance.now() + 20;
@@ -103,6 +114,7 @@ async function openLoop() {
         const i = next++;
         const scheduled = start + i * interval;
         maxLagMs = Math.max(maxLagMs, now - scheduled);
+        if (i >= warmupCount) sendLags.push(now - scheduled);
         inFlight++;
         maxInFlight = Math.max(maxInFlight, inFlight);
         inflight.push(
@@ -127,11 +139,62 @@ async function openLoop() {
   const elapsed = (performance.now() - start) / 1000;
   return {
     mode: 'open',
+    generator: 'node',
     targetRate: args.rate,
     sent: total,
     sentRate: total / elapsed,
     maxInFlight,
     maxSendLagMs: Math.round(maxLagMs * 1000) / 1000,
+    sendLagMs: summarize(sendLags),
+    warmup: { ...summarize(warm.latencies), s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
+    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+  };
+}
+
+/** The same open loop, sent by the C generator (bench/opengen/opengen.c describes its input and output). */
+async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: number) {
+  const input =
+    templates.map((t) => `${t.parts.join('\t')}\n`).join('') +
+    '--\n' +
+    deliveries.map((d) => `${d.msgId}\t${d.timestamp}\t${d.signature}\t${d.eventId}\t${d.applicationId}\t${d.type + 1}\n`).join('');
+  const out = await new Promise<Buffer>((resolve, reject) => {
+    const child = spawn(binary, [hostname, port, String(args.rate), String(timeoutMs), String(args.connections)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve(Buffer.concat(chunks)) : reject(new Error(`opengen exited with ${code}: ${err}`))));
+    child.stdin.end(input);
+  });
+  const REC = 32;
+  const records = deliveries.length * REC;
+  if (out.length <= records) throw new Error(`opengen wrote ${out.length} bytes for ${deliveries.length} deliveries`);
+  const run = JSON.parse(out.subarray(records).toString()) as { sent: number; answered: number; elapsed_s: number; max_in_flight: number; max_send_lag_ms: number };
+  const warm = newTally();
+  const measured = newTally();
+  const acks: string[] = [];
+  const sendLags: number[] = [];
+  for (let i = 0; i < deliveries.length; i++) {
+    const at = i * REC;
+    const o: Outcome = { status: out.readInt32LE(at), accepted: out.readInt32LE(at + 4) === 1, ackAt: out.readDoubleLE(at + 16) };
+    record(i < warmupCount ? warm : measured, o, out.readDoubleLE(at + 8));
+    if (i >= warmupCount) sendLags.push(out.readDoubleLE(at + 24));
+    if (args.ackFile && o.status >= 200 && o.status < 300) {
+      const d = deliveries[i]!;
+      acks.push(`${d.eventId} ${o.ackAt.toFixed(3)} ${templates[d.type]!.eventType}${i < warmupCount ? ' warmup' : ''}`);
+    }
+  }
+  if (args.ackFile) writeFileSync(args.ackFile, acks.length > 0 ? `${acks.join('\n')}\n` : '');
+  return {
+    mode: 'open',
+    generator: 'c',
+    targetRate: args.rate,
+    sent: run.sent,
+    sentRate: run.sent / run.elapsed_s,
+    maxInFlight: run.max_in_flight,
+    maxSendLagMs: run.max_send_lag_ms,
+    sendLagMs: summarize(sendLags),
     warmup: { ...summarize(warm.latencies), s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
     measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
   };

@@ -5,7 +5,7 @@
  *   npx tsx bench/run.ts [--warmup 5] [--duration 15] [--connections 50]
  *     [--threads 1] [--receivers info,warn,info:0] [--rates 1000,2500]
  *     [--rate-receivers info,info:0] [--rate-warmup 3] [--rate-duration 15] [--no-build] [--cpu-prof]
- *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node]
+ *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node] [--open-generator auto|c|node]
  *     [--fanout] [--replay] [--skip-fanout] [--skip-replay] [--fanout-rate 200] [--fanout-duration 10] [--replay-events 5000] [--sink-concurrency n]
  *
  * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
@@ -45,6 +45,8 @@ const { values: flags } = parseArgs({
     'skip-rates': { type: 'boolean', default: false },
     'skip-web-body': { type: 'boolean', default: false },
     generator: { type: 'string', default: 'auto' },
+    // Open loop (fixed rates, fan-out, replay's ingest): the C generator (bench/opengen/opengen.c, compiled with `cc`) or node:http's client.
+    'open-generator': { type: 'string', default: 'auto' },
     // Fan-out and replay run by default (about 45 s together); --fanout / --replay run only them (with --skip-* for the others).
     fanout: { type: 'boolean', default: false },
     replay: { type: 'boolean', default: false },
@@ -109,6 +111,24 @@ async function ensureBuilt(): Promise<void> {
   }
   if (!existsSync(join(ROOT, 'dist/main.js'))) throw new Error('dist/main.js is missing: run `npm run build` (or drop --no-build)');
   if (BASELINE && !existsSync(join(BASELINE, 'dist/main.js'))) throw new Error(`${join(BASELINE, 'dist/main.js')} is missing: build that checkout first`);
+  opengen = await buildOpengen();
+}
+
+/** The open-loop C generator, compiled into the run's scratch directory; null = node:http's client sends. */
+let opengen: string | null = null;
+async function buildOpengen(): Promise<string | null> {
+  const choice = flags['open-generator'];
+  if (choice !== 'auto' && choice !== 'c' && choice !== 'node') throw new Error(`--open-generator must be auto, c or node, got ${choice}`);
+  if (choice === 'node') return null;
+  const out = join(tmp, 'opengen');
+  const r = await runCommand('cc', ['-O2', '-std=gnu11', '-Wall', '-o', out, join(ROOT, 'bench/opengen/opengen.c')], { cwd: ROOT, timeoutMs: 60_000 }).catch(
+    (err: Error) => ({ code: -1, stdout: '', stderr: err.message }),
+  );
+  if (r.code === 0) return out;
+  const why = `cannot compile bench/opengen/opengen.c with cc (${r.stderr.trim().split('\n')[0] ?? ''})`;
+  if (choice === 'c') throw new Error(`${why}; install a C compiler: apt-get install -y gcc`);
+  log(`${why}: the open loop falls back to node:http's client, whose own floor is about 1 ms at p50 and 2 ms at p99 here.`);
+  return null;
 }
 
 async function start(name: string, args: string[], env: Record<string, string> = {}, stdout?: number, cwd = ROOT): Promise<Server> {
@@ -338,13 +358,13 @@ async function fixedRates(): Promise<RateRow[]> {
     // The generator's own floor at this rate (send lag, client, loopback) against raw node:http.
     const raw = await start('raw node:http', ['bench/servers/rawNode.mjs']);
     log(`fixed rate ${rate}/s: generator floor against raw node:http`);
-    const floor = (await loadgen(raw.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
+    const floor = (await loadgen(raw.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen })) as OpenResult;
     await stop(raw);
     for (const { level, workers, base } of opts.rateReceivers) {
       const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
       log(`fixed rate ${rate}/s: ${name}`);
       const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
-      const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS })) as OpenResult;
+      const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen })) as OpenResult;
       const catchUp = await r.catchUp();
       const f = await r.finish();
       const acked = res.warmup.s2xx + res.measured.s2xx;
@@ -364,6 +384,7 @@ async function fixedRates(): Promise<RateRow[]> {
         floorP50Ms: floor.measured.p50,
         floorP99Ms: floor.measured.p99,
         floorP999Ms: floor.measured.p999,
+        sendLag: { p99: res.sendLagMs.p99, p999: res.sendLagMs.p999, max: res.sendLagMs.max },
         rowsStored: f.rows,
         acked2xx: acked,
         unanswered,
@@ -379,6 +400,7 @@ async function fixedRates(): Promise<RateRow[]> {
 interface OpenResult {
   sentRate: number;
   maxInFlight: number;
+  sendLagMs: { p50: number; p99: number; p999: number; max: number };
   warmup: { s2xx: number; accepted: number; socketErrors: number };
   measured: { p50: number; p99: number; p999: number; max: number; s2xx: number; non2xx: number; socketErrors: number; accepted: number };
 }
@@ -399,11 +421,11 @@ async function main() {
   }
   const stub = await start('hiring stub', ['bench/servers/hiringStub.mjs'], {}, undefined);
   stubUrl = stub.url;
-  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, ...(flags['sink-concurrency'] ? { sinkConcurrency: num('sink-concurrency', flags['sink-concurrency']) } : {}), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
+  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, opengen, ...(flags['sink-concurrency'] ? { sinkConcurrency: num('sink-concurrency', flags['sink-concurrency']) } : {}), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
   const results: Results = {
     when: new Date().toISOString(),
     machine,
-    settings: { ...opts, generator: wrk ?? 'node closed-loop (wrk missing)', bodyBytes: 2048, workerConcurrency: 4 },
+    settings: { ...opts, generator: wrk ?? 'node closed-loop (wrk missing)', openGenerator: opengen ? 'bench/opengen/opengen.c' : 'node:http client', bodyBytes: 2048, workerConcurrency: 4 },
     throughput: flags['skip-throughput'] || only ? [] : await throughput(wrk ? 'wrk' : 'node'),
     fixedRate: flags['skip-rates'] || only ? [] : await fixedRates(),
     fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: num('fanout-rate', flags['fanout-rate']), durationS: num('fanout-duration', flags['fanout-duration']) }),

@@ -51,6 +51,8 @@ export interface LaterContext {
   log: (m: string) => void;
   /** write .cpuprofile files of the receiver (and CLI) to this directory */
   cpuProfDir?: string;
+  /** the compiled open-loop C generator (bench/opengen/opengen.c), or null for node:http's client */
+  opengen: string | null;
   /** the file sink's `concurrency` in CONFIG_FILE; unset = the kind's default (512 for file: two batches of 256) */
   sinkConcurrency?: number;
 }
@@ -198,7 +200,7 @@ async function startReceiver(ctx: LaterContext, label: string, dbPath: string, e
 
 async function loadgen(ctx: LaterContext, url: string, a: Record<string, unknown>): Promise<{ measured: { p99: number; s2xx: number; non2xx: number; socketErrors: number }; warmup: { s2xx: number } }> {
   const tsx = join(ctx.root, 'node_modules/tsx/dist/loader.mjs');
-  const r = await runCommand(process.execPath, ['--import', tsx, join(ctx.root, 'bench/loadgen.ts'), JSON.stringify({ url, ...a })], {
+  const r = await runCommand(process.execPath, ['--import', tsx, join(ctx.root, 'bench/loadgen.ts'), JSON.stringify({ url, ...a, opengen: ctx.opengen })], {
     cwd: ctx.root,
     timeoutMs: 180_000,
     env: { PATH: process.env.PATH ?? '', BENCH_SECRET: ctx.secret },

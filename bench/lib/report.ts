@@ -42,6 +42,8 @@ export interface RateRow {
   floorP50Ms: number;
   floorP99Ms: number;
   floorP999Ms: number;
+  /** the generator's own lateness in this row (scheduled time → it took the request), p99 / p99.9 / max; part of every latency above */
+  sendLag: { p99: number; p999: number; max: number };
   rowsStored: number;
   acked2xx: number;
   rowCheck: 'ok' | 'FAILED';
@@ -119,7 +121,7 @@ export function renderMarkdown(r: Results): string {
   const m = r.machine;
   const lines: string[] = [];
   lines.push(`Run ${r.when}; ${m.nproc} CPUs (${m.cpuModel}), ${m.memTotal} RAM, Node ${m.node}, ${m.kernel}; load average at start ${m.loadAvgAtStart}.`);
-  lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured.`, '');
+  lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured. Open loop: ${String(r.settings.openGenerator ?? 'node:http client')}.`, '');
   if (r.throughput.length > 0) {
     lines.push(...table(
       ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'mean batch', 'rows = 2xx'],
@@ -133,11 +135,13 @@ export function renderMarkdown(r: Results): string {
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
       r.fixedRate.map((f) => [
         fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1),
         f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
-        `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`, `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
+        `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
+        f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',
+        `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
       ]),
     ), '');
   }
