@@ -33,7 +33,7 @@ export interface LoadgenArgs {
   ackFile?: string;
   /**
    * open mode: the compiled bench/opengen/opengen.c to send with (this process signs the deliveries,
-   * hands them over in files, waits, and summarizes its results); without it, node:http's client sends.
+   * hands them over through a pipe, waits, and summarizes its results); without it, node:http's client sends.
    */
   opengen?: string;
   /** a request not answered this long after it was written counts as a socket error (default 10,000: the service's timeout) */
@@ -165,6 +165,8 @@ async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: nu
     child.stderr.on('data', (c: Buffer) => (err += c.toString()));
     child.once('error', reject);
     child.once('close', (code) => (code === 0 ? resolve(Buffer.concat(chunks)) : reject(new Error(`opengen exited with ${code}: ${err}`))));
+    // If opengen exits early (bad arguments), its stderr is the message, not an EPIPE here.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input);
   });
   const REC = 32;
