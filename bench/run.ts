@@ -62,6 +62,9 @@ const { values: flags } = parseArgs({
     // Another checkout (built, with node_modules) whose receiver runs for specs ending in `@base`,
     // so two builds are compared in one run: --baseline ../base --receivers info:0@base,info:0
     baseline: { type: 'string' },
+    // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10,LOG_LEVEL_X=y:
+    // to measure a configuration knob, alternate runs with and without it.
+    'receiver-env': { type: 'string' },
   },
 });
 /** LOG_LEVEL[:WORKER_CONCURRENCY|:split]; `split` = `serve` with WORKER_CONCURRENCY=0 beside a `work` process. */
@@ -95,6 +98,14 @@ const opts = {
   rateDurationS: num('rate-duration', flags['rate-duration']),
 };
 
+/** `--receiver-env K=V,K2=V2`: added to every receiver's environment. */
+const RECEIVER_ENV: Record<string, string> = Object.fromEntries(
+  (flags['receiver-env'] ?? '').split(',').filter(Boolean).map((kv) => {
+    const i = kv.indexOf('=');
+    if (i <= 0) throw new Error(`--receiver-env: expected KEY=VALUE, got ${kv}`);
+    return [kv.slice(0, i), kv.slice(i + 1)];
+  }),
+);
 /** The `--baseline` checkout, for receiver specs ending in `@base`. */
 const BASELINE = flags.baseline ? resolve(flags.baseline) : null;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
@@ -165,6 +176,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
     HIRING_API_KEY: 'sk-bench.benchkey',
     LOG_LEVEL: logLevel,
     ...(workers === null ? {} : { WORKER_CONCURRENCY: workers === 'split' ? '0' : String(workers) }),
+    ...RECEIVER_ENV,
   }, logFd, cwd);
   // split: the workers run in their own process on the same database (`hiring-receiver work`).
   const work =
@@ -179,6 +191,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
             HIRING_API_URL: stubUrl,
             HIRING_API_KEY: 'sk-bench.benchkey',
             LOG_LEVEL: logLevel,
+            ...RECEIVER_ENV,
           },
           stdio: ['ignore', logFd, 'inherit'],
         })
@@ -425,7 +438,7 @@ async function main() {
   const results: Results = {
     when: new Date().toISOString(),
     machine,
-    settings: { ...opts, generator: wrk ?? 'node closed-loop (wrk missing)', openGenerator: opengen ? 'bench/opengen/opengen.c' : 'node:http client', bodyBytes: 2048, workerConcurrency: 4 },
+    settings: { ...opts, receiverEnv: RECEIVER_ENV, generator: wrk ?? 'node closed-loop (wrk missing)', openGenerator: opengen ? 'bench/opengen/opengen.c' : 'node:http client', bodyBytes: 2048, workerConcurrency: 4 },
     throughput: flags['skip-throughput'] || only ? [] : await throughput(wrk ? 'wrk' : 'node'),
     fixedRate: flags['skip-rates'] || only ? [] : await fixedRates(),
     fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: num('fanout-rate', flags['fanout-rate']), durationS: num('fanout-duration', flags['fanout-duration']) }),
