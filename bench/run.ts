@@ -7,6 +7,7 @@
  *     [--rate-receivers info,info:0] [--rate-warmup 3] [--rate-duration 15] [--no-build] [--cpu-prof]
  *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node] [--open-generator auto|c|node]
  *     [--fanout] [--replay] [--skip-fanout] [--skip-replay] [--fanout-rate 200] [--fanout-duration 10] [--replay-events 5000] [--sink-concurrency n]
+ *     [--baseline <dir>] [--receiver-env K=V,K2=V2] [--out <file>]
  *
  * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
  * `--replay` run only them.
@@ -62,7 +63,7 @@ const { values: flags } = parseArgs({
     // Another checkout (built, with node_modules) whose receiver runs for specs ending in `@base`,
     // so two builds are compared in one run: --baseline ../base --receivers info:0@base,info:0
     baseline: { type: 'string' },
-    // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10,LOG_LEVEL_X=y:
+    // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10:
     // to measure a configuration knob, alternate runs with and without it.
     'receiver-env': { type: 'string' },
   },
