@@ -7,7 +7,7 @@
  *     [--rate-receivers info,info:0] [--rate-warmup 3] [--rate-duration 15] [--no-build] [--cpu-prof]
  *     [--skip-throughput] [--skip-rates] [--skip-web-body] [--generator auto|wrk|node] [--open-generator auto|c|node]
  *     [--fanout] [--replay] [--skip-fanout] [--skip-replay] [--fanout-rate 200] [--fanout-duration 10] [--replay-events 5000] [--sink-concurrency n]
- *     [--baseline <dir>] [--receiver-env K=V,K2=V2] [--out <file>]
+ *     [--baseline <dir>] [--receiver-env K=V,K2=V2] [--no-sync] [--out <file>]
  *
  * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
  * `--replay` run only them.
@@ -66,6 +66,8 @@ const { values: flags } = parseArgs({
     // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10:
     // to measure a configuration knob, alternate runs with and without it.
     'receiver-env': { type: 'string' },
+    // Each receiver row starts after a `sync`, so the previous row's dirty pages are not written back during it.
+    'no-sync': { type: 'boolean', default: false },
   },
 });
 /** LOG_LEVEL[:WORKER_CONCURRENCY|:split]; `split` = `serve` with WORKER_CONCURRENCY=0 beside a `work` process. */
@@ -162,6 +164,9 @@ let receiverCount = 0;
 
 /** The real receiver, built, with production settings (WAL + synchronous=FULL, group commit, 4 workers). */
 async function startReceiver(label: string, logLevel: string, workers: Workers = null, base = false) {
+  // The previous rows' databases and logs leave dirty pages; written back during this row, they
+  // would compete with its fsyncs.
+  if (!flags['no-sync']) await runCommand('sync', [], { cwd: ROOT, timeoutMs: 60_000 });
   const n = ++receiverCount;
   const cwd = base ? BASELINE! : ROOT;
   const dbPath = join(tmp, `receiver-${n}-${label}.db`);
