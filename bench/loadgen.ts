@@ -13,7 +13,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { bodyOf, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
+import { bodyOf, deliveryLine, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
 import { summarize } from './lib/stats.js';
 
 export interface LoadgenArgs {
@@ -90,14 +90,37 @@ function record(t: Tally, o: Outcome, latencyMs: number): void {
   else t.non2xx++;
   if (o.accepted) t.accepted++;
 }
+const summary = (t: Tally) => ({ ...summarize(t.latencies), s2xx: t.s2xx, non2xx: t.non2xx, socketErrors: t.socketErrors, accepted: t.accepted });
+
+/**
+ * The open loop's outcomes, whichever sender: warm-up and measured tallies, and with `ackFile`
+ * one line `<event id> <ack wall-clock ms> <event type>[ warmup]` per 2xx, written by `finish()`.
+ */
+function openTallies(deliveries: Delivery[], warmupCount: number) {
+  const warm = newTally();
+  const measured = newTally();
+  const acks: string[] = [];
+  return {
+    add(i: number, o: Outcome, latencyMs: number): void {
+      record(i < warmupCount ? warm : measured, o, latencyMs);
+      if (args.ackFile && o.status >= 200 && o.status < 300) {
+        const d = deliveries[i]!;
+        acks.push(`${d.eventId} ${o.ackAt.toFixed(3)} ${templates[d.type]!.eventType}${i < warmupCount ? ' warmup' : ''}`);
+      }
+    },
+    finish() {
+      if (args.ackFile) writeFileSync(args.ackFile, acks.length > 0 ? `${acks.join('\n')}\n` : '');
+      return { warmup: summary(warm), measured: summary(measured) };
+    },
+  };
+}
 
 async function openLoop() {
   const total = Math.ceil(args.rate * (args.warmupS + args.durationS));
   const warmupCount = Math.ceil(args.rate * args.warmupS);
   const deliveries = signDeliveries(secret, templates, total);
   if (args.opengen) return openLoopC(args.opengen, deliveries, warmupCount);
-  const warm = newTally();
-  const measured = newTally();
+  const tallies = openTallies(deliveries, warmupCount);
   const interval = 1000 / args.rate;
   let next = 0;
   let inFlight = 0;
@@ -105,7 +128,6 @@ async function openLoop() {
   let maxLagMs = 0;
   const sendLags: number[] = [];
   const inflight: Promise<void>[] = [];
-  const acks: string[] = [];
   const start = performance.now() + 20;
   await new Promise<void>((resolve) => {
     const tick = () => {
@@ -120,11 +142,7 @@ async function openLoop() {
         inflight.push(
           send(deliveries[i]!).then((o) => {
             inFlight--;
-            record(i < warmupCount ? warm : measured, o, performance.now() - scheduled);
-            if (args.ackFile && o.status >= 200 && o.status < 300) {
-              const d = deliveries[i]!;
-              acks.push(`${d.eventId} ${o.ackAt.toFixed(3)} ${templates[d.type]!.eventType}${i < warmupCount ? ' warmup' : ''}`);
-            }
+            tallies.add(i, o, performance.now() - scheduled);
           }),
         );
       }
@@ -135,7 +153,7 @@ async function openLoop() {
     setTimeout(tick, 20);
   });
   await Promise.all(inflight);
-  if (args.ackFile) writeFileSync(args.ackFile, acks.length > 0 ? `${acks.join('\n')}\n` : '');
+  const outcomes = tallies.finish();
   const elapsed = (performance.now() - start) / 1000;
   return {
     mode: 'open',
@@ -146,8 +164,7 @@ async function openLoop() {
     maxInFlight,
     maxSendLagMs: Math.round(maxLagMs * 1000) / 1000,
     sendLagMs: summarize(sendLags),
-    warmup: { ...summarize(warm.latencies), s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
-    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+    ...outcomes,
   };
 }
 
@@ -156,7 +173,7 @@ async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: nu
   const input =
     templates.map((t) => `${t.parts.join('\t')}\n`).join('') +
     '--\n' +
-    deliveries.map((d) => `${d.msgId}\t${d.timestamp}\t${d.signature}\t${d.eventId}\t${d.applicationId}\t${d.type + 1}\n`).join('');
+    deliveries.map((d) => `${deliveryLine(d)}\n`).join('');
   const out = await new Promise<Buffer>((resolve, reject) => {
     const child = spawn(binary, [hostname, port, String(args.rate), String(timeoutMs), String(args.connections)], { stdio: ['pipe', 'pipe', 'pipe'] });
     const chunks: Buffer[] = [];
@@ -173,21 +190,14 @@ async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: nu
   const records = deliveries.length * REC;
   if (out.length <= records) throw new Error(`opengen wrote ${out.length} bytes for ${deliveries.length} deliveries`);
   const run = JSON.parse(out.subarray(records).toString()) as { sent: number; answered: number; elapsed_s: number; max_in_flight: number; max_send_lag_ms: number };
-  const warm = newTally();
-  const measured = newTally();
-  const acks: string[] = [];
+  const tallies = openTallies(deliveries, warmupCount);
   const sendLags: number[] = [];
   for (let i = 0; i < deliveries.length; i++) {
     const at = i * REC;
     const o: Outcome = { status: out.readInt32LE(at), accepted: out.readInt32LE(at + 4) === 1, ackAt: out.readDoubleLE(at + 16) };
-    record(i < warmupCount ? warm : measured, o, out.readDoubleLE(at + 8));
+    tallies.add(i, o, out.readDoubleLE(at + 8));
     if (i >= warmupCount) sendLags.push(out.readDoubleLE(at + 24));
-    if (args.ackFile && o.status >= 200 && o.status < 300) {
-      const d = deliveries[i]!;
-      acks.push(`${d.eventId} ${o.ackAt.toFixed(3)} ${templates[d.type]!.eventType}${i < warmupCount ? ' warmup' : ''}`);
-    }
   }
-  if (args.ackFile) writeFileSync(args.ackFile, acks.length > 0 ? `${acks.join('\n')}\n` : '');
   return {
     mode: 'open',
     generator: 'c',
@@ -197,8 +207,7 @@ async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: nu
     maxInFlight: run.max_in_flight,
     maxSendLagMs: run.max_send_lag_ms,
     sendLagMs: summarize(sendLags),
-    warmup: { ...summarize(warm.latencies), s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
-    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+    ...tallies.finish(),
   };
 }
 
@@ -242,7 +251,7 @@ async function closedLoop() {
     exhausted,
     pool: deliveries.length,
     warmup: { s2xx: warm.s2xx, non2xx: warm.non2xx, socketErrors: warm.socketErrors, accepted: warm.accepted },
-    measured: { ...summarize(measured.latencies), s2xx: measured.s2xx, non2xx: measured.non2xx, socketErrors: measured.socketErrors, accepted: measured.accepted },
+    measured: summary(measured),
   };
 }
 

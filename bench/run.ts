@@ -22,7 +22,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
-import { freePort, RECEIVER_NODE_FLAGS, runCommand, startServer, type Server } from './lib/processes.js';
+import { freePort, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
 
@@ -264,18 +264,7 @@ async function groupCommitStats(url: string): Promise<{ commits: number; meanBat
   }
 }
 
-function loadgen(url: string, a: Record<string, unknown>): Promise<unknown> {
-  const tsx = join(ROOT, 'node_modules/tsx/dist/loader.mjs');
-  return runCommand(process.execPath, ['--import', tsx, join(ROOT, 'bench/loadgen.ts'), JSON.stringify({ url, ...a })], {
-    cwd: ROOT,
-    timeoutMs: 180_000,
-    env: { PATH: process.env.PATH ?? '', BENCH_SECRET: secret.secret },
-  }).then((r) => {
-    const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
-    if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
-    return JSON.parse(line.slice(11)) as unknown;
-  });
-}
+const loadgen = (url: string, a: Record<string, unknown>) => runLoadgen(ROOT, secret.secret, { url, ...a });
 
 /** Warm-up then measured period with the closed-loop generator (wrk, or the Node fallback). */
 async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk' | 'node'): Promise<{ warm: LoadResult; measured: LoadResult }> {

@@ -111,6 +111,11 @@ export function signDeliveries(secret: SigningSecret, templates: Template[], cou
   return out;
 }
 
+/** One delivery as a tab-separated line (no newline), as wrk/deliveries.lua and opengen/opengen.c read it. */
+export function deliveryLine(d: Delivery): string {
+  return `${d.msgId}\t${d.timestamp}\t${d.signature}\t${d.eventId}\t${d.applicationId}\t${d.type + 1}`;
+}
+
 export function headersOf(d: Delivery): Record<string, string> {
   return {
     'content-type': 'application/json',

@@ -32,7 +32,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { freePort, RECEIVER_NODE_FLAGS, runCommand, startServer, type Server } from './processes.js';
+import { freePort, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -199,15 +199,7 @@ async function startReceiver(ctx: LaterContext, label: string, dbPath: string, e
 }
 
 async function loadgen(ctx: LaterContext, url: string, a: Record<string, unknown>): Promise<{ measured: { p99: number; s2xx: number; non2xx: number; socketErrors: number }; warmup: { s2xx: number } }> {
-  const tsx = join(ctx.root, 'node_modules/tsx/dist/loader.mjs');
-  const r = await runCommand(process.execPath, ['--import', tsx, join(ctx.root, 'bench/loadgen.ts'), JSON.stringify({ url, ...a, opengen: ctx.opengen })], {
-    cwd: ctx.root,
-    timeoutMs: 180_000,
-    env: { PATH: process.env.PATH ?? '', BENCH_SECRET: ctx.secret },
-  });
-  const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
-  if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
-  return JSON.parse(line.slice(11)) as never;
+  return (await runLoadgen(ctx.root, ctx.secret, { url, ...a, opengen: ctx.opengen })) as never;
 }
 
 const FETCHING = new Set(['interview.completed', 'cv_evaluation.completed']);

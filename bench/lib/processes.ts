@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 /**
  * Node flags of the receiver as `npm start` and the Dockerfile's ENTRYPOINT run it
@@ -106,6 +107,22 @@ export async function startServer(opts: StartOptions): Promise<Server> {
       return result;
     },
   };
+}
+
+/**
+ * Runs bench/loadgen.ts (through tsx) as its own process with `args` (url, mode, rate, …) and
+ * the signing secret, and resolves with its `BENCH_JSON` result.
+ */
+export async function runLoadgen(root: string, secret: string, args: Record<string, unknown>): Promise<unknown> {
+  const tsx = join(root, 'node_modules/tsx/dist/loader.mjs');
+  const r = await runCommand(process.execPath, ['--import', tsx, join(root, 'bench/loadgen.ts'), JSON.stringify(args)], {
+    cwd: root,
+    timeoutMs: 180_000,
+    env: { PATH: process.env.PATH ?? '', BENCH_SECRET: secret },
+  });
+  const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+  if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
+  return JSON.parse(line.slice('BENCH_JSON '.length)) as unknown;
 }
 
 /** Runs a command to completion, bounded in time; resolves with its output. */

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { signDeliveries, type SigningSecret, type Template } from './deliveries.js';
+import { deliveryLine, signDeliveries, type SigningSecret, type Template } from './deliveries.js';
 import { runCommand } from './processes.js';
 
 export interface LoadResult {
@@ -44,9 +44,7 @@ export function writePool(dir: string, secret: SigningSecret, templates: Templat
   const types = templates.map((t) => `{${t.parts.map(luaString).join(',')}}`).join(',\n');
   writeFileSync(join(dir, 'templates.lua'), `return { path = "/webhooks", host = "127.0.0.1:${port}", types = {\n${types}\n} }\n`);
   for (let t = 1; t <= threads; t++) {
-    const lines = signDeliveries(secret, templates, perThread).map(
-      (d) => `${d.msgId}\t${d.timestamp}\t${d.signature}\t${d.eventId}\t${d.applicationId}\t${d.type + 1}`,
-    );
+    const lines = signDeliveries(secret, templates, perThread).map(deliveryLine);
     writeFileSync(join(dir, `shard-${t}.tsv`), `${lines.join('\n')}\n`);
   }
   return dir;

@@ -212,8 +212,8 @@ static void close_conn(Conn *c) {
 
 static void dispatch(long i, int64_t now);
 
-/* A connection fails: its request, if any, is recorded as a socket error; a waiting request takes the slot. */
-static void fail_conn(Conn *c, int64_t now) {
+/* Closes a connection: its request, if any, is recorded as a socket error; a waiting request takes the slot. */
+static void drop_conn(Conn *c, int64_t now) {
   if (c->req >= 0) finish(c->req, 0, 0, 0, now);
   close_conn(c);
   if (pend_head < pend_tail) dispatch(pending[pend_head++], now);
@@ -226,7 +226,7 @@ static void write_some(Conn *c, int64_t now) {
     else if (n < 0 && errno == EAGAIN) return; /* EPOLLOUT (edge triggered) brings us back */
     else if (n < 0 && errno == EINTR) continue;
     else {
-      fail_conn(c, now);
+      drop_conn(c, now);
       return;
     }
   }
@@ -265,7 +265,7 @@ static int open_conn(long i, int64_t now) {
   else if (errno == EINPROGRESS) c->state = C_CONNECTING;
   else {
     c->state = C_BUSY;
-    fail_conn(c, now);
+    drop_conn(c, now);
   }
   return 0;
 }
@@ -296,8 +296,7 @@ static void answered(Conn *c, int64_t now) {
   finish(c->req, c->status, accepted, c->ack_wall_ms, now);
   c->req = -1;
   if (c->to_close) {
-    close_conn(c);
-    if (pend_head < pend_tail) dispatch(pending[pend_head++], now);
+    drop_conn(c, now);
     return;
   }
   c->state = C_IDLE;
@@ -403,7 +402,7 @@ static void readable(Conn *c, int64_t now) {
       return;
     }
     if (c->state == C_BUSY || c->state == C_CONNECTING) {
-      fail_conn(c, now);
+      drop_conn(c, now);
       return;
     }
     for (int k = 0; k < n_idle; k++) /* an idle connection the server closed */
@@ -423,7 +422,7 @@ static void writable(Conn *c, int64_t now) {
     getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
       c->state = C_BUSY;
-      fail_conn(c, now);
+      drop_conn(c, now);
     } else start(c, c->req, now);
     return;
   }
@@ -474,7 +473,7 @@ int main(int argc, char **argv) {
       /* Written longer ago than the timeout: a socket error, like the Node client's timeout. */
       for (int s = 0; s < max_conns; s++) {
         Conn *c = &conns[s];
-        if ((c->state == C_BUSY || c->state == C_CONNECTING) && c->req >= 0 && now - c->sent_ns > timeout_ns) fail_conn(c, now);
+        if ((c->state == C_BUSY || c->state == C_CONNECTING) && c->req >= 0 && now - c->sent_ns > timeout_ns) drop_conn(c, now);
       }
       next_check = now + 100000000;
       if (now > deadline) break;
