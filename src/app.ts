@@ -5,6 +5,7 @@ import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
+import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy } from './db/sqliteHelpers.js';
@@ -32,14 +33,14 @@ export interface AppDeps {
   logger?: Logger;
   /** An already open database; by default the one at config.databasePath is opened and migrated. */
   database?: OpenDatabase;
-  /** fetch used by the hiring API clients (tests inject one to count or fault requests). */
-  fetch?: typeof globalThis.fetch;
+  /** Outbound HTTP of the hiring API clients and the http sinks (tests inject one to count or fault requests). */
+  http?: HttpClient;
   /** Overrides of the processing timings (poll spacing, give-up bound). */
   processing?: Partial<Pick<ProcessingContext, 'minPollIntervalMs' | 'maxPollIntervalMs' | 'giveUpAfterMs' | 'notFoundAttempts'>>;
   /** Lease of a claimed job; an expired lease makes the job claimable again. */
   leaseMs?: number;
-  /** Seams of the fan-out to sinks: fetch of http sinks, stdout stream, retry schedule, idle poll. */
-  sinks?: Partial<Pick<FanOutOptions, 'fetch' | 'stdout' | 'backoff' | 'pollIntervalMs'>>;
+  /** Seams of the fan-out to sinks: stdout stream, retry schedule, idle poll. */
+  sinks?: Partial<Pick<FanOutOptions, 'stdout' | 'backoff' | 'pollIntervalMs'>>;
 }
 
 export type App = ReturnType<typeof createApp>;
@@ -82,9 +83,12 @@ export function createApp(deps: AppDeps) {
 
   const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
   const pauses = new SourcePauses(database.db, clock);
+  // One keep-alive client for the result reads and the http sinks, closed at stop.
+  const ownHttp = deps.http ? null : createNodeHttpClient();
+  const http = deps.http ?? ownHttp!;
   const clients = new Map<string, HiringClient>();
   for (const src of config.sources) {
-    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, fetch: deps.fetch }));
+    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, http }));
   }
   const fanOut = new FanOut({
     db: database.db,
@@ -92,6 +96,7 @@ export function createApp(deps: AppDeps) {
     clock,
     logger,
     sinks: config.sinks,
+    http,
     onJobSettled: (job, outcome) => {
       metrics.jobsSettled.inc({ kind: job.kind, outcome });
       metrics.sinkDeliveries.inc({ sink: job.kind.slice('sink:'.length), outcome });
@@ -282,6 +287,7 @@ export function createApp(deps: AppDeps) {
     await committer.drain();
     await worker.stop();
     await fanOut.stop();
+    ownHttp?.close();
     await database.close();
     logger.info('receiver stopped');
   }

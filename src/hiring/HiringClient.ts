@@ -1,6 +1,5 @@
 import { classifyResponse } from './classifyResponse.js';
-import { readBodyCapped } from './readBodyCapped.js';
-import type { BodyReadResult } from './readBodyCapped.js';
+import { sharedHttpClient, type HttpClient, type HttpResponse } from '../http/httpClient.js';
 import { resourcePath } from './resourcePath.js';
 import type { HiringOutcome, HiringResource } from './types.js';
 
@@ -13,8 +12,8 @@ export interface HiringClientOptions {
   readonly baseUrl: string;
   /** Bearer key of this source. Kept in a closure: never exposed, logged or put in an outcome. */
   readonly apiKey: string;
-  /** Injectable for tests; defaults to the global (undici) fetch. */
-  readonly fetch?: typeof globalThis.fetch;
+  /** Outbound HTTP; defaults to one shared node:http client (tests inject one to count or fault requests). */
+  readonly http?: HttpClient;
   /** Whole-request budget, headers and body included. */
   readonly timeoutMs?: number;
   /** Largest body read, counted while streaming. */
@@ -56,7 +55,7 @@ const REDACTED = '[redacted]';
 export function createHiringClient(options: HiringClientOptions): HiringClient {
   const baseUrl = normalizeBaseUrl(options.baseUrl);
   const apiKey = validateApiKey(options.apiKey);
-  const fetchImpl = options.fetch ?? globalThis.fetch;
+  const http = options.http ?? sharedHttpClient();
   const timeoutMs = positive('timeoutMs', options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   const maxBodyBytes = positive('maxBodyBytes', options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
   const now = options.now ?? Date.now;
@@ -87,21 +86,10 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
 
     const started = now();
     const elapsed = (): number => Math.max(0, Math.round(now() - started));
-    let response: Response;
-    let body: BodyReadResult | null = null;
+    let response: HttpResponse;
     try {
-      response = await fetchImpl(url, {
-        method: 'GET',
-        headers,
-        redirect: 'manual',
-        signal: controller.signal,
-      });
-      if (response.status >= 300 && response.status <= 399) {
-        // Not followed and not needed: release the connection.
-        void response.body?.cancel().catch(() => undefined);
-      } else {
-        body = await readBodyCapped(response, maxBodyBytes, () => controller.abort());
-      }
+      // Redirects are never followed (see above); a 3xx's body is read within the cap and ignored.
+      response = await http.request(url, { method: 'GET', headers, signal: controller.signal, maxBodyBytes });
     } catch (error) {
       const message = timedOut
         ? `no complete response within ${timeoutMs} ms`
@@ -124,9 +112,9 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     const outcome = classifyResponse({
       resource,
       status: response.status,
-      location: response.headers.get('location'),
-      retryAfter: response.headers.get('retry-after'),
-      body,
+      location: response.header('location'),
+      retryAfter: response.header('retry-after'),
+      body: response.status >= 300 && response.status <= 399 ? null : response.body,
       elapsedMs: elapsed(),
       now: now(),
     });
@@ -162,15 +150,15 @@ function normalizeBaseUrl(raw: string): string {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
     throw new TypeError(`baseUrl must use http or https, got ${url.protocol}`);
   }
-  // fetch refuses URLs with credentials anyway; say so up front.
+  // Credentials in the URL would be sent as Basic auth beside the key; refused up front.
   if (url.username !== '' || url.password !== '') throw new TypeError('baseUrl must not contain credentials');
   if (url.search !== '' || url.hash !== '') throw new TypeError('baseUrl must not have a query or fragment');
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
 function validateApiKey(key: string): string {
-  // Checked here because an invalid header value would make fetch throw an
-  // error whose message contains the value, i.e. the key.
+  // Checked here, before any request: an invalid header value must never reach
+  // an error message that could carry the key.
   if (typeof key !== 'string' || key.length === 0) throw new TypeError('apiKey must be a non-empty string');
   if (!/^[\x21-\x7e]+$/.test(key)) {
     throw new TypeError('apiKey contains whitespace or characters not allowed in a header');
@@ -186,7 +174,7 @@ function positive(name: string, value: number): number {
 function describeError(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const cause = error.cause;
-  // undici reports `fetch failed` and puts the useful part in `cause`.
+  // Errors that wrap another (`fetch failed` from undici, if an injected client uses fetch) carry the useful part in `cause`.
   if (cause instanceof Error && cause.message !== '' && cause.message !== error.message) {
     return `${error.message}: ${cause.message}`;
   }

@@ -1,7 +1,7 @@
 import { detectReadinessEnvelope } from './detectReadinessEnvelope.js';
 import { parseApiErrors } from './parseApiErrors.js';
 import { parseRetryAfter } from './parseRetryAfter.js';
-import type { BodyReadResult } from './readBodyCapped.js';
+import type { BodyReadResult } from '../http/httpClient.js';
 import type { HiringOutcome, HiringResource, JsonObject } from './types.js';
 
 /** What the client saw of one HTTP response: everything the decision needs, no I/O. */

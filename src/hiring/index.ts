@@ -18,8 +18,6 @@ export { describeOutcome, outcomeToError } from './outcomeToError.js';
 export { parseApiErrors, RAW_BODY_LIMIT } from './parseApiErrors.js';
 export type { ParsedApiErrors } from './parseApiErrors.js';
 export { parseHttpDate, parseRetryAfter } from './parseRetryAfter.js';
-export { readBodyCapped } from './readBodyCapped.js';
-export type { BodyReadResult } from './readBodyCapped.js';
 export { resourcePath } from './resourcePath.js';
 export { HIRING_RESOURCES } from './types.js';
 export type {

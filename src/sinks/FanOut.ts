@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
 import type { JobQueue } from '../queue/JobQueue.js';
@@ -35,7 +36,7 @@ export interface FanOutOptions {
   logger: Logger;
   sinks: readonly SinkConfig[];
   /** Used by http sinks (tests inject one). */
-  fetch?: typeof globalThis.fetch;
+  http?: HttpClient;
   /** Where stdout sinks write (tests inject a stream). */
   stdout?: Writable;
   backoff?: BackoffOptions;
@@ -63,7 +64,7 @@ export class FanOut {
   private readonly lanes: Lane[];
 
   constructor(private readonly o: FanOutOptions) {
-    const deps = { fetch: o.fetch ?? globalThis.fetch, stdout: o.stdout ?? process.stdout, logger: o.logger };
+    const deps = { http: o.http ?? sharedHttpClient(), stdout: o.stdout ?? process.stdout, logger: o.logger };
     this.lanes = o.sinks.map((config) => {
       const kind = sinkKindOf(config.type);
       const sink = kind.create(config.name, config.options, deps);

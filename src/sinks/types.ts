@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import type { z } from 'zod';
+import type { HttpClient } from '../http/httpClient.js';
 import type { HiringResource } from '../hiring/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
@@ -63,7 +64,7 @@ export interface Sink {
 
 /** Things a sink may use, injected by the app (tests pass their own). */
 export interface SinkDeps {
-  fetch: typeof globalThis.fetch;
+  http: HttpClient;
   stdout: Writable;
   logger: Logger;
 }

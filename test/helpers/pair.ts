@@ -1,5 +1,6 @@
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { sharedHttpClient, type HttpClient } from '../../src/http/httpClient.js';
 import { createSandbox, type Sandbox } from '../../src/sandbox/createSandbox.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { freePort } from './childServer.js';
@@ -46,10 +47,12 @@ export async function startPair(opts: { env?: Record<string, string> } = {}): Pr
   });
   const { secret } = (await reg.json()) as { secret: string };
   const calls: ApiCall[] = [];
-  const countingFetch: typeof fetch = async (input, init) => {
-    const res = await fetch(input, init);
-    calls.push({ at: clock.now(), path: new URL(String(input instanceof Request ? input.url : input)).pathname, status: res.status });
-    return res;
+  const countingHttp: HttpClient = {
+    request: async (url, req) => {
+      const res = await sharedHttpClient().request(url, req);
+      calls.push({ at: clock.now(), path: new URL(url).pathname, status: res.status });
+      return res;
+    },
   };
   const baseEnv = {
     WEBHOOK_SECRET: secret,
@@ -58,7 +61,7 @@ export async function startPair(opts: { env?: Record<string, string> } = {}): Pr
     WORKER_CONCURRENCY: '0',
     ...opts.env,
   };
-  let receiver = await startReceiver({ ...baseEnv, PORT: String(port) }, { clock, fetch: countingFetch });
+  let receiver = await startReceiver({ ...baseEnv, PORT: String(port) }, { clock, http: countingHttp });
   const firstDir = dirname(receiver.dbPath);
   const pair: Pair = {
     clock,
@@ -78,7 +81,7 @@ export async function startPair(opts: { env?: Record<string, string> } = {}): Pr
     },
     async restartReceiver(env = {}) {
       await receiver.app.stop();
-      receiver = await startReceiver({ ...baseEnv, DATABASE_PATH: `${firstDir}/receiver.db`, ...env }, { clock, fetch: countingFetch });
+      receiver = await startReceiver({ ...baseEnv, DATABASE_PATH: `${firstDir}/receiver.db`, ...env }, { clock, http: countingHttp });
     },
     async close() {
       await receiver.close();

@@ -1,5 +1,6 @@
 import { inspect } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { HttpClient } from '../../src/http/httpClient.js';
 import { createHiringClient } from '../../src/hiring/HiringClient.js';
 import type { HiringClientOptions } from '../../src/hiring/HiringClient.js';
 import type { HiringOutcome, OutcomeOf } from '../../src/hiring/types.js';
@@ -104,15 +105,17 @@ describe('request', () => {
     ]);
   });
 
-  it('uses an injected fetch', async () => {
+  it('uses an injected HTTP client', async () => {
     const calls: string[] = [];
-    const fakeFetch: typeof fetch = async (input) => {
-      calls.push(String(input));
-      return new Response(JSON.stringify({ status: 'completed' }), { status: 200 });
+    const http: HttpClient = {
+      request: async (url, req) => {
+        calls.push(`${req.method} ${url} max=${req.maxBodyBytes}`);
+        return { status: 200, header: () => null, body: { kind: 'text', text: JSON.stringify({ status: 'completed' }) } };
+      },
     };
-    const outcome = await client('https://hiring.example', { fetch: fakeFetch }).getInterview('id1');
+    const outcome = await client('https://hiring.example', { http, maxBodyBytes: 1234 }).getInterview('id1');
     expectKind(outcome, 'ready');
-    expect(calls).toEqual(['https://hiring.example/api/v2/applications/id1/interview']);
+    expect(calls).toEqual(['GET https://hiring.example/api/v2/applications/id1/interview max=1234']);
   });
 });
 

@@ -5,6 +5,7 @@ import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 import { secretRef } from '../../config/secretRef.js';
+import type { HttpResponse } from '../../http/httpClient.js';
 
 export interface HttpSinkOptions {
   url: string;
@@ -16,6 +17,9 @@ export interface HttpSinkOptions {
 /** A Retry-After longer than this is cut down to it: a typo on the consumer's side must not park deliveries for a year. */
 export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
 
+/** Only the status of a sink's answer matters: a body up to this is read (the connection is kept), a longer one drops the connection. */
+const ANSWER_BODY_LIMIT = 64 * 1024;
+
 const withStatus = <E extends Error>(err: E, status: number): E => Object.assign(err, { status });
 
 /**
@@ -23,7 +27,7 @@ const withStatus = <E extends Error>(err: E, status: number): E => Object.assign
  * webhook-id is the (event, sink) message id, so a consumer dedupes retries and
  * replays; the timestamp and signature are fresh on every attempt.
  */
-export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'fetch'>): Sink {
+export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'http'>): Sink {
   const signer = new Webhook(options.secret);
   return {
     async deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome> {
@@ -36,31 +40,29 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'f
         'webhook-timestamp': String(Math.floor(now / 1000)),
         'webhook-signature': signer.sign(ctx.messageId, new Date(now), body),
       };
-      let res: Response;
+      let res: HttpResponse;
       try {
-        res = await deps.fetch(options.url, {
+        // A redirect is a failure (the consumer must configure its final URL), never followed with our signature.
+        res = await deps.http.request(options.url, {
           method: 'POST',
           headers,
           body,
-          // A redirect is a failure (the consumer must configure its final URL), never followed with our signature.
-          redirect: 'manual',
           signal: AbortSignal.timeout(options.timeoutMs),
+          maxBodyBytes: ANSWER_BODY_LIMIT,
         });
       } catch (err) {
-        const e = err as Error & { cause?: { code?: string } };
+        const e = err as Error & { code?: string; cause?: { code?: string } };
         if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RetryableError(`no response within ${options.timeoutMs} ms`);
-        throw new RetryableError(`request failed (${e.cause?.code ?? e.message})`);
+        throw new RetryableError(`request failed (${e.code ?? e.cause?.code ?? e.message})`);
       }
-      // Only the status matters; drop the body so the socket is freed.
-      await res.body?.cancel().catch(() => {});
       const status = res.status;
       if (status >= 200 && status < 300) return { statusCode: status };
       if (status === 410) throw withStatus(new PauseSourceError(`HTTP 410 Gone from ${new URL(options.url).origin}`), status);
       if (status >= 300 && status < 400) {
-        throw withStatus(new RetryableError(`HTTP ${status} redirect${res.headers.get('location') ? ` to ${res.headers.get('location')}` : ''} not followed`), status);
+        throw withStatus(new RetryableError(`HTTP ${status} redirect${res.header('location') ? ` to ${res.header('location')}` : ''} not followed`), status);
       }
       if (status === 429 || status === 503) {
-        const after = parseRetryAfter(res.headers.get('retry-after'), ctx.clock.now());
+        const after = parseRetryAfter(res.header('retry-after'), ctx.clock.now());
         if (after !== null) throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS)), status);
       }
       throw withStatus(new RetryableError(`HTTP ${status}`), status);

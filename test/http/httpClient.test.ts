@@ -1,0 +1,134 @@
+import type { Socket } from 'node:net';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
+import { startServer, type Handler, type TestServer } from '../hiring/testServer.js';
+
+let server: TestServer | undefined;
+let client: NodeHttpClient | undefined;
+/** Every connection the current server accepted, in order. */
+let sockets: Socket[] = [];
+
+afterEach(async () => {
+  client?.close();
+  await server?.close();
+  server = client = undefined;
+  sockets = [];
+});
+
+async function serve(handler: Handler): Promise<{ url: string; http: NodeHttpClient }> {
+  server = await startServer((req, res) => {
+    if (!sockets.includes(req.socket)) sockets.push(req.socket);
+    handler(req, res);
+  });
+  client = createNodeHttpClient();
+  return { url: server.url, http: client };
+}
+
+const GET: HttpRequest = { method: 'GET', headers: {}, maxBodyBytes: 64 * 1024 };
+
+describe('createNodeHttpClient', () => {
+  it('sends the method, headers and body, and reads status, headers and text', async () => {
+    const seen: { method?: string; type?: string; encoding?: string; body?: string } = {};
+    const { url, http } = await serve((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (d: string) => (body += d));
+      req.on('end', () => {
+        Object.assign(seen, { method: req.method, type: req.headers['content-type'], encoding: req.headers['accept-encoding'], body });
+        res.writeHead(201, [['x-twice', 'a'], ['x-twice', 'b'], ['content-type', 'text/plain']]);
+        res.end('héllo');
+      });
+    });
+    const res = await http.request(`${url}/p`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":"é"}', maxBodyBytes: 100 });
+    expect(seen).toEqual({ method: 'POST', type: 'application/json', encoding: 'gzip, deflate, br', body: '{"a":"é"}' });
+    expect(res.status).toBe(201);
+    expect(res.header('X-Twice')).toBe('a, b');
+    expect(res.header('location')).toBeNull();
+    expect(res.body).toEqual({ kind: 'text', text: 'héllo' });
+  });
+
+  it.each([
+    ['gzip', gzipSync],
+    ['deflate', deflateSync],
+    ['br', brotliCompressSync],
+  ] as const)('decodes a %s body', async (coding, encode) => {
+    const text = JSON.stringify({ data: 'x'.repeat(5000) });
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-encoding': coding });
+      res.end(encode(Buffer.from(text)));
+    });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text });
+  });
+
+  it('passes a body with an unknown coding through as it came', async () => {
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-encoding': 'zstd' });
+      res.end('raw');
+    });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: 'raw' });
+  });
+
+  it('counts the decoded bytes against the cap: a small gzip bomb is refused', async () => {
+    const bomb = gzipSync(Buffer.alloc(10 * 1024 * 1024));
+    expect(bomb.byteLength).toBeLessThan(20 * 1024);
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-encoding': 'gzip', 'content-length': bomb.byteLength });
+      res.end(bomb);
+    });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'too_large', limit: GET.maxBodyBytes });
+  });
+
+  it('reuses one keep-alive connection for requests in sequence, and close() ends it', async () => {
+    const { url, http } = await serve((_req, res) => res.end('ok'));
+    for (let i = 0; i < 3; i++) expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: 'ok' });
+    expect(sockets).toHaveLength(1);
+    expect(sockets[0]!.destroyed).toBe(false);
+    http.close();
+    await expect.poll(() => sockets[0]!.destroyed).toBe(true);
+  });
+
+  it('sends a GET once more on a new connection when a reused one is reset before any answer; a POST is not sent again', async () => {
+    let requests = 0;
+    const perSocket = new Map<Socket, number>();
+    const { url, http } = await serve((req, res) => {
+      requests++;
+      perSocket.set(req.socket, (perSocket.get(req.socket) ?? 0) + 1);
+      // A second request on a connection finds it gone: what a server closing idle connections does.
+      if (perSocket.get(req.socket)! > 1) req.socket.destroy();
+      else res.end(`answer ${requests}`);
+    });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: 'answer 1' });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: 'answer 3' });
+    expect([requests, sockets.length]).toEqual([3, 2]);
+
+    await expect(http.request(url, { ...GET, method: 'POST', body: 'x' })).rejects.toMatchObject({ code: 'ECONNRESET' });
+    expect([requests, sockets.length]).toEqual([4, 2]);
+  });
+
+  it('rejects a body cut short by the server instead of returning part of it', async () => {
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('only part');
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    await expect(http.request(url, GET)).rejects.toMatchObject({ code: 'ECONNRESET' });
+  });
+
+  it('rejects with the signal reason when aborted while the body streams', async () => {
+    const controller = new AbortController();
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200);
+      res.write('first part');
+      setTimeout(() => controller.abort(new Error('stop now')), 20);
+    });
+    await expect(http.request(url, { ...GET, signal: controller.signal })).rejects.toThrow('stop now');
+    await expect.poll(() => sockets[0]?.destroyed).toBe(true);
+  });
+
+  it('refuses a URL that is not http or https', async () => {
+    client = createNodeHttpClient();
+    await expect(client.request('ftp://127.0.0.1/x', GET)).rejects.toThrow('only http and https URLs are supported, got ftp:');
+    await expect(client.request('not a url', GET)).rejects.toThrow('invalid URL');
+  });
+});
