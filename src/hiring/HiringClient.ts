@@ -88,8 +88,8 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     const elapsed = (): number => Math.max(0, Math.round(now() - started));
     let response: HttpResponse;
     try {
-      // Redirects are never followed (see above); a 3xx's body is read within the cap and ignored.
-      response = await http.request(url, { method: 'GET', headers, signal: controller.signal, maxBodyBytes });
+      // Redirects are never followed (see above): a 3xx is classified on its head, its body not read.
+      response = await http.request(url, { method: 'GET', headers, signal: controller.signal, maxBodyBytes, readBody: (status) => status < 300 || status > 399 });
     } catch (error) {
       const message = timedOut
         ? `no complete response within ${timeoutMs} ms`
@@ -114,7 +114,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
       status: response.status,
       location: response.header('location'),
       retryAfter: response.header('retry-after'),
-      body: response.status >= 300 && response.status <= 399 ? null : response.body,
+      body: response.body,
       elapsedMs: elapsed(),
       now: now(),
     });

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { Readable, Transform } from 'node:stream';
+import type { Socket } from 'node:net';
+import { Transform, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
 
 export type BodyReadResult =
@@ -11,17 +12,25 @@ export interface HttpRequest {
   readonly method: 'GET' | 'POST';
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string | Uint8Array;
-  /** Aborts the request or the body read; the promise then rejects with the signal's AbortError. */
+  /** Aborts the request or the body read; the promise then rejects with the signal's reason. */
   readonly signal?: AbortSignal;
   /** Largest body read, counted after decoding while streaming; past it the connection is dropped. */
   readonly maxBodyBytes: number;
+  /**
+   * Whether to read the answer's body (default true), or for which statuses. When not, the
+   * promise resolves at the response head with `body` null, and the body is drained in the
+   * background (the connection is kept) up to `maxBodyBytes`, or until the signal aborts,
+   * past which the connection is dropped; errors while draining are ignored.
+   */
+  readonly readBody?: boolean | ((status: number) => boolean);
 }
 
 export interface HttpResponse {
   readonly status: number;
-  /** A header's value (repeated ones joined with ", "), or null. */
+  /** A header's value as node:http gives it (most repeated headers joined with ", ", a few such as Location keep the first), or null. */
   header(name: string): string | null;
-  readonly body: BodyReadResult;
+  /** The body, or null when the request asked not to read it (`readBody`). */
+  readonly body: BodyReadResult | null;
 }
 
 /**
@@ -37,6 +46,15 @@ export interface NodeHttpClient extends HttpClient {
   close(): void;
 }
 
+export interface NodeHttpClientOptions {
+  /**
+   * How long an idle keep-alive connection is kept (default 4,000 ms, as undici's fetch). A
+   * shorter `Keep-Alive: timeout=` from the server wins. Without a bound, a connection a NAT or
+   * load balancer forgot long ago would be reused and reset.
+   */
+  idleTimeoutMs?: number;
+}
+
 /**
  * An HttpClient on node:http and node:https with keep-alive agents.
  *
@@ -49,17 +67,20 @@ export interface NodeHttpClient extends HttpClient {
  * in process, peak RSS fell by 14-20 MB (bench/README.md, "Tenth round").
  *
  * What it keeps from fetch: redirects are never followed (the caller sees the
- * 3xx); gzip, deflate and br bodies are decoded (Accept-Encoding is sent), and
- * the body cap counts decoded bytes, so a small compressed bomb cannot get past
- * it; a body over the cap, by Content-Length or while streaming, drops the
- * connection instead of draining it. A GET that meets a reset on a reused
- * keep-alive connection before any answer (the server closed it while idle) is
- * sent once more on a new one.
+ * 3xx); gzip, deflate (zlib or raw) and br bodies are decoded as leniently as
+ * fetch does (Accept-Encoding is sent), and the body cap counts decoded bytes,
+ * so a small compressed bomb cannot get past it; a body over the cap, by
+ * Content-Length or while streaming, drops the connection instead of draining
+ * it. A GET that meets a reset on a reused keep-alive connection before the
+ * response head arrived (the server closed it while idle) is sent once more on
+ * a new one. An answer that is not HTTP/1.1 request-response (101 Switching
+ * Protocols) fails the request.
  */
-export function createNodeHttpClient(): NodeHttpClient {
+export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeHttpClient {
+  const timeout = options.idleTimeoutMs ?? 4_000;
   const agents = {
-    'http:': new http.Agent({ keepAlive: true, scheduling: 'lifo' }),
-    'https:': new https.Agent({ keepAlive: true, scheduling: 'lifo' }),
+    'http:': new http.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
+    'https:': new https.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
   };
 
   function send(url: URL, req: HttpRequest, retried: boolean): Promise<HttpResponse> {
@@ -72,32 +93,56 @@ export function createNodeHttpClient(): NodeHttpClient {
     const { signal } = req;
     return new Promise<HttpResponse>((resolve, reject) => {
       if (signal?.aborted) return reject(abortError(signal));
+      /** Set once the response head arrived: from then on the body read settles the promise. */
       let answered = false;
+      let settled = false;
       const out = (protocol === 'https:' ? https : http).request(url, { method: req.method, headers, agent });
-      const onAbort = (): void => {
-        out.destroy(abortError(signal!));
+      const fail = (err: Error): void => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener('abort', onAbort);
+        out.destroy();
+        reject(err);
       };
+      // Rejects at once: a request whose socket is already gone emits nothing more.
+      const onAbort = (): void => fail(abortError(signal!));
       signal?.addEventListener('abort', onAbort, { once: true });
-      const settle = (): void => signal?.removeEventListener('abort', onAbort);
       out.on('error', (err: NodeJS.ErrnoException) => {
-        if (answered) return;
-        settle();
+        if (answered || settled) return;
         if (!retried && req.method === 'GET' && out.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
+          settled = true;
+          signal?.removeEventListener('abort', onAbort);
           send(url, req, true).then(resolve, reject);
-        } else reject(err);
+        } else fail(err);
+      });
+      // Without an 'upgrade' listener node:http drops the socket and emits neither 'response' nor 'error'.
+      out.on('upgrade', (res: http.IncomingMessage, socket: Socket) => {
+        socket.destroy();
+        fail(Object.assign(new Error(`unexpected ${res.statusCode ?? 101} Switching Protocols answer`), { code: 'EPROTO' }));
+      });
+      out.on('close', () => {
+        if (!answered) fail(Object.assign(new Error('the connection closed without an answer'), { code: 'ECONNRESET' }));
       });
       out.on('response', (res) => {
         answered = true;
+        const status = res.statusCode ?? 0;
+        const header = (name: string): string | null => headerValue(res.headers[name.toLowerCase()]);
+        const wanted = typeof req.readBody === 'function' ? req.readBody(status) : req.readBody !== false;
+        if (!wanted) {
+          settled = true;
+          signal?.removeEventListener('abort', onAbort);
+          drain(res, req.maxBodyBytes, signal);
+          resolve({ status, header, body: null });
+          return;
+        }
         readBody(res, req.maxBodyBytes, signal).then(
           (result) => {
-            settle();
-            resolve({ status: res.statusCode ?? 0, header: (name) => headerValue(res.headers[name.toLowerCase()]), body: result });
+            if (settled) return;
+            settled = true;
+            signal?.removeEventListener('abort', onAbort);
+            resolve({ status, header, body: result });
           },
-          (err: unknown) => {
-            settle();
-            out.destroy();
-            reject(err);
-          },
+          (err: Error) => fail(err),
         );
       });
       out.end(body);
@@ -137,6 +182,58 @@ function abortError(signal: AbortSignal): Error {
   return Object.assign(new Error('This operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' });
 }
 
+/** Reads and drops a body nobody needs, so the connection can be reused; past `maxBytes` or an abort, drops the connection. */
+function drain(res: http.IncomingMessage, maxBytes: number, signal: AbortSignal | undefined): void {
+  let seen = 0;
+  const stop = (): void => {
+    signal?.removeEventListener('abort', onAbort);
+  };
+  const onAbort = (): void => {
+    stop();
+    res.destroy();
+  };
+  if (signal?.aborted) return onAbort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  res.on('data', (chunk: Buffer) => {
+    seen += chunk.byteLength;
+    if (seen > maxBytes) onAbort();
+  });
+  res.on('error', stop);
+  res.on('close', stop);
+}
+
+// Lenient as fetch is: a body that ends early or empty yields what was decoded instead of an error.
+const ZLIB_LENIENT = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
+const BROTLI_LENIENT = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH };
+
+/**
+ * `deflate` should be zlib-wrapped, but some servers send raw deflate under that name; as
+ * fetch does, the first byte decides (a zlib header's low nibble is 8, for the deflate method).
+ */
+function deflateDecoder(): Transform {
+  let inner: zlib.Inflate | zlib.InflateRaw | null = null;
+  const out = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      if (!inner) {
+        inner = (chunk[0]! & 0x0f) === 0x08 ? zlib.createInflate(ZLIB_LENIENT) : zlib.createInflateRaw(ZLIB_LENIENT);
+        inner.on('data', (d: Buffer) => out.push(d));
+        inner.on('error', (err) => out.destroy(err));
+      }
+      inner.write(chunk, () => callback());
+    },
+    flush(callback) {
+      if (!inner) return callback();
+      inner.once('end', () => callback());
+      inner.end();
+    },
+    destroy(err, callback) {
+      inner?.destroy();
+      callback(err);
+    },
+  });
+  return out;
+}
+
 /** The decoders for Content-Encoding (outermost coding last); null when a coding is unknown, as fetch then passes the bytes through. */
 function decoders(contentEncoding: string | undefined): Transform[] | null {
   if (!contentEncoding) return [];
@@ -148,10 +245,9 @@ function decoders(contentEncoding: string | undefined): Transform[] | null {
   if (codings.length > 4) return null;
   const chain: Transform[] = [];
   for (const coding of codings.reverse()) {
-    // Flushes as fetch does, so a body cut short still yields what was decoded; the error follows.
-    if (coding === 'gzip' || coding === 'x-gzip') chain.push(zlib.createGunzip({ flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH }));
-    else if (coding === 'deflate') chain.push(zlib.createInflate());
-    else if (coding === 'br') chain.push(zlib.createBrotliDecompress());
+    if (coding === 'gzip' || coding === 'x-gzip') chain.push(zlib.createGunzip(ZLIB_LENIENT));
+    else if (coding === 'deflate') chain.push(deflateDecoder());
+    else if (coding === 'br') chain.push(zlib.createBrotliDecompress(BROTLI_LENIENT));
     else return null;
   }
   return chain;
@@ -163,6 +259,7 @@ function readBody(res: http.IncomingMessage, maxBytes: number, signal: AbortSign
     res.destroy();
     return Promise.resolve({ kind: 'too_large', limit: maxBytes });
   }
+  // An empty body (a 204, say, that names a coding) decodes to nothing: the decoders are lenient.
   const chain = decoders(headerValue(res.headers['content-encoding']) ?? undefined) ?? [];
   let stream: Readable = res;
   for (const d of chain) stream = stream.pipe(d);

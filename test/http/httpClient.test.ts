@@ -1,5 +1,6 @@
+import { getEventListeners } from 'node:events';
 import type { Socket } from 'node:net';
-import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
 import { startServer, type Handler, type TestServer } from '../hiring/testServer.js';
@@ -49,16 +50,84 @@ describe('createNodeHttpClient', () => {
   });
 
   it.each([
-    ['gzip', gzipSync],
-    ['deflate', deflateSync],
-    ['br', brotliCompressSync],
-  ] as const)('decodes a %s body', async (coding, encode) => {
+    ['gzip', 'gzip', gzipSync],
+    ['deflate', 'deflate (zlib)', deflateSync],
+    ['deflate', 'deflate sent raw, as some servers do', deflateRawSync],
+    ['br', 'br', brotliCompressSync],
+  ] as const)('decodes a %s body: %s', async (coding, _label, encode) => {
     const text = JSON.stringify({ data: 'x'.repeat(5000) });
     const { url, http } = await serve((_req, res) => {
       res.writeHead(200, { 'content-encoding': coding });
       res.end(encode(Buffer.from(text)));
     });
     expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text });
+  });
+
+  it.each(['gzip', 'deflate', 'br'])('reads an empty %s body, and a 204 that names a coding, as empty text', async (coding) => {
+    let status = 200;
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(status, { 'content-encoding': coding });
+      res.end();
+    });
+    expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: '' });
+    status = 204;
+    expect(await http.request(url, GET)).toMatchObject({ status: 204, body: { kind: 'text', text: '' } });
+  });
+
+  it('fails at once on a 101 Switching Protocols answer instead of waiting forever', async () => {
+    const { url, http } = await serve((req) => {
+      req.socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
+    });
+    await expect(http.request(url, GET)).rejects.toMatchObject({ code: 'EPROTO', message: 'unexpected 101 Switching Protocols answer' });
+  });
+
+  it('with readBody false, settles on the head and drains the body in the background, keeping the connection', async () => {
+    let cut = false;
+    const { url, http } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-length': '100', 'content-encoding': 'br' });
+      if (!cut) return void res.end('x'.repeat(100));
+      res.write('not br, and cut short');
+      setTimeout(() => res.socket?.destroy(), 10);
+    });
+    expect(await http.request(url, { ...GET, readBody: false })).toMatchObject({ status: 200, body: null });
+    expect(await http.request(url, { ...GET, readBody: (status) => status !== 200 })).toMatchObject({ status: 200, body: null });
+    expect(sockets).toHaveLength(1);
+    cut = true;
+    expect(await http.request(url, { ...GET, readBody: false })).toMatchObject({ status: 200, body: null });
+  });
+
+  it('leaves no listener on a long-lived abort signal, whatever the outcome', async () => {
+    const signal = new AbortController().signal;
+    let mode = 'ok';
+    const { url, http } = await serve((_req, res) => {
+      if (mode === 'ok') return void res.end('ok');
+      if (mode === 'big') return void res.end('x'.repeat(200));
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('part');
+      setTimeout(() => res.socket?.destroy(), 10);
+    });
+    const req = { ...GET, signal, maxBodyBytes: 100 };
+    expect((await http.request(url, req)).body).toEqual({ kind: 'text', text: 'ok' });
+    mode = 'big';
+    expect((await http.request(url, req)).body).toEqual({ kind: 'too_large', limit: 100 });
+    mode = 'cut';
+    await expect(http.request(url, req)).rejects.toMatchObject({ code: 'ECONNRESET' });
+    expect(await http.request(url, { ...req, readBody: false })).toMatchObject({ body: null });
+    await expect.poll(() => sockets.at(-1)?.destroyed).toBe(true);
+    await expect(http.request('http://127.0.0.1:1/', req)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+
+  it('closes an idle keep-alive connection after idleTimeoutMs, and never one waiting for its answer', async () => {
+    const { url } = await serve((_req, res) => setTimeout(() => res.end('slow'), 300));
+    const http = createNodeHttpClient({ idleTimeoutMs: 100 });
+    try {
+      expect((await http.request(url, GET)).body).toEqual({ kind: 'text', text: 'slow' });
+      expect(sockets[0]!.destroyed).toBe(false);
+      await expect.poll(() => sockets[0]!.destroyed, { timeout: 2000 }).toBe(true);
+    } finally {
+      http.close();
+    }
   });
 
   it('passes a body with an unknown coding through as it came', async () => {

@@ -3,6 +3,7 @@ import { enableSink } from '../../src/sinks/deliveryRecords.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { envelope, newSecret } from '../helpers/signing.js';
+import { startServer } from '../hiring/testServer.js';
 import { startConsumer, startHarness, type Consumer, type Harness } from './helpers.js';
 
 let h: Harness | undefined;
@@ -48,6 +49,21 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
       expect.objectContaining({ event_id: e.id, state: 'delivered', attempts: 1, last_status_code: 204, last_error: null, message_id: got.headers['webhook-id'] }),
     ]);
     expect(h.deliveries('a')[0]!.delivered_at).toBe(new Date(h.clock.now()).toISOString());
+  });
+
+  it('a consumer that answers 200 and then cuts its body has the message: delivered once, not retried', async () => {
+    const cutting = await startServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-length': '100', 'content-encoding': 'gzip' });
+      res.write('not even gzip');
+      setTimeout(() => res.socket?.destroy(), 10);
+    });
+    extra.push(cutting);
+    const { h } = await setup({ url: `${cutting.url}/cut` });
+    await h.post(envelope());
+    await h.settle();
+    expect(cutting.requests).toHaveLength(1);
+    expect(h.deliveries('a')).toEqual([expect.objectContaining({ state: 'delivered', attempts: 1, last_status_code: 200, last_error: null })]);
   });
 
   it('500 then success: retried after backoff with the same webhook-id and one message id', async () => {

@@ -17,7 +17,7 @@ export interface HttpSinkOptions {
 /** A Retry-After longer than this is cut down to it: a typo on the consumer's side must not park deliveries for a year. */
 export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
 
-/** Only the status of a sink's answer matters: a body up to this is read (the connection is kept), a longer one drops the connection. */
+/** Only the status of a sink's answer matters: its body is drained in the background up to this (the connection is kept), past it the connection is dropped. */
 const ANSWER_BODY_LIMIT = 64 * 1024;
 
 const withStatus = <E extends Error>(err: E, status: number): E => Object.assign(err, { status });
@@ -49,6 +49,8 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
           body,
           signal: AbortSignal.timeout(options.timeoutMs),
           maxBodyBytes: ANSWER_BODY_LIMIT,
+          // Settled on the status: a consumer that accepted the message and then cut or botched its body has it.
+          readBody: false,
         });
       } catch (err) {
         const e = err as Error & { code?: string; cause?: { code?: string } };
