@@ -1,5 +1,9 @@
+import { execFile } from 'node:child_process';
 import { getEventListeners } from 'node:events';
-import type { Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
@@ -193,6 +197,36 @@ describe('createNodeHttpClient', () => {
     });
     await expect(http.request(url, { ...GET, signal: controller.signal })).rejects.toThrow('stop now');
     await expect.poll(() => sockets[0]?.destroyed).toBe(true);
+  });
+
+  it('verifies the certificate over https: an untrusted one fails before the request is sent, a trusted one is served', async () => {
+    const fixture = (name: string) => new URL(`./fixtures/${name}`, import.meta.url);
+    let requests = 0;
+    const tls = createHttpsServer({ cert: readFileSync(fixture('localhost-cert.pem')), key: readFileSync(fixture('localhost-key.pem')) }, (_req, res) => {
+      requests++;
+      res.end('over tls');
+    });
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `https://localhost:${(tls.address() as AddressInfo).port}/x`;
+      client = createNodeHttpClient();
+      await expect(client.request(url, { ...GET, headers: { authorization: 'Bearer sk-secret' } })).rejects.toMatchObject({ code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+      expect(requests).toBe(0);
+      // Trusted the way an operator would (NODE_EXTRA_CA_CERTS, read at start-up): a child process.
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', fileURLToPath(fixture('getOnce.ts')), url],
+          { env: { ...process.env, NODE_EXTRA_CA_CERTS: fileURLToPath(fixture('localhost-cert.pem')) }, timeout: 20_000 },
+          (err, stdout) => (err ? reject(err) : resolve(stdout)),
+        ),
+      );
+      expect(JSON.parse(out)).toEqual({ status: 200, body: { kind: 'text', text: 'over tls' } });
+      expect(requests).toBe(1);
+    } finally {
+      tls.closeAllConnections();
+      await new Promise((resolve) => tls.close(resolve));
+    }
   });
 
   it('refuses a URL that is not http or https', async () => {
