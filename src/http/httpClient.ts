@@ -48,6 +48,11 @@ export interface NodeHttpClient extends HttpClient {
 
 export interface NodeHttpClientOptions {
   /**
+   * How long a body nobody reads (`readBody` false) may take to drain before its connection is
+   * dropped (default 5,000 ms): the caller's signal may be disarmed once the head arrived.
+   */
+  drainTimeoutMs?: number;
+  /**
    * How long an idle keep-alive connection is kept (default 4,000 ms, as undici's fetch). A
    * shorter `Keep-Alive: timeout=` from the server wins. Without a bound, a connection a NAT or
    * load balancer forgot long ago would be reused and reset.
@@ -78,6 +83,7 @@ export interface NodeHttpClientOptions {
  */
 export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeHttpClient {
   const timeout = options.idleTimeoutMs ?? 4_000;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 5_000;
   const agents = {
     'http:': new http.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
     'https:': new https.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
@@ -127,11 +133,16 @@ export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeH
         answered = true;
         const status = res.statusCode ?? 0;
         const header = (name: string): string | null => headerValue(res.headers[name.toLowerCase()]);
-        const wanted = typeof req.readBody === 'function' ? req.readBody(status) : req.readBody !== false;
+        let wanted: boolean;
+        try {
+          wanted = typeof req.readBody === 'function' ? req.readBody(status) : req.readBody !== false;
+        } catch (err) {
+          return fail(err as Error);
+        }
         if (!wanted) {
           settled = true;
           signal?.removeEventListener('abort', onAbort);
-          drain(res, req.maxBodyBytes, signal);
+          drain(res, req.maxBodyBytes, signal, drainTimeoutMs);
           resolve({ status, header, body: null });
           return;
         }
@@ -182,10 +193,13 @@ function abortError(signal: AbortSignal): Error {
   return Object.assign(new Error('This operation was aborted'), { name: 'AbortError', code: 'ABORT_ERR' });
 }
 
-/** Reads and drops a body nobody needs, so the connection can be reused; past `maxBytes` or an abort, drops the connection. */
-function drain(res: http.IncomingMessage, maxBytes: number, signal: AbortSignal | undefined): void {
+/** Reads and drops a body nobody needs, so the connection can be reused; past `maxBytes`, `timeoutMs` or an abort, drops the connection. */
+function drain(res: http.IncomingMessage, maxBytes: number, signal: AbortSignal | undefined, timeoutMs: number): void {
   let seen = 0;
+  const timer = setTimeout(() => onAbort(), timeoutMs);
+  timer.unref();
   const stop = (): void => {
+    clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
   };
   const onAbort = (): void => {
@@ -209,15 +223,21 @@ const BROTLI_LENIENT = { flush: zlib.constants.BROTLI_OPERATION_FLUSH, finishFlu
 /**
  * `deflate` should be zlib-wrapped, but some servers send raw deflate under that name; as
  * fetch does, the first byte decides (a zlib header's low nibble is 8, for the deflate method).
+ * Exported for its tests.
  */
-function deflateDecoder(): Transform {
+export function createDeflateDecoder(): Transform {
   let inner: zlib.Inflate | zlib.InflateRaw | null = null;
   const out = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
+      if (chunk.length === 0) return callback();
       if (!inner) {
-        inner = (chunk[0]! & 0x0f) === 0x08 ? zlib.createInflate(ZLIB_LENIENT) : zlib.createInflateRaw(ZLIB_LENIENT);
-        inner.on('data', (d: Buffer) => out.push(d));
-        inner.on('error', (err) => out.destroy(err));
+        const created = (chunk[0]! & 0x0f) === 0x08 ? zlib.createInflate(ZLIB_LENIENT) : zlib.createInflateRaw(ZLIB_LENIENT);
+        // zlib's own backpressure: the inflater pauses while this stream's readable side is full.
+        created.on('data', (d: Buffer) => {
+          if (!out.push(d)) created.pause();
+        });
+        created.on('error', (err) => out.destroy(err));
+        inner = created;
       }
       inner.write(chunk, () => callback());
     },
@@ -231,6 +251,11 @@ function deflateDecoder(): Transform {
       callback(err);
     },
   });
+  const read = out._read.bind(out);
+  out._read = (size: number) => {
+    inner?.resume();
+    read(size);
+  };
   return out;
 }
 
@@ -246,7 +271,7 @@ function decoders(contentEncoding: string | undefined): Transform[] | null {
   const chain: Transform[] = [];
   for (const coding of codings.reverse()) {
     if (coding === 'gzip' || coding === 'x-gzip') chain.push(zlib.createGunzip(ZLIB_LENIENT));
-    else if (coding === 'deflate') chain.push(deflateDecoder());
+    else if (coding === 'deflate') chain.push(createDeflateDecoder());
     else if (coding === 'br') chain.push(zlib.createBrotliDecompress(BROTLI_LENIENT));
     else return null;
   }

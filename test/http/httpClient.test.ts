@@ -6,7 +6,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
+import { createDeflateDecoder, createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
 import { startServer, type Handler, type TestServer } from '../hiring/testServer.js';
 
 let server: TestServer | undefined;
@@ -98,6 +98,22 @@ describe('createNodeHttpClient', () => {
     expect(sockets).toHaveLength(1);
     cut = true;
     expect(await http.request(url, { ...GET, readBody: false })).toMatchObject({ status: 200, body: null });
+  });
+
+  it('drops a connection whose unread body outlasts drainTimeoutMs, when no signal bounds it', async () => {
+    const { url } = await serve((_req, res) => {
+      res.writeHead(302, { location: '/elsewhere' });
+      res.write('a body that never ends');
+    });
+    const http = createNodeHttpClient({ drainTimeoutMs: 200 });
+    try {
+      const res = await http.request(url, { ...GET, readBody: (status) => status < 300 || status > 399 });
+      expect(res).toMatchObject({ status: 302, body: null });
+      expect(res.header('location')).toBe('/elsewhere');
+      await expect.poll(() => sockets[0]?.destroyed, { timeout: 2000 }).toBe(true);
+    } finally {
+      http.close();
+    }
   });
 
   it('leaves no listener on a long-lived abort signal, whatever the outcome', async () => {
@@ -233,5 +249,40 @@ describe('createNodeHttpClient', () => {
     client = createNodeHttpClient();
     await expect(client.request('ftp://127.0.0.1/x', GET)).rejects.toThrow('only http and https URLs are supported, got ftp:');
     await expect(client.request('not a url', GET)).rejects.toThrow('invalid URL');
+  });
+});
+
+describe('createDeflateDecoder', () => {
+  const text = Buffer.from('hello, deflate '.repeat(3000));
+
+  it.each([
+    ['zlib-wrapped', deflateSync],
+    ['raw', deflateRawSync],
+  ] as const)('decodes %s deflate split at any point, ending once', async (_label, encode) => {
+    const coded = encode(text);
+    for (const at of [1, 2, 3, Math.floor(coded.length / 2), coded.length - 1]) {
+      const d = createDeflateDecoder();
+      const parts: Buffer[] = [];
+      let ends = 0;
+      d.on('data', (b: Buffer) => parts.push(b));
+      d.on('end', () => ends++);
+      d.write(coded.subarray(0, at));
+      d.end(coded.subarray(at));
+      await new Promise((resolve) => d.on('close', resolve));
+      expect([Buffer.concat(parts).equals(text), ends]).toEqual([true, 1]);
+    }
+  });
+
+  it('keeps zlib backpressure: a bomb nobody reads buffers a few KB, and all of it decodes when read', async () => {
+    const bomb = deflateSync(Buffer.alloc(64 * 1024 * 1024));
+    const d = createDeflateDecoder();
+    d.write(bomb.subarray(0, 20_000));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(d.readableLength).toBeLessThanOrEqual(64 * 1024);
+    let decoded = 0;
+    d.on('data', (b: Buffer) => (decoded += b.byteLength));
+    d.end(bomb.subarray(20_000));
+    await new Promise((resolve) => d.on('end', resolve));
+    expect(decoded).toBe(64 * 1024 * 1024);
   });
 });
