@@ -248,7 +248,17 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
         : new SqliteDialect(dialectConfig),
   });
   const ingest = ingestSqlite;
-  const checkpointer = background ? startCheckpointer(path, checkpoints) : null;
+  let checkpointer: Worker | null;
+  try {
+    checkpointer = background ? startCheckpointer(path, checkpoints) : null;
+  } catch (err) {
+    // A thread that cannot start (out of memory or threads) must not leave the connections open.
+    // kysely has opened nothing yet: its driver connects on the first query.
+    ingest.close();
+    sqlite.close();
+    signal.close();
+    throw err;
+  }
   return {
     db,
     sqlite,
