@@ -102,22 +102,29 @@ export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeH
       /** Set once the response head arrived: from then on the body read settles the promise. */
       let answered = false;
       let settled = false;
+      /** Stops the body read in progress (the response and its decoders), if any. */
+      let dropBody: (() => void) | null = null;
       const out = (protocol === 'https:' ? https : http).request(url, { method: req.method, headers, agent });
-      const fail = (err: Error): void => {
-        if (settled) return;
+      /** Claims the promise for one outcome; false if it already has one. The signal is this function's alone until then. */
+      const settle = (): boolean => {
+        if (settled) return false;
         settled = true;
         signal?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const fail = (err: Error): void => {
+        if (!settle()) return;
+        dropBody?.();
         out.destroy();
         reject(err);
       };
-      // Rejects at once: a request whose socket is already gone emits nothing more.
+      // Rejects at once, at any stage: a request whose socket is already gone emits nothing more.
       const onAbort = (): void => fail(abortError(signal!));
       signal?.addEventListener('abort', onAbort, { once: true });
       out.on('error', (err: NodeJS.ErrnoException) => {
         if (answered || settled) return;
         if (!retried && req.method === 'GET' && out.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE')) {
-          settled = true;
-          signal?.removeEventListener('abort', onAbort);
+          settle();
           send(url, req, true).then(resolve, reject);
         } else fail(err);
       });
@@ -140,21 +147,16 @@ export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeH
           return fail(err as Error);
         }
         if (!wanted) {
-          settled = true;
-          signal?.removeEventListener('abort', onAbort);
+          settle();
           drain(res, req.maxBodyBytes, signal, drainTimeoutMs);
           resolve({ status, header, body: null });
           return;
         }
-        readBody(res, req.maxBodyBytes, signal).then(
-          (result) => {
-            if (settled) return;
-            settled = true;
-            signal?.removeEventListener('abort', onAbort);
-            resolve({ status, header, body: result });
-          },
-          (err: Error) => fail(err),
-        );
+        const read = readBody(res, req.maxBodyBytes);
+        dropBody = read.drop;
+        read.result.then((result) => {
+          if (settle()) resolve({ status, header, body: result });
+        }, fail);
       });
       out.end(body);
     });
@@ -278,59 +280,55 @@ function decoders(contentEncoding: string | undefined): Transform[] | null {
   return chain;
 }
 
-function readBody(res: http.IncomingMessage, maxBytes: number, signal: AbortSignal | undefined): Promise<BodyReadResult> {
+/**
+ * Reads the body as UTF-8 text within `maxBytes` (decoded). `drop` stops the read (the caller's
+ * abort): the response and its decoders are destroyed and `result` never settles.
+ */
+function readBody(res: http.IncomingMessage, maxBytes: number): { result: Promise<BodyReadResult>; drop: () => void } {
   const declared = res.headers['content-length'];
   if (declared !== undefined && /^\d+$/.test(declared.trim()) && Number(declared) > maxBytes) {
     res.destroy();
-    return Promise.resolve({ kind: 'too_large', limit: maxBytes });
+    return { result: Promise.resolve({ kind: 'too_large', limit: maxBytes }), drop: () => undefined };
   }
   // An empty body (a 204, say, that names a coding) decodes to nothing: the decoders are lenient.
   const chain = decoders(headerValue(res.headers['content-encoding']) ?? undefined) ?? [];
   let stream: Readable = res;
   for (const d of chain) stream = stream.pipe(d);
-  return new Promise<BodyReadResult>((resolve, reject) => {
+  let done = false;
+  const drop = (): void => {
+    done = true;
+    res.destroy();
+    for (const d of chain) d.destroy();
+  };
+  const result = new Promise<BodyReadResult>((resolve, reject) => {
     const decoder = new TextDecoder('utf-8');
     const parts: string[] = [];
     let seen = 0;
-    let done = false;
-    const finish = (fn: () => void): void => {
-      if (done) return;
-      done = true;
-      signal?.removeEventListener('abort', onAbort);
-      fn();
-    };
-    const drop = (): void => {
-      res.destroy();
-      for (const d of chain) d.destroy();
-    };
-    const onAbort = (): void => {
-      drop();
-      finish(() => reject(abortError(signal!)));
-    };
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
+    // Each outcome first checks `done` and ends the read (`drop` sets it), so only one settles.
     stream.on('data', (chunk: Buffer) => {
       if (done) return;
       seen += chunk.byteLength;
       if (seen > maxBytes) {
         drop();
-        finish(() => resolve({ kind: 'too_large', limit: maxBytes }));
+        resolve({ kind: 'too_large', limit: maxBytes });
         return;
       }
       parts.push(decoder.decode(chunk, { stream: true }));
     });
-    stream.on('end', () =>
-      finish(() => {
-        parts.push(decoder.decode());
-        resolve({ kind: 'text', text: parts.join('') });
-      }),
-    );
+    stream.on('end', () => {
+      if (done) return;
+      done = true;
+      parts.push(decoder.decode());
+      resolve({ kind: 'text', text: parts.join('') });
+    });
     const onError = (err: Error): void => {
+      if (done) return;
       drop();
-      finish(() => reject(err));
+      reject(err);
     };
     // A connection cut mid-body: node:http emits 'error' (ECONNRESET, "aborted") on the response.
     res.on('error', onError);
     for (const d of chain) d.on('error', onError);
   });
+  return { result, drop };
 }
