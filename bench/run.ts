@@ -252,15 +252,22 @@ interface CatchUp {
   seconds: number | null;
 }
 
-/** Group-commit transactions and their mean size, from the receiver's own /metrics. */
-async function groupCommitStats(url: string): Promise<{ commits: number; meanBatch: number }> {
+/**
+ * Group-commit transactions, their mean size and their mean duration (fsync included; NaN for a
+ * baseline build without `receiver_group_commit_duration_seconds`), from the receiver's own /metrics.
+ */
+async function groupCommitStats(url: string): Promise<{ commits: number; meanBatch: number; meanCommitMs: number }> {
   try {
     const text = await (await fetch(`${url}/metrics`)).text();
     const get = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
     const commits = get('receiver_group_commit_batch_size_count');
-    return { commits, meanBatch: Math.round((get('receiver_group_commit_batch_size_sum') / commits) * 10) / 10 };
+    return {
+      commits,
+      meanBatch: Math.round((get('receiver_group_commit_batch_size_sum') / commits) * 10) / 10,
+      meanCommitMs: Math.round((get('receiver_group_commit_duration_seconds_sum') / get('receiver_group_commit_duration_seconds_count')) * 1e5) / 100,
+    };
   } catch {
-    return { commits: NaN, meanBatch: NaN };
+    return { commits: NaN, meanBatch: NaN, meanCommitMs: NaN };
   }
 }
 
@@ -352,6 +359,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
         jobsDone: f.jobsDone,
         commits: f.commits,
         meanBatch: f.meanBatch,
+        meanCommitMs: f.meanCommitMs,
         logBytes: f.logBytes,
         exit: f.exit.code ?? f.exit.signal ?? null,
       }),
@@ -398,6 +406,7 @@ async function fixedRates(): Promise<RateRow[]> {
         unanswered,
         rowCheck: f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked ? 'ok' : 'FAILED',
         meanBatch: f.meanBatch,
+        meanCommitMs: f.meanCommitMs,
         catchUp,
       });
     }

@@ -63,9 +63,10 @@ export function createApp(deps: AppDeps) {
     isBusy: isSqliteBusy,
     clock,
     timeoutMs: config.writeTimeoutMs,
-    onBatch: (size) => {
+    onBatch: (size, durationMs) => {
       database.ingestWait.committed();
       metrics.batchSize.observe(size);
+      metrics.commitDuration.observe(durationMs / 1000);
       pacer.noteIngest();
       // New events only make folds due; a fold that queues a read wakes the fetcher.
       folder.kick();

@@ -23,6 +23,8 @@ export interface ThroughputRow {
   /** group-commit transactions over the receiver's life (warm-up included) and their mean size */
   commits?: number;
   meanBatch?: number;
+  /** mean time of one ingest transaction, its fsync included (ms; NaN for a build without the metric) */
+  meanCommitMs?: number;
   logBytes?: number;
   exit?: number | string | null;
 }
@@ -48,6 +50,7 @@ export interface RateRow {
   acked2xx: number;
   rowCheck: 'ok' | 'FAILED';
   meanBatch: number;
+  meanCommitMs: number;
   /** Processing when the load stopped: events not folded, jobs not finished, seconds to clear both (null: not within the bound). Null without workers. */
   catchUp: { unfolded: number; openJobs: number; seconds: number | null } | null;
 }
@@ -124,20 +127,21 @@ export function renderMarkdown(r: Results): string {
   lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured. Open loop: ${String(r.settings.openGenerator ?? 'node:http client')}.`, '');
   if (r.throughput.length > 0) {
     lines.push(...table(
-      ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'mean batch', 'rows = 2xx'],
+      ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'mean batch', 'mean commit ms', 'rows = 2xx'],
       r.throughput.map((t) => [
         t.name, fmt(t.rps), fmt(t.p50Ms, 2), fmt(t.p99Ms, 2), `${t.socketErrors} / ${t.non2xx}`, fmt(t.peakRssMB, 1),
         t.ratio === undefined ? '' : `${fmt(t.ratio, 3)}x`,
         fmt(t.meanBatch, 1),
+        fmt(t.meanCommitMs, 2),
         t.rowCheck === undefined ? '' : `${t.rowCheck} (${fmt(t.rowsStored)} rows, ${fmt(t.acked2xx)} 2xx, ${fmt(t.unanswered)} in flight at stop)`,
       ]),
     ), '');
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'mean commit ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
       r.fixedRate.map((f) => [
-        fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1),
+        fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1), fmt(f.meanCommitMs, 2),
         f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
         f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',

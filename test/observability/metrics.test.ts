@@ -51,6 +51,11 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="archive"\} 0/);
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="crm"\} [0-9.]+/);
     expect(text).toMatch(/receiver_jobs\{state="done",kind="fetch_result"\} 3/);
+    // One commit-duration observation per ingest transaction, each a real (non-zero) time.
+    const histogram = (name: string, part: 'count' | 'sum') => Number(new RegExp(`^${name}_${part} ([0-9.e-]+)$`, 'm').exec(text)?.[1]);
+    expect(histogram('receiver_group_commit_duration_seconds', 'count')).toBeGreaterThan(0);
+    expect(histogram('receiver_group_commit_duration_seconds', 'count')).toBe(histogram('receiver_group_commit_batch_size', 'count'));
+    expect(histogram('receiver_group_commit_duration_seconds', 'sum')).toBeGreaterThan(0);
     // The receiver's database is a file: its WAL exists and has been written.
     expect(Number(/^receiver_sqlite_wal_bytes (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
   });
