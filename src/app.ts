@@ -45,12 +45,21 @@ export interface AppDeps {
 
 export type App = ReturnType<typeof createApp>;
 
+/** The server's database; an error names the path and the setting it came from. */
+function openServerDatabase(path: string) {
+  try {
+    return openDatabase(path, { checkpointer: true });
+  } catch (err) {
+    throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
+  }
+}
+
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? createLogger(config.logLevel);
-  const database = deps.database ?? openDatabase(config.databasePath, { checkpointer: true });
+  const database = deps.database ?? openServerDatabase(config.databasePath);
   if (database.ingestWait.unavailable) {
     // Deliveries are still stored and processed; only the hand-over of the write lock to
     // waiting deliveries across processes is lost.

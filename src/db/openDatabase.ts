@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -9,6 +8,7 @@ import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './i
 import { migrate } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
+import { ensureDirSync } from '../util/ensureDir.js';
 
 export interface OpenDatabase {
   /** For everything but the ingest hot path: queue, handlers, readers. */
@@ -208,7 +208,7 @@ export interface OpenOptions {
 }
 
 export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') ensureDirSync(dirname(path));
   const sqlite = new BetterSqlite3(path);
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };

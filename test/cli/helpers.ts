@@ -2,15 +2,22 @@ import { runTs } from '../helpers/childServer.js';
 
 export interface CliResult {
   code: number | null;
+  /** SIGKILL when it outlived `killAfterMs` */
+  signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
 }
 
-/** Runs the real CLI (src/cli/main.ts) as a child process, with only the given environment (plus PATH). */
-export async function cli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+/**
+ * Runs the real CLI (src/cli/main.ts) as a child process, with only the given environment (plus
+ * PATH). A child still running after `killAfterMs` is killed, so a hang fails its test and leaves
+ * no process behind.
+ */
+export async function cli(args: string[], env: Record<string, string> = {}, killAfterMs = 25_000): Promise<CliResult> {
   const child = runTs('src/cli/main.ts', args, env);
-  const { code } = await child.exited;
-  return { code, stdout: child.stdout.join(''), stderr: child.stderr.join('') };
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), killAfterMs);
+  const { code, signal } = await child.exited.finally(() => clearTimeout(timer));
+  return { code, signal, stdout: child.stdout.join(''), stderr: child.stderr.join('') };
 }
 
 /** Polls `check` until it returns a value (bounded). */

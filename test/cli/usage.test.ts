@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
@@ -46,6 +47,13 @@ describe('CLI usage', () => {
       expect(code === 0 ? r.stdout : r.stderr, args.join(' ')).toMatch(message);
       if (code === 2) expect(r.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1);
     });
+  });
+
+  it.skipIf(!existsSync('/proc/self'))('a database path under /proc fails at once with the path named (Node\'s own recursive mkdir spins there forever)', async () => {
+    const r = await cli(['migrate', '--database', '/proc/no-such-dir/receiver.db'], {}, 10_000);
+    expect(r.signal, 'killed: the command did not end').toBeNull();
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("error: cannot open the database at /proc/no-such-dir/receiver.db: ENOENT: no such file or directory, mkdir '/proc/no-such-dir'\n");
   });
 
   it('webhooks needs only the API settings, names the bad one and never echoes a key', async () => {

@@ -48,6 +48,15 @@ describe('the receiver as a real process', () => {
     expect(child.stderr.join('')).toMatch(/schema version 999.*newer version of the receiver/);
   });
 
+  it.skipIf(!existsSync('/proc/self'))('exits non-zero naming DATABASE_PATH when its directory cannot be made (under /proc, where Node\'s recursive mkdir never returns)', async () => {
+    const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: '/proc/no-such-dir/receiver.db', PORT: '0' });
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 10_000);
+    expect(await child.exited.finally(() => clearTimeout(timer))).toEqual({ code: 1, signal: null });
+    expect(child.stderr.join('')).toBe(
+      "fatal: cannot open the database at /proc/no-such-dir/receiver.db (DATABASE_PATH): ENOENT: no such file or directory, mkdir '/proc/no-such-dir'\n",
+    );
+  });
+
   it('drains and exits 0 on SIGTERM', async () => {
     const secret = newSecret();
     const port = await freePort();

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -136,6 +136,13 @@ describe('file sink', () => {
     await h.post(envelope());
     await h.settle();
     expect(h.deliveries('archive')[0]).toMatchObject({ state: 'retrying', attempts: 1, last_error: expect.stringMatching(/cannot append to .*EISDIR/) });
+  });
+
+  it.skipIf(!existsSync('/proc/self'))('a folder that cannot be made (under /proc, where Node\'s recursive mkdir never settles) is a retryable failure too', async () => {
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path: '/proc/no-such-dir/events.ndjson' }] });
+    await h.post(envelope());
+    await h.settle();
+    expect(h.deliveries('archive')[0]).toMatchObject({ state: 'retrying', attempts: 1, last_error: expect.stringMatching(/cannot append to .*ENOENT/) });
   });
 });
 

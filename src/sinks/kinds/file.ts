@@ -1,9 +1,10 @@
 import { constants } from 'node:fs';
-import { mkdir, open } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { RetryableError } from '../../hiring/errors.js';
 import type { Logger } from '../../observability/logger.js';
+import { ensureDir } from '../../util/ensureDir.js';
 import type { DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 
 export interface FileSinkOptions {
@@ -25,7 +26,7 @@ const NEWLINE = 0x0a;
 const CHUNK = 64 * 1024;
 
 export const openAppend: OpenSinkFile = async (path) => {
-  await mkdir(dirname(path), { recursive: true });
+  await ensureDir(dirname(path));
   // O_APPEND: every write lands at the end, as one write(2) of the whole line.
   return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o644);
 };
