@@ -1,4 +1,4 @@
-import { API_KEY, ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
+import { ConfigError, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
 import { CliError } from './errors.js';
 
 /**
@@ -48,40 +48,38 @@ export interface ApiSettings {
 }
 
 /**
- * Credentials of the hiring API. `--source NAME` (or no HIRING_API_URL but a
- * CONFIG_FILE) reads the configuration like the server and takes that
- * source's api_url/api_key; otherwise HIRING_API_URL and HIRING_API_KEY alone.
+ * Credentials of the hiring API. `--source NAME` (or no HIRING_API_URL but a CONFIG_FILE) takes
+ * that source's api_url/api_key (`default` is HIRING_API_URL/HIRING_API_KEY); otherwise
+ * HIRING_API_URL and HIRING_API_KEY alone. Only those settings are read: a source whose signing
+ * secret is not set yet can be named (`webhooks register` is how it gets one), and neither the
+ * sinks nor the server's other variables can stop an API command.
  */
 export function apiSettings(env: Env, source?: string): ApiSettings {
   const hasEnv = (env['HIRING_API_URL'] ?? '') !== '' || (env['HIRING_API_KEY'] ?? '') !== '';
-  if (source !== undefined || (!hasEnv && (env['CONFIG_FILE'] ?? '') !== '')) {
-    const config = fullConfig(env);
-    const name = source ?? (config.sources.length === 1 ? config.sources[0]!.name : undefined);
-    if (name === undefined) {
-      throw new CliError(`several sources are configured (${config.sources.map((s) => s.name).join(', ')}); choose one with --source`, 2);
-    }
-    const src = config.sources.find((s) => s.name === name);
-    if (!src) throw new CliError(`no source named ${JSON.stringify(name)} is configured (known: ${config.sources.map((s) => s.name).join(', ')})`, 2);
-    if (!src.apiUrl || !src.apiKey) throw new CliError(`source ${JSON.stringify(name)} has no api_url/api_key`);
-    return { apiUrl: src.apiUrl, apiKey: src.apiKey, origin: `source ${name}` };
+  const fromFile = source !== undefined || (!hasEnv && (env['CONFIG_FILE'] ?? '') !== '');
+  let sources: ApiSource[];
+  try {
+    sources = fromFile ? loadApiSources({ ...env }) : [];
+  } catch (err) {
+    if (err instanceof ConfigError) throw configProblems(err.problems);
+    throw err;
   }
-  const problems: string[] = [];
-  const url = env['HIRING_API_URL'] ?? '';
-  const key = env['HIRING_API_KEY'] ?? '';
-  let apiUrl = '';
-  if (url === '') problems.push('HIRING_API_URL: is required (the hiring service host, e.g. https://hiring.example.com)');
-  else {
-    try {
-      const u = new URL(url);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-      apiUrl = url.replace(/\/+$/, '');
-    } catch {
-      problems.push(`HIRING_API_URL: must be an http(s) URL of the service host, got ${JSON.stringify(url)}`);
-    }
+  if (!fromFile) {
+    // HIRING_API_URL/HIRING_API_KEY alone, as source `default` (WEBHOOK_SECRET is not needed here).
+    sources = loadApiSources({ HIRING_API_URL: env['HIRING_API_URL'], HIRING_API_KEY: env['HIRING_API_KEY'], WEBHOOK_SECRET: '' });
   }
-  // Never echo the key: it may be a real key with a typo.
-  if (key === '') problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
-  else if (!API_KEY.test(key)) problems.push('HIRING_API_KEY: must have the form sk-<segment>.<segment>');
-  if (problems.length > 0) throw configProblems(problems);
-  return { apiUrl, apiKey: key, origin: 'HIRING_API_URL/HIRING_API_KEY' };
+  const configured = sources.map((s) => s.name);
+  const name = source ?? (sources.length === 1 ? sources[0]!.name : undefined);
+  if (name === undefined) {
+    if (sources.length === 0) throw new CliError('no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE', 2);
+    throw new CliError(`several sources are configured (${configured.join(', ')}); choose one with --source`, 2);
+  }
+  const src = sources.find((s) => s.name === name);
+  if (!src) {
+    const known = configured.length > 0 ? configured.join(', ') : 'none';
+    throw new CliError(`no source named ${JSON.stringify(name)} is configured (known: ${known})`, 2);
+  }
+  if (src.problems.length > 0) throw configProblems(src.problems);
+  if (!src.apiUrl || !src.apiKey) throw new CliError(`source ${JSON.stringify(name)} has no api_url/api_key`);
+  return { apiUrl: src.apiUrl, apiKey: src.apiKey, origin: name === 'default' && !fromFile ? 'HIRING_API_URL/HIRING_API_KEY' : `source ${name}` };
 }

@@ -69,7 +69,7 @@ type Env = Record<string, string | undefined>;
 function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw)) {
+  if (!/^-?\d+$/.test(raw)) {
     problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
     return fallback;
   }
@@ -83,15 +83,30 @@ function required(name: string, problems: string[]): null {
   return null;
 }
 
+/**
+ * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
+ * slash. A URL that already ends in /api, /api/v1 or /api/v2 is refused with the fix: the client
+ * adds those itself, so every read would go to /api/v2/api/v1/... and answer 404.
+ */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
+  let u: URL;
   try {
-    const u = new URL(value);
+    u = new URL(value);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-    return value.replace(/\/+$/, '');
   } catch {
     problems.push(`${where}: must be an http(s) URL of the service host, got ${JSON.stringify(value)}`);
     return null;
   }
+  const base = value.replace(/\/+$/, '');
+  const versioned = /\/api(\/v\d+)?$/i.exec(u.pathname.replace(/\/+$/, ''));
+  if (versioned && !u.search && !u.hash) {
+    const suggestion = base.slice(0, base.length - versioned[0].length);
+    problems.push(
+      `${where}: give the service's base URL without ${versioned[0]} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(suggestion)}, got ${JSON.stringify(value)}`,
+    );
+    return null;
+  }
+  return base;
 }
 
 function checkApiKey(where: string, value: string, problems: string[]): string | null {
@@ -151,6 +166,9 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 
   if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
     problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
+    // The default source needs all three: say so at once, not one start-up at a time.
+    if (!configFile && !env.HIRING_API_URL) required('HIRING_API_URL', problems);
+    if (!configFile && !env.HIRING_API_KEY) required('HIRING_API_KEY', problems);
   }
   const seen = new Set<string>();
   for (const s of sources) {
@@ -176,6 +194,78 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   });
 }
 
+/** One source's hiring API settings, for a tool that only calls the API; problems name their field. */
+export interface ApiSource {
+  readonly name: string;
+  readonly apiUrl: string | null;
+  readonly apiKey: string | null;
+  readonly problems: readonly string[];
+}
+
+const apiOnlyFileSchema = z.object({
+  sources: z.array(z.object({ name: z.string(), api_url: secretRef, api_key: secretRef }).passthrough()).optional(),
+});
+
+/**
+ * The sources' API settings (HIRING_API_URL/HIRING_API_KEY as source `default`, and CONFIG_FILE
+ * `sources`), reading nothing else: not the signing secrets (a new organization gets its secret
+ * from `webhooks register`, which needs these settings first), not the sinks, not the server's
+ * other variables. Throws a ConfigError only for a CONFIG_FILE that cannot be read or parsed.
+ */
+export function loadApiSources(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): ApiSource[] {
+  const out: ApiSource[] = [];
+  if (env.WEBHOOK_SECRET !== undefined || env.HIRING_API_URL || env.HIRING_API_KEY) {
+    const problems: string[] = [];
+    if (!env.HIRING_API_URL) problems.push('HIRING_API_URL: is required (the hiring service host, e.g. https://hiring.example.com)');
+    if (!env.HIRING_API_KEY) problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
+    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
+    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
+    out.push({ name: 'default', apiUrl, apiKey, problems });
+  }
+  const path = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
+  if (!path) return out;
+  const fileProblems: string[] = [];
+  const json = readConfigJson(path, readFile, fileProblems);
+  const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json);
+  if (parsed && !parsed.success) {
+    for (const issue of parsed.error.issues) fileProblems.push(`CONFIG_FILE ${issue.path.length > 0 ? issue.path.join('.') : '(top level)'}: ${issue.message}`);
+  }
+  if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
+  (parsed.data.sources ?? []).forEach((src, i) => {
+    const at = `CONFIG_FILE sources.${i}`;
+    const problems: string[] = [];
+    const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
+    const urlRaw = resolve(`${at}.api_url`, src.api_url);
+    const keyRaw = resolve(`${at}.api_key`, src.api_key);
+    out.push({
+      name: src.name,
+      apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
+      apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
+      problems,
+    });
+  });
+  return out;
+}
+
+/** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */
+function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (err) {
+    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    return undefined;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    // Only the position: V8's message quotes the text around the error, which may be a secret.
+    const at = /position (\d+)/.exec((err as Error).message)?.[1];
+    problems.push(`CONFIG_FILE: ${path} is not valid JSON${at ? ` (error at character ${at})` : ''}`);
+    return undefined;
+  }
+}
+
 function loadFileSources(
   path: string,
   env: Env,
@@ -184,22 +274,8 @@ function loadFileSources(
   problems: string[],
   sinksOut: SinkConfig[],
 ): void {
-  let text: string;
-  try {
-    text = readFile(path);
-  } catch (err) {
-    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-    return;
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    // Only the position: V8's message quotes the text around the error, which may be a secret.
-    const at = /position (\d+)/.exec((err as Error).message)?.[1];
-    problems.push(`CONFIG_FILE: ${path} is not valid JSON${at ? ` (error at character ${at})` : ''}`);
-    return;
-  }
+  const json = readConfigJson(path, readFile, problems);
+  if (json === undefined) return;
   const parsed = fileSchema.safeParse(json);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

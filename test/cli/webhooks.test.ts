@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../../src/sandbox/createSandbox.js';
 import { ACME_KEY } from '../helpers/pair.js';
@@ -88,6 +91,41 @@ describe('webhooks against the sandbox', () => {
     expect(gone.code).toBe(1);
     expect(gone.stderr).toMatch(/not found \(404\)/);
     expect((JSON.parse(after.stdout) as { id: string }[]).some((h) => h.id === target.id)).toBe(false);
+  });
+
+  it('--source reads only that source\'s API settings: a new source without its signing secret yet can register', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'webhooks-source-'));
+    try {
+      const file = join(dir, 'config.json');
+      writeFileSync(
+        file,
+        JSON.stringify({
+          sources: [
+            { name: 'acme', secrets: { env: 'ACME_WEBHOOK_SECRET' }, api_url: env.HIRING_API_URL, api_key: { env: 'ACME_API_KEY' } },
+            { name: 'globex', secrets: { env: 'GLOBEX_WEBHOOK_SECRET' }, api_url: { env: 'GLOBEX_API_URL' }, api_key: 'sk-globex.key' },
+          ],
+          sinks: [{ name: 'broken', type: 'http', url: 'not a url' }],
+        }),
+      );
+      // The receiver host's shell: a default source's secret without its API settings, a bad PORT.
+      const shell = { CONFIG_FILE: file, ACME_API_KEY: ACME_KEY, WEBHOOK_SECRET: 'whsec_not-decoded-here', PORT: 'eighty' };
+      const listed = await cli(['webhooks', 'list', '--source', 'acme', '--json'], shell);
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(Array.isArray(JSON.parse(listed.stdout))).toBe(true);
+      const registered = await cli(['webhooks', 'register', '--source', 'acme', '--url', 'http://127.0.0.1:8090/webhooks'], shell);
+      expect(registered.code, registered.stderr).toBe(0);
+      expect(registered.stdout).toMatch(/whsec_/);
+
+      const unset = await cli(['webhooks', 'list', '--source', 'globex'], shell);
+      expect({ code: unset.code, stderr: unset.stderr }).toEqual({ code: 1, stderr: 'config error: CONFIG_FILE sources.1.api_url: environment variable GLOBEX_API_URL is not set\n' });
+      const unknown = await cli(['webhooks', 'list', '--source', 'initech'], shell);
+      expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: 'error: no source named "initech" is configured (known: default, acme, globex)\n' });
+      const noDefault = await cli(['webhooks', 'list', '--source', 'default'], shell);
+      expect(noDefault.code).toBe(1);
+      expect(noDefault.stderr).toMatch(/^config error: HIRING_API_URL: is required/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('says plainly when the key is refused', async () => {

@@ -64,6 +64,32 @@ describe('loadConfig', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '2' })).toEqual(['PROCESSING_SHARE: must be between 5 and 100, got 2']);
   });
 
+  it.each([
+    ['https://hiring.example/api/v2', 'https://hiring.example', '/api/v2'],
+    ['https://hiring.example/api/v1/', 'https://hiring.example', '/api/v1'],
+    ['https://gateway.example/hiring/api', 'https://gateway.example/hiring', '/api'],
+  ])('refuses the versioned API URL %s as HIRING_API_URL or api_url, naming the base URL to give', (url, base, suffix) => {
+    const message = `give the service's base URL without ${suffix} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}, got ${JSON.stringify(url)}`;
+    expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' })).toEqual([`HIRING_API_URL: ${message}`]);
+    const file = JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: url, api_key: 'sk-abc.def' }] });
+    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': file })).toEqual([`CONFIG_FILE sources.0.api_url: ${message}`]);
+  });
+
+  it('keeps a base URL with a path prefix of its own (a gateway), minus trailing slashes', () => {
+    const cfg = loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://gateway.example/hiring/', HIRING_API_KEY: 'sk-abc.def' });
+    expect(cfg.sources[0]!.apiUrl).toBe('https://gateway.example/hiring');
+    expect(loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://api.example/apis', HIRING_API_KEY: 'sk-abc.def' }).sources[0]!.apiUrl).toBe('https://api.example/apis');
+  });
+
+  it('gives the range for a negative number, and every missing setting of the default source at once', () => {
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), MAX_BODY_BYTES: '-1' })).toEqual(['MAX_BODY_BYTES: must be between 1024 and 67108864, got -1']);
+    expect(problemsOf({})).toEqual([
+      'WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)',
+      'HIRING_API_URL: is required (results are fetched from the hiring service with it)',
+      'HIRING_API_KEY: is required (results are fetched from the hiring service with it)',
+    ]);
+  });
+
   it('reads sources from CONFIG_FILE, with secrets inline or from the environment', () => {
     const cfg = loadConfig(
       { CONFIG_FILE: '/c.json', ACME_KEY: 'sk-abc.def', ACME_SECRET: newSecret() },
