@@ -32,7 +32,7 @@ export function buildProgram(io: CliIo, outcome: Outcome): Command {
     .addHelpText(
       'after',
       `${examples(['hiring-receiver demo', 'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --secret whsec_...', 'hiring-receiver status', 'hiring-receiver <command> --help'])}
-Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's environment and CONFIG_FILE (see docs/cli.md).`,
+Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's environment and CONFIG_FILE (README.md, "Configuration" and "The command line").`,
     );
 
   const done = (p: Promise<number>) =>

@@ -50,7 +50,11 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     fd = openSync(`${real}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, mode);
     // A new file gets the umask's cut of `mode`; SQLite sets its own files back to the database's mode too.
     const created = fstatSync(fd);
-    if (created.size === 0 && (created.mode & 0o777) !== mode) fchmodSync(fd, mode);
+    if (created.size === 0) {
+      if ((created.mode & 0o777) !== mode) fchmodSync(fd, mode);
+      // Its 8 bytes from the start (0: nobody waiting), not only after the first commit.
+      writeSync(fd, Buffer.alloc(8), 0, 8, 0);
+    }
   } catch (err) {
     return { ...NO_INGEST_WAIT, unavailable: `${databasePath}${INGEST_WAIT_SUFFIX}: ${(err as Error).message}` };
   }

@@ -5,7 +5,7 @@ function parsePort(raw: string | undefined): number {
   if (raw === undefined || raw === '') return 4010;
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`SANDBOX_PORT must be an integer 0-65535, got "${raw}"`);
+    throw new Error(`config error: SANDBOX_PORT: must be an integer 0-65535, got ${JSON.stringify(raw)}`);
   }
   return port;
 }
@@ -41,6 +41,8 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
 }
 
 main(process.env).catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
+  // A config error says so itself; anything else (a port in use) gets the CLI's "error:" prefix.
+  const message = err instanceof Error ? err.message : String(err);
+  console.error(message.startsWith('config error:') ? message : `error: ${message}`);
   process.exit(1);
 });

@@ -173,11 +173,40 @@ describe('operations on a running receiver', () => {
       const r = await cli(['replay', '--all', '--processing', '--dry-run', '--json'], { DATABASE_PATH: own });
       expect(r.code, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout)).toMatchObject({ selected: 3, processing: { queued: 1, already_queued: 2 } });
+      // The plain lines put what is left out, and why, after what is queued, never under the verb.
+      const file = join(dir, 'waiting-config.json');
+      writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'waiting.ndjson') }] }));
+      const plain = await cli(['replay', '--all', '--processing', '--sink', 'archive', '--dry-run'], { DATABASE_PATH: own, CONFIG_FILE: file });
+      expect(plain.code, plain.stderr).toBe(0);
+      expect(plain.stdout).toMatch(/^would queue evt-w1 application\.created: processing; skipped: sink archive \(not settled yet\)$/m);
+      expect(plain.stdout).toMatch(/^nothing for evt-w2 application\.created; skipped: processing \(already queued\), sink archive \(not settled yet\)$/m);
       const status = await cli(['status'], { DATABASE_PATH: own });
       expect(status.stdout).toMatch(/^processing {5}2 events waiting, oldest stored \d+ \w+ ago$/m);
     } finally {
       w.close();
     }
+  });
+
+  it('sinks list shows a sink a 410 disabled; sinks enable re-enables it, and names the known sinks for an unknown one (exit 2)', async () => {
+    db.prepare(
+      `INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at)
+       VALUES ('scores', ?, 'the consumer answered 410 Gone', 410, 'x', ?)
+       ON CONFLICT (sink) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason`,
+    ).run(new Date().toISOString(), new Date().toISOString());
+    const cfg = { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! };
+    const listed = await cli(['sinks', 'list', '--json'], cfg);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as { name: string; enabled: boolean }[]).map((r) => [r.name, r.enabled])).toEqual([
+      ['archive', true],
+      ['scores', false],
+    ]);
+    const unknown = await cli(['sinks', 'enable', 'nosuch'], cfg);
+    expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: 'error: no sink named "nosuch" (known: archive, scores)\n' });
+    const enabled = await cli(['sinks', 'enable', 'scores'], cfg);
+    expect(enabled.code, enabled.stderr).toBe(0);
+    expect(enabled.stdout).toBe('sink scores enabled; its waiting deliveries go out now\n');
+    expect(one<{ disabled_at: string | null }>("SELECT disabled_at FROM sink_state WHERE sink = 'scores'").disabled_at).toBeNull();
+    expect((await cli(['sinks', 'enable', 'scores'], cfg)).stdout).toBe('sink scores was not disabled\n');
   });
 
   it('lists dead letters and runs them again', async () => {

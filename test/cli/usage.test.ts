@@ -56,6 +56,11 @@ describe('CLI usage', () => {
     expect(r.stderr).toBe("error: cannot open the database at /proc/no-such-dir/receiver.db: ENOENT: no such file or directory, mkdir '/proc/no-such-dir'\n");
   });
 
+  it('sandbox names a bad SANDBOX_PORT as a config error', async () => {
+    const r = await cli(['sandbox'], { SANDBOX_PORT: 'abc' }, 10_000);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 1, stderr: 'config error: SANDBOX_PORT: must be an integer 0-65535, got "abc"\n' });
+  });
+
   it('webhooks needs only the API settings, names the bad one and never echoes a key', async () => {
     const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
     expect(r.code).toBe(1);

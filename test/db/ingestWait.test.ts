@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
@@ -73,7 +73,8 @@ describe('the ingest-wait signal between processes', () => {
     new BetterSqlite3(path).close();
     const serve = signal(path, 50);
     const work = signal(path, 50);
-    expect(existsSync(`${path}${INGEST_WAIT_SUFFIX}`)).toBe(true);
+    // Its documented 8 bytes (0: nobody waiting) from the start.
+    expect(readFileSync(`${path}${INGEST_WAIT_SUFFIX}`)).toEqual(Buffer.alloc(8));
     expect(work.isWaiting(1_000_000)).toBe(false);
     serve.waiting(1_000_000);
     expect(work.isWaiting(1_000_010)).toBe(true);

@@ -146,10 +146,12 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         const cursor = processing ? jobs.processingCursor() : 0;
         for (const e of batch) {
           const what: string[] = [];
+          // Left out, with why: listed after the queued parts, never under the verb.
+          const skipped: string[] = [];
           if (processing) {
             if (openProcessing.has(e.id) || e.seq > cursor) {
               counts.processing.already_queued++;
-              what.push('processing (already queued)');
+              skipped.push('processing (already queued)');
             } else {
               counts.processing.queued++;
               what.push('processing');
@@ -166,13 +168,14 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
             if (!e.settled) {
               // Not complete yet: it is fanned out when its processing settles.
               c.not_settled++;
-              what.push(`sink ${sink.name} (not settled yet, skipped)`);
+              skipped.push(`sink ${sink.name} (not settled yet)`);
               continue;
             }
             if (w) {
               const queued = await queueSinkReplay(w, e.id, targets, [sink.name], now);
               if (!queued.includes(sink.name)) {
                 c.not_settled++;
+                skipped.push(`sink ${sink.name} (not settled yet)`);
                 continue;
               }
               pairs.push({ event: e.id, sink: sink.name });
@@ -180,7 +183,10 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
             c.queued++;
             what.push(`sink ${sink.name}`);
           }
-          if (plain) lines.push(`${what.length > 0 ? verb : 'nothing for'} ${e.id} ${e.event_type}${what.length > 0 ? `: ${what.join(', ')}` : ''}`);
+          if (plain) {
+            const head = what.length > 0 ? `${verb} ${e.id} ${e.event_type}: ${what.join(', ')}` : `nothing for ${e.id} ${e.event_type}`;
+            lines.push(skipped.length > 0 ? `${head}; skipped: ${skipped.join(', ')}` : head);
+          }
         }
       };
       if (o.dryRun) await work(null);
