@@ -49,7 +49,8 @@ export interface ApiSettings {
 
 /**
  * Credentials of the hiring API. `--source NAME` (or no HIRING_API_URL but a CONFIG_FILE) takes
- * that source's api_url/api_key (`default` is HIRING_API_URL/HIRING_API_KEY); otherwise
+ * that source's api_url/api_key, the sources being the server's (`default` is
+ * HIRING_API_URL/HIRING_API_KEY when WEBHOOK_SECRET is set); otherwise
  * HIRING_API_URL and HIRING_API_KEY alone. Only those settings are read: a source whose signing
  * secret is not set yet can be named (`webhooks register` is how it gets one), and neither the
  * sinks nor the server's other variables can stop an API command.
@@ -71,7 +72,8 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
   const configured = sources.map((s) => s.name);
   const name = source ?? (sources.length === 1 ? sources[0]!.name : undefined);
   if (name === undefined) {
-    if (sources.length === 0) throw new CliError('no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE', 2);
+    // Missing configuration, not bad usage: exit 1, as for the other config errors.
+    if (sources.length === 0) throw configProblems(['no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE']);
     throw new CliError(`several sources are configured (${configured.join(', ')}); choose one with --source`, 2);
   }
   const src = sources.find((s) => s.name === name);

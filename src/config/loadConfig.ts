@@ -69,7 +69,8 @@ type Env = Record<string, string | undefined>;
 function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^-?\d+$/.test(raw)) {
+  // A minus sign is read (to name the range), but not "-0".
+  if (!/^(?:-?[1-9]\d*|\d+)$/.test(raw)) {
     problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
     return fallback;
   }
@@ -85,8 +86,10 @@ function required(name: string, problems: string[]): null {
 
 /**
  * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. A URL that already ends in /api, /api/v1 or /api/v2 is refused with the fix: the client
- * adds those itself, so every read would go to /api/v2/api/v1/... and answer 404.
+ * slash. Refused, each with its fix: a URL ending in /api/v1 or /api/v2 (the client adds those
+ * itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own path
+ * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
+ * never echoed, and the API key is the bearer token anyway).
  */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
   let u: URL;
@@ -97,16 +100,23 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
     problems.push(`${where}: must be an http(s) URL of the service host, got ${JSON.stringify(value)}`);
     return null;
   }
-  const base = value.replace(/\/+$/, '');
-  const versioned = /\/api(\/v\d+)?$/i.exec(u.pathname.replace(/\/+$/, ''));
-  if (versioned && !u.search && !u.hash) {
-    const suggestion = base.slice(0, base.length - versioned[0].length);
-    problems.push(
-      `${where}: give the service's base URL without ${versioned[0]} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(suggestion)}, got ${JSON.stringify(value)}`,
-    );
+  if (u.username !== '' || u.password !== '') {
+    problems.push(`${where}: must not carry a user name or password (user:password@); the API key is sent as the bearer token`);
     return null;
   }
-  return base;
+  // Built from the parsed URL (credentials are refused above), not by cutting the raw text.
+  const path = u.pathname.replace(/\/+$/, '');
+  const versioned = /\/api\/v\d+$/i.exec(path);
+  if (versioned) {
+    const base = u.origin + path.slice(0, path.length - versioned[0].length);
+    problems.push(`${where}: give the service's base URL without ${versioned[0]} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
+    return null;
+  }
+  if (u.search !== '' || u.hash !== '') {
+    problems.push(`${where}: must not have a query or fragment: give the service's base URL, ${JSON.stringify(u.origin + path)}`);
+    return null;
+  }
+  return u.origin + path;
 }
 
 function checkApiKey(where: string, value: string, problems: string[]): string | null {
@@ -202,19 +212,41 @@ export interface ApiSource {
   readonly problems: readonly string[];
 }
 
-const apiOnlyFileSchema = z.object({
-  sources: z.array(z.object({ name: z.string(), api_url: secretRef, api_key: secretRef }).passthrough()).optional(),
-});
+/**
+ * The server's file shape, as strict (a typo is still reported with its path), with the
+ * contents of `secrets` and `sinks` left unread.
+ */
+const apiOnlyFileSchema = z
+  .object({
+    sources: z
+      .array(
+        z
+          .object({
+            name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
+            secrets: z.unknown().optional(),
+            api_url: secretRef,
+            api_key: secretRef,
+          })
+          .strict(),
+      )
+      .optional(),
+    sinks: z.unknown().optional(),
+  })
+  .strict();
 
 /**
- * The sources' API settings (HIRING_API_URL/HIRING_API_KEY as source `default`, and CONFIG_FILE
- * `sources`), reading nothing else: not the signing secrets (a new organization gets its secret
- * from `webhooks register`, which needs these settings first), not the sinks, not the server's
- * other variables. Throws a ConfigError only for a CONFIG_FILE that cannot be read or parsed.
+ * The sources' API settings, as the server configures its sources (HIRING_API_URL/HIRING_API_KEY
+ * are source `default` when WEBHOOK_SECRET is set, or when there is no CONFIG_FILE; CONFIG_FILE
+ * `sources` besides), reading nothing else: not the signing secrets (a new organization gets its
+ * secret from `webhooks register`, which needs these settings first), not the sinks, not the
+ * server's other variables. A source's own problems (an unset variable, a bad URL or key, its
+ * name used twice) are in its `problems`; a CONFIG_FILE that cannot be read or parsed, or has a
+ * key the server would not accept, throws a ConfigError.
  */
 export function loadApiSources(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): ApiSource[] {
   const out: ApiSource[] = [];
-  if (env.WEBHOOK_SECRET !== undefined || env.HIRING_API_URL || env.HIRING_API_KEY) {
+  const path = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
+  if (env.WEBHOOK_SECRET !== undefined || (!path && (env.HIRING_API_URL || env.HIRING_API_KEY))) {
     const problems: string[] = [];
     if (!env.HIRING_API_URL) problems.push('HIRING_API_URL: is required (the hiring service host, e.g. https://hiring.example.com)');
     if (!env.HIRING_API_KEY) problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
@@ -222,29 +254,32 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
     const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
     out.push({ name: 'default', apiUrl, apiKey, problems });
   }
-  const path = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
-  if (!path) return out;
-  const fileProblems: string[] = [];
-  const json = readConfigJson(path, readFile, fileProblems);
-  const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json);
-  if (parsed && !parsed.success) {
-    for (const issue of parsed.error.issues) fileProblems.push(`CONFIG_FILE ${issue.path.length > 0 ? issue.path.join('.') : '(top level)'}: ${issue.message}`);
-  }
-  if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
-  (parsed.data.sources ?? []).forEach((src, i) => {
-    const at = `CONFIG_FILE sources.${i}`;
-    const problems: string[] = [];
-    const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
-    const urlRaw = resolve(`${at}.api_url`, src.api_url);
-    const keyRaw = resolve(`${at}.api_key`, src.api_key);
-    out.push({
-      name: src.name,
-      apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
-      apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
-      problems,
+  if (path) {
+    const fileProblems: string[] = [];
+    const json = readConfigJson(path, readFile, fileProblems);
+    const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json);
+    if (parsed && !parsed.success) {
+      for (const issue of parsed.error.issues) fileProblems.push(`CONFIG_FILE ${issue.path.length > 0 ? issue.path.join('.') : '(top level)'}: ${issue.message}`);
+    }
+    if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
+    (parsed.data.sources ?? []).forEach((src, i) => {
+      const at = `CONFIG_FILE sources.${i}`;
+      const problems: string[] = [];
+      const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
+      const urlRaw = resolve(`${at}.api_url`, src.api_url);
+      const keyRaw = resolve(`${at}.api_key`, src.api_key);
+      out.push({
+        name: src.name,
+        apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
+        apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
+        problems,
+      });
     });
-  });
-  return out;
+  }
+  // As the server: a name used twice is an error, here for the source that would be chosen.
+  const uses = new Map<string, number>();
+  for (const s of out) uses.set(s.name, (uses.get(s.name) ?? 0) + 1);
+  return out.map((s) => (uses.get(s.name)! > 1 ? { ...s, problems: [...s.problems, `CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`] } : s));
 }
 
 /** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */

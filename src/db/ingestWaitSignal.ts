@@ -1,4 +1,4 @@
-import { closeSync, constants, fchmodSync, fstatSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
+import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
 
 /**
  * Tells processes sharing a database that an ingest commit is waiting for the write lock.
@@ -43,7 +43,7 @@ export const NO_INGEST_WAIT: IngestWaitSignal = { waiting() {}, committed() {}, 
  */
 export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): IngestWaitSignal {
   if (databasePath === ':memory:' || databasePath === '') return NO_INGEST_WAIT;
-  let fd: number;
+  let fd: number | undefined;
   try {
     const real = realpathSync(databasePath);
     const mode = statSync(real).mode & 0o777;
@@ -52,12 +52,15 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     const created = fstatSync(fd);
     if (created.size === 0) {
       if ((created.mode & 0o777) !== mode) fchmodSync(fd, mode);
-      // Its 8 bytes from the start (0: nobody waiting), not only after the first commit.
-      writeSync(fd, Buffer.alloc(8), 0, 8, 0);
+      // Its 8 bytes from the start (0: nobody waiting). Extended, not written: another process
+      // that opened it meanwhile may already have said it is waiting.
+      ftruncateSync(fd, 8);
     }
   } catch (err) {
+    if (fd !== undefined) closeSync(fd);
     return { ...NO_INGEST_WAIT, unavailable: `${databasePath}${INGEST_WAIT_SUFFIX}: ${(err as Error).message}` };
   }
+  const file = fd;
   const buf = Buffer.alloc(8);
   // Whether the file may say "waiting": committed() writes only after a waiting() (and once at
   // first, to clear what a killed process left), not once per commit.
@@ -65,7 +68,7 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   let closed = false;
   const write = (v: number) => {
     buf.writeDoubleLE(v, 0);
-    writeSync(fd, buf, 0, 8, 0);
+    writeSync(file, buf, 0, 8, 0);
   };
   return {
     waiting(nowMs) {
@@ -79,14 +82,14 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
       said = false;
     },
     isWaiting(nowMs) {
-      if (closed || readSync(fd, buf, 0, 8, 0) < 8) return false;
+      if (closed || readSync(file, buf, 0, 8, 0) < 8) return false;
       const at = buf.readDoubleLE(0);
       return at > 0 && Math.abs(nowMs - at) < staleMs;
     },
     close() {
       if (closed) return;
       closed = true;
-      closeSync(fd);
+      closeSync(file);
     },
   };
 }

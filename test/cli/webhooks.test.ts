@@ -123,6 +123,28 @@ describe('webhooks against the sandbox', () => {
       const noDefault = await cli(['webhooks', 'list', '--source', 'default'], shell);
       expect(noDefault.code).toBe(1);
       expect(noDefault.stderr).toMatch(/^config error: HIRING_API_URL: is required/);
+
+      // The sources are the server's: without WEBHOOK_SECRET, HIRING_API_URL/KEY are not a source
+      // `default`, so a file's `default` is the one used; a name used twice, a typo, no source at
+      // all are config errors (exit 1), never a silent choice.
+      const write = (name: string, config: unknown) => {
+        const path = join(dir, name);
+        writeFileSync(path, JSON.stringify(config));
+        return path;
+      };
+      const fileDefault = write('default.json', { sources: [{ name: 'default', secrets: { env: 'UNSET' }, api_url: env.HIRING_API_URL, api_key: ACME_KEY }] });
+      const viaFile = await cli(['webhooks', 'list', '--source', 'default', '--json'], { CONFIG_FILE: fileDefault, HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-env.key' });
+      expect(viaFile.code, viaFile.stderr).toBe(0);
+      const source = (name: string, url: string) => ({ name, secrets: 'x', api_url: url, api_key: 'sk-a.b' });
+      const twice = write('twice.json', { sources: [source('acme', 'http://127.0.0.1:9'), source('acme', 'http://127.0.0.1:8')] });
+      expect(await cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: twice })).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE: source name "acme" is used twice\n' });
+      const typo = write('typo.json', { sources: [{ ...source('acme', 'http://127.0.0.1:9'), api_kye: 'sk-a.b' }] });
+      expect(await cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: typo })).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"\n' });
+      const none = write('none.json', { sinks: [] });
+      expect(await cli(['webhooks', 'list'], { CONFIG_FILE: none })).toMatchObject({
+        code: 1,
+        stderr: 'config error: no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE\n',
+      });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

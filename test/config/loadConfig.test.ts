@@ -67,22 +67,35 @@ describe('loadConfig', () => {
   it.each([
     ['https://hiring.example/api/v2', 'https://hiring.example', '/api/v2'],
     ['https://hiring.example/api/v1/', 'https://hiring.example', '/api/v1'],
-    ['https://gateway.example/hiring/api', 'https://gateway.example/hiring', '/api'],
-  ])('refuses the versioned API URL %s as HIRING_API_URL or api_url, naming the base URL to give', (url, base, suffix) => {
-    const message = `give the service's base URL without ${suffix} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}, got ${JSON.stringify(url)}`;
+    ['https://hiring.example/api/v1/.', 'https://hiring.example', '/api/v1'],
+    ['https://gateway.example/hiring/api/v2\t', 'https://gateway.example/hiring', '/api/v2'],
+    ['https://hiring.example/api/v1?x=1', 'https://hiring.example', '/api/v1'],
+  ])('refuses the versioned API URL %j as HIRING_API_URL or api_url, naming the base URL to give', (url, base, suffix) => {
+    const message = `give the service's base URL without ${suffix} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`;
     expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' })).toEqual([`HIRING_API_URL: ${message}`]);
     const file = JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: url, api_key: 'sk-abc.def' }] });
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': file })).toEqual([`CONFIG_FILE sources.0.api_url: ${message}`]);
   });
 
-  it('keeps a base URL with a path prefix of its own (a gateway), minus trailing slashes', () => {
-    const cfg = loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://gateway.example/hiring/', HIRING_API_KEY: 'sk-abc.def' });
-    expect(cfg.sources[0]!.apiUrl).toBe('https://gateway.example/hiring');
-    expect(loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://api.example/apis', HIRING_API_KEY: 'sk-abc.def' }).sources[0]!.apiUrl).toBe('https://api.example/apis');
+  it('refuses user:password@ in the API URL without echoing it, and a query or fragment', () => {
+    const problems = problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://svc:Pa55w0rd@hiring.example/api/v1', HIRING_API_KEY: 'sk-abc.def' });
+    expect(problems).toEqual(['HIRING_API_URL: must not carry a user name or password (user:password@); the API key is sent as the bearer token']);
+    expect(problems.join('\n')).not.toContain('Pa55w0rd');
+    expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example/?tenant=1', HIRING_API_KEY: 'sk-abc.def' })).toEqual([
+      'HIRING_API_URL: must not have a query or fragment: give the service\'s base URL, "https://hiring.example"',
+    ]);
+  });
+
+  it('keeps a base URL with a path prefix of its own (a gateway, even one ending in /api), minus trailing slashes', () => {
+    const url = (u: string) => loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: u, HIRING_API_KEY: 'sk-abc.def' }).sources[0]!.apiUrl;
+    expect(url('https://gateway.example/hiring/')).toBe('https://gateway.example/hiring');
+    expect(url('https://gateway.example/hiring/api')).toBe('https://gateway.example/hiring/api');
+    expect(url('https://api.example/apis/v1x')).toBe('https://api.example/apis/v1x');
   });
 
   it('gives the range for a negative number, and every missing setting of the default source at once', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), MAX_BODY_BYTES: '-1' })).toEqual(['MAX_BODY_BYTES: must be between 1024 and 67108864, got -1']);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PORT: '-0' })).toEqual(['PORT: must be an integer, got "-0"']);
     expect(problemsOf({})).toEqual([
       'WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)',
       'HIRING_API_URL: is required (results are fetched from the hiring service with it)',

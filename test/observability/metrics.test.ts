@@ -56,6 +56,8 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(histogram('receiver_group_commit_duration_seconds', 'count')).toBeGreaterThan(0);
     expect(histogram('receiver_group_commit_duration_seconds', 'count')).toBe(histogram('receiver_group_commit_batch_size', 'count'));
     expect(histogram('receiver_group_commit_duration_seconds', 'sum')).toBeGreaterThan(0);
+    // In seconds: each commit lies within the answer time of the deliveries it held.
+    expect(histogram('receiver_group_commit_duration_seconds', 'sum')).toBeLessThanOrEqual(histogram('receiver_ingest_duration_seconds', 'sum'));
     // The receiver's database is a file: its WAL exists and has been written.
     expect(Number(/^receiver_sqlite_wal_bytes (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
   });
