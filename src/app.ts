@@ -257,8 +257,12 @@ export function createApp(deps: AppDeps) {
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
   }
 
+  /**
+   * Listens, then starts the workers. In that order: a second receiver started by mistake on the
+   * same database usually meets a port in use, and it must fail there, before its workers take
+   * the running jobs of the live one as orphans (releaseOrphans).
+   */
   async function start(): Promise<{ port: number; url: string }> {
-    if (config.workerConcurrency > 0) await startWorkers();
     const s = await new Promise<Server>((resolve, reject) => {
       const srv = serve(
         {
@@ -278,6 +282,15 @@ export function createApp(deps: AppDeps) {
     s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     s.keepAliveTimeout = 65_000;
     server = s;
+    if (config.workerConcurrency > 0) {
+      try {
+        await startWorkers();
+      } catch (err) {
+        server = null;
+        await new Promise<void>((resolve) => s.close(() => resolve()));
+        throw err;
+      }
+    }
     const { port } = s.address() as AddressInfo;
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
     logger.info({ port, host: config.host, sources: config.sources.map((src) => src.name) }, 'receiver listening');

@@ -57,6 +57,36 @@ describe('the receiver as a real process', () => {
     );
   });
 
+  it('a second receiver on a port in use fails before its workers take the live one\'s running jobs', async () => {
+    const path = join(dir, 'second.db');
+    const secret = newSecret();
+    const port = await freePort();
+    // The live receiver: listening on the port, with a job its worker is running right now.
+    const first = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1', WORKER_CONCURRENCY: '0' });
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      const db = new BetterSqlite3(path);
+      const now = new Date().toISOString();
+      const leased = new Date(Date.now() + 60_000).toISOString();
+      const job = db
+        .prepare(
+          `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, lease_owner, lease_token, lease_expires_at, created_at, updated_at)
+           VALUES ('fetch_result', '{}', 'evt-live', 'default', 'running', ?, 1, 25, 'live-process', 't', ?, ?, ?)`,
+        )
+        .run(now, leased, now, now).lastInsertRowid;
+      const second = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1' });
+      const timer = setTimeout(() => second.proc.kill('SIGKILL'), 15_000);
+      expect(await second.exited.finally(() => clearTimeout(timer))).toEqual({ code: 1, signal: null });
+      expect(second.stderr.join('')).toMatch(/^fatal: listen EADDRINUSE/);
+      expect(second.stdout.join('')).not.toMatch(/workers started|jobs left running/);
+      expect(db.prepare('SELECT state, lease_owner FROM jobs WHERE id = ?').get(job)).toEqual({ state: 'running', lease_owner: 'live-process' });
+      db.close();
+    } finally {
+      first.proc.kill('SIGTERM');
+      await first.exited;
+    }
+  });
+
   it('drains and exits 0 on SIGTERM', async () => {
     const secret = newSecret();
     const port = await freePort();
