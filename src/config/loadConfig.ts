@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { resolveSinks, sinksFileSchema, type SinkConfig } from '../sinks/sinkConfig.js';
+import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 
@@ -57,10 +57,11 @@ const fileSourceSchema = z
   })
   .strict();
 
+/** The top level only: each source and each sink is parsed on its own, so one run names every problem. */
 const fileSchema = z
   .object({
-    sources: z.array(fileSourceSchema).optional(),
-    sinks: sinksFileSchema.optional(),
+    sources: z.array(z.unknown()).optional(),
+    sinks: z.unknown().optional(),
   })
   .strict();
 
@@ -312,15 +313,27 @@ function loadFileSources(
   const json = readConfigJson(path, readFile, problems);
   if (json === undefined) return;
   const parsed = fileSchema.safeParse(json);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      const at = issue.path.length > 0 ? issue.path.join('.') : '(top level)';
-      problems.push(`CONFIG_FILE ${at}: ${issue.message}`);
+  const report = (issues: readonly { path: readonly PropertyKey[]; message: string }[], prefix: PropertyKey[] = []) => {
+    for (const issue of issues) {
+      const path = [...prefix, ...issue.path].map(String);
+      problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
     }
-    return;
-  }
+  };
+  // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
+  if (!parsed.success) report(parsed.error.issues);
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return;
+  const top = json as { sources?: unknown; sinks?: unknown };
   const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
-  (parsed.data.sources ?? []).forEach((src, i) => {
+  (Array.isArray(top.sources) ? top.sources : []).forEach((entry: unknown, i) => {
+    const one = fileSourceSchema.safeParse(entry);
+    if (!one.success) {
+      // Still a source by that name, for the sinks' `sources` checks; its problems are reported.
+      report(one.error.issues, ['sources', i]);
+      const name = (entry as { name?: unknown } | null)?.name;
+      if (typeof name === 'string') out.push({ name, signingKeys: [], apiUrl: null, apiKey: null });
+      return;
+    }
+    const src = one.data;
     const at = `CONFIG_FILE sources.${i}`;
     const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];
     const values = refs.flatMap((r, j) => {
@@ -337,5 +350,5 @@ function loadFileSources(
       apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
     });
   });
-  sinksOut.push(...resolveSinks(parsed.data.sinks ?? [], { env, knownSources: out.map((s) => s.name), problems }));
+  sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems }));
 }

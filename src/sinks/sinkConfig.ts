@@ -34,29 +34,40 @@ const common = {
 const TYPES = Object.keys(SINK_KINDS) as SinkType[];
 const variants = TYPES.map((type) => z.object({ ...common, ...sinkKindOf(type).fields, type: z.literal(type) }).strict());
 
-/** The `sinks` key of CONFIG_FILE. */
-export const sinksFileSchema = z.array(
-  z.discriminatedUnion('type', variants as unknown as [z.ZodObject, ...z.ZodObject[]], {
-    error: (iss) =>
-      iss.code === 'invalid_union' ? `unknown sink type ${JSON.stringify((iss.input as { type?: unknown } | undefined)?.type ?? null)}; known types: ${TYPES.join(', ')}` : undefined,
-  }),
-);
+/** One entry of the `sinks` key of CONFIG_FILE. */
+const sinkEntrySchema = z.discriminatedUnion('type', variants as unknown as [z.ZodObject, ...z.ZodObject[]], {
+  error: (iss) =>
+    iss.code === 'invalid_union' ? `unknown sink type ${JSON.stringify((iss.input as { type?: unknown } | undefined)?.type ?? null)}; known types: ${TYPES.join(', ')}` : undefined,
+});
 
 type RawSink = { name: string; type: SinkType; events?: string[]; sources?: string[]; concurrency?: number; max_attempts?: number } & Record<string, unknown>;
 
 /**
- * Turns the parsed `sinks` entries into SinkConfigs. Every problem is pushed
- * to `problems`, naming its path (`CONFIG_FILE sinks.1.secret: ...`).
+ * Parses and resolves the `sinks` key of CONFIG_FILE into SinkConfigs, entry by entry, so one
+ * run reports every problem of every entry (a misspelt key of one sink no longer hides another's
+ * bad URL until the next start). Each problem is pushed to `problems`, naming its path
+ * (`CONFIG_FILE sinks.1.secret: ...`); only entries without problems are returned.
  */
 export function resolveSinks(
-  raw: readonly unknown[],
+  raw: unknown,
   opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[] },
 ): SinkConfig[] {
+  const problem = (m: string) => opts.problems.push(m);
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) {
+    problem('CONFIG_FILE sinks: must be an array of sinks');
+    return [];
+  }
   const out: SinkConfig[] = [];
   const names = new Set<string>();
-  (raw as RawSink[]).forEach((s, i) => {
+  raw.forEach((entry, i) => {
     const at = `CONFIG_FILE sinks.${i}`;
-    const problem = (m: string) => opts.problems.push(m);
+    const parsed = sinkEntrySchema.safeParse(entry);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
+      return;
+    }
+    const s = parsed.data as RawSink;
     if (names.has(s.name)) problem(`${at}.name: sink name ${JSON.stringify(s.name)} is used twice`);
     names.add(s.name);
     (s.sources ?? []).forEach((src, j) => {

@@ -48,7 +48,7 @@ describe('CONFIG_FILE sinks', () => {
     ]);
   });
 
-  it('reports every bad field of a sink', () => {
+  it('reports every bad field of every sink in one run, schema and resolution alike', () => {
     const problems = problemsOf({
       sinks: [
         { name: 'a', type: 'http', url: 'ftp://x', secret: 'nope' },
@@ -58,28 +58,31 @@ describe('CONFIG_FILE sinks', () => {
         { name: 'd', type: 'http', url: 'https://x.example', secret: newSecret(), timeout_ms: 120_000, concurrency: 0 },
       ],
     });
-    expect(problems).toEqual(
-      expect.arrayContaining([
-        'CONFIG_FILE sinks.3.events: must not be empty; omit it to receive every event',
-        expect.stringMatching(/^CONFIG_FILE sinks\.4\.timeout_ms: /),
-        expect.stringMatching(/^CONFIG_FILE sinks\.4\.concurrency: /),
-      ]),
-    );
-    // Schema problems stop before resolution; fix them and the rest is reported.
-    const rest = problemsOf({
-      sinks: [
-        { name: 'a', type: 'http', url: 'ftp://x', secret: 'nope' },
-        { name: 'b', type: 'http', url: 'https://x.example', secret: { env: 'UNSET' } },
-        { name: 'a', type: 'stdout', sources: ['ghost'] },
-      ],
-    });
-    expect(rest).toEqual([
+    expect(problems).toEqual([
       'CONFIG_FILE sinks.0.url: must be an http(s) URL',
       'CONFIG_FILE sinks.0.secret: must start with "whsec_"',
       'CONFIG_FILE sinks.1.secret: environment variable UNSET is not set',
       'CONFIG_FILE sinks.2.name: sink name "a" is used twice',
       'CONFIG_FILE sinks.2.sources.0: no source named "ghost" is configured',
+      'CONFIG_FILE sinks.3.events: must not be empty; omit it to receive every event',
+      expect.stringMatching(/^CONFIG_FILE sinks\.4\.concurrency: /),
+      expect.stringMatching(/^CONFIG_FILE sinks\.4\.timeout_ms: /),
     ]);
+  });
+
+  it('reports a bad top level and bad sources beside the sinks\' problems, and a sinks key that is not a list', () => {
+    const problems = problemsOf({
+      extra: true,
+      sources: [{ name: 'acme', secrets: newSecret(), api_url: 'https://h.example', api_key: 'sk-a.b', colour: 'red' }],
+      sinks: [{ name: 'a', type: 'stdout', sources: ['acme', 'ghost'] }],
+    });
+    expect(problems).toEqual([
+      'CONFIG_FILE (top level): Unrecognized key: "extra"',
+      'CONFIG_FILE sources.0: Unrecognized key: "colour"',
+      // acme is still a known name for the sinks, so only the unknown one is named.
+      'CONFIG_FILE sinks.0.sources.1: no source named "ghost" is configured',
+    ]);
+    expect(problemsOf({ sinks: { name: 'a' } })).toEqual(['CONFIG_FILE sinks: must be an array of sinks']);
   });
 });
 
