@@ -153,7 +153,10 @@ describe('open-loop C generator', () => {
     // the slowest 1% waited nearly the whole stall. Timed from when they were written, they would not.
     expect(r.measured.p99).toBeGreaterThanOrEqual(200);
     expect(r.maxInFlight).toBeGreaterThan(100);
-    expect(r.measured.p50).toBeLessThan(50);
+    // Most requests were not held by the stall. Not a tight bound: in a full `npm test` on two busy
+    // cores, draining the 150 queued requests took long enough for p50 to reach 58 ms once (it
+    // was under 50 in every other run); every latency counted from the run's start would be ~500 ms.
+    expect(r.measured.p50).toBeLessThan(150);
   });
 
   it('counts a request that is never answered as a socket error after the timeout, and still ends', async () => {
