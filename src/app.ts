@@ -286,8 +286,15 @@ export function createApp(deps: AppDeps) {
       try {
         await startWorkers();
       } catch (err) {
+        // Leave nothing running: the workers that did start, and the server with its connections
+        // (close() alone would wait for a client stalled mid-request, whose request timeout
+        // close() also stops checking, and start() would never reject).
         server = null;
-        await new Promise<void>((resolve) => s.close(() => resolve()));
+        await Promise.allSettled([worker.stop(), fanOut.stop()]);
+        await new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeAllConnections();
+        });
         throw err;
       }
     }

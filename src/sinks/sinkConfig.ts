@@ -44,9 +44,11 @@ type RawSink = { name: string; type: SinkType; events?: string[]; sources?: stri
 
 /**
  * Parses and resolves the `sinks` key of CONFIG_FILE into SinkConfigs, entry by entry, so one
- * run reports every problem of every entry (a misspelt key of one sink no longer hides another's
- * bad URL until the next start). Each problem is pushed to `problems`, naming its path
- * (`CONFIG_FILE sinks.1.secret: ...`); only entries without problems are returned.
+ * run reports the problems of every entry (a misspelt key of one sink no longer hides another's
+ * bad URL until the next start; within an entry that fails its schema, the rest of that entry's
+ * checks wait for the fix). Each problem is pushed to `problems`, naming its path
+ * (`CONFIG_FILE sinks.1.secret: ...`). Entries that failed their schema or their kind's checks
+ * are left out; callers must refuse the configuration whenever `problems` is not empty.
  */
 export function resolveSinks(
   raw: unknown,
@@ -65,6 +67,12 @@ export function resolveSinks(
     const parsed = sinkEntrySchema.safeParse(entry);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
+      // Its name still counts, so a second sink of that name is reported in this run too.
+      const name = (entry as { name?: unknown } | null)?.name;
+      if (typeof name === 'string') {
+        if (names.has(name)) problem(`${at}.name: sink name ${JSON.stringify(name)} is used twice`);
+        names.add(name);
+      }
       return;
     }
     const s = parsed.data as RawSink;

@@ -83,6 +83,11 @@ describe('CONFIG_FILE sinks', () => {
       'CONFIG_FILE sinks.0.sources.1: no source named "ghost" is configured',
     ]);
     expect(problemsOf({ sinks: { name: 'a' } })).toEqual(['CONFIG_FILE sinks: must be an array of sinks']);
+    // A sink that fails its schema still holds its name: a second one by that name is reported now.
+    expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', colour: 'red' }, { name: 'a', type: 'stdout' }] })).toEqual([
+      'CONFIG_FILE sinks.0: Unrecognized key: "colour"',
+      'CONFIG_FILE sinks.1.name: sink name "a" is used twice',
+    ]);
   });
 });
 
