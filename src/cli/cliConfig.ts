@@ -60,14 +60,15 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
   const fromFile = source !== undefined || (!hasEnv && (env['CONFIG_FILE'] ?? '') !== '');
   let sources: ApiSource[];
   try {
-    sources = fromFile ? loadApiSources({ ...env }) : [];
+    sources = loadApiSources(
+      fromFile
+        ? { ...env }
+        : // HIRING_API_URL/HIRING_API_KEY alone, as source `default` (WEBHOOK_SECRET is not needed here).
+          { HIRING_API_URL: env['HIRING_API_URL'], HIRING_API_KEY: env['HIRING_API_KEY'], WEBHOOK_SECRET: '' },
+    );
   } catch (err) {
     if (err instanceof ConfigError) throw configProblems(err.problems);
     throw err;
-  }
-  if (!fromFile) {
-    // HIRING_API_URL/HIRING_API_KEY alone, as source `default` (WEBHOOK_SECRET is not needed here).
-    sources = loadApiSources({ HIRING_API_URL: env['HIRING_API_URL'], HIRING_API_KEY: env['HIRING_API_KEY'], WEBHOOK_SECRET: '' });
   }
   const configured = sources.map((s) => s.name);
   const name = source ?? (sources.length === 1 ? sources[0]!.name : undefined);

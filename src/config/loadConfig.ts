@@ -219,18 +219,7 @@ export interface ApiSource {
  */
 const apiOnlyFileSchema = z
   .object({
-    sources: z
-      .array(
-        z
-          .object({
-            name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
-            secrets: z.unknown().optional(),
-            api_url: secretRef,
-            api_key: secretRef,
-          })
-          .strict(),
-      )
-      .optional(),
+    sources: z.array(fileSourceSchema.extend({ secrets: z.unknown().optional() })).optional(),
     sinks: z.unknown().optional(),
   })
   .strict();
@@ -259,9 +248,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
     const fileProblems: string[] = [];
     const json = readConfigJson(path, readFile, fileProblems);
     const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json);
-    if (parsed && !parsed.success) {
-      for (const issue of parsed.error.issues) fileProblems.push(`CONFIG_FILE ${issue.path.length > 0 ? issue.path.join('.') : '(top level)'}: ${issue.message}`);
-    }
+    if (parsed && !parsed.success) reportIssues(parsed.error.issues, fileProblems);
     if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
     (parsed.data.sources ?? []).forEach((src, i) => {
       const at = `CONFIG_FILE sources.${i}`;
@@ -281,6 +268,14 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
   const uses = new Map<string, number>();
   for (const s of out) uses.set(s.name, (uses.get(s.name) ?? 0) + 1);
   return out.map((s) => (uses.get(s.name)! > 1 ? { ...s, problems: [...s.problems, `CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`] } : s));
+}
+
+/** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`. */
+function reportIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[], problems: string[], prefix: PropertyKey[] = []): void {
+  for (const issue of issues) {
+    const path = [...prefix, ...issue.path].map(String);
+    problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
+  }
 }
 
 /** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */
@@ -313,14 +308,8 @@ function loadFileSources(
   const json = readConfigJson(path, readFile, problems);
   if (json === undefined) return;
   const parsed = fileSchema.safeParse(json);
-  const report = (issues: readonly { path: readonly PropertyKey[]; message: string }[], prefix: PropertyKey[] = []) => {
-    for (const issue of issues) {
-      const path = [...prefix, ...issue.path].map(String);
-      problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
-    }
-  };
   // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
-  if (!parsed.success) report(parsed.error.issues);
+  if (!parsed.success) reportIssues(parsed.error.issues, problems);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return;
   const top = json as { sources?: unknown; sinks?: unknown };
   const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
@@ -328,7 +317,7 @@ function loadFileSources(
     const one = fileSourceSchema.safeParse(entry);
     if (!one.success) {
       // Still a source by that name, for the sinks' `sources` checks; its problems are reported.
-      report(one.error.issues, ['sources', i]);
+      reportIssues(one.error.issues, problems, ['sources', i]);
       const name = (entry as { name?: unknown } | null)?.name;
       if (typeof name === 'string') out.push({ name, signingKeys: [], apiUrl: null, apiKey: null });
       return;

@@ -62,6 +62,10 @@ export function resolveSinks(
   }
   const out: SinkConfig[] = [];
   const names = new Set<string>();
+  const claimName = (name: string, at: string) => {
+    if (names.has(name)) problem(`${at}.name: sink name ${JSON.stringify(name)} is used twice`);
+    names.add(name);
+  };
   raw.forEach((entry, i) => {
     const at = `CONFIG_FILE sinks.${i}`;
     const parsed = sinkEntrySchema.safeParse(entry);
@@ -69,15 +73,11 @@ export function resolveSinks(
       for (const issue of parsed.error.issues) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
       // Its name still counts, so a second sink of that name is reported in this run too.
       const name = (entry as { name?: unknown } | null)?.name;
-      if (typeof name === 'string') {
-        if (names.has(name)) problem(`${at}.name: sink name ${JSON.stringify(name)} is used twice`);
-        names.add(name);
-      }
+      if (typeof name === 'string') claimName(name, at);
       return;
     }
     const s = parsed.data as RawSink;
-    if (names.has(s.name)) problem(`${at}.name: sink name ${JSON.stringify(s.name)} is used twice`);
-    names.add(s.name);
+    claimName(s.name, at);
     (s.sources ?? []).forEach((src, j) => {
       if (!opts.knownSources.includes(src)) problem(`${at}.sources.${j}: no source named ${JSON.stringify(src)} is configured`);
     });
