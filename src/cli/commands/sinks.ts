@@ -31,12 +31,10 @@ export async function runSinksEnable(io: CliIo, name: string, o: { database?: st
   if (problems.length > 0) throw configProblems(problems);
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {
-    const known = sinks.some((s) => s.name === name) || (await database.db.selectFrom('sink_state').select('sink').where('sink', '=', name).executeTakeFirst()) !== undefined;
-    if (!known) {
-      // A bad value, as for `replay --sink`: exit 2, with the names that would do.
-      const names = [...new Set([...sinks.map((s) => s.name), ...(await database.db.selectFrom('sink_state').select('sink').execute()).map((r) => r.sink)])];
-      throw new CliError(`no sink named ${JSON.stringify(name)} (known: ${names.length > 0 ? names.join(', ') : 'none'})`, 2);
-    }
+    const stored = (await database.db.selectFrom('sink_state').select('sink').execute()).map((r) => r.sink);
+    const names = [...new Set([...sinks.map((s) => s.name), ...stored])];
+    // A bad value, as for `replay --sink`: exit 2, with the names that would do.
+    if (!names.includes(name)) throw new CliError(`no sink named ${JSON.stringify(name)} (known: ${names.length > 0 ? names.join(', ') : 'none'})`, 2);
     const changed = await enableSinkNamed(database.db, name, Date.now());
     io.out(changed ? `sink ${name} enabled; its waiting deliveries go out now` : `sink ${name} was not disabled`);
     return 0;
