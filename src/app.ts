@@ -310,7 +310,17 @@ export function createApp(deps: AppDeps) {
     server = null;
     if (s) {
       await new Promise<void>((resolve) => {
-        s.close(() => resolve());
+        // close() also stops Node's checks of requestTimeout/headersTimeout, so a client stalled
+        // mid-request would hold the shutdown until the orchestrator's SIGKILL. After the grace,
+        // its connection is closed: a delivery not answered yet is retried by the service.
+        const grace = setTimeout(() => {
+          logger.warn({ graceMs: config.shutdownGraceMs }, 'closing connections with a request still in progress after SHUTDOWN_GRACE_MS');
+          s.closeAllConnections();
+        }, config.shutdownGraceMs);
+        s.close(() => {
+          clearTimeout(grace);
+          resolve();
+        });
         s.closeIdleConnections();
       });
     }

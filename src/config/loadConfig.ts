@@ -23,6 +23,8 @@ export interface Config {
   readonly writeTimeoutMs: number;
   /** Whole-request deadline: a client trickling bytes is cut off after this. */
   readonly requestTimeoutMs: number;
+  /** At shutdown, how long requests already in progress may take before their connections are closed. */
+  readonly shutdownGraceMs: number;
   /** Jobs run at once in this process; 0 runs no workers here (ingest only). */
   readonly workerConcurrency: number;
   /** Percent of the event loop processing may use while deliveries are arriving (100: no pacing). */
@@ -157,6 +159,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const maxBodyBytes = intVar(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024, problems);
   const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
   const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
+  const shutdownGraceMs = intVar(env, 'SHUTDOWN_GRACE_MS', 5000, 0, 600_000, problems);
   const workerConcurrency = intVar(env, 'WORKER_CONCURRENCY', 4, 0, 64, problems);
   const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
@@ -196,6 +199,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     maxBodyBytes,
     writeTimeoutMs,
     requestTimeoutMs,
+    shutdownGraceMs,
     workerConcurrency,
     processingShare,
     resultGiveUpMs,

@@ -64,6 +64,12 @@ describe('loadConfig', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '2' })).toEqual(['PROCESSING_SHARE: must be between 5 and 100, got 2']);
   });
 
+  it('takes SHUTDOWN_GRACE_MS, 5000 by default, 0 to 600000', () => {
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret() }).shutdownGraceMs).toBe(5000);
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), SHUTDOWN_GRACE_MS: '0' }).shutdownGraceMs).toBe(0);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), SHUTDOWN_GRACE_MS: '600001' })).toEqual(['SHUTDOWN_GRACE_MS: must be between 0 and 600000, got 600001']);
+  });
+
   it.each([
     ['https://hiring.example/api/v2', 'https://hiring.example', '/api/v2'],
     ['https://hiring.example/api/v1/', 'https://hiring.example', '/api/v1'],

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -98,6 +99,52 @@ describe('the receiver as a real process', () => {
     child.proc.kill('SIGTERM');
     expect(await child.exited).toEqual({ code: 0, signal: null });
     expect(child.stdout.join('')).toMatch(/"msg":"receiver stopped"/);
+  });
+
+  it('on SIGTERM, answers a delivery already in progress, then closes a stalled client after SHUTDOWN_GRACE_MS and exits 0', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const dbPath = join(dir, 'grace.db');
+    // REQUEST_TIMEOUT_MS is far away: only the shutdown grace can end the stalled request.
+    const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1', SHUTDOWN_GRACE_MS: '1500', REQUEST_TIMEOUT_MS: '600000' };
+    const child = runTs('src/main.ts', [], env);
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+
+    // Both clients send their head and part of the body; one finishes inside the grace, one never does.
+    const open = (delivery: ReturnType<typeof signDelivery>) => {
+      const socket = connect(port, '127.0.0.1');
+      const answer = { text: '', closed: false };
+      socket.on('data', (d: Buffer) => (answer.text += d.toString()));
+      socket.on('close', () => (answer.closed = true));
+      socket.on('error', () => {});
+      const head = Object.entries({ ...delivery.headers, 'content-length': String(Buffer.byteLength(delivery.body)) })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      socket.write(`POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${head}\r\n${delivery.body.slice(0, 10)}`);
+      return { socket, answer, rest: delivery.body.slice(10) };
+    };
+    const finishing = envelope();
+    const stalled = envelope();
+    const a = open(signDelivery(secret, JSON.stringify(finishing)));
+    const b = open(signDelivery(secret, JSON.stringify(stalled)));
+    await new Promise((r) => setTimeout(r, 200));
+    const sigtermAt = Date.now();
+    child.proc.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    a.socket.write(a.rest);
+
+    const exited = await Promise.race([child.exited, new Promise((r) => setTimeout(() => r('still running 15 s after SIGTERM'), 15_000))]);
+    if (typeof exited === 'string') child.proc.kill('SIGKILL');
+    expect(exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - sigtermAt).toBeGreaterThanOrEqual(1500);
+    expect(a.answer.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(b.answer.text).toBe('');
+    expect(b.answer.closed).toBe(true);
+    expect(child.stdout.join('')).toMatch(/closing connections with a request still in progress after SHUTDOWN_GRACE_MS/);
+    const db = new BetterSqlite3(dbPath, { readonly: true });
+    const stored = db.prepare('SELECT id FROM events').pluck().all();
+    db.close();
+    expect(stored).toEqual([finishing.id]);
   });
 
   it('loses no acknowledged event when killed with SIGKILL under a stream of deliveries', async () => {
