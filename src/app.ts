@@ -10,6 +10,7 @@ import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
+import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
 import { createFetchDeadLetterHandler, createFetchResultHandler } from './handlers/fetchResult.js';
@@ -241,26 +242,35 @@ export function createApp(deps: AppDeps) {
   });
 
   let server: Server | null = null;
+  let workersLock: WorkersLock | null = null;
 
   /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
-   * database runs workers: the jobs it finds running were held by one that is gone.
+   * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
+   * is gone.
    */
   async function startWorkers(): Promise<void> {
-    // A restart may bring a new API key: every paused source is tried again.
-    await pauses.clearAll();
-    const orphans = await queue.releaseOrphans();
-    if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-    pacer.enabled = true;
-    worker.start();
-    await fanOut.start();
+    // Refused while another live process runs them: it would take that process's running jobs.
+    const lock = acquireWorkersLock(database.sqlite.name);
+    try {
+      // A restart may bring a new API key: every paused source is tried again.
+      await pauses.clearAll();
+      const orphans = await queue.releaseOrphans();
+      if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
+      pacer.enabled = true;
+      worker.start();
+      await fanOut.start();
+    } catch (err) {
+      await Promise.allSettled([worker.stop(), fanOut.stop()]);
+      lock.release();
+      throw err;
+    }
+    workersLock = lock;
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
   }
 
   /**
-   * Listens, then starts the workers. In that order: a second receiver started by mistake on the
-   * same database usually meets a port in use, and it must fail there, before its workers take
-   * the running jobs of the live one as orphans (releaseOrphans).
+   * Listens, then starts the workers: a receiver that cannot listen never touches the queue.
    */
   async function start(): Promise<{ port: number; url: string }> {
     const s = await new Promise<Server>((resolve, reject) => {
@@ -290,7 +300,6 @@ export function createApp(deps: AppDeps) {
         // (close() alone would wait for a client stalled mid-request, whose request timeout
         // close() also stops checking, and start() would never reject).
         server = null;
-        await Promise.allSettled([worker.stop(), fanOut.stop()]);
         await new Promise<void>((resolve) => {
           s.close(() => resolve());
           s.closeAllConnections();
@@ -327,6 +336,8 @@ export function createApp(deps: AppDeps) {
     await committer.drain();
     await worker.stop();
     await fanOut.stop();
+    workersLock?.release();
+    workersLock = null;
     ownHttp?.close();
     await database.close();
     logger.info('receiver stopped');

@@ -216,7 +216,7 @@ export class JobQueue {
 
   /**
    * At start-up: jobs still marked running were held by a process that is
-   * gone (one receiver per database), so they run again now instead of after
+   * gone (the caller holds the database's workers lock), so they run again now instead of after
    * their lease. The attempt they used still counts, so a job that kills its
    * worker every time ends as a dead letter rather than looping.
    */

@@ -1,0 +1,60 @@
+import { chmodSync, existsSync, realpathSync, statSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
+
+export const WORKERS_LOCK_SUFFIX = '-workers-lock';
+
+/** Another live process runs the workers of this database. */
+export class WorkersRunningError extends Error {
+  constructor(readonly databasePath: string) {
+    super(
+      `another process is already running the workers of ${databasePath} (a \`serve\` with WORKER_CONCURRENCY above 0, or a \`work\`): ` +
+        'run one per database; a second `serve` for ingest only needs WORKER_CONCURRENCY=0',
+    );
+    this.name = 'WorkersRunningError';
+  }
+}
+
+export interface WorkersLock {
+  release(): void;
+}
+
+const NO_LOCK: WorkersLock = { release() {} };
+
+/**
+ * One process per database runs the workers. At start-up they take every job still marked
+ * running as left by a process that is gone (JobQueue.releaseOrphans), so a second one would
+ * take the live one's jobs. This lock makes "one per database" hold instead of relying on it.
+ *
+ * The lock is SQLite's own exclusive lock on a small file beside the database
+ * (`<database>-workers-lock`), held for as long as the workers run: `locking_mode=EXCLUSIVE`
+ * keeps it after the first transaction. It is a POSIX lock, so the kernel releases it when the
+ * process ends, SIGKILL included: a crashed receiver never leaves it behind. A second
+ * connection asking for it, in this process or another, is answered SQLITE_BUSY at once.
+ */
+export function acquireWorkersLock(databasePath: string): WorkersLock {
+  if (databasePath === ':memory:' || databasePath === '') return NO_LOCK;
+  const real = realpathSync(databasePath);
+  const path = `${real}${WORKERS_LOCK_SUFFIX}`;
+  const created = !existsSync(path);
+  const lock = new BetterSqlite3(path);
+  try {
+    // The same permissions as the database, as SQLite gives its -wal and -shm: a `serve` and a
+    // `work` under different users that may both write the database may both take this lock.
+    if (created) chmodSync(path, statSync(real).mode & 0o777);
+    lock.pragma('busy_timeout = 0');
+    lock.pragma('locking_mode = EXCLUSIVE');
+    lock.exec('BEGIN EXCLUSIVE; COMMIT');
+  } catch (err) {
+    lock.close();
+    if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new WorkersRunningError(databasePath);
+    throw err;
+  }
+  let held = true;
+  return {
+    release() {
+      if (!held) return;
+      held = false;
+      lock.close();
+    },
+  };
+}
