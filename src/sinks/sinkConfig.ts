@@ -12,7 +12,7 @@ export interface SinkConfig {
   readonly sources: readonly string[] | null;
   readonly concurrency: number;
   readonly maxAttempts: number;
-  /** What a 410 disabled (URL, path); a different target at start re-enables the sink. */
+  /** What a 410 disabled (SinkKind.target: no secret in it); a different target at start re-enables the sink. */
   readonly target: string;
   /** The kind's own options, as its `resolve` produced them. */
   readonly options: unknown;

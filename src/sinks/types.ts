@@ -91,7 +91,10 @@ export interface SinkKind<Fields extends z.ZodRawShape, Options> {
   /** Deliveries per batch when the sink has `deliverBatch` (they are claimed, built and recorded together); 1 when absent. */
   batchSize?: number;
   resolve(raw: z.infer<z.ZodObject<Fields>>, ctx: ResolveContext): Options | null;
-  /** What a 410 disables (a URL, a path): a different target at start re-enables the sink. */
+  /**
+   * What a 410 disables (a path; for a URL, its origin and a digest): a different target at
+   * start re-enables the sink. It is logged and stored, so it must hold no secret.
+   */
   target(options: Options): string;
   create(name: string, options: Options, deps: SinkDeps): Sink;
 }

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { enableSink } from '../../src/sinks/deliveryRecords.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
+import { httpTarget } from '../../src/sinks/kinds/http.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { envelope, newSecret } from '../helpers/signing.js';
 import { startServer } from '../hiring/testServer.js';
@@ -141,6 +142,24 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect((await h.r.app.fanOut.status())[0]).toMatchObject({ name: 'a', dead: 1, failing: 0, pending: 0 });
   });
 
+  it('a token in the sink URL (path or query) never reaches the logs or sink_state, and a new token is a new target', async () => {
+    const hookPath = '/hooks/T0123/tok-PATHSECRET?token=tok-QUERYSECRET';
+    consumer = await startConsumer({ [hookPath]: SECRET_A });
+    consumer.reply(() => ({ status: 410 }));
+    h = await startHarness({ sinks: [{ name: 'a', type: 'http', url: `${consumer.url}${hookPath}`, secret: SECRET_A }] });
+    await h.post(envelope());
+    await h.settle();
+    const [state] = h.r.app.database.ingestSqlite.prepare('SELECT disabled_target FROM sink_state').all() as { disabled_target: string }[];
+    expect(state!.disabled_target).toMatch(new RegExp(`^${consumer.url.replace(/\./g, '\\.')}/… \\(url sha256 [0-9a-f]{12}\\)$`));
+    expect(h.r.logs.lines.some((l) => l.level === 50 && String(l.msg).startsWith('SINK DISABLED'))).toBe(true);
+    const everything = [...h.r.logs.raw, JSON.stringify(h.r.app.database.ingestSqlite.prepare('SELECT * FROM sink_state').all()), JSON.stringify(h.deliveries('a'))].join('\n');
+    expect(everything).not.toContain('tok-PATHSECRET');
+    expect(everything).not.toContain('tok-QUERYSECRET');
+    // Only the token changes: still another target, so the sink is re-enabled at the next start.
+    expect(httpTarget(`${consumer.url}/hooks/T0123/tok-PATHSECRET?token=tok-NEW`)).not.toBe(state!.disabled_target);
+    expect(httpTarget(`${consumer.url}${hookPath}`)).toBe(state!.disabled_target);
+  });
+
   it('410 disables the sink loudly and persistently; its deliveries wait, another sink flows, nothing is lost', async () => {
     // Concurrency 1: with more, the attempts already in flight would also see the 410.
     const { h, consumer } = await setup({ concurrency: 1 }, true);
@@ -151,7 +170,7 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(consumer.on('/a')).toHaveLength(1); // one 410, then nothing more is claimed
     expect(consumer.on('/b')).toHaveLength(3);
     const state = h.r.app.database.ingestSqlite.prepare('SELECT * FROM sink_state').all();
-    expect(state).toEqual([expect.objectContaining({ sink: 'a', disabled_status: 410, disabled_target: `${consumer.url}/a` })]);
+    expect(state).toEqual([expect.objectContaining({ sink: 'a', disabled_status: 410, disabled_target: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/… \(url sha256 [0-9a-f]{12}\)$/) })]);
     expect(h.r.logs.lines.some((l) => l.level === 50 && String(l.msg).startsWith('SINK DISABLED') && l.sink === 'a')).toBe(true);
     expect(jobOf(h, 'a').map((j) => [j.state, j.attempts])).toEqual([['pending', 0], ['pending', 0], ['pending', 0]]);
     expect(h.deliveries('a').map((d) => d.state)).toEqual(['pending', 'pending', 'pending']);

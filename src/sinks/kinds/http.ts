@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
@@ -72,6 +73,18 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
   };
 }
 
+/**
+ * The target as logged and stored (sink_state.disabled_target): the origin, and a digest of the
+ * whole URL so that pointing the sink at another path or query still counts as a new target.
+ * Never the path or query themselves: hook URLs often carry their token there
+ * (`/hooks/T0/B0/XXXX`, `?token=...`).
+ */
+export function httpTarget(url: string): string {
+  const u = new URL(url);
+  if (u.pathname === '/' && !u.search && !u.hash) return u.origin;
+  return `${u.origin}/… (url sha256 ${createHash('sha256').update(url).digest('hex').slice(0, 12)})`;
+}
+
 export const httpSinkKind: SinkKind<
   { url: z.ZodString; secret: typeof secretRef; timeout_ms: z.ZodOptional<z.ZodNumber> },
   HttpSinkOptions
@@ -106,6 +119,6 @@ export const httpSinkKind: SinkKind<
     }
     return null;
   },
-  target: (o) => o.url,
+  target: (o) => httpTarget(o.url),
   create: (_name, options, deps) => createHttpSink(options, deps),
 };
