@@ -253,8 +253,9 @@ export function createApp(deps: AppDeps) {
     // Refused while another live process runs them: it would take that process's running jobs.
     const lock = acquireWorkersLock(database.sqlite.name);
     try {
-      // A restart may bring a new API key: every paused source is tried again.
-      await pauses.clearAll();
+      // A restart may bring a new API key: every paused source is tried again, at once.
+      const heldBack = await pauses.clearAll();
+      if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
       const orphans = await queue.releaseOrphans();
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       pacer.enabled = true;

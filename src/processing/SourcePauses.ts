@@ -52,8 +52,22 @@ export class SourcePauses implements SourceGate {
     return this.db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
   }
 
-  /** At start-up the configuration may hold a new key: try every source again. */
-  async clearAll(): Promise<void> {
+  /**
+   * At start-up the configuration may hold a new key: try every source again, now. The jobs a
+   * pause held back were rescheduled to its probe time (up to 5 minutes on); they are due at
+   * once, so a restart with a working key resumes at once. Returns how many were brought forward.
+   * (A result read brought forward still keeps its 30 s poll spacing: the handler enforces it.)
+   */
+  async clearAll(): Promise<number> {
+    const now = new Date(this.clock.now()).toISOString();
+    const r = await this.db
+      .updateTable('jobs')
+      .set({ run_at: now, updated_at: now })
+      .where('state', '=', 'pending')
+      .where('run_at', '>', now)
+      .where('source', 'in', this.db.selectFrom('source_pauses').select('source'))
+      .executeTakeFirst();
     await this.db.deleteFrom('source_pauses').execute();
+    return Number(r.numUpdatedRows);
   }
 }

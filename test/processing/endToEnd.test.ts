@@ -221,7 +221,18 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     // The key never appears in logs, even when it is refused.
     expect(pair.receiver.logs.raw.join('\n')).not.toContain(ACME_KEY);
 
+    // With a working key the restart (its workers' start) resumes at once, not at the pause's
+    // next probe 5 min on: the read refused was held back to that probe and is due again (it keeps
+    // its 30 s poll spacing); the two never tried run now.
+    const before = pair.calls.length;
     await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
+    await pair.receiver.app.startWorkers();
+    expect(pair.receiver.logs.lines.some((l) => l.jobs === 1 && /the jobs they held back run now/.test(String(l.msg)))).toBe(true);
+    await pair.settle();
+    pair.clock.advance(30_000);
+    await pair.settle();
+    const readSince = (a: { id: string }) => pair.calls.slice(before).some((x) => x.path.includes(a.id) && x.status === 200);
+    expect(apps.map(readSince)).toEqual([true, true, true]);
     pair.clock.advance(5 * 60_000);
     await pair.settle();
     for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready' });
