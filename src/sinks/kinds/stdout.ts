@@ -8,8 +8,15 @@ import type { Sink, SinkKind, SinkMessage } from '../types.js';
  * `event_type` (messages) versus `level`/`msg` (logs), or set LOG_LEVEL=silent.
  */
 export function createStdoutSink(stream: Writable): Sink {
+  // A reader that goes away (`serve | head -n 1`, a closed pipe) makes the stream emit 'error'
+  // (EPIPE), which with no listener ends the whole process, ingest included. Here it fails this
+  // sink's deliveries instead: each is retried and recorded, then dead-lettered, like any sink
+  // that is down.
+  let closed: Error | null = null;
+  stream.on('error', (err) => (closed ??= err));
   return {
     async deliver(message: SinkMessage) {
+      if (closed) throw new RetryableError(`stdout is closed (${(closed as { code?: string }).code ?? closed.message})`);
       await new Promise<void>((resolve, reject) => {
         stream.write(`${JSON.stringify(message)}\n`, (err) => (err ? reject(new RetryableError(`stdout write failed: ${err.message}`)) : resolve()));
       });

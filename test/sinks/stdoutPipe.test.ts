@@ -1,0 +1,66 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, runTs, waitForHttp } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+
+const { dir, cleanup } = tempDir('receiver-stdout-');
+afterAll(cleanup);
+
+describe('stdout sink whose reader goes away', () => {
+  it('keeps the receiver up (ingest answers, health is fine) and records the deliveries as failing, not lost', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const dbPath = join(dir, 'r.db');
+    const configFile = join(dir, 'sinks.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'console', type: 'stdout' }] }));
+    // As `serve | head -n 1`: the reader takes the first line, then closes the pipe.
+    const child = runTs('src/cli/main.ts', ['serve'], {
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-test.unused',
+      WEBHOOK_SECRET: secret,
+      DATABASE_PATH: dbPath,
+      CONFIG_FILE: configFile,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+    });
+    try {
+      await waitForHttp(`${url}/healthz`);
+      const post = async () => {
+        const e = envelope({ event_type: 'application.created' });
+        return (await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status;
+      };
+      expect(await post()).toBe(200);
+      const deadline = Date.now() + 10_000;
+      while (child.stdout.join('').length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(child.stdout.join('')).toMatch(/"event_type":"application.created"/);
+      child.proc.stdout!.destroy();
+
+      const statuses: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        statuses.push(await post());
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(statuses).toEqual([200, 200, 200]);
+      const db = new BetterSqlite3(dbPath, { readonly: true });
+      let rows: { state: string; last_error: string | null }[] = [];
+      while (Date.now() < deadline + 5_000) {
+        rows = db.prepare("SELECT state, last_error FROM deliveries WHERE state != 'delivered'").all() as typeof rows;
+        if (rows.length === 3 && rows.every((r) => r.state === 'retrying')) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      db.close();
+      expect(rows).toHaveLength(3);
+      for (const r of rows) expect(r).toEqual({ state: 'retrying', last_error: expect.stringMatching(/^stdout (write failed|is closed).*EPIPE/) });
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      expect(child.proc.exitCode).toBe(null);
+    } finally {
+      child.proc.kill('SIGTERM');
+      await child.exited;
+    }
+  });
+});
