@@ -130,6 +130,8 @@ export interface EventProcessingTable {
   resource: string | null;
   settled_at: string | null;
   updated_at: string;
+  /** 1, then +1 each time the event settles again with a changed result (a new webhook-id per sink). */
+  revision: Generated<number>;
 }
 
 export interface SourcePausesTable {

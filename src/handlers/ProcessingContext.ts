@@ -29,14 +29,33 @@ export const DEFAULT_PROCESSING = {
   notFoundAttempts: 4,
 } as const;
 
-/** Mark an event's processing settled and let the fan-out know, in the caller's transaction. */
-export async function settleEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, resource: string | null): Promise<void> {
+/**
+ * Mark an event's processing settled and let the fan-out know, in the caller's transaction.
+ * `changed`: the event's result was just written and differs from what it was. An event already
+ * settled is then fanned out again as its next revision (a new webhook-id per sink): its sinks
+ * were sent the old result. Settling again with nothing changed sends nothing.
+ */
+export async function settleEvent(
+  ctx: ProcessingContext,
+  trx: Transaction<Database>,
+  eventId: string,
+  resource: string | null,
+  opts: { changed?: boolean } = {},
+): Promise<void> {
   const now = new Date(ctx.clock.now()).toISOString();
   const prior = await trx.selectFrom('event_processing').select('state').where('event_id', '=', eventId).executeTakeFirst();
+  const revise = prior?.state === 'settled' && opts.changed === true;
   await trx
     .insertInto('event_processing')
     .values({ event_id: eventId, state: 'settled', resource, settled_at: now, updated_at: now })
-    .onConflict((oc) => oc.column('event_id').doUpdateSet({ state: 'settled', settled_at: now, updated_at: now }))
+    .onConflict((oc) =>
+      oc.column('event_id').doUpdateSet((eb) => ({
+        state: 'settled',
+        settled_at: now,
+        updated_at: now,
+        ...(revise ? { revision: eb('event_processing.revision', '+', 1) } : {}),
+      })),
+    )
     .execute();
-  if (prior?.state !== 'settled') await ctx.onSettled(trx, eventId);
+  if (prior?.state !== 'settled' || revise) await ctx.onSettled(trx, eventId);
 }

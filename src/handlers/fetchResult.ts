@@ -13,6 +13,8 @@ interface Payload {
   event_id: string;
   application_id: string;
   resource: HiringResource;
+  /** From `replay`: ask the service again even if a final result is stored. */
+  refetch?: boolean;
 }
 
 const FINAL: ReadonlySet<ResultState> = new Set(['ready', 'unavailable', 'given_up']);
@@ -42,12 +44,14 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     const event = await ctx.db.selectFrom('events').select(['received_at']).where('id', '=', p.event_id).executeTakeFirst();
     if (!row || !event) throw new PermanentError(`nothing to fetch for event ${p.event_id}: result row or event missing`);
 
-    if (FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
+    if (!p.refetch && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
       await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource));
       return;
     }
-    // Give-up is measured from this event's arrival: a result re-announced days later gets its own window.
-    if (now - Date.parse(event.received_at) > ctx.giveUpAfterMs) {
+    // Give-up is measured from this event's arrival: a result re-announced days later gets its own
+    // window. A replay's read has its own window, from when it was queued.
+    const since = p.refetch ? Date.parse(job.created_at) : Date.parse(event.received_at);
+    if (now - since > ctx.giveUpAfterMs) {
       await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
       return;
     }
@@ -127,13 +131,16 @@ async function finish(
         ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
         : { fetched_at: nowIso };
   await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
+    const before = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
     await trx
       .updateTable(table)
       .set({ state: result.state, reason: result.reason, updated_at: nowIso, ...columns })
       .where('application_id', '=', p.application_id)
       .execute();
+    const after = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+    const changed = before?.state !== after?.state || before?.reason !== after?.reason || before?.data !== after?.data;
     await rebuildApplication(trx, p.application_id, ctx.clock.now());
-    await settleEvent(ctx, trx, p.event_id, p.resource);
+    await settleEvent(ctx, trx, p.event_id, p.resource, { changed });
   });
 }
 

@@ -49,7 +49,7 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
 export async function foldEvents(
   ctx: ProcessingContext,
   trx: Transaction<Database>,
-  items: readonly ({ eventId: unknown } | { error: unknown })[],
+  items: readonly ({ eventId: unknown; refetch?: boolean } | { error: unknown })[],
   now: number,
 ): Promise<BatchItemResult[]> {
   const results: BatchItemResult[] = [];
@@ -71,7 +71,7 @@ export async function foldEvents(
     await sql`SAVEPOINT process_event`.execute(trx);
     try {
       if ('error' in item) throw item.error;
-      await processEvent(ctx, trx, item.eventId as string, now);
+      await processEvent(ctx, trx, item.eventId as string, now, item.refetch === true);
       await sql`RELEASE process_event`.execute(trx);
       results.push(undefined);
     } catch (error) {
@@ -89,16 +89,20 @@ export async function foldEvents(
   return results;
 }
 
-/** A job's event id as its payload gives it, or the parse error (that job then fails on its own, in its savepoint). */
-function parsePayload(payload: string): { eventId: unknown } | { error: unknown } {
+/**
+ * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in
+ * its savepoint). `refetch`: queued by `replay`, whose result read must ask the service again.
+ */
+function parsePayload(payload: string): { eventId: unknown; refetch?: boolean } | { error: unknown } {
   try {
-    return { eventId: (JSON.parse(payload) as { event_id?: unknown }).event_id };
+    const p = JSON.parse(payload) as { event_id?: unknown; refetch?: unknown };
+    return { eventId: p.event_id, refetch: p.refetch === true };
   } catch (error) {
     return { error };
   }
 }
 
-async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number): Promise<void> {
+async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number, refetch: boolean): Promise<void> {
   const event = await trx.selectFrom('events').select(['id', 'event_type', 'source', 'application_id']).where('id', '=', eventId).executeTakeFirst();
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
   if (event.application_id) await rebuildApplication(trx, event.application_id, now);
@@ -115,12 +119,18 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     .insertInto('event_processing')
     .values({ event_id: eventId, state: 'awaiting_result', resource, updated_at: nowIso })
     // A replay through processing re-reads the result but does not make a settled event new
-    // again: sinks are re-sent only by an explicit replay to them (same rule for every event type).
+    // again: its sinks hear of it again only if the result changed (a new revision, see
+    // settleEvent) or by an explicit replay to them.
     .onConflict((oc) => oc.column('event_id').doNothing())
     .execute();
   await enqueue(
     trx,
-    { kind: JobKind.fetchResult, payload: { event_id: eventId, application_id: event.application_id, resource }, eventId, source: event.source },
+    {
+      kind: JobKind.fetchResult,
+      payload: { event_id: eventId, application_id: event.application_id, resource, ...(refetch ? { refetch: true } : {}) },
+      eventId,
+      source: event.source,
+    },
     now,
   );
 }

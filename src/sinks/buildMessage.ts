@@ -42,7 +42,17 @@ type ResultRow = { application_id: string; state: 'processing' | MessageResult['
 export async function buildMessages(db: Kysely<Database> | Transaction<Database>, eventIds: readonly string[]): Promise<Map<string, BuiltMessage>> {
   const ids = [...new Set(eventIds)];
   const events = [];
-  for (const chunk of inChunks(ids)) events.push(...(await db.selectFrom('events').selectAll().where('id', 'in', chunk).execute()));
+  for (const chunk of inChunks(ids)) {
+    events.push(
+      ...(await db
+        .selectFrom('events')
+        .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
+        .selectAll('events')
+        .select('event_processing.revision')
+        .where('events.id', 'in', chunk)
+        .execute()),
+    );
+  }
   // The application ids whose result each resource needs.
   const wanted = new Map<HiringResource, Set<string>>();
   for (const e of events) {
@@ -88,6 +98,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         webhook_id: event.webhook_id,
         application_id: event.application_id,
         external_id: externalId,
+        revision: event.revision ?? 1,
         payload,
         result,
         needs_review: needsReview(event.event_type, payload, result?.data ?? null),

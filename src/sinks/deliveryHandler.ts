@@ -93,7 +93,7 @@ export function createDeliveryHandler(h: {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {
           sending.push(i);
-          batch.push({ message: b.message, ctx: { messageId: messageIdFor(eventId, config.name), attempt: job.attempts, clock, logger: log } });
+          batch.push({ message: b.message, ctx: { messageId: messageIdFor(eventId, config.name, b.message.revision), attempt: job.attempts, clock, logger: log } });
         }
       }
 

@@ -17,14 +17,15 @@ const freshCycle = (at: string) => ({
   updated_at: at,
 });
 
-/** A new delivery cycle for the pair: inserted, or reset to pending on a replay. */
+/** A new delivery cycle for the pair: inserted, or reset to pending on a replay or a new revision. */
 export async function resetDelivery(trx: Db, d: { eventId: string; sink: string; messageId: string }, now: number): Promise<void> {
   const at = iso(now);
   const fresh = freshCycle(at);
   await trx
     .insertInto('deliveries')
     .values({ event_id: d.eventId, sink: d.sink, message_id: d.messageId, created_at: at, ...fresh })
-    .onConflict((oc) => oc.columns(['event_id', 'sink']).doUpdateSet(fresh))
+    // message_id too: a new revision of the event's message has its own.
+    .onConflict((oc) => oc.columns(['event_id', 'sink']).doUpdateSet({ ...fresh, message_id: d.messageId }))
     .execute();
 }
 
@@ -34,7 +35,7 @@ export function preparedResetDelivery(sqlite: BetterSqlite3.Database) {
   const upsert = sqlite.prepare(
     `INSERT INTO deliveries (event_id, sink, message_id, created_at, ${columns.join(', ')})
      VALUES (@event_id, @sink, @message_id, @created_at, ${columns.map((c) => `@${c}`).join(', ')})
-     ON CONFLICT (event_id, sink) DO UPDATE SET ${columns.map((c) => `${c} = excluded.${c}`).join(', ')}`,
+     ON CONFLICT (event_id, sink) DO UPDATE SET ${[...columns, 'message_id'].map((c) => `${c} = excluded.${c}`).join(', ')}`,
   );
   return (d: { eventId: string; sink: string; messageId: string }, now: number): void => {
     const at = iso(now);

@@ -19,7 +19,7 @@ type Maybe<T> = T | Promise<T>;
 
 /** The reads and writes enqueueing needs, on kysely (a transaction) or on prepared statements. */
 export interface DeliveryWrites {
-  event(eventId: string): Maybe<{ event_type: string; source: string; state: string } | undefined>;
+  event(eventId: string): Maybe<{ event_type: string; source: string; state: string; revision: number } | undefined>;
   findOpenJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
   resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
   enqueue(job: NewJob, now: number): Maybe<number>;
@@ -32,7 +32,7 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
       trx
         .selectFrom('events')
         .innerJoin('event_processing', 'event_processing.event_id', 'events.id')
-        .select(['events.event_type', 'events.source', 'event_processing.state'])
+        .select(['events.event_type', 'events.source', 'event_processing.state', 'event_processing.revision'])
         .where('events.id', '=', eventId)
         .executeTakeFirst(),
     findOpenJob: (eventId, kind) => findOpenJob(trx, eventId, kind),
@@ -47,8 +47,8 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
  * kysely compiled four statements per (event, sink), most of the CLI's time.
  */
 export function preparedDeliveryWrites(sqlite: BetterSqlite3.Database): DeliveryWrites {
-  const event = sqlite.prepare<[string], { event_type: string; source: string; state: string }>(
-    `SELECT events.event_type, events.source, event_processing.state
+  const event = sqlite.prepare<[string], { event_type: string; source: string; state: string; revision: number }>(
+    `SELECT events.event_type, events.source, event_processing.state, event_processing.revision
      FROM events JOIN event_processing ON event_processing.event_id = events.id WHERE events.id = ?`,
   );
   return { event: (eventId) => event.get(eventId), resetDelivery: preparedResetDelivery(sqlite), ...preparedJobWrites(sqlite) };
@@ -84,7 +84,7 @@ export async function enqueueDeliveries(
     if (!matchesSink(sink, event)) continue;
     const kind = sinkJobKind(sink.name);
     const open = await w.findOpenJob(eventId, kind);
-    await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name) }, now);
+    await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name, event.revision) }, now);
     if (!open) {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };
       // source = the job kind: the pause domain of the sink's own worker gate (see SinkGate).

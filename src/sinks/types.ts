@@ -25,13 +25,15 @@ export interface SinkMessage {
   webhook_id: string | null;
   application_id: string | null;
   external_id: string | null;
+  /** 1; higher when the event's result changed after it was sent, and the message was sent again. */
+  revision: number;
   payload: unknown;
   result: MessageResult | null;
   needs_review: boolean;
 }
 
 export interface DeliveryContext {
-  /** Stable for the (event, sink) pair: the `webhook-id` of http sinks. */
+  /** Stable for the (event, sink, revision): the `webhook-id` of http sinks. */
   messageId: string;
   /** 1 for the first attempt of this cycle. */
   attempt: number;

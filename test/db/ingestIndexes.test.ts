@@ -113,7 +113,7 @@ describe('migration 006: processing takes new events from a cursor', () => {
       storeAsBefore(sqlite, id, null);
       enqueue.run(id);
     }
-    expect(migrate(sqlite, migrations)).toEqual([6]);
+    expect(migrate(sqlite, migrations.filter((m) => m.version <= 6))).toEqual([6]);
     expect(sqlite.prepare('SELECT last_event_rowid FROM processing_cursor').pluck().get()).toBe(
       sqlite.prepare("SELECT rowid FROM events WHERE id = 'evt_2'").pluck().get(),
     );

@@ -4,6 +4,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enqueue } from '../../src/queue/JobQueue.js';
+import { messageIdFor } from '../../src/sinks/messageId.js';
+import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { ACME_KEY, ACME_KEY_2, startPair, type Pair } from '../helpers/pair.js';
 
@@ -13,6 +15,22 @@ afterEach(() => pair?.close());
 const db = () => pair.receiver.app.database.ingestSqlite;
 const row = (sql: string, ...p: unknown[]) => db().prepare(sql).get(...p) as Record<string, any> | undefined;
 const all = (sql: string, ...p: unknown[]) => db().prepare(sql).all(...p) as Record<string, any>[];
+
+/** A pair whose receiver has one file sink, `archive`; `messages()` reads what it wrote. */
+async function withArchive(prefix: string, body: (messages: () => Record<string, any>[]) => Promise<void>): Promise<void> {
+  const { dir, cleanup } = tempDir(prefix);
+  try {
+    const file = join(dir, 'config.json');
+    const out = join(dir, 'out.ndjson');
+    writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: out }] }));
+    pair = await startPair({ env: { CONFIG_FILE: file } });
+    await body(() => readFileSync(out, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>));
+  } finally {
+    await pair.close();
+    pair = undefined as unknown as Pair;
+    cleanup();
+  }
+}
 
 describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.4)', () => {
   it('takes an application through its whole life: every event stored, results fetched, state true', async () => {
@@ -144,29 +162,84 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
   });
 
   it('a replay through processing re-settles nothing: sinks are not sent the same events again', async () => {
-    const { dir, cleanup } = tempDir('replay-');
-    try {
-      const file = join(dir, 'config.json');
-      writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'out.ndjson') }] }));
-      pair = await startPair({ env: { CONFIG_FILE: file } });
+    await withArchive('replay-', async (messages) => {
       pair.sandbox.control.runScenario('lifecycle');
       await pair.settle();
       await pair.receiver.app.fanOut.runUntilIdle();
-      const lines = () => readFileSync(join(dir, 'out.ndjson'), 'utf8').trimEnd().split('\n').length;
-      const before = lines();
+      const before = messages().length;
       expect(before).toBe(7);
       // What `replay` (without --sink) does: a new process_event job for every stored event.
       const ids = all('SELECT id FROM events').map((r) => r.id as string);
-      for (const id of ids) await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: id }, eventId: id, source: 'default' }, pair.clock.now());
+      for (const id of ids) await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: id, refetch: true }, eventId: id, source: 'default' }, pair.clock.now());
       pair.clock.advance(60_000);
       await pair.settle();
       await pair.receiver.app.fanOut.runUntilIdle();
-      expect(lines()).toBe(before);
-    } finally {
-      await pair.close();
-      pair = undefined as unknown as Pair;
-      cleanup();
-    }
+      expect(messages()).toHaveLength(before);
+    });
+  });
+
+  const interviewMessages = (messages: () => Record<string, any>[]) => messages().filter((m) => m.event_type === 'interview.completed');
+
+  it('a dead-lettered fetch retried by the operator sends the completed result again, as revision 2 under a new webhook-id', async () => {
+    await withArchive('revision-', async (messages) => {
+      const c = pair.sandbox.control;
+      const app = c.createApplication({ jobId: c.createJob({}).id });
+      c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: 'http://127.0.0.1:9/elsewhere' } });
+      c.completeInterview(app.id);
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      const [first] = interviewMessages(messages);
+      expect(first).toMatchObject({ revision: 1, result: { state: 'given_up', reason: expect.stringMatching(/^fetch failed: .*302/) } });
+      const eventId = first!.id as string;
+      expect(row("SELECT message_id FROM deliveries WHERE sink = 'archive' AND event_id = ?", eventId)).toEqual({ message_id: messageIdFor(eventId, 'archive') });
+
+      // The operator fixes the cause and retries the dead letter (`dead-letters retry --kind fetch_result`).
+      c.clearFaults();
+      expect(await pair.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+      pair.clock.advance(30_000);
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      const sent = interviewMessages(messages);
+      expect(sent).toHaveLength(2);
+      expect(sent[1]).toMatchObject({ id: eventId, revision: 2, result: { state: 'ready' } });
+      const second = messageIdFor(eventId, 'archive', 2);
+      expect(second).not.toBe(messageIdFor(eventId, 'archive'));
+      expect(row("SELECT message_id, state FROM deliveries WHERE sink = 'archive' AND event_id = ?", eventId)).toEqual({ message_id: second, state: 'delivered' });
+    });
+  });
+
+  it('`replay` through processing asks the service again; a changed result goes to the sinks as the next revision, an unchanged one sends nothing', async () => {
+    await withArchive('replay-refetch-', async (messages) => {
+      const c = pair.sandbox.control;
+      const app = c.createApplication({ jobId: c.createJob({}).id });
+      c.completeInterview(app.id);
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      const sent = () => interviewMessages(messages).map((m) => [m.revision, m.result.state]);
+      expect(sent()).toEqual([[1, 'ready']]);
+      const eventId = interviewMessages(messages)[0]!.id as string;
+      const replay = async () => {
+        const cli = runTs('src/cli/main.ts', ['replay', '--id', eventId, '--database', pair.receiver.dbPath], {});
+        expect((await cli.exited).code).toBe(0);
+        // The CLI queues on the wall clock; the pair runs on its own, so it catches up (and past the 30 s spacing).
+        pair.clock.advance(Math.max(0, Date.now() - pair.clock.now()) + 30_000);
+        await pair.settle();
+        await pair.receiver.app.fanOut.runUntilIdle();
+      };
+      const polls = () => row('SELECT polls FROM interview_results WHERE application_id = ?', app.id)!.polls as number;
+
+      // Nothing changed at the service: it is asked again, and the sinks are sent nothing.
+      const before = polls();
+      await replay();
+      expect(polls()).toBe(before + 1);
+      expect(sent()).toEqual([[1, 'ready']]);
+
+      // The service's answer changed: the sinks get it as revision 2.
+      c.markUnavailable(app.id, 'interview', 'no_result');
+      await replay();
+      expect(polls()).toBe(before + 2);
+      expect(sent()).toEqual([[1, 'ready'], [2, 'unavailable']]);
+    });
   });
 
   it.each([

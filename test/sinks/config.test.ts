@@ -32,7 +32,7 @@ describe('CONFIG_FILE sinks', () => {
       { CRM_SECRET: secret },
     );
     expect(cfg.sinks).toEqual([
-      { name: 'crm', type: 'http', events: ['interview.completed', 'insights.*'], sources: null, concurrency: 4, maxAttempts: 25, target: 'https://crm.example/hooks', options: { url: 'https://crm.example/hooks', secret, timeoutMs: 10_000 } },
+      { name: 'crm', type: 'http', events: ['interview.completed', 'insights.*'], sources: null, concurrency: 4, maxAttempts: 25, target: expect.stringMatching(/^https:\/\/crm\.example\/… \(url sha256 [0-9a-f]{12}\)$/), options: { url: 'https://crm.example/hooks', secret, timeoutMs: 10_000 } },
       { name: 'archive', type: 'file', events: null, sources: null, concurrency: 512, maxAttempts: 3, target: './data/events.ndjson', options: { path: './data/events.ndjson' } },
       { name: 'console', type: 'stdout', events: ['application.*'], sources: ['default'], concurrency: 2, maxAttempts: 25, target: 'stdout', options: {} },
     ]);

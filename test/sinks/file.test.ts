@@ -23,7 +23,7 @@ afterEach(async () => {
 const lines = (path: string) => readFileSync(path, 'utf8');
 const msg = (id: string): SinkMessage => ({
   id, event_type: 'application.created', created_at: null, received_at: '2026-11-01T00:00:00.000Z', source: 'default',
-  webhook_id: null, application_id: null, external_id: null, payload: { n: id }, result: null, needs_review: false,
+  webhook_id: null, application_id: null, external_id: null, revision: 1, payload: { n: id }, result: null, needs_review: false,
 });
 const ctx: DeliveryContext = { messageId: 'msg_x', attempt: 1, clock: new ManualClock(0), logger: createLogger('silent') };
 const dir = () => {

@@ -64,7 +64,7 @@ describe('the message (public contract)', () => {
     expect([...byId.keys()].sort()).toEqual(EVENTS.map((e) => e.id).sort());
     const row = (id: string) => h.r.app.database.ingestSqlite.prepare('SELECT received_at FROM events WHERE id = ?').get(id) as { received_at: string };
     const base = (e: (typeof EVENTS)[number]) => ({
-      id: e.id, event_type: e.event_type, created_at: at(1), received_at: row(e.id).received_at, source: 'default', webhook_id: 'wh_1', payload: e.payload,
+      id: e.id, event_type: e.event_type, created_at: at(1), received_at: row(e.id).received_at, source: 'default', webhook_id: 'wh_1', revision: 1, payload: e.payload,
     });
     const fetched = expect.any(String);
     const e = (id: string) => EVENTS.find((x) => x.id === id)!;

@@ -156,7 +156,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
               counts.processing.queued++;
               what.push('processing');
               openProcessing.add(e.id);
-              if (w) jobIds.push(jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source }, now));
+              if (w) jobIds.push(jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now));
             }
           }
           for (const sink of targets) {
