@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
+import { CONFIG_PARSE } from './parseOptions.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -251,7 +252,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
   if (path) {
     const fileProblems: string[] = [];
     const json = readConfigJson(path, readFile, fileProblems);
-    const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json);
+    const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json, CONFIG_PARSE);
     if (parsed && !parsed.success) reportIssues(parsed.error.issues, fileProblems);
     if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
     (parsed.data.sources ?? []).forEach((src, i) => {
@@ -311,14 +312,14 @@ function loadFileSources(
 ): void {
   const json = readConfigJson(path, readFile, problems);
   if (json === undefined) return;
-  const parsed = fileSchema.safeParse(json);
+  const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
   // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
   if (!parsed.success) reportIssues(parsed.error.issues, problems);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return;
   const top = json as { sources?: unknown; sinks?: unknown };
   const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
   (Array.isArray(top.sources) ? top.sources : []).forEach((entry: unknown, i) => {
-    const one = fileSourceSchema.safeParse(entry);
+    const one = fileSourceSchema.safeParse(entry, CONFIG_PARSE);
     if (!one.success) {
       // Still a source by that name, for the sinks' `sources` checks; its problems are reported.
       reportIssues(one.error.issues, problems, ['sources', i]);

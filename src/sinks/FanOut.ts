@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { KNOWN_EVENT_TYPES } from '../events/eventTypes.js';
 import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
@@ -10,6 +11,7 @@ import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
 import { enqueueDeliveries, sinkJobKind } from './enqueueDeliveries.js';
+import { matchesEventType } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
 import type { SinkConfig } from './sinkConfig.js';
 import { SinkGate } from './SinkGate.js';
@@ -141,6 +143,16 @@ export class FanOut {
   }
 
   async start(): Promise<void> {
+    for (const { config } of this.lanes) {
+      // Valid, since the set of event types can grow (spec 6), but most likely a typo.
+      const unmatched = (config.events ?? []).filter((p) => !KNOWN_EVENT_TYPES.some((t) => matchesEventType([p], t)));
+      if (unmatched.length > 0) {
+        this.o.logger.warn(
+          { sink: config.name, patterns: unmatched, known: KNOWN_EVENT_TYPES },
+          'sink events filter: these patterns match no event type the service documents (spec 6.4), only new types of that name',
+        );
+      }
+    }
     await this.reconcile();
     for (const lane of this.lanes) lane.worker.start();
   }

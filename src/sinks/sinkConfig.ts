@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
+import { CONFIG_PARSE } from '../config/parseOptions.js';
 
 /** One configured sink, resolved (secrets read from the environment, defaults applied). */
 export interface SinkConfig {
@@ -19,13 +20,14 @@ export interface SinkConfig {
 }
 
 const SINK_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
-const EVENT_PATTERN = /^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/i;
+// Lowercase only: the service's event types are (spec 6.4), and matching is exact.
+const EVENT_PATTERN = /^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/;
 /** Default attempts of a delivery before it is dead-lettered (about 20 h with the default backoff). */
 export const DEFAULT_SINK_MAX_ATTEMPTS = 25;
 
 const common = {
   name: z.string().regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
-  events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*"')).min(1, 'must not be empty; omit it to receive every event').optional(),
+  events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*", in lowercase as the service sends them')).min(1, 'must not be empty; omit it to receive every event').optional(),
   sources: z.array(z.string().min(1)).min(1, 'must not be empty; omit it to receive every source').optional(),
   concurrency: z.number().int().min(1).max(1024).optional(),
   max_attempts: z.number().int().min(1).max(1000).optional(),
@@ -68,7 +70,7 @@ export function resolveSinks(
   };
   raw.forEach((entry, i) => {
     const at = `CONFIG_FILE sinks.${i}`;
-    const parsed = sinkEntrySchema.safeParse(entry);
+    const parsed = sinkEntrySchema.safeParse(entry, CONFIG_PARSE);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
       // Its name still counts, so a second sink of that name is reported in this run too.

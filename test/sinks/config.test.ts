@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
 const API = { HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def', WEBHOOK_SECRET: newSecret() };
@@ -88,6 +91,37 @@ describe('CONFIG_FILE sinks', () => {
       'CONFIG_FILE sinks.0: Unrecognized key: "colour"',
       'CONFIG_FILE sinks.1.name: sink name "a" is used twice',
     ]);
+  });
+});
+
+describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
+  it('says a missing field is required, whatever its type', () => {
+    expect(problemsOf({ sinks: [{ name: 'crm', type: 'http' }] })).toEqual([
+      'CONFIG_FILE sinks.0.url: is required',
+      'CONFIG_FILE sinks.0.secret: is required',
+    ]);
+    expect(problemsOf({ sources: [{ name: 'acme', api_url: 'https://h.example', api_key: 'sk-a.b' }] })).toEqual(['CONFIG_FILE sources.0.secrets: is required']);
+  });
+
+  it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {
+    expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', events: ['Insights.Completed'] }] })).toEqual([
+      'CONFIG_FILE sinks.0.events.0: must be an event type or "prefix.*", in lowercase as the service sends them',
+    ]);
+  });
+
+  it('warns at start about events patterns that match no documented event type', async () => {
+    const { dir, cleanup } = tempDir('sink-typo-');
+    const out = join(dir, 'out.ndjson');
+    const configFile = join(dir, 'config.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'typo', type: 'file', path: out, events: ['interview.complete', 'application.*', 'interviews.*'] }] }));
+    const r = await startReceiver({ WEBHOOK_SECRET: API.WEBHOOK_SECRET, CONFIG_FILE: configFile });
+    try {
+      const warning = r.logs.lines.find((l) => l.level === 40 && /match no event type the service documents/.test(String(l.msg)));
+      expect(warning).toMatchObject({ sink: 'typo', patterns: ['interview.complete', 'interviews.*'] });
+    } finally {
+      await r.close();
+      cleanup();
+    }
   });
 });
 
