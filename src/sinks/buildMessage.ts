@@ -70,12 +70,22 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
       for (const row of rows) results.set(`${resource}\0${row.application_id}`, row);
     }
   }
+  const payloads = new Map(events.map((e) => [e.id, (JSON.parse(e.envelope) as Obj).payload ?? null]));
+  // The deleted event's payload is the application snapshot itself (spec 6.4), which lists no
+  // external_id: the correlation id then comes from the application as stored.
+  const deletedApps = events.filter((e) => e.event_type === 'job_application.deleted' && e.application_id && !('external_id' in (obj(payloads.get(e.id)) ?? {})));
+  const storedExternalIds = new Map<string, string | null>();
+  for (const chunk of inChunks([...new Set(deletedApps.map((e) => e.application_id!))])) {
+    const rows = await db.selectFrom('applications').select(['id', 'external_id']).where('id', 'in', chunk).execute();
+    for (const row of rows) storedExternalIds.set(row.id, row.external_id);
+  }
   const out = new Map<string, BuiltMessage>(ids.map((id) => [id, { status: 'missing' }]));
   for (const event of events) {
-    const payload = (JSON.parse(event.envelope) as Obj).payload ?? null;
-    // The deleted event's payload is the application snapshot itself (spec 6.4).
-    const app = event.event_type === 'job_application.deleted' ? obj(payload) : obj(obj(payload)?.application);
-    const externalId = typeof app?.external_id === 'string' ? app.external_id : null;
+    const payload = payloads.get(event.id) ?? null;
+    const deleted = event.event_type === 'job_application.deleted';
+    const app = deleted ? obj(payload) : obj(obj(payload)?.application);
+    const externalId =
+      typeof app?.external_id === 'string' ? app.external_id : deleted && event.application_id ? (storedExternalIds.get(event.application_id) ?? null) : null;
 
     let result: MessageResult | null = null;
     const resource = RESOURCE_OF_EVENT[event.event_type];

@@ -30,7 +30,8 @@ const EVENTS = [
   ev('e-cv', 'cv_evaluation.completed', { application, cv_evaluation: { id: 'cv-1', overall_score: 3 } }),
   ev('e-insights', 'insights.completed', { application, insights: { overall_score: 4, hiring_recommendation: 'yes', is_eligible: true } }),
   ev('e-legacy', 'interview_v2.completed', { application_id: LEGACY_APP }),
-  ev('e-deleted', 'job_application.deleted', { id: APP, external_id: 'ats-9', status: 'interviewed', created_at: at(0), candidate: cand, job }),
+  // The snapshot as spec 6.4 lists it: no external_id; the message takes it from the stored application.
+  ev('e-deleted', 'job_application.deleted', { id: APP, status: 'interviewed', created_at: at(0), candidate: cand, job }),
   ev('e-unknown', 'candidate.teleported', { anything: [1, 'two', { three: null }] }),
 ];
 
