@@ -148,11 +148,13 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
  * collected and reported together, each naming its variable or field path.
  */
+const DEFAULT_DATABASE_PATH = './data/receiver.db';
+
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST && env.HOST.length > 0 ? env.HOST : '0.0.0.0';
-  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : './data/receiver.db';
+  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
   const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
@@ -344,5 +346,6 @@ function loadFileSources(
       apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
     });
   });
-  sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems }));
+  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
+  sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems, databasePath }));
 }

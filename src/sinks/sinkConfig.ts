@@ -1,3 +1,4 @@
+import { resolve as resolvePath } from 'node:path';
 import { z } from 'zod';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
@@ -52,11 +53,22 @@ type RawSink = { name: string; type: SinkType; events?: string[]; sources?: stri
  * (`CONFIG_FILE sinks.1.secret: ...`). Entries that failed their schema or their kind's checks
  * are left out; callers must refuse the configuration whenever `problems` is not empty.
  */
+/** The files SQLite and the receiver keep beside the database. */
+const DATABASE_SIDECARS = ['-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock'];
+
 export function resolveSinks(
   raw: unknown,
-  opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[] },
+  opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[]; databasePath?: string },
 ): SinkConfig[] {
   const problem = (m: string) => opts.problems.push(m);
+  // A file sink's lines must not land in the database or its files (they would corrupt it), nor
+  // in another file sink's file (both would write every line, interleaved).
+  const reserved = new Set(
+    opts.databasePath && opts.databasePath !== ':memory:'
+      ? ['', ...DATABASE_SIDECARS].map((suffix) => resolvePath(`${opts.databasePath}${suffix}`))
+      : [],
+  );
+  const files = new Map<string, string>();
   if (raw === undefined) return [];
   if (!Array.isArray(raw)) {
     problem('CONFIG_FILE sinks: must be an array of sinks');
@@ -90,6 +102,12 @@ export function resolveSinks(
       secret: (where, ref) => resolveSecretRef(where, ref, opts.env, problem),
     });
     if (options === null) return;
+    if (s.type === 'file') {
+      const file = resolvePath((options as { path: string }).path);
+      if (reserved.has(file)) problem(`${at}.path: is the receiver's database or one of its files (DATABASE_PATH)`);
+      else if (files.has(file)) problem(`${at}.path: sink ${JSON.stringify(files.get(file))} already writes to this file`);
+      else files.set(file, s.name);
+    }
     out.push(
       Object.freeze({
         name: s.name,

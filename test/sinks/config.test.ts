@@ -103,6 +103,31 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     expect(problemsOf({ sources: [{ name: 'acme', api_url: 'https://h.example', api_key: 'sk-a.b' }] })).toEqual(['CONFIG_FILE sources.0.secrets: is required']);
   });
 
+  it('refuses a file sink writing into the database or its files, or into another file sink\'s file', () => {
+    const env = { DATABASE_PATH: '/var/lib/receiver/r.db' };
+    expect(
+      problemsOf(
+        {
+          sinks: [
+            { name: 'a', type: 'file', path: '/var/lib/receiver/r.db' },
+            { name: 'b', type: 'file', path: '/var/lib/receiver/../receiver/r.db-wal' },
+            { name: 'c', type: 'file', path: '/var/log/events.ndjson' },
+            { name: 'd', type: 'file', path: '/var/log/./events.ndjson' },
+          ],
+        },
+        env,
+      ),
+    ).toEqual([
+      "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
+      "CONFIG_FILE sinks.1.path: is the receiver's database or one of its files (DATABASE_PATH)",
+      'CONFIG_FILE sinks.3.path: sink "c" already writes to this file',
+    ]);
+    // The default DATABASE_PATH counts too.
+    expect(problemsOf({ sinks: [{ name: 'a', type: 'file', path: './data/receiver.db-shm' }] })).toEqual([
+      "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
+    ]);
+  });
+
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {
     expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', events: ['Insights.Completed'] }] })).toEqual([
       'CONFIG_FILE sinks.0.events.0: must be an event type or "prefix.*", in lowercase as the service sends them',
