@@ -206,8 +206,12 @@ export function createApp(deps: AppDeps) {
     metrics,
     maxBodyBytes: config.maxBodyBytes,
   });
-  app.post('/webhooks', webhookHandler);
-  app.all('/webhooks', (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
+  // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
+  // answer 404 to every delivery, and the service drops an event after 6 failed attempts.
+  for (const path of ['/webhooks', '/webhooks/']) {
+    app.post(path, webhookHandler);
+    app.all(path, (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
+  }
   // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
   const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
   const disabledSinksStmt = database.ingestSqlite.prepare(

@@ -170,6 +170,15 @@ describe('POST /webhooks over real HTTP', () => {
     expect(result.sentBytes).toBeLessThan(4 * 1024 * 1024);
   });
 
+  it('takes deliveries at /webhooks/ too (an endpoint registered with a trailing slash)', async () => {
+    const env = envelope();
+    const d = signDelivery(secret, JSON.stringify(env));
+    const res = await fetch(`${r.url}/webhooks/`, { method: 'POST', headers: d.headers, body: d.body });
+    expect(res.status).toBe(200);
+    expect(one('SELECT count(*) FROM events WHERE id = ?', env.id)).toBe(1);
+    expect((await fetch(`${r.url}/webhooks/`)).status).toBe(405);
+  });
+
   it('answers 405 for other methods and 404 elsewhere, as JSON', async () => {
     const get = await fetch(`${r.url}/webhooks`);
     expect(get.status).toBe(405);
