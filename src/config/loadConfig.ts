@@ -192,6 +192,19 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     if (seen.has(s.name)) problems.push(`CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`);
     seen.add(s.name);
   }
+  // A delivery is attributed to the source whose key verifies it: one key in two sources would
+  // store one organization's events under the other's name and fetch them with the wrong API key.
+  const keyOwner = new Map<string, string>();
+  for (const s of sources) {
+    for (const key of s.signingKeys) {
+      const owner = keyOwner.get(key.toString('base64'));
+      if (owner !== undefined && owner !== s.name) {
+        problems.push(
+          `CONFIG_FILE: sources ${JSON.stringify(owner)} and ${JSON.stringify(s.name)} have the same signing secret; each webhook endpoint has its own, and deliveries could not be told apart`,
+        );
+      } else keyOwner.set(key.toString('base64'), s.name);
+    }
+  }
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({

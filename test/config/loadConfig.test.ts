@@ -120,6 +120,22 @@ describe('loadConfig', () => {
     expect(cfg.sources).toEqual([{ name: 'acme', signingKeys: [expect.any(Buffer)], apiUrl: 'https://hiring.example', apiKey: 'sk-abc.def' }]);
   });
 
+  it('refuses one signing secret in two sources (WEBHOOK_SECRET\'s default included), without echoing it', () => {
+    const shared = newSecret();
+    const file = JSON.stringify({
+      sources: [
+        { name: 'acme', secrets: [newSecret(), shared], api_url: 'https://h.example', api_key: 'sk-a.b' },
+        { name: 'globex', secrets: shared, api_url: 'https://h.example', api_key: 'sk-c.d' },
+      ],
+    });
+    const problems = problemsOf({ CONFIG_FILE: '/c.json', WEBHOOK_SECRET: shared, HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-e.f' }, { '/c.json': file });
+    expect(problems).toEqual([
+      'CONFIG_FILE: sources "default" and "acme" have the same signing secret; each webhook endpoint has its own, and deliveries could not be told apart',
+      'CONFIG_FILE: sources "default" and "globex" have the same signing secret; each webhook endpoint has its own, and deliveries could not be told apart',
+    ]);
+    expect(problems.join('\n')).not.toContain(shared.slice(6, 20));
+  });
+
   it('names the path of a bad field in CONFIG_FILE, unknown keys included', () => {
     const problems = problemsOf(
       { CONFIG_FILE: '/c.json' },
