@@ -220,7 +220,18 @@ describe('operations on a running receiver', () => {
     expect(retry.stdout).toMatch(/^1 dead-lettered job queued again/);
     await until(() => one<{ state: string }>('SELECT state FROM jobs WHERE id = ?', job.id).state === 'done', 'the retried job to run');
     const none = await cli(['dead-letters', 'retry', '--kind', 'fetch_result'], { DATABASE_PATH: dbPath });
-    expect(none.stdout).toMatch(/no dead letter matched/);
+    expect(none).toMatchObject({ code: 0, stdout: expect.stringMatching(/no dead letter matched/) });
+    // An id asked for by name that is no dead letter (the job is done now, or never existed): exit 1, named.
+    const byId = await cli(['dead-letters', 'retry', '--id', String(job.id), '--id', '999999'], { DATABASE_PATH: dbPath });
+    expect(byId.code).toBe(1);
+    expect(byId.stderr).toBe(`error: job ${job.id} is not a dead letter (no such job, or it is not dead)\nerror: job 999999 is not a dead letter (no such job, or it is not dead)\n`);
+  });
+
+  it('replay --id names an id that is not stored and exits 1, and still replays the others', async () => {
+    const r = await cli(['replay', '--id', 'evt-a1', '--id', 'evt-typo', '--processing', '--dry-run', '--json'], { DATABASE_PATH: dbPath });
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({ selected: 1, not_stored: ['evt-typo'] });
+    expect(r.stderr).toBe('error: no stored event has id "evt-typo"\n');
   });
 
   it('a retried sink dead letter shows as pending in deliveries at once', async () => {

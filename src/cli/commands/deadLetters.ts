@@ -61,6 +61,9 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {
     const queue = new JobQueue(database.db, systemClock);
+    // Ids asked for by name that are not dead letters (or not jobs at all): a typo must not read as success.
+    const deadIds = new Set(ids.length > 0 ? (await database.db.selectFrom('jobs').select('id').where('id', 'in', ids).where('state', '=', 'dead').execute()).map((r) => r.id) : []);
+    const notDead = ids.filter((id) => !deadIds.has(id));
     const n = await queue.retryDeadLetters({
       all: Boolean(o.all),
       ...(ids.length > 0 ? { ids } : {}),
@@ -72,9 +75,10 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
     await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
       WHERE state = 'dead' AND EXISTS (SELECT 1 FROM jobs WHERE jobs.state = 'pending'
         AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
-    if (o.json) printJson(io, { retried: n });
+    if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
-    return 0;
+    for (const id of notDead) io.err(`error: job ${id} is not a dead letter (no such job, or it is not dead)`);
+    return notDead.length > 0 ? 1 : 0;
   } finally {
     await database.close();
   }

@@ -123,6 +123,10 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   try {
     const { db } = database;
     const events = await selectEvents(db, o);
+    // Ids asked for by name that are not stored at all: a typo must not read as success.
+    const notStored = o.id?.length
+      ? o.id.filter((id) => !events.some((e) => e.id === id) && database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?').get(id) === undefined)
+      : [];
     const counts: Counts = { selected: events.length, processing: { queued: 0, already_queued: 0 }, sinks: {} };
     for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0 };
     const plain = !io.isTTY && !o.json;
@@ -199,7 +203,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     let waited: { done: number; failed: number } | null = null;
     if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, jobIds, pairs, o);
 
-    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(waited ? { finished: waited } : {}) });
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });
     else {
       const parts = [`${counts.selected} event${counts.selected === 1 ? '' : 's'} selected`];
       if (processing) parts.push(`processing: ${counts.processing.queued} ${verb}${counts.processing.already_queued ? `, ${counts.processing.already_queued} already queued` : ''}`);
@@ -209,7 +213,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead`);
       io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
     }
-    return waited && waited.failed > 0 ? 1 : 0;
+    for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
+    return (waited && waited.failed > 0) || notStored.length > 0 ? 1 : 0;
   } finally {
     await database.close();
   }
