@@ -96,17 +96,17 @@ describe('the receiver as a real process', () => {
     }
   });
 
-  it('drains and exits 0 on SIGTERM', async () => {
+  it.each(['SIGTERM', 'SIGHUP'] as const)('drains and exits 0 on %s', async (signal) => {
     const secret = newSecret();
     const port = await freePort();
-    const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'term.db'), PORT: String(port), HOST: '127.0.0.1' });
+    const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, `term-${signal}.db`), PORT: String(port), HOST: '127.0.0.1' });
     const url = `http://127.0.0.1:${port}`;
     await waitForHttp(`${url}/healthz`);
     const env = envelope();
     expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) })).status).toBe(200);
-    child.proc.kill('SIGTERM');
+    child.proc.kill(signal);
     expect(await child.exited).toEqual({ code: 0, signal: null });
-    expect(child.stdout.join('')).toMatch(/"msg":"receiver stopped"/);
+    expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
   });
 
   it('on SIGTERM, answers a delivery already in progress, then closes a stalled client after SHUTDOWN_GRACE_MS and exits 0', async () => {

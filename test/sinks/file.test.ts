@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,6 +43,26 @@ describe('file sink', () => {
     expect(text.endsWith('\n')).toBe(true);
     expect(text.trimEnd().split('\n').map((l) => (JSON.parse(l) as SinkMessage).id)).toEqual(events.map((e) => e.id));
     expect(h.deliveries('archive').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered']);
+  });
+
+  it('follows log rotation: after the file is moved away or removed, the next lines go to a new file at the path', async () => {
+    const path = join(dir(), 'events.ndjson');
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }] });
+    const [a, b, c] = [envelope(), envelope(), envelope()];
+    const idsIn = (p: string) => lines(p).trimEnd().split('\n').map((l) => (JSON.parse(l) as SinkMessage).id);
+    await h.post(a);
+    await h.settle();
+    renameSync(path, `${path}.1`); // what logrotate does by default
+    await h.post(b);
+    await h.settle();
+    expect(idsIn(`${path}.1`)).toEqual([a.id]);
+    expect(idsIn(path)).toEqual([b.id]);
+    unlinkSync(path);
+    await h.post(c);
+    await h.settle();
+    expect(idsIn(path)).toEqual([c.id]);
+    expect(h.deliveries('archive').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered']);
+    expect(h.r.logs.lines.filter((l) => /the file was moved or removed \(rotation\)/.test(String(l.msg)))).toHaveLength(2);
   });
 
   it('a torn last line left by a crash mid-write is removed at start and never appears as a message', async () => {

@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { open, stat as statPath } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { RetryableError } from '../../hiring/errors.js';
@@ -13,7 +13,8 @@ export interface FileSinkOptions {
 
 /** The few file operations the sink uses (a FileHandle has them); tests substitute one that fails (ENOSPC, short writes). */
 export interface SinkFile {
-  stat(): Promise<{ size: number }>;
+  /** `ino`/`dev` (a real file has them) let the sink notice that its path now names another file. */
+  stat(): Promise<{ size: number; ino?: number; dev?: number }>;
   read(buffer: Buffer, offset: number, length: number, position: number): Promise<{ bytesRead: number }>;
   write(buffer: Buffer): Promise<{ bytesWritten: number }>;
   truncate(length: number): Promise<void>;
@@ -72,7 +73,28 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
   let file: SinkFile | null = null;
   let size = 0;
 
+  /**
+   * Whether the open file is no longer the one at the path: moved away by log rotation
+   * (`mv events.ndjson events.ndjson.1`, logrotate's default), or deleted. The next lines then
+   * go to a new file at the path, without a signal or a restart.
+   */
+  async function rotated(f: SinkFile): Promise<boolean> {
+    const open = await f.stat();
+    if (open.ino === undefined || open.dev === undefined) return false;
+    try {
+      const now = await statPath(options.path);
+      return now.ino !== open.ino || now.dev !== open.dev;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
+      throw err;
+    }
+  }
+
   async function ensureOpen(): Promise<SinkFile> {
+    if (file && (await rotated(file))) {
+      deps.logger.info({ path: options.path }, 'file sink: the file was moved or removed (rotation); writing to a new file at the path');
+      await drop();
+    }
     if (file) return file;
     const f = await openFile(options.path);
     try {
