@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Database, ResultState } from '../db/schema.js';
-import { PauseSourceError, PermanentError, RetryAfterError } from '../hiring/errors.js';
+import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, outcomeToError } from '../hiring/outcomeToError.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
@@ -109,6 +109,10 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       default: {
         const err = outcomeToError(outcome);
         if (err instanceof RetryAfterError) throw new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs));
+        // 5xx, network errors, timeouts: the worker's backoff, but never sooner than the poll
+        // spacing. Retried sooner, the job would only find the spacing unmet and wait anyway,
+        // with its log saying a retry in 5 s and last_error hiding the failure behind the wait.
+        if (err instanceof RetryableError) throw new RetryAfterError(err.message, ctx.minPollIntervalMs);
         throw err ?? new Error(describeOutcome(outcome));
       }
     }

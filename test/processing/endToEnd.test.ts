@@ -320,8 +320,17 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     c.injectFault({ target: 'interview', applicationId: app.id, status: 429, times: 1, headers: { 'Retry-After': '120' } });
     c.completeInterview(app.id);
     await pair.settle();
-    expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ state: 'pending', last_error: expect.stringMatching(/HTTP 503/) });
-    pair.clock.advance(60_000);
+    const after503 = row("SELECT state, run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(after503).toMatchObject({ state: 'pending', last_error: expect.stringMatching(/HTTP 503/) });
+    // Retried no sooner than the poll spacing (not at the 5 s backoff, only to wait again), and
+    // meanwhile last_error still names the 503.
+    expect(Date.parse(after503.run_at) - pair.clock.now()).toBeGreaterThanOrEqual(30_000);
+    pair.clock.advance(10_000);
+    await pair.settle();
+    expect(row("SELECT last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual({ last_error: expect.stringMatching(/HTTP 503/) });
+    const logged = pair.receiver.logs.lines.find((l) => l.msg === 'job failed; will retry' && /HTTP 503/.test(String(l.err)));
+    expect(logged?.retry_in_ms).toBeGreaterThanOrEqual(30_000);
+    pair.clock.advance(50_000);
     await pair.settle();
     const job = row("SELECT run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
     expect(job.last_error).toMatch(/HTTP 429/);
