@@ -320,6 +320,8 @@ export function createApp(deps: AppDeps) {
 
   /** Stop accepting, let in-flight requests finish and commit, then close the database. */
   async function stop(): Promise<void> {
+    // One grace for everything in progress: deliveries being received, messages being sent.
+    const graceEnds = performance.now() + config.shutdownGraceMs;
     const s = server;
     server = null;
     if (s) {
@@ -339,8 +341,7 @@ export function createApp(deps: AppDeps) {
       });
     }
     await committer.drain();
-    await worker.stop();
-    await fanOut.stop();
+    await Promise.all([worker.stop(), fanOut.stop(Math.max(0, graceEnds - performance.now()))]);
     workersLock?.release();
     workersLock = null;
     ownHttp?.close();

@@ -64,9 +64,10 @@ interface Lane {
  */
 export class FanOut {
   private readonly lanes: Lane[];
+  private readonly shutdown = new AbortController();
 
   constructor(private readonly o: FanOutOptions) {
-    const deps = { http: o.http ?? sharedHttpClient(), stdout: o.stdout ?? process.stdout, logger: o.logger };
+    const deps = { http: o.http ?? sharedHttpClient(), stdout: o.stdout ?? process.stdout, logger: o.logger, shutdown: this.shutdown.signal };
     this.lanes = o.sinks.map((config) => {
       const kind = sinkKindOf(config.type);
       const sink = kind.create(config.name, config.options, deps);
@@ -157,9 +158,19 @@ export class FanOut {
     for (const lane of this.lanes) lane.worker.start();
   }
 
-  /** Stop claiming, let attempts in flight finish and record, release files. */
-  async stop(): Promise<void> {
-    await Promise.all(this.lanes.map((l) => l.worker.stop()));
+  /**
+   * Stop claiming, let attempts in flight finish and record, release files. After `graceMs`, a
+   * request still waiting on its consumer is aborted (a retryable failure, recorded): a hanging
+   * consumer must not hold the shutdown past the orchestrator's kill (`timeout_ms` may be 50 s).
+   */
+  async stop(graceMs?: number): Promise<void> {
+    const stopped = Promise.all(this.lanes.map((l) => l.worker.stop()));
+    const timer = graceMs === undefined ? null : setTimeout(() => this.shutdown.abort(), graceMs);
+    try {
+      await stopped;
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
     await Promise.all(this.lanes.map((l) => l.sink.close?.()));
   }
 

@@ -69,6 +69,8 @@ export interface SinkDeps {
   http: HttpClient;
   stdout: Writable;
   logger: Logger;
+  /** Aborted when the receiver stops and its grace has passed: a request still waiting gives up. */
+  shutdown?: AbortSignal;
 }
 
 /** Helps a kind turn its parsed config fields into options. */

@@ -1,9 +1,15 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enableSink } from '../../src/sinks/deliveryRecords.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
 import { httpTarget } from '../../src/sinks/kinds/http.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
-import { envelope, newSecret } from '../helpers/signing.js';
+import { startReceiver, tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 import { startServer } from '../hiring/testServer.js';
 import { startConsumer, startHarness, type Consumer, type Harness } from './helpers.js';
 
@@ -264,5 +270,46 @@ describe('isolation: one sink per worker', () => {
     consumer = undefined;
     await h.r.app.fanOut.stop();
     expect(h.deliveries('a').filter((d) => d.state === 'retrying')).toHaveLength(2);
+  });
+});
+
+describe('http sink at shutdown', () => {
+  it('a consumer that never answers does not hold stop() past SHUTDOWN_GRACE_MS; the attempt is recorded and the message stays queued', async () => {
+    // Takes requests and never answers them.
+    const held: ServerResponse[] = [];
+    const hanging = createServer((_req, res) => held.push(res));
+    await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', () => r()));
+    const { dir, cleanup } = tempDir('sink-shutdown-');
+    try {
+      const configFile = join(dir, 'config.json');
+      const url = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/hook`;
+      writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'slow', type: 'http', url, secret: SECRET_A, timeout_ms: 50_000 }] }));
+      const secret = newSecret();
+      const r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: configFile, SHUTDOWN_GRACE_MS: '300' }, { listen: false });
+      const e = envelope();
+      const d = signDelivery(secret, JSON.stringify(e));
+      expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      await r.app.startWorkers();
+      const deadline = Date.now() + 10_000;
+      while (held.length === 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+      expect(held).toHaveLength(1);
+
+      const started = Date.now();
+      await r.app.stop();
+      const took = Date.now() - started;
+      expect(took).toBeGreaterThanOrEqual(250);
+      expect(took).toBeLessThan(10_000);
+      const db = new BetterSqlite3(r.dbPath, { readonly: true });
+      const delivery = db.prepare("SELECT state, attempts, last_error FROM deliveries WHERE sink = 'slow'").get();
+      const job = db.prepare("SELECT state FROM jobs WHERE kind = 'sink:slow'").get();
+      db.close();
+      expect(delivery).toEqual({ state: 'retrying', attempts: 1, last_error: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)' });
+      expect(job).toEqual({ state: 'pending' });
+      rmSync(dirname(r.dbPath), { recursive: true, force: true });
+    } finally {
+      held.forEach((res) => res.destroy());
+      hanging.close();
+      cleanup();
+    }
   });
 });

@@ -28,7 +28,7 @@ const withStatus = <E extends Error>(err: E, status: number): E => Object.assign
  * webhook-id is the (event, sink) message id, so a consumer dedupes retries and
  * replays; the timestamp and signature are fresh on every attempt.
  */
-export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'http'>): Sink {
+export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'http' | 'shutdown'>): Sink {
   const signer = new Webhook(options.secret);
   return {
     async deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome> {
@@ -48,13 +48,14 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
           method: 'POST',
           headers,
           body,
-          signal: AbortSignal.timeout(options.timeoutMs),
+          signal: deps.shutdown ? AbortSignal.any([AbortSignal.timeout(options.timeoutMs), deps.shutdown]) : AbortSignal.timeout(options.timeoutMs),
           maxBodyBytes: ANSWER_BODY_LIMIT,
           // Settled on the status: a consumer that accepted the message and then cut or botched its body has it.
           readBody: false,
         });
       } catch (err) {
         const e = err as Error & { code?: string; cause?: { code?: string } };
+        if (deps.shutdown?.aborted) throw new RetryableError('interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)');
         if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RetryableError(`no response within ${options.timeoutMs} ms`);
         throw new RetryableError(`request failed (${e.code ?? e.cause?.code ?? e.message})`);
       }
