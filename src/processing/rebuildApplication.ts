@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { ApplicationsTable, Database } from '../db/schema.js';
-import { eventSaysIneligible } from '../events/eligibility.js';
+import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, asString as str, type JsonRecord as Obj } from '../util/json.js';
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
 
@@ -140,6 +140,15 @@ export async function rebuildApplication(trx: Transaction<Database>, application
         const label = typeof reason === 'string' ? reason : JSON.stringify(reason);
         if (!f.reasons.includes(label)) f.reasons.push(label);
       }
+    }
+  }
+
+  // A legacy (v1) interview has no is_eligible; its knockouts are the same verdict.
+  const legacy = await trx.selectFrom('legacy_interview_results').select(['state', 'data']).where('application_id', '=', applicationId).executeTakeFirst();
+  if (legacy?.state === 'ready' && legacy.data) {
+    for (const reason of legacyKnockoutReasons(JSON.parse(legacy.data))) {
+      f.ineligible = true;
+      if (!f.reasons.includes(reason)) f.reasons.push(reason);
     }
   }
 

@@ -5,7 +5,7 @@ import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
 import { inChunks } from '../db/sqliteHelpers.js';
 import type { MessageResult, SinkMessage } from './types.js';
 
-import { eventSaysIneligible } from '../events/eligibility.js';
+import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, type JsonRecord as Obj } from '../util/json.js';
 
 /**
@@ -18,9 +18,13 @@ export type BuiltMessage =
   | { status: 'missing' }
   | { status: 'incomplete'; resource: string };
 
-/** Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter). */
-export function needsReview(eventType: string, payload: unknown, resultData: unknown): boolean {
-  return eventSaysIneligible(eventType, payload) || obj(resultData)?.is_eligible === false;
+/**
+ * Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter),
+ * or a legacy interview's result says the candidate was knocked out (the same verdict in v1).
+ */
+export function needsReview(eventType: string, payload: unknown, resultData: unknown, resource?: HiringResource): boolean {
+  if (eventSaysIneligible(eventType, payload) || obj(resultData)?.is_eligible === false) return true;
+  return resource === 'legacy_interview' && legacyKnockoutReasons(resultData).length > 0;
 }
 
 /**
@@ -111,7 +115,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         revision: event.revision ?? 1,
         payload,
         result,
-        needs_review: needsReview(event.event_type, payload, result?.data ?? null),
+        needs_review: needsReview(event.event_type, payload, result?.data ?? null, result?.resource),
       },
     });
   }

@@ -106,6 +106,32 @@ describe('the message (public contract)', () => {
     expect(h.stdout.messages()).toEqual([expect.objectContaining({ id: 'e-ins', needs_review: true })]);
   });
 
+  it('a legacy interview that knocked the candidate out needs review, with the failed question and criterion as reasons', async () => {
+    const knockedOut = {
+      ...LEGACY,
+      pipeline_phase: 'knocked_out',
+      output: {
+        overall_score: '1.20',
+        questions: [
+          { id: 'q1', question: 'Do you hold a work permit?', score: 0, is_knockout: true, is_knocked_out: true },
+          { id: 'q2', question: 'Favourite language?', score: 4, is_knockout: false, is_knocked_out: false },
+        ],
+        criteria_scores: [
+          { id: 'c1', score: 20, is_knockout: true, criteria: { criteria: 'German C1', score_system: 'percentage', is_knockout: true, knockout_threshold: 60 } },
+          { id: 'c2', score: 90, is_knockout: true, criteria: { criteria: 'English', score_system: 'percentage', is_knockout: true, knockout_threshold: 60 } },
+        ],
+      },
+    };
+    const api = keep(await startFakeHiringApi({ [`/api/v1/applications/${LEGACY_APP}/interview`]: knockedOut }));
+    const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
+    await h.post(ev('e-ko', 'interview_v2.completed', { application_id: LEGACY_APP }));
+    await h.settle();
+    expect(h.stdout.messages()).toEqual([expect.objectContaining({ id: 'e-ko', needs_review: true })]);
+    const app = h.r.app.database.ingestSqlite.prepare('SELECT needs_review, review_reasons FROM applications WHERE id = ?').get(LEGACY_APP) as { needs_review: number; review_reasons: string };
+    expect(app.needs_review).toBe(1);
+    expect(JSON.parse(app.review_reasons)).toEqual(['knocked out: Do you hold a work permit?', 'knockout criterion failed: German C1']);
+  });
+
   it('is sent only once the result is final, never while it is processing', async () => {
     const api = keep(await startFakeHiringApi({ [`/api/v2/applications/${APP}/insights`]: { status: 'processing', reason: null, result: null } }));
     const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
