@@ -1,4 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import { sameJson } from '../util/json.js';
 import type { Envelope } from './parseEnvelope.js';
 
 export type IngestItem =
@@ -44,7 +45,9 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
       e.id, e.eventType, e.webhookId, item.source, e.createdAt, item.receivedAt, item.deliveryId, e.applicationId, item.text,
     );
     if (changes === 1) return 'accepted';
-    if (storedEnvelope.get(e.id) === item.text) return 'duplicate';
+    const stored = storedEnvelope.get(e.id) as string;
+    // The same envelope serialized otherwise (key order, spacing) is the same event, not a conflict.
+    if (stored === item.text || sameJson(JSON.parse(stored), JSON.parse(item.text))) return 'duplicate';
     insertConflict.run(e.id, item.source, item.receivedAt, item.deliveryId, item.text);
     return 'conflict';
   };

@@ -92,6 +92,15 @@ describe('POST /webhooks over real HTTP', () => {
     expect(one('SELECT COUNT(*) FROM jobs WHERE event_id = ?', id)).toBe(0);
   });
 
+  it('the same envelope serialized otherwise (key order, spacing) is a duplicate, not a conflict', async () => {
+    const env = envelope();
+    await post(signDelivery(secret, JSON.stringify(env)));
+    const reordered = JSON.stringify(Object.fromEntries(Object.entries(env).reverse()), null, 2);
+    const res = await post(signDelivery(secret, reordered));
+    expect(await res.json()).toMatchObject({ outcome: 'duplicate' });
+    expect(one('SELECT COUNT(*) FROM event_conflicts WHERE event_id = ?', env.id)).toBe(0);
+  });
+
   it('same id with a different body keeps the original and records the conflict', async () => {
     const env = envelope();
     await post(signDelivery(secret, JSON.stringify(env)));
