@@ -16,7 +16,15 @@ interface SortableEvent {
   payload: Obj | null;
 }
 
-const timeOf = (e: SortableEvent) => e.created_at ?? e.received_at;
+/**
+ * When the event happened, as an ISO 8601 UTC string: its created_at, normalized (an offset such
+ * as +02:00 becomes Z, so stored times compare as text), or when it arrived if created_at is
+ * missing or not a date (such an event must not sort as 1970).
+ */
+const timeOf = (e: SortableEvent): string => {
+  const t = e.created_at === null ? Number.NaN : Date.parse(e.created_at);
+  return Number.isFinite(t) ? new Date(t).toISOString() : e.received_at;
+};
 const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);
 const fromStatus = (e: SortableEvent) => str(e.payload?.previous_status);
 
@@ -32,7 +40,7 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
   const sameInstant = new Map<string, T[]>();
   for (const e of events) {
     if (e.event_type !== 'application.status_changed') continue;
-    const instant = String(Date.parse(timeOf(e)) || timeOf(e));
+    const instant = timeOf(e);
     const group = sameInstant.get(instant) ?? [];
     group.push(e);
     sameInstant.set(instant, group);
@@ -55,8 +63,8 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
     };
     group.forEach(depthOf);
   }
-  // Instants compared as times, not strings ("…00.500Z" vs "…00Z"); the text breaks ties between equal parses.
-  const key = (e: T) => [Date.parse(timeOf(e)) || 0, RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, timeOf(e), e.id] as const;
+  // timeOf is normalized ISO UTC, so comparing it as text compares instants.
+  const key = (e: T) => [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const;
   return events.sort((a, b) => {
     const ka = key(a);
     const kb = key(b);
@@ -110,7 +118,7 @@ export async function rebuildApplication(trx: Transaction<Database>, application
     // Status comes from the events about status; other events' application block is a snapshot that may lag.
     if (STATUS_EVENTS.has(e.event_type) && has(app, 'status') && str(app.status)) {
       f.status = str(app.status);
-      f.status_changed_at = e.created_at;
+      f.status_changed_at = timeOf(e);
     }
     const job = obj(payload?.job);
     if (job) {
@@ -124,10 +132,10 @@ export async function rebuildApplication(trx: Transaction<Database>, application
       if (has(cand, 'email')) f.candidate_email = str(cand.email);
       if (has(cand, 'phone_number')) f.candidate_phone = str(cand.phone_number);
     }
-    if (deleted && f.deleted_at === null) f.deleted_at = e.created_at ?? e.received_at;
+    if (deleted && f.deleted_at === null) f.deleted_at = timeOf(e);
     if (eventSaysIneligible(e.event_type, payload)) f.ineligible = true;
     if (e.event_type === 'application.status_changed') {
-      history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: e.created_at });
+      history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: timeOf(e) });
     }
   }
 

@@ -112,3 +112,33 @@ describe('status changes at the same instant', () => {
     expect([...finals]).toEqual(['B']);
   });
 });
+
+describe('created_at as senders write it', () => {
+  it('an offset is stored as UTC, and a created_at that is not a date sorts by arrival, not as 1970', async () => {
+    const secret = newSecret();
+    const clock = new ManualClock(Date.parse(at(10)));
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
+    try {
+      const events = [
+        { id: 'c1', created_at: at(0), event_type: 'application.created', payload: { application: application('applied'), candidate: cand, job: JOB } },
+        // 11:01 at +02:00 is 09:01 UTC, at(1).
+        { id: 'c2', created_at: '2026-11-01T11:01:00+02:00', event_type: 'application.status_changed', payload: { application: application('screened'), candidate: cand, job: JOB, previous_status: 'applied' } },
+        { id: 'c3', created_at: 'yesterday', event_type: 'application.status_changed', payload: { application: application('rejected'), candidate: cand, job: JOB, previous_status: 'screened' } },
+      ];
+      for (const e of events) {
+        const d = signDelivery(secret, JSON.stringify({ ...e, webhook_id: 'wh_1' }), { timestampSeconds: Math.floor(clock.now() / 1000) });
+        expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      }
+      await r.app.worker.runUntilIdle();
+      const db = r.app.database.ingestSqlite;
+      const received = db.prepare("SELECT received_at FROM events WHERE id = 'c3'").pluck().get();
+      expect(db.prepare('SELECT status, status_changed_at FROM applications').get()).toEqual({ status: 'rejected', status_changed_at: received });
+      expect(db.prepare('SELECT event_id, changed_at FROM application_status_history ORDER BY changed_at').all()).toEqual([
+        { event_id: 'c2', changed_at: at(1) },
+        { event_id: 'c3', changed_at: received },
+      ]);
+    } finally {
+      await r.close();
+    }
+  });
+});
