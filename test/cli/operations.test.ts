@@ -158,6 +158,32 @@ describe('operations on a running receiver', () => {
     }
   });
 
+  it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
+    const own = join(dir, 'reads.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
+    const w = new BetterSqlite3(own);
+    try {
+      const job = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, last_error)
+         VALUES ('fetch_result', '{}', ?, 'default', 'pending', ?, ?, 25, ?, ?, ?)`,
+      );
+      const now = new Date().toISOString();
+      job.run('evt-r1', now, 0, now, now, 'result still processing');
+      job.run('evt-r2', now, 3, now, '2026-11-25T01:00:00.000Z', 'interview: HTTP 502');
+      job.run('evt-r3', now, 2, now, '2026-11-25T02:00:00.000Z', 'interview: HTTP 503 error');
+      const json = await cli(['status', '--json'], { DATABASE_PATH: own });
+      expect(JSON.parse(json.stdout).result_reads).toEqual({
+        pending: 3,
+        failing: 2,
+        latest_failure: { last_error: 'interview: HTTP 503 error', updated_at: '2026-11-25T02:00:00.000Z' },
+      });
+      const plain = await cli(['status'], { DATABASE_PATH: own });
+      expect(plain.stdout).toMatch(/^result reads {3}3 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)$/m);
+    } finally {
+      w.close();
+    }
+  });
+
   it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
     // A database of its own, with no receiver running: stored events wait past the processing cursor.
     const own = join(dir, 'waiting.db');

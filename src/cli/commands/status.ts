@@ -36,6 +36,23 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       .orderBy('id')
       .limit(1)
       .executeTakeFirst();
+    // Result reads waiting: a failure counted an attempt (a handler's own wait, such as the poll
+    // spacing or a result still processing, is refunded), so attempts > 0 means it is failing.
+    const reads = await db
+      .selectFrom('jobs')
+      .select([(eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(attempts > 0), 0)`.as('failing')])
+      .where('kind', '=', 'fetch_result')
+      .where('state', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    const latestFailure = await db
+      .selectFrom('jobs')
+      .select(['last_error', 'updated_at'])
+      .where('kind', '=', 'fetch_result')
+      .where('state', '=', 'pending')
+      .where('attempts', '>', 0)
+      .orderBy('updated_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
     const backlog = await processingBacklog(db);
     const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
     const sinkList = await sinkRows(db, sinks, now);
@@ -50,6 +67,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
       },
       jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })) },
+      result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
       dead_letters: jobsByState['dead'] ?? 0,
       quarantined: await count('quarantine'),
       conflicts: await count('event_conflicts'),
@@ -69,6 +87,13 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       `processing     ${backlog.events === 0 ? 'caught up' : `${backlog.events} event${backlog.events === 1 ? '' : 's'} waiting, oldest stored ${formatAge(report.processing.oldest_waiting_age_ms!)} ago`}`,
     );
     io.out(`jobs           ${Object.entries(jobsByState).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    io.out(
+      `result reads   ${
+        report.result_reads.pending === 0
+          ? 'none waiting'
+          : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${latestFailure.last_error ?? ''})` : ''}`
+      }`,
+    );
     io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
     io.out(`quarantined    ${report.quarantined}${report.quarantined > 0 ? '   (quarantine list)' : ''}`);
     io.out(`conflicts      ${report.conflicts}`);
