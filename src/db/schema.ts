@@ -132,6 +132,8 @@ export interface EventProcessingTable {
   updated_at: string;
   /** 1, then +1 each time the event settles again with a changed result (a new webhook-id per sink). */
   revision: Generated<number>;
+  /** resultDigest of the result as the last revision was settled with; null without a result. */
+  result_digest: string | null;
 }
 
 export interface SourcePausesTable {

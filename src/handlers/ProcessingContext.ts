@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { HiringClient } from '../hiring/HiringClient.js';
@@ -29,30 +30,40 @@ export const DEFAULT_PROCESSING = {
   notFoundAttempts: 4,
 } as const;
 
+/** What a message says about its result (state, reason, data), as a short digest to compare. */
+export function resultDigest(r: { state: string; reason: string | null; data: string | null }): string {
+  return createHash('sha256').update(JSON.stringify([r.state, r.reason, r.data])).digest('hex').slice(0, 32);
+}
+
 /**
  * Mark an event's processing settled and let the fan-out know, in the caller's transaction.
- * `changed`: the event's result was just written and differs from what it was. An event already
- * settled is then fanned out again as its next revision (a new webhook-id per sink): its sinks
- * were sent the old result. Settling again with nothing changed sends nothing.
+ * `digest`: resultDigest of the event's result now. An event already settled whose digest differs
+ * from the one it settled with is fanned out again as its next revision (a new webhook-id per
+ * sink): its sinks were sent another result. The same digest sends nothing. For an event settled
+ * before digests were kept, `changed` (this read changed the stored result) decides instead.
  */
 export async function settleEvent(
   ctx: ProcessingContext,
   trx: Transaction<Database>,
   eventId: string,
   resource: string | null,
-  opts: { changed?: boolean } = {},
+  opts: { digest?: string; changed?: boolean } = {},
 ): Promise<void> {
   const now = new Date(ctx.clock.now()).toISOString();
-  const prior = await trx.selectFrom('event_processing').select('state').where('event_id', '=', eventId).executeTakeFirst();
-  const revise = prior?.state === 'settled' && opts.changed === true;
+  const prior = await trx.selectFrom('event_processing').select(['state', 'result_digest']).where('event_id', '=', eventId).executeTakeFirst();
+  const revise =
+    prior?.state === 'settled' &&
+    (prior.result_digest !== null && opts.digest !== undefined ? opts.digest !== prior.result_digest : opts.changed === true);
+  const digest = opts.digest !== undefined ? { result_digest: opts.digest } : {};
   await trx
     .insertInto('event_processing')
-    .values({ event_id: eventId, state: 'settled', resource, settled_at: now, updated_at: now })
+    .values({ event_id: eventId, state: 'settled', resource, settled_at: now, updated_at: now, ...digest })
     .onConflict((oc) =>
       oc.column('event_id').doUpdateSet((eb) => ({
         state: 'settled',
         settled_at: now,
         updated_at: now,
+        ...digest,
         ...(revise ? { revision: eb('event_processing.revision', '+', 1) } : {}),
       })),
     )

@@ -7,7 +7,7 @@ import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
 import type { ClaimedJob } from '../queue/JobQueue.js';
 import type { HandlerResult } from '../queue/Worker.js';
-import { settleEvent, type ProcessingContext } from './ProcessingContext.js';
+import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
 interface Payload {
   event_id: string;
@@ -15,6 +15,8 @@ interface Payload {
   resource: HiringResource;
   /** From `replay`: ask the service again even if a final result is stored. */
   refetch?: boolean;
+  /** Set when an operator ran the dead-lettered job again (JobQueue.retryDeadLetters). */
+  requeued_at?: string;
 }
 
 const FINAL: ReadonlySet<ResultState> = new Set(['ready', 'unavailable', 'given_up']);
@@ -44,13 +46,19 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     const event = await ctx.db.selectFrom('events').select(['received_at']).where('id', '=', p.event_id).executeTakeFirst();
     if (!row || !event) throw new PermanentError(`nothing to fetch for event ${p.event_id}: result row or event missing`);
 
-    if (!p.refetch && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
-      await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource));
+    // A replay, or an operator's retry of a dead letter, asks the service again.
+    const askAgain = p.refetch === true || p.requeued_at !== undefined;
+    if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
+      await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
       return;
     }
     // Give-up is measured from this event's arrival: a result re-announced days later gets its own
-    // window. A replay's read has its own window, from when it was queued.
-    const since = p.refetch ? Date.parse(job.created_at) : Date.parse(event.received_at);
+    // window. A replay's read has its own, from when it was queued; a retried dead letter from the retry.
+    const since = Math.max(
+      Date.parse(event.received_at),
+      p.refetch ? Date.parse(job.created_at) : 0,
+      p.requeued_at ? Date.parse(p.requeued_at) : 0,
+    );
     if (now - since > ctx.giveUpAfterMs) {
       await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
       return;
@@ -144,7 +152,7 @@ async function finish(
     const after = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
     const changed = before?.state !== after?.state || before?.reason !== after?.reason || before?.data !== after?.data;
     await rebuildApplication(trx, p.application_id, ctx.clock.now());
-    await settleEvent(ctx, trx, p.event_id, p.resource, { changed });
+    await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
   });
 }
 
@@ -165,7 +173,8 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
         .where('application_id', '=', p.application_id)
         .where('state', '=', 'processing')
         .execute();
-      await settleEvent(ctx, trx, p.event_id, p.resource);
+      const row = await trx.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+      await settleEvent(ctx, trx, p.event_id, p.resource, row ? { digest: resultDigest(row) } : {});
     });
   };
 }

@@ -56,6 +56,8 @@ export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job
  */
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
+/** A job of the kind for the event still waiting to run: a running one may be sending an older state. */
+const PENDING_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state = 'pending' LIMIT 1`;
 const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
 const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
@@ -70,6 +72,7 @@ export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
  */
 export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
+  const pending = sqlite.prepare<[string, string], number>(PENDING_JOB).pluck();
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
@@ -82,6 +85,11 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
       const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
       return id === undefined ? undefined : { id };
     },
+    /** A job of this (non process_event) kind for the event, waiting to run. */
+    findPendingJob: (eventId: string, kind: string): { id: number } | undefined => {
+      const id = pending.get(eventId, kind);
+      return id === undefined ? undefined : { id };
+    },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
     /** events.rowid of the last event processing has taken: later events are still to be folded. */
@@ -91,6 +99,11 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
 }
 
 /** A job of this kind for this event that is still to run (pending or running), if any. */
+/** A job of this (non process_event) kind for the event, waiting to run (see PENDING_JOB). */
+export async function findPendingJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<{ id: number } | undefined> {
+  return db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'pending').executeTakeFirst();
+}
+
 export async function findOpenJob(
   db: Kysely<Database> | Transaction<Database>,
   eventId: string,
@@ -312,7 +325,8 @@ export class JobQueue {
     return immediateTransaction(this.db, async (trx) => {
       let q = trx
         .updateTable('jobs')
-        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, updated_at: now })
+        // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
+        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
         .where('state', '=', 'dead');
       if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
       if (filter.kind) q = q.where('kind', '=', filter.kind);

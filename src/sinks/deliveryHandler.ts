@@ -7,7 +7,7 @@ import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
-import { recordAttempt, recordAttempts } from './deliveryRecords.js';
+import { currentMessageIds, recordAttempt, recordAttempts } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -82,6 +82,7 @@ export function createDeliveryHandler(h: {
       const results: BatchItemResult[] = new Array(jobs.length).fill(undefined);
       const sending: number[] = [];
       const batch: Batch = [];
+      const sentIdOfJob = new Map<number, string>();
       for (const [i, job] of jobs.entries()) {
         const eventId = eventIds[i]!;
         const b = built.get(eventId)!;
@@ -93,7 +94,9 @@ export function createDeliveryHandler(h: {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {
           sending.push(i);
-          batch.push({ message: b.message, ctx: { messageId: messageIdFor(eventId, config.name, b.message.revision), attempt: job.attempts, clock, logger: log } });
+          const messageId = messageIdFor(eventId, config.name, b.message.revision);
+          sentIdOfJob.set(job.id, messageId);
+          batch.push({ message: b.message, ctx: { messageId, attempt: job.attempts, clock, logger: log } });
         }
       }
 
@@ -115,7 +118,11 @@ export function createDeliveryHandler(h: {
       return {
         results,
         onComplete: async (trx, completed) => {
-          const byStatus = groupBy(completed, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
+          // Recorded only on a pair whose cycle is still the one sent: a newer revision queued
+          // meanwhile has its own job, which records it when it is sent.
+          const current = await currentMessageIds(trx, config.name, completed.map((job) => eventOfJob.get(job.id)!));
+          const stillCurrent = completed.filter((job) => current.get(eventOfJob.get(job.id)!) === sentIdOfJob.get(job.id));
+          const byStatus = groupBy(stillCurrent, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
           const now = clock.now();
           for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);
         },

@@ -71,6 +71,16 @@ export async function recordAttempts(db: Db, sink: string, eventIds: readonly st
   }
 }
 
+/** The message id of each pair's current delivery cycle. */
+export async function currentMessageIds(db: Db, sink: string, eventIds: readonly string[]): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const chunk of inChunks(eventIds)) {
+    const rows = await db.selectFrom('deliveries').select(['event_id', 'message_id']).where('sink', '=', sink).where('event_id', 'in', chunk).execute();
+    for (const r of rows) out.set(r.event_id, r.message_id);
+  }
+  return out;
+}
+
 export interface SinkStatus {
   name: string;
   type: string;

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue, findOpenJob, preparedJobWrites, type NewJob } from '../queue/JobQueue.js';
+import { enqueue, findPendingJob, preparedJobWrites, type NewJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -20,7 +20,7 @@ type Maybe<T> = T | Promise<T>;
 /** The reads and writes enqueueing needs, on kysely (a transaction) or on prepared statements. */
 export interface DeliveryWrites {
   event(eventId: string): Maybe<{ event_type: string; source: string; state: string; revision: number } | undefined>;
-  findOpenJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
+  findPendingJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
   resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
   enqueue(job: NewJob, now: number): Maybe<number>;
 }
@@ -35,7 +35,7 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
         .select(['events.event_type', 'events.source', 'event_processing.state', 'event_processing.revision'])
         .where('events.id', '=', eventId)
         .executeTakeFirst(),
-    findOpenJob: (eventId, kind) => findOpenJob(trx, eventId, kind),
+    findPendingJob: (eventId, kind) => findPendingJob(trx, eventId, kind),
     resetDelivery: (d, now) => resetDelivery(trx, d, now),
     enqueue: (job, now) => enqueue(trx, job, now),
   };
@@ -58,7 +58,9 @@ export function preparedDeliveryWrites(sqlite: BetterSqlite3.Database): Delivery
  * Queues one delivery job per configured sink that wants the event, in the
  * caller's transaction, and starts a new cycle on its deliveries row. Only a
  * settled event is fanned out (an unsettled one will be when it settles). A
- * pair that already has a pending or running job gets no second one.
+ * pair that already has a pending job gets no second one; a pair whose job is
+ * running gets one to run after it (the running one may be sending an older
+ * revision; its completion does not record the new cycle as delivered).
  * Disabled sinks are included: their jobs wait behind the gate and are sent
  * once the sink is enabled again, so nothing settled while it was off is lost.
  * `only` restricts to some sink names (replay). Returns the sinks queued.
@@ -83,7 +85,9 @@ export async function enqueueDeliveries(
     if (opts.only && !opts.only.includes(sink.name)) continue;
     if (!matchesSink(sink, event)) continue;
     const kind = sinkJobKind(sink.name);
-    const open = await w.findOpenJob(eventId, kind);
+    // A pending job sends whatever is current when it runs. A running one may be sending an older
+    // revision: the pair gets a job of its own after it.
+    const open = await w.findPendingJob(eventId, kind);
     await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name, event.revision) }, now);
     if (!open) {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };

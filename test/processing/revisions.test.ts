@@ -1,0 +1,136 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { enqueue } from '../../src/queue/JobQueue.js';
+import { startPair, type Pair } from '../helpers/pair.js';
+import { tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+
+// Revisions of a message (README "The message", `revision`): when they are sent, and when not.
+// Written from a review's reproductions of defects in the first version of revisions.
+
+let pair: Pair | undefined;
+const cleanups: (() => void)[] = [];
+afterEach(async () => {
+  await pair?.close();
+  pair = undefined;
+  for (const c of cleanups.splice(0)) c();
+});
+
+/** A pair whose receiver writes every message to a file sink; `interviews()` reads the interview.completed ones. */
+async function withArchive(extraSinks: Record<string, unknown>[] = []) {
+  const { dir, cleanup } = tempDir('revisions-');
+  cleanups.push(cleanup);
+  const file = join(dir, 'config.json');
+  const out = join(dir, 'out.ndjson');
+  writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: out }, ...extraSinks] }));
+  pair = await startPair({ env: { CONFIG_FILE: file } });
+  const interviews = () =>
+    readFileSync(out, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>).filter((m) => m.event_type === 'interview.completed');
+  return { p: pair, interviews };
+}
+
+const deadLetterTheRead = async (p: Pair) => {
+  const c = p.sandbox.control;
+  const app = c.createApplication({ jobId: c.createJob({}).id });
+  c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: 'http://127.0.0.1:9/elsewhere' } });
+  c.completeInterview(app.id);
+  await p.settle();
+  return app;
+};
+
+const replayThroughProcessing = (p: Pair, eventId: string) =>
+  enqueue(p.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, p.clock.now());
+
+describe('message revisions', () => {
+  it('revision 2 is sent even when it is made while revision 1 is still in flight to an http sink', async () => {
+    const received: { revision: number; state: string }[] = [];
+    let release: () => void = () => {};
+    let arrived: () => void = () => {};
+    const firstArrived = new Promise<void>((r) => (arrived = r));
+    const consumer = createServer((req: IncomingMessage, res: ServerResponse) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        const m = JSON.parse(body);
+        if (m.event_type !== 'interview.completed') return void res.writeHead(200).end();
+        received.push({ revision: m.revision, state: m.result?.state });
+        if (received.length === 1) {
+          release = () => res.writeHead(200).end();
+          arrived();
+        } else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => consumer.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => consumer.close());
+    const url = `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`;
+    const { p } = await withArchive([{ name: 'crm', type: 'http', url, secret: newSecret() }]);
+    await deadLetterTheRead(p);
+    const sending = p.receiver.app.fanOut.runUntilIdle(); // revision 1 (given_up); the consumer holds it
+    await firstArrived;
+    p.sandbox.control.clearFaults();
+    expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+    p.clock.advance(30_000);
+    await p.settle(); // the result is ready now: revision 2
+    release();
+    await sending;
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(received).toEqual([{ revision: 1, state: 'given_up' }, { revision: 2, state: 'ready' }]);
+    const db = p.receiver.app.database.ingestSqlite;
+    expect(db.prepare("SELECT state FROM deliveries WHERE sink = 'crm' AND event_id IN (SELECT id FROM events WHERE event_type = 'interview.completed')").get()).toEqual({ state: 'delivered' });
+  });
+
+  it('a dead letter retried after RESULT_GIVE_UP_HOURS still asks the service, and sends what it answers', async () => {
+    const { p, interviews } = await withArchive();
+    await deadLetterTheRead(p);
+    await p.receiver.app.fanOut.runUntilIdle();
+    p.clock.advance(8 * 24 * 3_600_000); // the operator comes back 8 days later
+    p.sandbox.control.clearFaults();
+    const before = p.calls.length;
+    expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(p.calls.length).toBeGreaterThan(before);
+    expect(interviews().map((m) => [m.revision, m.result.state])).toEqual([[1, 'given_up'], [2, 'ready']]);
+  });
+
+  it('a replay whose read passes through "processing" and ends with the same result sends nothing', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
+    await replayThroughProcessing(p, interviews()[0]!.id as string);
+    for (let i = 0; i < 4; i++) {
+      p.clock.advance(60_000);
+      await p.settle();
+    }
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(p.calls.filter((x) => x.path.endsWith('/interview')).length).toBeGreaterThanOrEqual(3);
+    expect(interviews().map((m) => m.revision)).toEqual([1]);
+  });
+
+  it('a replay of an event whose result a later event changed sends it again as revision 2', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    p.clock.advance(60_000);
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    await replayThroughProcessing(p, first.id as string);
+    p.clock.advance(60_000);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const ofFirst = interviews().filter((m) => m.id === first.id);
+    expect(ofFirst.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
+  });
+});
