@@ -318,8 +318,14 @@ export function createApp(deps: AppDeps) {
     return { port, url: `http://${host}:${port}` };
   }
 
-  /** Stop accepting, let in-flight requests finish and commit, then close the database. */
-  async function stop(): Promise<void> {
+  /** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */
+  let stopping: Promise<void> | null = null;
+  function stop(): Promise<void> {
+    stopping ??= stopOnce();
+    return stopping;
+  }
+
+  async function stopOnce(): Promise<void> {
     // One grace for everything in progress: deliveries being received, messages being sent.
     const graceEnds = performance.now() + config.shutdownGraceMs;
     const s = server;
@@ -333,8 +339,12 @@ export function createApp(deps: AppDeps) {
           logger.warn({ graceMs: config.shutdownGraceMs }, 'closing connections with a request still in progress after SHUTDOWN_GRACE_MS');
           s.closeAllConnections();
         }, config.shutdownGraceMs);
+        // A keep-alive connection whose request ends during the grace goes idle and stays open:
+        // closed as soon as it is idle, so stop() does not wait out the grace for it.
+        const idle = setInterval(() => s.closeIdleConnections(), 25);
         s.close(() => {
           clearTimeout(grace);
+          clearInterval(idle);
           resolve();
         });
         s.closeIdleConnections();

@@ -5,7 +5,7 @@ import { ConfigError, loadConfig } from './config/loadConfig.js';
  * serve: the HTTP receiver, with the workers in the same process unless WORKER_CONCURRENCY=0.
  * work:  the workers only (processing and sinks), for running them beside a `serve` started
  *        with WORKER_CONCURRENCY=0, so ingest keeps its event loop to itself under load.
- * Reads the environment, builds, starts, and wires SIGTERM/SIGINT/SIGHUP to a drained exit 0.
+ * Reads the environment, builds, starts, and wires SIGTERM/SIGINT to a drained exit 0.
  */
 export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   let config;
@@ -40,7 +40,7 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  // A closed terminal, or a habit from log rotation: drained like SIGTERM rather than Node's
-  // default of dying on the spot. File sinks need no signal to follow a rotated file.
-  process.on('SIGHUP', () => shutdown('SIGHUP'));
+  // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would
+  // stop when its terminal closes). Node's default ends the process at once; nothing
+  // acknowledged is lost. File sinks need no signal to follow a rotated file.
 }

@@ -23,6 +23,12 @@ const FINAL: ReadonlySet<ResultState> = new Set(['ready', 'unavailable', 'given_
 /** v1 InterviewCallStatus values (spec 3.2) of a call that has not finished yet. */
 const UNFINISHED_CALL: ReadonlySet<string> = new Set(['pending', 'in_progress', 'processing']);
 
+/**
+ * What a read that waits (not fails) leaves in its job's last_error. A failure counts an attempt
+ * and leaves its error; these do not, so `status` tells a failing read from a waiting one.
+ */
+export const WAIT_NOTES = { spacing: 'waiting for the 30 s poll spacing', processing: 'result still processing' } as const;
+
 /** Delay before the next poll of a result still processing: 30 s, 60 s, 2 min ... up to the cap. */
 export function pollDelay(polls: number, minMs: number, maxMs: number): number {
   return Math.min(maxMs, minMs * 2 ** Math.max(0, polls - 1));
@@ -78,7 +84,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     if (reserved.numUpdatedRows === 0n) {
       const last = await ctx.db.selectFrom(table).select('last_polled_at').where('application_id', '=', p.application_id).executeTakeFirst();
       const allowedAt = (last?.last_polled_at ? Date.parse(last.last_polled_at) : now) + ctx.minPollIntervalMs;
-      return { rescheduleAt: Math.max(allowedAt, now + 1), note: 'waiting for the 30 s poll spacing' };
+      return { rescheduleAt: Math.max(allowedAt, now + 1), note: WAIT_NOTES.spacing };
     }
 
     let outcome = await client.fetchResource(p.resource, p.application_id);
@@ -97,7 +103,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         return;
       case 'processing': {
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
-        return { rescheduleAt: now + pollDelay(row.polls + 1, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: 'result still processing' };
+        return { rescheduleAt: now + pollDelay(row.polls + 1, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
       }
       case 'not_found': {
         // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.

@@ -22,7 +22,9 @@ interface SortableEvent {
  * missing or not a date (such an event must not sort as 1970).
  */
 const timeOf = (e: SortableEvent): string => {
-  const t = e.created_at === null ? Number.NaN : Date.parse(e.created_at);
+  // A date-time without an offset is UTC here (JavaScript would read it as local time).
+  const text = e.created_at !== null && /T\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(e.created_at) ? `${e.created_at}Z` : e.created_at;
+  const t = text === null ? Number.NaN : Date.parse(text);
   return Number.isFinite(t) ? new Date(t).toISOString() : e.received_at;
 };
 const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);

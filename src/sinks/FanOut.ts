@@ -131,6 +131,13 @@ export class FanOut {
     for (const { config } of this.lanes) {
       const st = await sinkDisabled(this.o.db, config.name);
       if (!st) continue;
+      const former = sinkKindOf(config.type).formerTargets?.(config.options as never) ?? [];
+      if (st.disabled_target !== null && former.includes(st.disabled_target)) {
+        // Stored by an earlier version (an http sink's whole URL, token included): the same
+        // target, so it stays disabled, now recorded in the current form.
+        await this.o.db.updateTable('sink_state').set({ disabled_target: config.target }).where('sink', '=', config.name).execute();
+        st.disabled_target = config.target;
+      }
       if (st.disabled_target !== config.target) {
         await enableSink(this.o.db, config.name, this.o.clock.now());
         this.o.logger.warn({ sink: config.name }, 'sink re-enabled: its target changed since it was disabled');

@@ -54,7 +54,7 @@ type RawSink = { name: string; type: SinkType; events?: string[]; sources?: stri
  * are left out; callers must refuse the configuration whenever `problems` is not empty.
  */
 /** The files SQLite and the receiver keep beside the database. */
-const DATABASE_SIDECARS = ['-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock'];
+const DATABASE_SIDECARS = ['-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock', '-workers-lock-journal'];
 
 export function resolveSinks(
   raw: unknown,

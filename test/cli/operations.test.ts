@@ -169,16 +169,18 @@ describe('operations on a running receiver', () => {
       );
       const now = new Date().toISOString();
       job.run('evt-r1', now, 0, now, now, 'result still processing');
+      // Failed once, then polled normally: attempts stay counted, but it is not failing now.
+      job.run('evt-r0', now, 1, now, '2026-11-25T03:00:00.000Z', 'result still processing');
       job.run('evt-r2', now, 3, now, '2026-11-25T01:00:00.000Z', 'interview: HTTP 502');
       job.run('evt-r3', now, 2, now, '2026-11-25T02:00:00.000Z', 'interview: HTTP 503 error');
       const json = await cli(['status', '--json'], { DATABASE_PATH: own });
       expect(JSON.parse(json.stdout).result_reads).toEqual({
-        pending: 3,
+        pending: 4,
         failing: 2,
         latest_failure: { last_error: 'interview: HTTP 503 error', updated_at: '2026-11-25T02:00:00.000Z' },
       });
       const plain = await cli(['status'], { DATABASE_PATH: own });
-      expect(plain.stdout).toMatch(/^result reads {3}3 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)$/m);
+      expect(plain.stdout).toMatch(/^result reads {3}4 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)$/m);
     } finally {
       w.close();
     }

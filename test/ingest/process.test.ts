@@ -96,7 +96,7 @@ describe('the receiver as a real process', () => {
     }
   });
 
-  it.each(['SIGTERM', 'SIGHUP'] as const)('drains and exits 0 on %s', async (signal) => {
+  it.each(['SIGTERM', 'SIGINT'] as const)('drains and exits 0 on %s', async (signal) => {
     const secret = newSecret();
     const port = await freePort();
     const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, `term-${signal}.db`), PORT: String(port), HOST: '127.0.0.1' });

@@ -114,7 +114,7 @@ describe('status changes at the same instant', () => {
 });
 
 describe('created_at as senders write it', () => {
-  it('an offset is stored as UTC, and a created_at that is not a date sorts by arrival, not as 1970', async () => {
+  it('an offset is stored as UTC, no offset means UTC, and a created_at that is not a date sorts by arrival, not as 1970', async () => {
     const secret = newSecret();
     const clock = new ManualClock(Date.parse(at(10)));
     const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
@@ -123,7 +123,9 @@ describe('created_at as senders write it', () => {
         { id: 'c1', created_at: at(0), event_type: 'application.created', payload: { application: application('applied'), candidate: cand, job: JOB } },
         // 11:01 at +02:00 is 09:01 UTC, at(1).
         { id: 'c2', created_at: '2026-11-01T11:01:00+02:00', event_type: 'application.status_changed', payload: { application: application('screened'), candidate: cand, job: JOB, previous_status: 'applied' } },
-        { id: 'c3', created_at: 'yesterday', event_type: 'application.status_changed', payload: { application: application('rejected'), candidate: cand, job: JOB, previous_status: 'screened' } },
+        // No offset: UTC (JavaScript alone would read it in the machine's local time).
+        { id: 'c2b', created_at: '2026-11-01T09:02:00', event_type: 'application.status_changed', payload: { application: application('interviewed'), candidate: cand, job: JOB, previous_status: 'screened' } },
+        { id: 'c3', created_at: 'yesterday', event_type: 'application.status_changed', payload: { application: application('rejected'), candidate: cand, job: JOB, previous_status: 'interviewed' } },
       ];
       for (const e of events) {
         const d = signDelivery(secret, JSON.stringify({ ...e, webhook_id: 'wh_1' }), { timestampSeconds: Math.floor(clock.now() / 1000) });
@@ -135,6 +137,7 @@ describe('created_at as senders write it', () => {
       expect(db.prepare('SELECT status, status_changed_at FROM applications').get()).toEqual({ status: 'rejected', status_changed_at: received });
       expect(db.prepare('SELECT event_id, changed_at FROM application_status_history ORDER BY changed_at').all()).toEqual([
         { event_id: 'c2', changed_at: at(1) },
+        { event_id: 'c2b', changed_at: at(2) },
         { event_id: 'c3', changed_at: received },
       ]);
     } finally {

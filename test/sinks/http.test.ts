@@ -112,12 +112,15 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     const target = await startConsumer({});
     extra.push(target);
     const { h, consumer } = await setup();
-    consumer.reply(() => ({ status: 307, headers: { location: `${target.url}/elsewhere` } }));
+    // The Location repeats a token (as an http -> https redirect of a hook URL does): never echoed.
+    consumer.reply(() => ({ status: 307, headers: { location: `${target.url}/elsewhere/tok-LOCATIONSECRET` } }));
     await h.post(envelope());
     await h.settle();
     expect(target.received).toEqual([]);
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'retrying', last_status_code: 307 });
-    expect(h.deliveries('a')[0]!.last_error).toMatch(/HTTP 307 redirect to .*\/elsewhere not followed/);
+    expect(h.deliveries('a')[0]!.last_error).toBe(`HTTP 307 redirect to ${httpTarget(`${target.url}/elsewhere/tok-LOCATIONSECRET`)} not followed`);
+    const everything = [...h.r.logs.raw, JSON.stringify(h.deliveries('a')), JSON.stringify(jobOf(h, 'a'))].join('\n');
+    expect(everything).not.toContain('tok-LOCATIONSECRET');
   });
 
   it('429 honours Retry-After over the shorter backoff', async () => {
@@ -270,6 +273,34 @@ describe('isolation: one sink per worker', () => {
     consumer = undefined;
     await h.r.app.fanOut.stop();
     expect(h.deliveries('a').filter((d) => d.state === 'retrying')).toHaveLength(2);
+  });
+});
+
+describe('http sink, upgraded from a version that stored the whole URL', () => {
+  it('a sink a 410 disabled then stays disabled (same URL), and its stored target loses the token', async () => {
+    const { dir, cleanup } = tempDir('sink-upgrade-');
+    try {
+      const url = 'https://hooks.example.com/services/T0/B0/tok-XXXXSECRET';
+      const configFile = join(dir, 'config.json');
+      writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'slack', type: 'http', url, secret: SECRET_A }] }));
+      const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), CONFIG_FILE: configFile, WORKER_CONCURRENCY: '1' }, { listen: false });
+      try {
+        // What earlier versions stored on a 410: the whole URL.
+        r.app.database.ingestSqlite
+          .prepare(
+            "INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at) VALUES ('slack', '2026-01-01T00:00:00.000Z', 'HTTP 410 Gone', 410, ?, '2026-01-01T00:00:00.000Z')",
+          )
+          .run(url);
+        await r.app.startWorkers();
+        const st = r.app.database.ingestSqlite.prepare('SELECT disabled_at, disabled_target FROM sink_state').get();
+        expect(st).toEqual({ disabled_at: '2026-01-01T00:00:00.000Z', disabled_target: httpTarget(url) });
+        expect(r.logs.lines.some((l) => /sink re-enabled/.test(String(l.msg)))).toBe(false);
+      } finally {
+        await r.close();
+      }
+    } finally {
+      cleanup();
+    }
   });
 });
 

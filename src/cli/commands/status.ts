@@ -1,3 +1,4 @@
+import { WAIT_NOTES } from '../../handlers/fetchResult.js';
 import { sql } from 'kysely';
 import { processingBacklog } from '../../handlers/foldNewEvents.js';
 import { databasePathOf } from '../cliConfig.js';
@@ -36,11 +37,14 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       .orderBy('id')
       .limit(1)
       .executeTakeFirst();
-    // Result reads waiting: a failure counted an attempt (a handler's own wait, such as the poll
-    // spacing or a result still processing, is refunded), so attempts > 0 means it is failing.
+    // Result reads waiting, and failing: a failure counts an attempt and leaves its error in
+    // last_error; a read that only waits (the poll spacing, a result still processing, a pause)
+    // leaves a note or has its attempt refunded.
+    const notes = Object.values(WAIT_NOTES);
+    const failing = sql<boolean>`attempts > 0 AND last_error IS NOT NULL AND last_error NOT IN (${sql.join(notes)})`;
     const reads = await db
       .selectFrom('jobs')
-      .select([(eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(attempts > 0), 0)`.as('failing')])
+      .select([(eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(${failing}), 0)`.as('failing')])
       .where('kind', '=', 'fetch_result')
       .where('state', '=', 'pending')
       .executeTakeFirstOrThrow();
@@ -49,7 +53,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       .select(['last_error', 'updated_at'])
       .where('kind', '=', 'fetch_result')
       .where('state', '=', 'pending')
-      .where('attempts', '>', 0)
+      .where(failing)
       .orderBy('updated_at', 'desc')
       .limit(1)
       .executeTakeFirst();

@@ -63,7 +63,9 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
       if (status >= 200 && status < 300) return { statusCode: status };
       if (status === 410) throw withStatus(new PauseSourceError(`HTTP 410 Gone from ${new URL(options.url).origin}`), status);
       if (status >= 300 && status < 400) {
-        throw withStatus(new RetryableError(`HTTP ${status} redirect${res.header('location') ? ` to ${res.header('location')}` : ''} not followed`), status);
+        // The Location in the target's form: a redirect (http to https, say) usually repeats the token.
+        const location = res.header('location');
+        throw withStatus(new RetryableError(`HTTP ${status} redirect${location ? ` to ${describeLocation(location, options.url)}` : ''} not followed`), status);
       }
       if (status === 429 || status === 503) {
         const after = parseRetryAfter(res.header('retry-after'), ctx.clock.now());
@@ -84,6 +86,14 @@ export function httpTarget(url: string): string {
   const u = new URL(url);
   if (u.pathname === '/' && !u.search && !u.hash) return u.origin;
   return `${u.origin}/… (url sha256 ${createHash('sha256').update(url).digest('hex').slice(0, 12)})`;
+}
+
+function describeLocation(location: string, base: string): string {
+  try {
+    return httpTarget(new URL(location, base).href);
+  } catch {
+    return 'an unparseable Location';
+  }
 }
 
 export const httpSinkKind: SinkKind<
@@ -121,5 +131,7 @@ export const httpSinkKind: SinkKind<
     return null;
   },
   target: (o) => httpTarget(o.url),
+  // Before the digest form, the whole URL was stored.
+  formerTargets: (o) => [o.url],
   create: (_name, options, deps) => createHttpSink(options, deps),
 };
