@@ -3,7 +3,8 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, runTs, waitForHttp } from '../helpers/childServer.js';
+import { spawn } from 'node:child_process';
+import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 
@@ -107,6 +108,30 @@ describe('the receiver as a real process', () => {
     child.proc.kill(signal);
     expect(await child.exited).toEqual({ code: 0, signal: null });
     expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
+  });
+
+  it('drains and exits when the process it was started under goes away (kill of `npm start`\'s pid)', async () => {
+    const port = await freePort();
+    const log = join(dir, 'orphan.log');
+    const env = { PATH: process.env.PATH ?? '', ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, 'orphan.db'), PORT: String(port), HOST: '127.0.0.1' };
+    // Like npm's shell: node runs as its child; the shell is killed, node is re-parented.
+    const shell = spawn('bash', ['-c', `"${process.execPath}" --import "${ROOT}node_modules/tsx/dist/loader.mjs" "${ROOT}src/main.ts" > "${log}" 2>&1 & echo $!; wait`], { env, stdio: ['ignore', 'pipe', 'ignore'] });
+    const pid = Number(await new Promise<string>((resolve) => shell.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()))));
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    shell.kill('SIGKILL');
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const deadline = Date.now() + 15_000;
+    while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    if (alive()) process.kill(pid, 'SIGKILL');
+    expect(alive()).toBe(false);
+    expect(readFileSync(log, 'utf8')).toMatch(/"signal":"parent process exited","msg":"shutting down"[\s\S]*"msg":"receiver stopped"/);
   });
 
   it('on SIGTERM, answers a delivery already in progress, then closes a stalled client after SHUTDOWN_GRACE_MS and exits 0', async () => {
