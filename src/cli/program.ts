@@ -207,6 +207,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--disabled', 'register paused (enabled: false)')
     .option('--description <text>', 'a note shown in the portal')
     .option('--idempotency-key <key>', 'Idempotency-Key of the create (default: a new one per run; reuse one to replay safely)')
+    .option('--any-path', 'accept a URL not ending in /webhooks (a proxy in front of the receiver maps it there)')
     .addOption(src())
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver webhooks register --url https://receiver.example.com/webhooks', 'hiring-receiver webhooks register --url https://receiver.example.com/webhooks --events interview.completed insights.completed']))

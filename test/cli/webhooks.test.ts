@@ -48,6 +48,19 @@ describe('webhooks against the sandbox', () => {
     expect(conflict.stderr).toMatch(/idempotency_key_conflict/);
   });
 
+  it('refuses a URL that does not end in /webhooks (every delivery would get 404), naming the one to use; --any-path accepts it', async () => {
+    const wrong = await cli(['webhooks', 'register', '--url', 'https://receiver.example.com/'], env);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toBe(
+      'error: --url: the receiver takes deliveries at /webhooks, so this URL would answer 404 to every delivery; register https://receiver.example.com/webhooks (or pass --any-path if a proxy in front of it maps this path to /webhooks)\n',
+    );
+    const bad = await cli(['webhooks', 'register', '--url', 'receiver.example.com/webhooks'], env);
+    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: --url: must be an absolute http\(s\) URL/) });
+    const proxied = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:8099/hooks/hiring', '--any-path', '--json'], env);
+    expect(proxied.code, proxied.stderr).toBe(0);
+    expect(JSON.parse(proxied.stdout)).toMatchObject({ url: 'http://127.0.0.1:8099/hooks/hiring' });
+  });
+
   it('lists every page with secrets masked, rotates (new secret once, rotation advice), shows deliveries, deletes', async () => {
     // 60 endpoints: two pages of the default 50.
     const created = await Promise.all(

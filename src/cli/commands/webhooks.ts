@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { apiSettings } from '../cliConfig.js';
+import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { ApiFailure, WebhooksApi } from '../webhooksApi.js';
 
@@ -48,7 +49,30 @@ function printNewSecret(io: CliIo, secret: string, rotation: boolean): void {
   }
 }
 
-export async function runRegister(io: CliIo, o: ApiOptions & { url: string; events?: string[]; disabled?: boolean; description?: string; idempotencyKey?: string }): Promise<number> {
+/**
+ * The receiver takes deliveries at /webhooks only: any other path answers 404, and the service
+ * drops an event after 6 failed attempts. So a URL registered elsewhere loses every event.
+ */
+function checkReceiverUrl(url: string, anyPath: boolean): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new UsageError('--url: must be an absolute http(s) URL, such as https://receiver.example.com/webhooks');
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new UsageError('--url: must be an absolute http(s) URL, such as https://receiver.example.com/webhooks');
+  if (!anyPath && !/\/webhooks\/?$/.test(u.pathname)) {
+    throw new UsageError(
+      `--url: the receiver takes deliveries at /webhooks, so this URL would answer 404 to every delivery; register ${u.origin}${u.pathname.replace(/\/+$/, '')}/webhooks (or pass --any-path if a proxy in front of it maps this path to /webhooks)`,
+    );
+  }
+}
+
+export async function runRegister(
+  io: CliIo,
+  o: ApiOptions & { url: string; events?: string[]; disabled?: boolean; description?: string; idempotencyKey?: string; anyPath?: boolean },
+): Promise<number> {
+  checkReceiverUrl(o.url, Boolean(o.anyPath));
   const client = api(io, o);
   const body = {
     url: o.url,
