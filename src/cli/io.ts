@@ -11,9 +11,19 @@ export interface CliIo {
 }
 
 export function processIo(): CliIo {
+  // `status | head -3`: once the reader is gone, the rest of the output has nowhere to go. The
+  // command still does its work and exits with its own code, as shell tools do; without this
+  // listener the EPIPE error would end the process with a stack trace.
+  let outClosed = false;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') outClosed = true;
+    else process.stderr.write(`error: cannot write to stdout: ${err.message}\n`);
+  });
   return {
     env: process.env,
-    out: (text) => void process.stdout.write(`${text}\n`),
+    out: (text) => {
+      if (!outClosed) process.stdout.write(`${text}\n`);
+    },
     err: (text) => void process.stderr.write(`${text}\n`),
     isTTY: process.stderr.isTTY === true,
     stderr: process.stderr,

@@ -1,7 +1,10 @@
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
+import { runTs } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
 import { cli } from './helpers.js';
 
 function allCommands(cmd: Command, path: string[] = []): { path: string; cmd: Command }[] {
@@ -65,5 +68,22 @@ describe('CLI usage', () => {
     const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>\n');
+  });
+});
+
+describe('CLI output into a closed pipe', () => {
+  it('`status | head -0`: no stack trace, the command finishes with its own exit code', async () => {
+    const { dir, cleanup } = tempDir('cli-epipe-');
+    try {
+      const db = join(dir, 'r.db');
+      expect((await cli(['migrate'], { DATABASE_PATH: db })).code).toBe(0);
+      const child = runTs('src/cli/main.ts', ['status'], { DATABASE_PATH: db });
+      child.proc.stdout!.destroy(); // the reader is gone before the first line
+      const { code } = await child.exited;
+      expect(child.stderr.join('')).toBe('');
+      expect(code).toBe(0);
+    } finally {
+      cleanup();
+    }
   });
 });
