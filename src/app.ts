@@ -114,10 +114,13 @@ export function createApp(deps: AppDeps) {
     },
     ...deps.sinks,
   });
+  // Aborted when stop()'s grace has passed: a result read still waiting on the service gives up.
+  const processingShutdown = new AbortController();
   const processing: ProcessingContext = {
     db: database.db,
     clock,
     clients,
+    shutdown: processingShutdown.signal,
     onSettled: fanOut.onSettled,
     onApiCall: (resource, outcome) => metrics.apiCalls.inc({ resource, outcome }),
     ...DEFAULT_PROCESSING,
@@ -351,7 +354,13 @@ export function createApp(deps: AppDeps) {
       });
     }
     await committer.drain();
-    await Promise.all([worker.stop(), fanOut.stop(Math.max(0, graceEnds - performance.now()))]);
+    const left = Math.max(0, graceEnds - performance.now());
+    const abortReads = setTimeout(() => processingShutdown.abort(), left);
+    try {
+      await Promise.all([worker.stop(), fanOut.stop(left)]);
+    } finally {
+      clearTimeout(abortReads);
+    }
     workersLock?.release();
     workersLock = null;
     ownHttp?.close();

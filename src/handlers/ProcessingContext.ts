@@ -17,6 +17,8 @@ export interface ProcessingContext {
   maxPollIntervalMs: number;
   /** A result still processing after this long is given up (state given_up). */
   giveUpAfterMs: number;
+  /** Aborted when the receiver stops and its grace has passed: a read in flight gives up. */
+  shutdown?: AbortSignal;
   /** Observes every hiring API read (metrics). */
   onApiCall?: (resource: string, outcome: string) => void;
   /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */

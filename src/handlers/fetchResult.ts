@@ -27,7 +27,11 @@ const UNFINISHED_CALL: ReadonlySet<string> = new Set(['pending', 'in_progress', 
  * What a read that waits (not fails) leaves in its job's last_error. A failure counts an attempt
  * and leaves its error; these do not, so `status` tells a failing read from a waiting one.
  */
-export const WAIT_NOTES = { spacing: 'waiting for the 30 s poll spacing', processing: 'result still processing' } as const;
+export const WAIT_NOTES = {
+  spacing: 'waiting for the 30 s poll spacing',
+  processing: 'result still processing',
+  interrupted: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)',
+} as const;
 
 /** Delay before the next poll of a result still processing: 30 s, 60 s, 2 min ... up to the cap. */
 export function pollDelay(polls: number, minMs: number, maxMs: number): number {
@@ -87,7 +91,9 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       return { rescheduleAt: Math.max(allowedAt, now + 1), note: WAIT_NOTES.spacing };
     }
 
-    let outcome = await client.fetchResource(p.resource, p.application_id);
+    let outcome = await client.fetchResource(p.resource, p.application_id, ctx.shutdown ? { signal: ctx.shutdown } : {});
+    // Cut by the shutdown, not failed: no attempt is counted, and it runs again after the restart.
+    if (ctx.shutdown?.aborted) return { rescheduleAt: now, note: WAIT_NOTES.interrupted };
     ctx.onApiCall?.(p.resource, outcome.kind);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
     if (outcome.kind === 'ready' && p.resource === 'legacy_interview' && UNFINISHED_CALL.has(String(outcome.data.status))) {
