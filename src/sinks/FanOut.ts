@@ -161,6 +161,13 @@ export class FanOut {
         );
       }
     }
+    for (const { config, sink } of this.lanes) {
+      try {
+        await sink.check?.();
+      } catch (err) {
+        throw new Error(`sink ${JSON.stringify(config.name)}: ${(err as Error).message}`);
+      }
+    }
     await this.reconcile();
     for (const lane of this.lanes) lane.worker.start();
   }

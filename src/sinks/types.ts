@@ -60,6 +60,12 @@ export interface Sink {
    * have resolved or thrown; a sink that offers it gets batches of up to its kind's `batchSize`.
    */
   deliverBatch?(batch: readonly { message: SinkMessage; ctx: DeliveryContext }[]): Promise<PromiseSettledResult<DeliveryOutcome>[]>;
+  /**
+   * At start: whether the sink can work at all (a file that can be opened for appending). It
+   * throws for a problem only the operator can fix, which stops the start; a passing condition
+   * (a full disk) is not checked here, the deliveries retry it.
+   */
+  check?(): Promise<void>;
   /** Release files and sockets at shutdown. */
   close?(): Promise<void>;
 }

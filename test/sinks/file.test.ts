@@ -9,7 +9,8 @@ import { createStdoutSink } from '../../src/sinks/kinds/stdout.js';
 import type { DeliveryContext, SinkMessage } from '../../src/sinks/types.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
-import { envelope } from '../helpers/signing.js';
+import { freePort, runTs } from '../helpers/childServer.js';
+import { envelope, newSecret } from '../helpers/signing.js';
 import { LineSink, sinkFileOf, startHarness, type Harness } from './helpers.js';
 
 let h: Harness | undefined;
@@ -207,5 +208,27 @@ describe('file sink group append', () => {
     expect(syncs).toBe(2);
     const lines = content.toString('utf8').trimEnd().split('\n').map((l) => JSON.parse(l).id);
     expect(lines).toEqual(['evt_0', 'evt_1', 'evt_2', 'evt_3', 'evt_4', 'evt_5']);
+  });
+});
+
+describe('file sink at start', () => {
+  it('a path that cannot be opened for appending stops the start with one line naming the sink, the path and why', async () => {
+    const d = dir();
+    writeFileSync(join(d, 'not-a-dir'), 'x');
+    const path = join(d, 'not-a-dir', 'events.ndjson');
+    const configFile = join(d, 'config.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path }] }));
+    const child = runTs('src/main.ts', [], {
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-test.unused',
+      DATABASE_PATH: join(d, 'r.db'),
+      CONFIG_FILE: configFile,
+      PORT: String(await freePort()),
+      HOST: '127.0.0.1',
+    });
+    const { code } = await child.exited;
+    expect(code).toBe(1);
+    expect(child.stderr.join('')).toMatch(new RegExp(`^fatal: sink "archive": cannot open ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} for appending: ENOTDIR`));
   });
 });

@@ -197,12 +197,27 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         return batch.map(() => ({ status: 'rejected' as const, reason }));
       }
     },
+    async check() {
+      try {
+        await ensureOpen();
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code && OPERATOR_PROBLEMS.has(code)) {
+          const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
+          throw new Error(`cannot open ${options.path} for appending: ${code}${uid}`);
+        }
+        deps.logger.warn({ path: options.path, code }, 'file sink: cannot open its file now; its deliveries will retry');
+      }
+    },
     async close() {
       await flushing;
       await drop();
     },
   };
 }
+
+/** Errors opening a file sink's file that no retry will fix: permissions, a path through a file. */
+const OPERATOR_PROBLEMS = new Set(['EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'ENAMETOOLONG', 'ELOOP']);
 
 export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   fields: { path: z.string().min(1) },
