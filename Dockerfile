@@ -17,7 +17,10 @@ RUN npm run build
 RUN npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim AS runtime
-ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 DATABASE_PATH=/data/receiver.db
+# RUN_AS: the process starts as root, makes the database folder the node user's and drops to it
+# for good before anything else (src/cli/runAs.ts). Not `USER node`: a volume mounted from
+# outside (Fly.io volumes, bind mounts) is owned by root, where node could not create the database.
+ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 DATABASE_PATH=/data/receiver.db RUN_AS=node
 WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
@@ -25,7 +28,6 @@ COPY --from=build /app/dist ./dist
 COPY --from=build /app/migrations ./migrations
 # The database lives on a volume owned by the unprivileged user; the CLI is on PATH as hiring-receiver.
 RUN mkdir -p /data && chown node:node /data && chmod +x /app/dist/cli/main.js && ln -s /app/dist/cli/main.js /usr/local/bin/hiring-receiver
-USER node
 VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \

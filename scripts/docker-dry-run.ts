@@ -157,6 +157,13 @@ async function main(): Promise<void> {
       HIRING_API_URL: 'http://127.0.0.1:9',
       HIRING_API_KEY: 'sk-dryrun.key',
     };
+    // RUN_AS names the image's user; where this machine has no such user, the replay runs as the
+    // current one, as it skips the image's other user steps.
+    const runAs = runEnv.RUN_AS;
+    if (runAs && !readFileSync('/etc/passwd', 'utf8').split('\n').some((l) => l.split(':')[0] === runAs)) {
+      delete runEnv.RUN_AS;
+      log(`note RUN_AS=${runAs}: no such user here; the replay runs as the current user`);
+    }
     const argv = [...entrypoint, ...cmd];
     log(`start ${argv.join(' ')}  (in ${app})`);
     const child = spawn(argv[0]!, argv.slice(1), { cwd: app, env: runEnv, stdio: ['ignore', 'pipe', 'inherit'] });

@@ -16,10 +16,12 @@ describe('Dockerfile', () => {
     expect(buildRuns).toEqual(expect.arrayContaining(['npm ci --no-audit --no-fund', 'npm run build', expect.stringMatching(/^npm prune --omit=dev/)]));
   });
 
-  it('runs as a non-root user with the database on /data, port 8080 and a health check on /healthz', () => {
-    expect(runtime.find((i) => i.op === 'USER')?.args).toBe('node');
+  it('runs as the non-root node user (dropped to at start, RUN_AS) with the database on /data, port 8080 and a health check on /healthz', () => {
+    // Not USER node: a volume mounted from outside is root's; the process chowns it, then drops.
+    expect(runtime.find((i) => i.op === 'USER')).toBeUndefined();
     expect(runtime.find((i) => i.op === 'VOLUME')?.args).toContain('/data');
     const env = runtime.filter((i) => i.op === 'ENV').map((i) => i.args).join(' ');
+    expect(env).toContain('RUN_AS=node');
     expect(env).toContain('DATABASE_PATH=/data/receiver.db');
     expect(env).toContain('PORT=8080');
     expect(runtime.find((i) => i.op === 'HEALTHCHECK')?.args).toContain('/healthz');
