@@ -55,6 +55,20 @@ function openServerDatabase(path: string) {
   }
 }
 
+/** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */
+function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${host}:${port}`;
+  const message =
+    err.code === 'EADDRINUSE'
+      ? `PORT: ${where} is already in use (another receiver still running?); stop it or choose another PORT`
+      : err.code === 'EACCES'
+        ? `PORT: not allowed to listen on ${where} (ports below 1024 need privileges); choose another PORT`
+        : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN'
+          ? `HOST: cannot listen on ${JSON.stringify(host)} (${err.code}): not an address of this machine`
+          : `cannot listen on ${where}: ${err.message}`;
+  return Object.assign(new Error(message), { code: err.code, cause: err });
+}
+
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
   const { config } = deps;
@@ -293,7 +307,7 @@ export function createApp(deps: AppDeps) {
         },
         () => resolve(srv as Server),
       ) as Server;
-      srv.once('error', reject);
+      srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, config.port)));
     });
     // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
     s.requestTimeout = config.requestTimeoutMs;

@@ -12,6 +12,10 @@ export type SecretParse = { ok: true; key: Buffer } | { ok: false; problem: stri
 
 export function parseSecret(value: string): SecretParse {
   if (value.length === 0) return { ok: false, problem: 'is empty' };
+  if (/^["']/.test(value) || /["']$/.test(value)) {
+    // docker --env-file and `fly secrets set` take the value as written, quotes included.
+    return { ok: false, problem: 'is wrapped in quote characters: set the value without them' };
+  }
   if (!value.startsWith(PREFIX)) return { ok: false, problem: 'must start with "whsec_"' };
   const encoded = value.slice(PREFIX.length);
   if (encoded.length === 0 || !BASE64.test(encoded)) {

@@ -1,3 +1,4 @@
+import { closeSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -207,8 +208,25 @@ export interface OpenOptions {
   checkpointer?: boolean | CheckpointerOptions;
 }
 
+/**
+ * A new database file is created readable by its owner only (0600): it holds candidate names,
+ * emails and phone numbers. SQLite gives its -wal and -shm the database file's mode, and so does
+ * the receiver for its own files beside it. An existing file keeps its mode (an operator may
+ * have made it 0660 for a `serve` and a `work` under two users of one group).
+ */
+function createPrivate(path: string): void {
+  try {
+    closeSync(openSync(path, 'wx', 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
 export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase {
-  if (path !== ':memory:') ensureDirSync(dirname(path));
+  if (path !== ':memory:') {
+    ensureDirSync(dirname(path));
+    createPrivate(path);
+  }
   const sqlite = new BetterSqlite3(path);
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };

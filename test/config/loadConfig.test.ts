@@ -34,6 +34,7 @@ describe('loadConfig', () => {
   it.each([
     ['', /WEBHOOK_SECRET: is empty/],
     ['abc', /must start with "whsec_"/],
+    [`"whsec_${Buffer.alloc(24, 1).toString('base64')}"`, /WEBHOOK_SECRET: is wrapped in quote characters: set the value without them/],
     ['whsec_', /is not "whsec_" followed by valid base64/],
     ['whsec_@@@@', /is not "whsec_" followed by valid base64/],
     [`whsec_${Buffer.alloc(MIN_SECRET_BYTES - 1, 1).toString('base64')}`, new RegExp(`decodes to ${MIN_SECRET_BYTES - 1} bytes; at least ${MIN_SECRET_BYTES}`)],

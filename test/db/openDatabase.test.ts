@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -24,6 +24,23 @@ describe('openDatabase', () => {
     // A 2 MiB page cache per connection, not better-sqlite3's 16 MB: the OS caches the file anyway.
     expect(database.ingestSqlite.pragma('cache_size', { simple: true })).toBe(-2048);
     expect(database.sqlite.pragma('cache_size', { simple: true })).toBe(-2048);
+  });
+
+  it('creates a new database, and the files beside it, readable by its owner only (it holds candidate data); an existing file keeps its mode', async () => {
+    const t = tempDir();
+    cleanup = t.cleanup;
+    const path = join(t.dir, 'private.db');
+    database = openDatabase(path, { checkpointer: true });
+    database.sqlite.exec('CREATE TABLE t (v TEXT); INSERT INTO t VALUES (1)');
+    for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-ingest-wait`]) expect([f, statSync(f).mode & 0o777]).toEqual([f, 0o600]);
+    await database.close();
+    database = undefined;
+
+    const shared = join(t.dir, 'shared.db');
+    new BetterSqlite3(shared).close();
+    chmodSync(shared, 0o660);
+    database = openDatabase(shared);
+    expect(statSync(shared).mode & 0o777).toBe(0o660);
   });
 
   it('creates a new database with 2 KB pages and leaves the page size of an existing one alone', async () => {

@@ -87,7 +87,7 @@ describe('the receiver as a real process', () => {
       const second = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1' });
       const timer = setTimeout(() => second.proc.kill('SIGKILL'), 15_000);
       expect(await second.exited.finally(() => clearTimeout(timer))).toEqual({ code: 1, signal: null });
-      expect(second.stderr.join('')).toMatch(/^fatal: listen EADDRINUSE/);
+      expect(second.stderr.join('')).toBe(`fatal: PORT: 127.0.0.1:${port} is already in use (another receiver still running?); stop it or choose another PORT\n`);
       expect(second.stdout.join('')).not.toMatch(/workers started|jobs left running/);
       expect(db.prepare('SELECT state, lease_owner FROM jobs WHERE id = ?').get(job)).toEqual({ state: 'running', lease_owner: 'live-process' });
       db.close();

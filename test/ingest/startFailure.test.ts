@@ -71,3 +71,20 @@ describe('start() when the workers fail to start', () => {
     await app.stop();
   });
 });
+
+describe('start() when it cannot listen', () => {
+  it('names HOST for an address that is not this machine\'s', async () => {
+    const config = loadConfig({
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-test.unused',
+      DATABASE_PATH: join(dir, 'host.db'),
+      PORT: String(await freePort()),
+      HOST: '10.255.255.1',
+      WORKER_CONCURRENCY: '0',
+    });
+    const app = createApp({ config, logger: createLogger('silent') });
+    await expect(app.start()).rejects.toThrow('HOST: cannot listen on "10.255.255.1" (EADDRNOTAVAIL): not an address of this machine');
+    await app.stop();
+  });
+});

@@ -155,7 +155,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
           if (processing) {
             if (openProcessing.has(e.id) || e.seq > cursor) {
               counts.processing.already_queued++;
-              skipped.push('processing (already queued)');
+              skipped.push(openProcessing.has(e.id) ? 'processing (already queued)' : 'processing (not processed yet: it will be)');
             } else {
               counts.processing.queued++;
               what.push('processing');
