@@ -264,35 +264,46 @@ describe('ingest and workers in separate processes', () => {
     const port = await freePort();
     const dbPath = join(dir, 'one-worker.db');
     const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, HOST: '127.0.0.1' };
-    const live = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port) });
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
-    await waitFor(() => live.stdout.join('').includes('"msg":"workers started"'));
-    // A job the live process holds: running, leased for another hour.
-    const now = new Date().toISOString();
-    const db = new BetterSqlite3(dbPath);
-    db.prepare(
-      `INSERT INTO jobs (kind, payload, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_owner, lease_token, lease_expires_at)
-       VALUES ('fetch_result', '{"resource":"interview","application_id":"x"}', 'default', 'running', ?, 1, 25, ?, ?, 'worker-live', 'token-live', ?)`,
-    ).run(now, now, now, new Date(Date.now() + 3_600_000).toISOString());
-    const held = () => db.prepare('SELECT state, lease_owner FROM jobs').get();
+    // Every child is stopped at the end, whatever the outcome: a failing check must not leave one running.
+    const children: ReturnType<typeof runTs>[] = [];
+    const start = (args: string[], extra: Record<string, string> = {}) => {
+      const c = runTs('src/cli/main.ts', args, { ...env, ...extra });
+      children.push(c);
+      return c;
+    };
+    try {
+      const live = start(['serve'], { PORT: String(port) });
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitFor(() => live.stdout.join('').includes('"msg":"workers started"'));
+      // A job the live process holds: running, leased for another hour.
+      const now = new Date().toISOString();
+      const db = new BetterSqlite3(dbPath);
+      db.prepare(
+        `INSERT INTO jobs (kind, payload, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_owner, lease_token, lease_expires_at)
+         VALUES ('fetch_result', '{"resource":"interview","application_id":"x"}', 'default', 'running', ?, 1, 25, ?, ?, 'worker-live', 'token-live', ?)`,
+      ).run(now, now, now, new Date(Date.now() + 3_600_000).toISOString());
+      const held = () => db.prepare('SELECT state, lease_owner FROM jobs').get();
 
-    const work = runTs('src/cli/main.ts', ['work'], env);
-    expect((await work.exited).code).toBe(1);
-    expect(work.stderr.join('')).toMatch(/^error: another process is already running the workers of .*one-worker\.db .*run one per database/);
-    const serve = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(await freePort()) });
-    expect((await serve.exited).code).toBe(1);
-    expect(serve.stderr.join('')).toMatch(/^fatal: another process is already running the workers of /);
-    expect(held()).toEqual({ state: 'running', lease_owner: 'worker-live' });
+      const work = start(['work']);
+      expect((await work.exited).code).toBe(1);
+      expect(work.stderr.join('')).toMatch(/^error: another process is already running the workers of .*one-worker\.db .*run one per database/);
+      const serve = start(['serve'], { PORT: String(await freePort()) });
+      expect((await serve.exited).code).toBe(1);
+      expect(serve.stderr.join('')).toMatch(/^fatal: another process is already running the workers of /);
+      expect(held()).toEqual({ state: 'running', lease_owner: 'worker-live' });
 
-    // SIGKILL: no clean stop, so the kernel is what lets the lock go.
-    live.proc.kill('SIGKILL');
-    await live.exited;
-    const next = runTs('src/cli/main.ts', ['work'], env);
-    await waitFor(() => next.stdout.join('').includes('"msg":"workers started"'));
-    expect(next.stdout.join('')).toMatch(/"jobs":1,"msg":"jobs left running by a previous process run again"/);
-    expect(held()).not.toEqual({ state: 'running', lease_owner: 'worker-live' });
-    db.close();
-    next.proc.kill('SIGTERM');
-    expect(await next.exited).toEqual({ code: 0, signal: null });
+      // SIGKILL: no clean stop, so the kernel is what lets the lock go.
+      live.proc.kill('SIGKILL');
+      await live.exited;
+      const next = start(['work']);
+      await waitFor(() => next.stdout.join('').includes('"msg":"workers started"'));
+      expect(next.stdout.join('')).toMatch(/"jobs":1,"msg":"jobs left running by a previous process run again"/);
+      expect(held()).not.toEqual({ state: 'running', lease_owner: 'worker-live' });
+      db.close();
+      next.proc.kill('SIGTERM');
+      expect(await next.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      for (const c of children) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+    }
   });
 });
