@@ -42,12 +42,15 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
   // `npm start` runs node under npm and a shell; `kill <npm's pid>` ends those two and leaves
   // node running, re-parented, with its old configuration (a restart then meets EADDRINUSE).
-  // Losing the parent it started under means whoever supervised it is gone: drain and exit.
-  // (Under Docker node is PID 1, under systemd its parent is PID 1: neither ever changes.)
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) shutdown('parent process exited');
-  }, 1000).unref();
+  // Under an npm script only (npm sets npm_lifecycle_event), losing that parent means npm is
+  // gone: drain and exit. Started any other way (`nohup node ... &` from a script that then
+  // exits, a supervisor), a new parent is normal and nothing happens.
+  if (process.env.npm_lifecycle_event) {
+    const parent = process.ppid;
+    setInterval(() => {
+      if (process.ppid !== parent) shutdown('npm, which started it, exited');
+    }, 1000).unref();
+  }
   // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would
   // stop when its terminal closes). Node's default ends the process at once; nothing
   // acknowledged is lost. File sinks need no signal to follow a rotated file.

@@ -10,14 +10,22 @@ export interface CliIo {
   readonly stderr: NodeJS.WritableStream;
 }
 
+let stdoutFailed = false;
+/** Whether writing the command's output failed otherwise than by its reader going away (EPIPE). */
+export const outputFailed = (): boolean => stdoutFailed;
+
 export function processIo(): CliIo {
   // `status | head -3`: once the reader is gone, the rest of the output has nowhere to go. The
   // command still does its work and exits with its own code, as shell tools do; without this
   // listener the EPIPE error would end the process with a stack trace.
   let outClosed = false;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') outClosed = true;
-    else process.stderr.write(`error: cannot write to stdout: ${err.message}\n`);
+    if (!outClosed && err.code !== 'EPIPE') {
+      // A full disk under `--json > out.json`: the output is lost, so the command did not succeed.
+      process.stderr.write(`error: cannot write to stdout: ${err.message}\n`);
+      stdoutFailed = true;
+    }
+    outClosed = true;
   });
   return {
     env: process.env,

@@ -1,12 +1,21 @@
 #!/usr/bin/env node
 /** The `hiring-receiver` command (package bin, `npm run cli --`). */
-import { processIo } from './io.js';
+import { outputFailed, processIo } from './io.js';
 import { runCli } from './program.js';
 import { runAsFromEnv } from './runAs.js';
 
-// First: the Docker image starts as root and drops to RUN_AS here (see runAs.ts).
+function databaseArg(argv: readonly string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--database') return argv[i + 1];
+    if (argv[i]!.startsWith('--database=')) return argv[i]!.slice('--database='.length);
+  }
+  return undefined;
+}
+
+// First: the Docker image starts as root and drops to RUN_AS here (see runAs.ts), for the
+// database the command will open (--database, or DATABASE_PATH).
 try {
-  runAsFromEnv(process.env);
+  runAsFromEnv(process.env, databaseArg(process.argv.slice(2)) ?? process.env.DATABASE_PATH);
 } catch (err) {
   process.stderr.write(`fatal: ${(err as Error).message}\n`);
   process.exit(1);
@@ -16,5 +25,5 @@ if (!outcome.running) {
   // Flush, then exit: an idle keep-alive socket must not keep a finished command alive.
   await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
   await new Promise<void>((resolve) => process.stderr.write('', () => resolve()));
-  process.exit(outcome.code);
+  process.exit(outcome.code === 0 && outputFailed() ? 1 : outcome.code);
 }

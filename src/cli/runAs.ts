@@ -1,28 +1,30 @@
-import { chownSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { ensureDirSync } from '../util/ensureDir.js';
+import { existsSync, lchownSync, lstatSync, readFileSync, realpathSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
 /**
  * The Docker image starts as root with RUN_AS=node and comes here first: the database's folder
- * (the volume) is made the user's, then the process drops to that user for good, before anything
- * else runs. Why not `USER node` in the image: a volume mounted from outside is owned by root
- * (Fly.io volumes, bind mounts), so an unprivileged process could not create the database there;
- * a Docker named volume is the only kind that takes the image's ownership.
+ * (the volume) is made the user's, then the process drops to that user for good. Why not
+ * `USER node` in the image: a volume mounted from outside is owned by root (Fly.io volumes,
+ * bind mounts), so an unprivileged process could not create the database there; a Docker named
+ * volume is the only kind that takes the image's ownership.
  *
- * Nothing happens without RUN_AS, or when the process is not root (`docker run --user 1234`, a
- * developer's shell).
+ * What root touches, and nothing else (anything else would hand the user files it must not own,
+ * such as the code root runs at the next start):
+ * - the folder of an absolute database path, only if it is owned by root, is a real folder (no
+ *   symbolic link anywhere in its path), and is neither `/` nor the working directory;
+ * - in it, only the database's own files (the database, its -wal, -shm, -journal, and the
+ *   receiver's -ingest-wait, -workers-lock), only if owned by root and regular files. `lchown`
+ *   never follows a link, so swapping a file for a link in between gains nothing.
+ * Then initgroups/setgid/setuid. Nothing happens without RUN_AS, or when the process is not
+ * root (`docker run --user 1234`, a developer's shell).
  */
-export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>): void {
+export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH): void {
   const name = env.RUN_AS;
   if (!name || typeof process.getuid !== 'function' || process.getuid() !== 0) return;
   const user = lookupUser(name);
   if (!user) throw new Error(`RUN_AS: no user named ${JSON.stringify(name)} in /etc/passwd`);
-  const folder = dirname(resolve(env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : './data/receiver.db'));
-  ensureDirSync(folder);
-  // The folder and what root left in it (a database a root process created, its -wal and
-  // -shm): not recursive, so a mount of other data is never walked.
-  chownIfRoot(folder, user);
-  for (const entry of readdirSync(folder)) chownIfRoot(join(folder, entry), user);
+  // A relative path (the default ./data/receiver.db) is under the working directory: left alone.
+  if (databasePath && isAbsolute(databasePath)) giveDatabaseTo(resolve(databasePath), user);
   // POSIX only, like getuid above; supplementary groups first, while still root.
   const posix = process as NodeJS.Process & { initgroups(user: number, group: number): void; setgid(id: number): void; setuid(id: number): void };
   posix.initgroups(user.uid, user.gid);
@@ -30,9 +32,31 @@ export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>):
   posix.setuid(user.uid);
 }
 
-function chownIfRoot(path: string, user: { uid: number; gid: number }): void {
-  const st = lstatSync(path);
-  if (st.uid === 0 && !st.isSymbolicLink()) chownSync(path, user.uid, user.gid);
+const DATABASE_FILES = ['', '-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock', '-workers-lock-journal'];
+
+function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
+  const folder = dirname(db);
+  if (folder === '/' || folder === process.cwd() || !existsSync(folder)) return;
+  let real: string;
+  try {
+    real = realpathSync(folder);
+  } catch {
+    return;
+  }
+  if (real !== folder) return; // a link somewhere in the path: not ours to follow
+  const st = lstatSync(folder);
+  if (!st.isDirectory()) return;
+  if (st.uid === 0) lchownSync(folder, user.uid, user.gid);
+  for (const suffix of DATABASE_FILES) {
+    const file = join(folder, `${basename(db)}${suffix}`);
+    let f;
+    try {
+      f = lstatSync(file);
+    } catch {
+      continue;
+    }
+    if (f.isFile() && f.uid === 0) lchownSync(file, user.uid, user.gid);
+  }
 }
 
 function lookupUser(name: string): { uid: number; gid: number } | null {

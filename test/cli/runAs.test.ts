@@ -1,6 +1,8 @@
-import { chmodSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { ROOT } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli } from './helpers.js';
 
@@ -8,25 +10,64 @@ import { cli } from './helpers.js';
 const root = typeof process.getuid === 'function' && process.getuid() === 0;
 const { dir, cleanup } = tempDir('run-as-');
 afterAll(cleanup);
+const NOBODY = 65534;
 
 describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by root)', () => {
-  it('makes the database folder and what root left in it the user\'s, then runs as that user', async () => {
+  it('gives the user the database folder and the database\'s own files, nothing else in it, then runs as that user', async () => {
     chmodSync(dir, 0o755);
     const folder = join(dir, 'volume');
     const db = join(folder, 'receiver.db');
-    // A file root left there (as a CLI run as root before would have).
-    const r0 = await cli(['migrate'], { DATABASE_PATH: db });
-    expect(r0.code, r0.stderr).toBe(0);
+    // What root left there: a database (a CLI run as root before), and a file that is not the database's.
+    expect((await cli(['migrate'], { DATABASE_PATH: db })).code).toBe(0);
+    writeFileSync(join(folder, 'other-data.txt'), 'not the receiver\'s');
     expect(statSync(db).uid).toBe(0);
     const r = await cli(['migrate', '--json'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
     expect(r.code, r.stderr).toBe(0);
-    expect(statSync(folder).uid).toBe(65534);
-    expect(statSync(db).uid).toBe(65534);
-    // It ran as nobody: a database it creates is nobody's from the start (only entries that
-    // existed before are chowned).
-    const fresh = join(dir, 'fresh', 'receiver.db');
-    expect((await cli(['migrate'], { DATABASE_PATH: fresh, RUN_AS: 'nobody' })).code).toBe(0);
-    expect(statSync(fresh).uid).toBe(65534);
+    expect(statSync(folder).uid).toBe(NOBODY);
+    expect(statSync(db).uid).toBe(NOBODY);
+    expect(statSync(join(folder, 'other-data.txt')).uid).toBe(0);
+    // It ran as nobody: a database it creates (in a root-owned folder it was given) is nobody's from the start.
+    const fresh = join(dir, 'fresh');
+    mkdirSync(fresh);
+    expect((await cli(['migrate'], { DATABASE_PATH: join(fresh, 'receiver.db'), RUN_AS: 'nobody' })).code).toBe(0);
+    expect(statSync(join(fresh, 'receiver.db')).uid).toBe(NOBODY);
+  });
+
+  it('--database names the folder it gives, not DATABASE_PATH', async () => {
+    const envFolder = join(dir, 'env');
+    const flagFolder = join(dir, 'flag');
+    mkdirSync(envFolder);
+    mkdirSync(flagFolder);
+    const r = await cli(['migrate', '--database', join(flagFolder, 'r.db')], { DATABASE_PATH: join(envFolder, 'r.db'), RUN_AS: 'nobody' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(statSync(flagFolder).uid).toBe(NOBODY);
+    expect(statSync(envFolder).uid).toBe(0);
+  });
+
+  it('leaves a relative database path (the working directory: the code in the image) and a linked folder alone', async () => {
+    // The working directory holds what root runs at the next start: never given away.
+    const app = join(dir, 'app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'code.js'), '');
+    const child = spawn(process.execPath, ['--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, 'migrate'], {
+      cwd: app,
+      env: { PATH: process.env.PATH ?? '', DATABASE_PATH: 'receiver.db', RUN_AS: 'nobody' },
+      stdio: 'ignore',
+    });
+    // As nobody, it cannot create a database in root's folder: it fails, having given nothing away.
+    expect(await new Promise((r) => child.on('exit', r))).toBe(1);
+    // A folder reached through a link: the link could point anywhere (a victim's files).
+    const victim = join(dir, 'victim');
+    mkdirSync(victim);
+    writeFileSync(join(victim, 'receiver.db'), '');
+    const volume = join(dir, 'linked-volume');
+    mkdirSync(volume);
+    symlinkSync(victim, join(volume, 'db'));
+    await cli(['status'], { DATABASE_PATH: join(volume, 'db', 'receiver.db'), RUN_AS: 'nobody' });
+    expect(statSync(victim).uid).toBe(0);
+    expect(statSync(join(victim, 'receiver.db')).uid).toBe(0);
+    expect(statSync(app).uid).toBe(0);
+    expect(statSync(join(app, 'code.js')).uid).toBe(0);
   });
 
   it('a RUN_AS user that does not exist stops it with one line', async () => {

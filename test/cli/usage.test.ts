@@ -1,9 +1,10 @@
-import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
-import { runTs } from '../helpers/childServer.js';
+import { ROOT, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli } from './helpers.js';
 
@@ -72,6 +73,27 @@ describe('CLI usage', () => {
 });
 
 describe('CLI output into a closed pipe', () => {
+  it('output that cannot be written (a full disk: /dev/full) is a failure: exit 1, one line on stderr', async () => {
+    const { dir, cleanup } = tempDir('cli-full-');
+    try {
+      const db = join(dir, 'r.db');
+      expect((await cli(['migrate'], { DATABASE_PATH: db })).code).toBe(0);
+      const full = openSync('/dev/full', 'w');
+      const child = spawn(process.execPath, ['--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, 'status'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', DATABASE_PATH: db },
+        stdio: ['ignore', full, 'pipe'],
+      });
+      closeSync(full);
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      expect(await new Promise((r) => child.on('exit', r))).toBe(1);
+      expect(stderr).toMatch(/^error: cannot write to stdout: ENOSPC[^\n]*\n$/);
+    } finally {
+      cleanup();
+    }
+  });
+
   it('`status | head -0`: no stack trace, the command finishes with its own exit code', async () => {
     const { dir, cleanup } = tempDir('cli-epipe-');
     try {

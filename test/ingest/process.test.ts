@@ -110,15 +110,16 @@ describe('the receiver as a real process', () => {
     expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
   });
 
-  it('drains and exits when the process it was started under goes away (kill of `npm start`\'s pid)', async () => {
+  it.each([
+    ['under an npm script (npm start), drains and exits when npm goes away (kill of npm\'s pid)', { npm_lifecycle_event: 'start' }, true],
+    ['started otherwise (nohup ... & from a script that exits), keeps running when its parent goes away', {}, false],
+  ] as const)('%s', async (_name, extra, exits) => {
     const port = await freePort();
-    const log = join(dir, 'orphan.log');
-    const env = { PATH: process.env.PATH ?? '', ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, 'orphan.db'), PORT: String(port), HOST: '127.0.0.1' };
+    const log = join(dir, `orphan-${exits}.log`);
+    const env = { PATH: process.env.PATH ?? '', ...API, ...extra, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, `orphan-${exits}.db`), PORT: String(port), HOST: '127.0.0.1' };
     // Like npm's shell: node runs as its child; the shell is killed, node is re-parented.
     const shell = spawn('bash', ['-c', `"${process.execPath}" --import "${ROOT}node_modules/tsx/dist/loader.mjs" "${ROOT}src/main.ts" > "${log}" 2>&1 & echo $!; wait`], { env, stdio: ['ignore', 'pipe', 'ignore'] });
     const pid = Number(await new Promise<string>((resolve) => shell.stdout!.once('data', (d: Buffer) => resolve(d.toString().trim()))));
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
-    shell.kill('SIGKILL');
     const alive = () => {
       try {
         process.kill(pid, 0);
@@ -127,11 +128,17 @@ describe('the receiver as a real process', () => {
         return false;
       }
     };
-    const deadline = Date.now() + 15_000;
-    while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    if (alive()) process.kill(pid, 'SIGKILL');
-    expect(alive()).toBe(false);
-    expect(readFileSync(log, 'utf8')).toMatch(/"signal":"parent process exited","msg":"shutting down"[\s\S]*"msg":"receiver stopped"/);
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      shell.kill('SIGKILL');
+      const deadline = Date.now() + (exits ? 15_000 : 3_000);
+      while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(alive()).toBe(!exits);
+      if (exits) expect(readFileSync(log, 'utf8')).toMatch(/"signal":"npm, which started it, exited","msg":"shutting down"[\s\S]*"msg":"receiver stopped"/);
+      else expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    } finally {
+      if (alive()) process.kill(pid, 'SIGKILL');
+    }
   });
 
   it('on SIGTERM, answers a delivery already in progress, then closes a stalled client after SHUTDOWN_GRACE_MS and exits 0', async () => {

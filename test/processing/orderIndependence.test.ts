@@ -115,6 +115,9 @@ describe('status changes at the same instant', () => {
 
 describe('created_at as senders write it', () => {
   it('an offset is stored as UTC, no offset means UTC, and a created_at that is not a date sorts by arrival, not as 1970', async () => {
+    // Not UTC, or "no offset means UTC" could not fail on a UTC machine.
+    const tz = process.env.TZ;
+    process.env.TZ = 'Asia/Tokyo';
     const secret = newSecret();
     const clock = new ManualClock(Date.parse(at(10)));
     const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock, listen: false });
@@ -142,6 +145,8 @@ describe('created_at as senders write it', () => {
       ]);
     } finally {
       await r.close();
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
     }
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -44,6 +44,8 @@ describe('file sink', () => {
     expect(text.endsWith('\n')).toBe(true);
     expect(text.trimEnd().split('\n').map((l) => (JSON.parse(l) as SinkMessage).id)).toEqual(events.map((e) => e.id));
     expect(h.deliveries('archive').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered']);
+    // Its lines hold candidate data: a new file is its owner's only.
+    expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
   it('follows log rotation: after the file is moved away or removed, the next lines go to a new file at the path', async () => {

@@ -28,8 +28,9 @@ const CHUNK = 64 * 1024;
 
 export const openAppend: OpenSinkFile = async (path) => {
   await ensureDir(dirname(path));
-  // O_APPEND: every write lands at the end, as one write(2) of the whole line.
-  return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o644);
+  // O_APPEND: every write lands at the end, as one write(2) of the whole line. A new file is
+  // its owner's only (0600), like the database: its lines hold candidate names, emails, phones.
+  return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
 };
 
 /**
