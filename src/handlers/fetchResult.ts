@@ -92,8 +92,12 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     }
 
     let outcome = await client.fetchResource(p.resource, p.application_id, ctx.shutdown ? { signal: ctx.shutdown } : {});
-    // Cut by the shutdown, not failed: no attempt is counted, and it runs again after the restart.
-    if (ctx.shutdown?.aborted) return { rescheduleAt: now, note: WAIT_NOTES.interrupted };
+    // Cut by the shutdown, not failed: no attempt is counted, the poll slot it reserved is given
+    // back (the read after the restart need not wait 30 s, nor back off further), and it runs again.
+    if (ctx.shutdown?.aborted) {
+      await ctx.db.updateTable(table).set({ last_polled_at: row.last_polled_at, polls: row.polls }).where('application_id', '=', p.application_id).execute();
+      return { rescheduleAt: now, note: WAIT_NOTES.interrupted };
+    }
     ctx.onApiCall?.(p.resource, outcome.kind);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
     if (outcome.kind === 'ready' && p.resource === 'legacy_interview' && UNFINISHED_CALL.has(String(outcome.data.status))) {

@@ -253,6 +253,11 @@ describe('operations on a running receiver', () => {
     const byId = await cli(['dead-letters', 'retry', '--id', String(job.id), '--id', '999999'], { DATABASE_PATH: dbPath });
     expect(byId.code).toBe(1);
     expect(byId.stderr).toBe(`error: job ${job.id} is not a dead letter (no such job, or it is not dead)\nerror: job 999999 is not a dead letter (no such job, or it is not dead)\n`);
+    // Dead, but of another kind than --kind asks: nothing retried, so not a success either.
+    db.prepare("UPDATE jobs SET state = 'dead' WHERE id = ?").run(job.id);
+    const otherKind = await cli(['dead-letters', 'retry', '--id', String(job.id), '--kind', 'fetch_result'], { DATABASE_PATH: dbPath });
+    expect(otherKind).toMatchObject({ code: 1, stderr: `error: job ${job.id} is not a dead letter matching the other filters (no such job, or it is not dead)\n` });
+    db.prepare("UPDATE jobs SET state = 'done' WHERE id = ?").run(job.id);
   });
 
   it('replay --id names an id that is not stored and exits 1, and still replays the others', async () => {

@@ -62,8 +62,11 @@ describe('stop() and a result read in flight', () => {
       expect(Date.now() - started).toBeLessThan(5000); // the read's own timeout is 10 s
       const db = new BetterSqlite3(r.dbPath, { readonly: true });
       const job = db.prepare("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get();
+      // The poll slot it reserved is given back: the read after the restart need not wait 30 s.
+      const slot = db.prepare('SELECT polls, last_polled_at FROM interview_results').get();
       db.close();
       expect(job).toEqual({ state: 'pending', attempts: 0, last_error: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)' });
+      expect(slot).toEqual({ polls: 0, last_polled_at: null });
     } finally {
       held.forEach((res) => res.destroy());
       api.close();

@@ -61,8 +61,14 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {
     const queue = new JobQueue(database.db, systemClock);
-    // Ids asked for by name that are not dead letters (or not jobs at all): a typo must not read as success.
-    const deadIds = new Set(ids.length > 0 ? (await database.db.selectFrom('jobs').select('id').where('id', 'in', ids).where('state', '=', 'dead').execute()).map((r) => r.id) : []);
+    // Ids asked for by name that no dead letter matches (not jobs at all, not dead, or left out by
+    // the other filters): a typo must not read as success.
+    let matching = database.db.selectFrom('jobs').select('id').where('state', '=', 'dead');
+    if (ids.length > 0) matching = matching.where('id', 'in', ids);
+    if (o.kind) matching = matching.where('kind', '=', o.kind);
+    if (o.source) matching = matching.where('source', '=', o.source);
+    if (o.event) matching = matching.where('event_id', '=', o.event);
+    const deadIds = new Set(ids.length > 0 ? (await matching.execute()).map((r) => r.id) : []);
     const notDead = ids.filter((id) => !deadIds.has(id));
     const n = await queue.retryDeadLetters({
       all: Boolean(o.all),
@@ -77,7 +83,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
         AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
-    for (const id of notDead) io.err(`error: job ${id} is not a dead letter (no such job, or it is not dead)`);
+    const filtered = Boolean(o.kind || o.source || o.event);
+    for (const id of notDead) io.err(`error: job ${id} is not a dead letter${filtered ? ' matching the other filters' : ''} (no such job, or it is not dead)`);
     return notDead.length > 0 ? 1 : 0;
   } finally {
     await database.close();
