@@ -30,6 +30,7 @@ export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, 
   posix.initgroups(user.uid, user.gid);
   posix.setgid(user.gid);
   posix.setuid(user.uid);
+  if (user.home) process.env.HOME = user.home;
 }
 
 const DATABASE_FILES = ['', '-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock', '-workers-lock-journal'];
@@ -59,10 +60,10 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
   }
 }
 
-function lookupUser(name: string): { uid: number; gid: number } | null {
+function lookupUser(name: string): { uid: number; gid: number; home: string | undefined } | null {
   for (const line of readFileSync('/etc/passwd', 'utf8').split('\n')) {
-    const [user, , uid, gid] = line.split(':');
-    if (user === name && uid !== undefined && gid !== undefined) return { uid: Number(uid), gid: Number(gid) };
+    const [user, , uid, gid, , home] = line.split(':');
+    if (user === name && uid !== undefined && gid !== undefined) return { uid: Number(uid), gid: Number(gid), home };
   }
   return null;
 }

@@ -60,12 +60,23 @@ export class SourcePauses implements SourceGate {
    */
   async clearAll(): Promise<number> {
     const now = new Date(this.clock.now()).toISOString();
+    // Held back by the pause: rescheduled to its probe (pause time + the probe period), so due no
+    // later than the pause's probe_after. A job due later waits for something else (a Retry-After,
+    // a long backoff) and keeps its time.
     const r = await this.db
       .updateTable('jobs')
       .set({ run_at: now, updated_at: now })
       .where('state', '=', 'pending')
       .where('run_at', '>', now)
-      .where('source', 'in', this.db.selectFrom('source_pauses').select('source'))
+      .where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('source_pauses')
+            .select('source_pauses.source')
+            .whereRef('source_pauses.source', '=', 'jobs.source')
+            .whereRef('jobs.run_at', '<=', 'source_pauses.probe_after'),
+        ),
+      )
       .executeTakeFirst();
     await this.db.deleteFrom('source_pauses').execute();
     return Number(r.numUpdatedRows);

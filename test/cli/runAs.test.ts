@@ -1,9 +1,10 @@
-import { chmodSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { ROOT } from '../helpers/childServer.js';
+import { freePort, ROOT } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
 import { cli } from './helpers.js';
 
 // The Docker image starts as root with RUN_AS=node (src/cli/runAs.ts). Only root can run this.
@@ -68,6 +69,26 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(statSync(join(victim, 'receiver.db')).uid).toBe(0);
     expect(statSync(app).uid).toBe(0);
     expect(statSync(join(app, 'code.js')).uid).toBe(0);
+  });
+
+  it('the server started directly (node dist/main.js) drops too', async () => {
+    const folder = join(dir, 'direct');
+    mkdirSync(folder);
+    const db = join(folder, 'receiver.db');
+    const child = spawn(process.execPath, ['--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/main.ts`], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', DATABASE_PATH: db, RUN_AS: 'nobody', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: String(await freePort()), HOST: '127.0.0.1', WORKER_CONCURRENCY: '0' },
+      stdio: 'ignore',
+    });
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!existsSync(`${db}-ingest-wait`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(statSync(db).uid).toBe(NOBODY);
+      expect(statSync(`${db}-ingest-wait`).uid).toBe(NOBODY);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.on('exit', r));
+    }
   });
 
   it('a RUN_AS user that does not exist stops it with one line', async () => {

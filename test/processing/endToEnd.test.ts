@@ -298,9 +298,14 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     // next probe 5 min on: the read refused was held back to that probe and is due again (it keeps
     // its 30 s poll spacing); the two never tried run now.
     const before = pair.calls.length;
+    // A job of that source waiting on something else (a Retry-After two hours on) keeps its time.
+    const laterAt = new Date(pair.clock.now() + 2 * 3_600_000).toISOString();
+    const later = await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: 'evt-later' }, eventId: 'evt-later', source: 'default', runAt: Date.parse(laterAt) }, pair.clock.now());
     await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
     await pair.receiver.app.startWorkers();
     expect(pair.receiver.logs.lines.some((l) => l.jobs === 1 && /the jobs they held back run now/.test(String(l.msg)))).toBe(true);
+    expect(row('SELECT run_at FROM jobs WHERE id = ?', later)).toEqual({ run_at: laterAt });
+    db().prepare('DELETE FROM jobs WHERE id = ?').run(later);
     await pair.settle();
     pair.clock.advance(30_000);
     await pair.settle();
