@@ -73,6 +73,9 @@ export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
 export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
   const pending = sqlite.prepare<[string, string], number>(PENDING_JOB).pluck();
+  const restart = sqlite.prepare<[string, string, number]>(
+    "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
+  );
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
@@ -90,6 +93,10 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
       const id = pending.get(eventId, kind);
       return id === undefined ? undefined : { id };
     },
+    /** A pending job starts over: due now, with all its attempts (see restartPendingJob). */
+    restartPendingJob: (id: number, now: number): void => {
+      restart.run(iso(now), iso(now), id);
+    },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
     /** events.rowid of the last event processing has taken: later events are still to be folded. */
@@ -99,6 +106,14 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
 }
 
 /** A job of this kind for this event that is still to run (pending or running), if any. */
+/**
+ * A pending job starts over, due now with all its attempts: for a new delivery cycle (a replay,
+ * a new revision) that reuses the job, which may have been backing off after failures.
+ */
+export async function restartPendingJob(db: Kysely<Database> | Transaction<Database>, id: number, now: number): Promise<void> {
+  await db.updateTable('jobs').set({ run_at: iso(now), attempts: 0, last_error: null, updated_at: iso(now) }).where('id', '=', id).where('state', '=', 'pending').execute();
+}
+
 /** A job of this (non process_event) kind for the event, waiting to run (see PENDING_JOB). */
 export async function findPendingJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<{ id: number } | undefined> {
   return db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'pending').executeTakeFirst();

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue, findPendingJob, preparedJobWrites, type NewJob } from '../queue/JobQueue.js';
+import { enqueue, findPendingJob, preparedJobWrites, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -21,6 +21,7 @@ type Maybe<T> = T | Promise<T>;
 export interface DeliveryWrites {
   event(eventId: string): Maybe<{ event_type: string; source: string; state: string; revision: number } | undefined>;
   findPendingJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
+  restartPendingJob(id: number, now: number): Maybe<void>;
   resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
   enqueue(job: NewJob, now: number): Maybe<number>;
 }
@@ -36,6 +37,7 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
         .where('events.id', '=', eventId)
         .executeTakeFirst(),
     findPendingJob: (eventId, kind) => findPendingJob(trx, eventId, kind),
+    restartPendingJob: (id, now) => restartPendingJob(trx, id, now),
     resetDelivery: (d, now) => resetDelivery(trx, d, now),
     enqueue: (job, now) => enqueue(trx, job, now),
   };
@@ -89,7 +91,10 @@ export async function enqueueDeliveries(
     // revision: the pair gets a job of its own after it.
     const open = await w.findPendingJob(eventId, kind);
     await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name, event.revision) }, now);
-    if (!open) {
+    // The new cycle's job: the pending one, started over (it may have been backing off after
+    // failures, with attempts used; the cycle starts at 0 attempts), or a new one.
+    if (open) await w.restartPendingJob(open.id, now);
+    else {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };
       // source = the job kind: the pause domain of the sink's own worker gate (see SinkGate).
       await w.enqueue({ kind, payload, eventId, source: kind, maxAttempts: sink.maxAttempts }, now);

@@ -123,6 +123,22 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(everything).not.toContain('tok-LOCATIONSECRET');
   });
 
+  it('a replay to the sink while its delivery is backing off after a failure sends at once, with fresh attempts', async () => {
+    consumer = await startConsumer({ '/a': SECRET_A });
+    consumer.reply((_r, n) => ({ status: n === 1 ? 500 : 200 }));
+    h = await startHarness({ sinks: [{ name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A }] }, { retryMs: 60_000 });
+    const e = envelope();
+    await h.post(e);
+    await h.settle(); // the first attempt fails: the job backs off for a minute
+    expect(jobOf(h, 'a')[0]).toMatchObject({ state: 'pending', attempts: 1 });
+    const fanOut = h.r.app.fanOut;
+    await h.r.app.database.db.transaction().execute((trx) => fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['a'] }));
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, run_at: new Date(h.clock.now()).toISOString() })]);
+    await h.settle(); // no clock advance: the replay is due now
+    expect(consumer.on('/a')).toHaveLength(2);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 1 });
+  });
+
   it('429 honours Retry-After over the shorter backoff', async () => {
     const { h, consumer } = await setup();
     consumer.reply((_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '7' } } : { status: 200 }));
