@@ -2,7 +2,7 @@
 /** The `hiring-receiver` command (package bin, `npm run cli --`). */
 import { outputFailed, processIo } from './io.js';
 import { runCli } from './program.js';
-import { runAsFromEnv } from './runAs.js';
+import { runAsOrExit } from './runAs.js';
 
 function databaseArg(argv: readonly string[]): string | undefined {
   for (let i = 0; i < argv.length; i++) {
@@ -14,12 +14,7 @@ function databaseArg(argv: readonly string[]): string | undefined {
 
 // First: the Docker image starts as root and drops to RUN_AS here (see runAs.ts), for the
 // database the command will open (--database, or DATABASE_PATH).
-try {
-  runAsFromEnv(process.env, databaseArg(process.argv.slice(2)) ?? process.env.DATABASE_PATH);
-} catch (err) {
-  process.stderr.write(`fatal: ${(err as Error).message}\n`);
-  process.exit(1);
-}
+runAsOrExit(process.env, databaseArg(process.argv.slice(2)) ?? process.env.DATABASE_PATH);
 const outcome = await runCli(process.argv.slice(2), processIo());
 if (!outcome.running) {
   // Flush, then exit: an idle keep-alive socket must not keep a finished command alive.

@@ -1,5 +1,6 @@
-import { existsSync, lchownSync, lstatSync, readFileSync, realpathSync } from 'node:fs';
+import { lchownSync, lstatSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 
 /**
  * The Docker image starts as root with RUN_AS=node and comes here first: the database's folder
@@ -33,22 +34,20 @@ export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, 
   if (user.home) process.env.HOME = user.home;
 }
 
-const DATABASE_FILES = ['', '-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock', '-workers-lock-journal'];
-
 function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
   const folder = dirname(db);
-  if (folder === '/' || folder === process.cwd() || !existsSync(folder)) return;
+  if (folder === '/' || folder === process.cwd()) return;
   let real: string;
   try {
     real = realpathSync(folder);
   } catch {
-    return;
+    return; // no such folder: nothing of root's to give
   }
   if (real !== folder) return; // a link somewhere in the path: not ours to follow
   const st = lstatSync(folder);
   if (!st.isDirectory()) return;
   if (st.uid === 0) lchownSync(folder, user.uid, user.gid);
-  for (const suffix of DATABASE_FILES) {
+  for (const suffix of ['', ...DATABASE_SIDECARS]) {
     const file = join(folder, `${basename(db)}${suffix}`);
     let f;
     try {
@@ -57,6 +56,16 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
       continue;
     }
     if (f.isFile() && f.uid === 0) lchownSync(file, user.uid, user.gid);
+  }
+}
+
+/** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */
+export function runAsOrExit(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH): void {
+  try {
+    runAsFromEnv(env, databasePath);
+  } catch (err) {
+    process.stderr.write(`fatal: ${(err as Error).message}\n`);
+    process.exit(1);
   }
 }
 

@@ -1,3 +1,4 @@
+import { INGEST_WAIT_SUFFIX } from './databaseFiles.js';
 import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
 
 /**
@@ -28,7 +29,7 @@ export interface IngestWaitSignal {
   close(): void;
 }
 
-export const INGEST_WAIT_SUFFIX = '-ingest-wait';
+export { INGEST_WAIT_SUFFIX } from './databaseFiles.js';
 const STALE_MS = 50;
 
 /** For ':memory:', and for connections that take no part (the CLI's): nothing to share. */

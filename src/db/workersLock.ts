@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, realpathSync, statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 
-export const WORKERS_LOCK_SUFFIX = '-workers-lock';
+import { WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
 
 /** Another live process runs the workers of this database. */
 export class WorkersRunningError extends Error {

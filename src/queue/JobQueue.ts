@@ -105,7 +105,6 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   };
 }
 
-/** A job of this kind for this event that is still to run (pending or running), if any. */
 /**
  * A pending job starts over, due now with all its attempts: for a new delivery cycle (a replay,
  * a new revision) that reuses the job, which may have been backing off after failures.
@@ -119,6 +118,7 @@ export async function findPendingJob(db: Kysely<Database> | Transaction<Database
   return db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'pending').executeTakeFirst();
 }
 
+/** A job of this kind for this event that is still to run (pending or running), if any. */
 export async function findOpenJob(
   db: Kysely<Database> | Transaction<Database>,
   eventId: string,

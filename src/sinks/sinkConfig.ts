@@ -1,5 +1,6 @@
 import { resolve as resolvePath } from 'node:path';
 import { z } from 'zod';
+import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
 import { CONFIG_PARSE } from '../config/parseOptions.js';
@@ -53,9 +54,6 @@ type RawSink = { name: string; type: SinkType; events?: string[]; sources?: stri
  * (`CONFIG_FILE sinks.1.secret: ...`). Entries that failed their schema or their kind's checks
  * are left out; callers must refuse the configuration whenever `problems` is not empty.
  */
-/** The files SQLite and the receiver keep beside the database. */
-const DATABASE_SIDECARS = ['-wal', '-shm', '-journal', '-ingest-wait', '-workers-lock', '-workers-lock-journal'];
-
 export function resolveSinks(
   raw: unknown,
   opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[]; databasePath?: string },

@@ -124,9 +124,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const { db } = database;
     const events = await selectEvents(db, o);
     // Ids asked for by name that are not stored at all: a typo must not read as success.
-    const notStored = o.id?.length
-      ? o.id.filter((id) => !events.some((e) => e.id === id) && database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?').get(id) === undefined)
-      : [];
+    const selected = new Set(events.map((e) => e.id));
+    const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?');
+    const notStored = (o.id ?? []).filter((id) => !selected.has(id) && stored.get(id) === undefined);
     const counts: Counts = { selected: events.length, processing: { queued: 0, already_queued: 0 }, sinks: {} };
     for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0 };
     const plain = !io.isTTY && !o.json;
