@@ -1,8 +1,8 @@
-import { Agent, createServer, request, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'node:http';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { startReceiver } from '../helpers/receiver.js';
+import { startSilentServer } from '../helpers/silentServer.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 
 describe('stop() and keep-alive connections', () => {
@@ -41,22 +41,16 @@ describe('stop() and keep-alive connections', () => {
 
 describe('stop() and a result read in flight', () => {
   it('a hiring API that never answers does not hold stop() past SHUTDOWN_GRACE_MS; the read runs again later, no attempt counted', async () => {
-    const held: ServerResponse[] = [];
-    const api = createServer((_req, res) => held.push(res));
-    await new Promise<void>((r) => api.listen(0, '127.0.0.1', () => r()));
+    const api = await startSilentServer();
     const secret = newSecret();
-    const r = await startReceiver(
-      { WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '300', HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}` },
-      { listen: false },
-    );
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '300', HIRING_API_URL: api.url }, { listen: false });
     try {
       const e = envelope({ event_type: 'interview.completed' });
       const d = signDelivery(secret, JSON.stringify(e));
       expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
       await r.app.startWorkers();
-      const deadline = Date.now() + 10_000;
-      while (held.length === 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
-      expect(held).toHaveLength(1);
+      await api.waitForRequest();
+      expect(api.held).toHaveLength(1);
       const started = Date.now();
       await r.app.stop();
       expect(Date.now() - started).toBeLessThan(5000); // the read's own timeout is 10 s
@@ -68,7 +62,6 @@ describe('stop() and a result read in flight', () => {
       expect(job).toEqual({ state: 'pending', attempts: 0, last_error: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)' });
       expect(slot).toEqual({ polls: 0, last_polled_at: null });
     } finally {
-      held.forEach((res) => res.destroy());
       api.close();
       await r.close(); // stop() runs once: this only removes the files
     }

@@ -1,6 +1,4 @@
 import { rmSync, writeFileSync } from 'node:fs';
-import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +7,7 @@ import { FanOut } from '../../src/sinks/FanOut.js';
 import { httpTarget } from '../../src/sinks/kinds/http.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
+import { startSilentServer } from '../helpers/silentServer.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 import { startServer } from '../hiring/testServer.js';
 import { startConsumer, startHarness, type Consumer, type Harness } from './helpers.js';
@@ -322,14 +321,11 @@ describe('http sink, upgraded from a version that stored the whole URL', () => {
 
 describe('http sink at shutdown', () => {
   it('a consumer that never answers does not hold stop() past SHUTDOWN_GRACE_MS; the attempt is recorded and the message stays queued', async () => {
-    // Takes requests and never answers them.
-    const held: ServerResponse[] = [];
-    const hanging = createServer((_req, res) => held.push(res));
-    await new Promise<void>((r) => hanging.listen(0, '127.0.0.1', () => r()));
+    const hanging = await startSilentServer();
     const { dir, cleanup } = tempDir('sink-shutdown-');
     try {
       const configFile = join(dir, 'config.json');
-      const url = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/hook`;
+      const url = `${hanging.url}/hook`;
       writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'slow', type: 'http', url, secret: SECRET_A, timeout_ms: 50_000 }] }));
       const secret = newSecret();
       const r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: configFile, SHUTDOWN_GRACE_MS: '300' }, { listen: false });
@@ -337,9 +333,8 @@ describe('http sink at shutdown', () => {
       const d = signDelivery(secret, JSON.stringify(e));
       expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
       await r.app.startWorkers();
-      const deadline = Date.now() + 10_000;
-      while (held.length === 0 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
-      expect(held).toHaveLength(1);
+      await hanging.waitForRequest();
+      expect(hanging.held).toHaveLength(1);
 
       const started = Date.now();
       await r.app.stop();
@@ -354,7 +349,6 @@ describe('http sink at shutdown', () => {
       expect(job).toEqual({ state: 'pending' });
       rmSync(dirname(r.dbPath), { recursive: true, force: true });
     } finally {
-      held.forEach((res) => res.destroy());
       hanging.close();
       cleanup();
     }
