@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { serve, type HttpBindings } from '@hono/node-server';
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
@@ -56,16 +56,16 @@ function openServerDatabase(path: string) {
 }
 
 /** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */
-function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
+function listenError(err: NodeJS.ErrnoException, host: string, port: number, portVar = 'PORT'): Error {
   const where = `${host}:${port}`;
   const message =
     err.code === 'EADDRINUSE'
-      ? `PORT: ${where} is already in use (another receiver still running?); stop it or choose another PORT`
+      ? `${portVar}: ${where} is already in use (another receiver still running?); stop it or choose another ${portVar}`
       : err.code === 'EACCES'
-        ? `PORT: not allowed to listen on ${where} (ports below 1024 need privileges); choose another PORT`
+        ? `${portVar}: not allowed to listen on ${where} (ports below 1024 need privileges); choose another ${portVar}`
         : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN'
           ? `HOST: cannot listen on ${JSON.stringify(host)} (${err.code}): not an address of this machine`
-          : `cannot listen on ${where}: ${err.message}`;
+          : `cannot listen on ${where} (${portVar}): ${err.message}`;
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
 
@@ -236,7 +236,7 @@ export function createApp(deps: AppDeps) {
     'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
   );
   registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }));
-  app.get('/metrics', async (c) => {
+  const metricsRoute = async (c: Context) => {
     const sqlite = database.ingestSqlite;
     metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
     metrics.pausedSources.reset();
@@ -255,14 +255,25 @@ export function createApp(deps: AppDeps) {
       metrics.sinkDisabled.set({ sink: st.name }, st.enabled ? 0 : 1);
     }
     return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
-  });
-  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
-  app.onError((err, c) => {
+  };
+  const onError = (err: Error, c: Context) => {
     logger.error({ err: err.message, path: c.req.path }, 'unhandled error');
     return c.json({ error: 'internal_error', message: 'internal error' }, 500);
-  });
+  };
+  // With METRICS_PORT, /metrics is served on that port only: the webhook port is public.
+  let metricsApp: Hono | null = null;
+  if (config.metricsPort === null) app.get('/metrics', metricsRoute);
+  else {
+    metricsApp = new Hono();
+    metricsApp.get('/metrics', metricsRoute);
+    metricsApp.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (METRICS_PORT serves GET /metrics only)` }, 404));
+    metricsApp.onError(onError);
+  }
+  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
+  app.onError(onError);
 
   let server: Server | null = null;
+  let metricsServer: Server | null = null;
   let workersLock: WorkersLock | null = null;
 
   /**
@@ -291,15 +302,13 @@ export function createApp(deps: AppDeps) {
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
   }
 
-  /**
-   * Listens, then starts the workers: a receiver that cannot listen never touches the queue.
-   */
-  async function start(): Promise<{ port: number; url: string }> {
-    const s = await new Promise<Server>((resolve, reject) => {
+  /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
+  function listen(fetch: Parameters<typeof serve>[0]['fetch'], port: number, portVar: string): Promise<Server> {
+    return new Promise<Server>((resolve, reject) => {
       const srv = serve(
         {
-          fetch: app.fetch,
-          port: config.port,
+          fetch,
+          port,
           hostname: config.host,
           // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
           // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
@@ -307,32 +316,55 @@ export function createApp(deps: AppDeps) {
         },
         () => resolve(srv as Server),
       ) as Server;
-      srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, config.port)));
+      srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
     });
+  }
+
+  /**
+   * Closes a server and every connection at once (close() alone would wait for a client stalled
+   * mid-request, whose request timeout close() also stops checking).
+   */
+  function closeNow(s: Server): Promise<void> {
+    return new Promise<void>((resolve) => {
+      s.close(() => resolve());
+      s.closeAllConnections();
+    });
+  }
+
+  /**
+   * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
+   * touches the queue.
+   */
+  async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
+    const s = await listen(app.fetch, config.port, 'PORT');
     // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
     s.requestTimeout = config.requestTimeoutMs;
     s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     s.keepAliveTimeout = 65_000;
     server = s;
-    if (config.workerConcurrency > 0) {
-      try {
-        await startWorkers();
-      } catch (err) {
-        // Leave nothing running: the workers that did start, and the server with its connections
-        // (close() alone would wait for a client stalled mid-request, whose request timeout
-        // close() also stops checking, and start() would never reject).
-        server = null;
-        await new Promise<void>((resolve) => {
-          s.close(() => resolve());
-          s.closeAllConnections();
-        });
-        throw err;
+    try {
+      if (metricsApp && config.metricsPort !== null) {
+        metricsServer = await listen(metricsApp.fetch, config.metricsPort, 'METRICS_PORT');
+        metricsServer.requestTimeout = config.requestTimeoutMs;
+        metricsServer.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
       }
+      if (config.workerConcurrency > 0) await startWorkers();
+    } catch (err) {
+      // Leave nothing running: the workers that did start, and the servers with their connections.
+      server = null;
+      const m = metricsServer;
+      metricsServer = null;
+      await Promise.all([closeNow(s), m && closeNow(m)]);
+      throw err;
     }
-    const { port } = s.address() as AddressInfo;
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-    logger.info({ port, host: config.host, sources: config.sources.map((src) => src.name) }, 'receiver listening');
-    return { port, url: `http://${host}:${port}` };
+    const { port } = s.address() as AddressInfo;
+    const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : port;
+    logger.info(
+      { port, host: config.host, ...(metricsServer ? { metricsPort } : {}), sources: config.sources.map((src) => src.name) },
+      'receiver listening',
+    );
+    return { port, url: `http://${host}:${port}`, metricsUrl: `http://${host}:${metricsPort}/metrics` };
   }
 
   /** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */
@@ -347,6 +379,10 @@ export function createApp(deps: AppDeps) {
     const graceEnds = performance.now() + config.shutdownGraceMs;
     const s = server;
     server = null;
+    // A scrape in progress is not worth waiting for.
+    const m = metricsServer;
+    metricsServer = null;
+    const metricsClosed = m ? closeNow(m) : Promise.resolve();
     if (s) {
       await new Promise<void>((resolve) => {
         // close() also stops Node's checks of requestTimeout/headersTimeout, so a client stalled
@@ -367,7 +403,7 @@ export function createApp(deps: AppDeps) {
         s.closeIdleConnections();
       });
     }
-    await committer.drain();
+    await Promise.all([committer.drain(), metricsClosed]);
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     try {

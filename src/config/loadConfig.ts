@@ -17,6 +17,11 @@ export interface SourceConfig {
 export interface Config {
   readonly port: number;
   readonly host: string;
+  /**
+   * METRICS_PORT: /metrics on its own listener (same HOST) and not on PORT, so a scraper on a
+   * private network reaches it while the public webhook port does not serve it. null: on PORT.
+   */
+  readonly metricsPort: number | null;
   readonly databasePath: string;
   readonly logLevel: string;
   readonly maxBodyBytes: number;
@@ -154,6 +159,10 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const problems: string[] = [];
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST && env.HOST.length > 0 ? env.HOST : '0.0.0.0';
+  const metricsPort = env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : intVar(env, 'METRICS_PORT', 0, 0, 65535, problems);
+  if (metricsPort !== null && metricsPort !== 0 && metricsPort === port) {
+    problems.push(`METRICS_PORT: must differ from PORT (${port}); leave it unset to serve /metrics on PORT`);
+  }
   const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
   const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
@@ -210,6 +219,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   return Object.freeze({
     port,
     host,
+    metricsPort,
     databasePath,
     logLevel,
     maxBodyBytes,

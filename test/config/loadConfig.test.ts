@@ -65,6 +65,16 @@ describe('loadConfig', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PROCESSING_SHARE: '2' })).toEqual(['PROCESSING_SHARE: must be between 5 and 100, got 2']);
   });
 
+  it('takes METRICS_PORT (unset: /metrics on PORT), which must differ from PORT', () => {
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret() }).metricsPort).toBeNull();
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), METRICS_PORT: '9091' }).metricsPort).toBe(9091);
+    expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), PORT: '0', METRICS_PORT: '0' }).metricsPort).toBe(0);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), METRICS_PORT: 'metrics' })).toEqual(['METRICS_PORT: must be an integer, got "metrics"']);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PORT: '8080', METRICS_PORT: '8080' })).toEqual([
+      'METRICS_PORT: must differ from PORT (8080); leave it unset to serve /metrics on PORT',
+    ]);
+  });
+
   it('takes SHUTDOWN_GRACE_MS, 5000 by default, 0 to 600000', () => {
     expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret() }).shutdownGraceMs).toBe(5000);
     expect(loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), SHUTDOWN_GRACE_MS: '0' }).shutdownGraceMs).toBe(0);

@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { loadConfig } from '../../src/config/loadConfig.js';
 import { ROOT } from '../helpers/childServer.js';
+import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
 const runtime = dockerfile.filter((i) => i.stage === dockerfile.at(-1)!.stage);
@@ -38,6 +40,17 @@ describe('fly.toml', () => {
     expect(fly).toMatch(/path = "\/readyz"/);
     expect(fly).toMatch(/destination = "\/data"/);
     expect(fly).toMatch(/DATABASE_PATH = "\/data\/receiver.db"/);
+  });
+
+  it('serves /metrics on METRICS_PORT, scraped by Fly there, not on the public service port', () => {
+    expect(fly).toMatch(/METRICS_PORT = "9091"/);
+    expect(fly).toMatch(/\[metrics\]\s+port = 9091\s+path = "\/metrics"/);
+    // fly.toml's [env], with the secrets `fly secrets set` adds, is a configuration the receiver takes.
+    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
+    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
+    const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
+    expect(config.port).toBe(8080);
+    expect(config.metricsPort).toBe(9091);
   });
 
   it('holds no secret values', () => {

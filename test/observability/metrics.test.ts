@@ -3,8 +3,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
-import { tempDir } from '../helpers/receiver.js';
+import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
 const { dir, cleanup } = tempDir('metrics-');
@@ -60,5 +61,51 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(histogram('receiver_group_commit_duration_seconds', 'sum')).toBeLessThanOrEqual(histogram('receiver_ingest_duration_seconds', 'sum'));
     // The receiver's database is a file: its WAL exists and has been written.
     expect(Number(/^receiver_sqlite_wal_bytes (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
+  });
+});
+
+describe('METRICS_PORT', () => {
+  it('serves /metrics on its own port only: the webhook port answers 404 for it, and the metrics port takes no deliveries', async () => {
+    const receiver = await startReceiver({ WEBHOOK_SECRET: newSecret(), METRICS_PORT: '0', WORKER_CONCURRENCY: '0' }, { listen: false });
+    try {
+      const { url, metricsUrl } = await receiver.app.start();
+      expect(new URL(metricsUrl).port).not.toBe(new URL(url).port);
+      const scraped = await fetch(metricsUrl);
+      expect(scraped.status).toBe(200);
+      expect(scraped.headers.get('content-type')).toMatch(/^text\/plain/);
+      expect(await scraped.text()).toMatch(/^receiver_events_unprocessed 0$/m);
+
+      const onPublic = await fetch(`${url}/metrics`);
+      expect(onPublic.status).toBe(404);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+
+      const metricsOrigin = new URL(metricsUrl).origin;
+      const delivery = await fetch(`${metricsOrigin}/webhooks`, { method: 'POST', body: '{}' });
+      expect(delivery.status).toBe(404);
+      expect(await delivery.json()).toMatchObject({ error: 'not_found', message: expect.stringContaining('METRICS_PORT serves GET /metrics only') });
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('refuses to start when METRICS_PORT is taken, names it, and leaves the webhook port closed', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    const metricsPort = (taken.address() as AddressInfo).port;
+    const port = await freePort();
+    const receiver = await startReceiver({ WEBHOOK_SECRET: newSecret(), PORT: String(port), METRICS_PORT: String(metricsPort) }, { listen: false });
+    try {
+      await expect(receiver.app.start()).rejects.toThrow(`METRICS_PORT: 127.0.0.1:${metricsPort} is already in use (another receiver still running?); stop it or choose another METRICS_PORT`);
+      // The webhook port was given back: something else can listen on it now.
+      const again = createServer();
+      await new Promise<void>((resolve, reject) => {
+        again.once('error', reject);
+        again.listen(port, '127.0.0.1', () => resolve());
+      });
+      await new Promise<void>((r) => again.close(() => r()));
+    } finally {
+      taken.close();
+      await receiver.close();
+    }
   });
 });
