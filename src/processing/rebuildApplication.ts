@@ -66,10 +66,10 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
     group.forEach(depthOf);
   }
   // timeOf is normalized ISO UTC, so comparing it as text compares instants.
-  const key = (e: T) => [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const;
+  const keys = new Map(events.map((e) => [e, [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const]));
   return events.sort((a, b) => {
-    const ka = key(a);
-    const kb = key(b);
+    const ka = keys.get(a)!;
+    const kb = keys.get(b)!;
     for (let i = 0; i < ka.length; i++) {
       if (ka[i]! < kb[i]!) return -1;
       if (ka[i]! > kb[i]!) return 1;
