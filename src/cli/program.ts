@@ -78,6 +78,20 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
 
   program
+    .command('backup')
+    .description('a consistent copy of the database while the receiver runs (SQLite online backup), as one self-contained 0600 file')
+    .argument('<destination>', 'file to write, or a folder (the copy is named receiver-<UTC time>.db in it)')
+    .addOption(databaseOption())
+    .option('--force', 'replace an existing destination file')
+    .addOption(jsonOption())
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver backup /data/backups/', 'hiring-receiver backup ./before-upgrade.db --database ./data/receiver.db']) +
+        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the -wal and -shm beside it, start.',
+    )
+    .action((destination: string, o) => done(import('./commands/backup.js').then((m) => m.runBackup(io, destination, o))));
+
+  program
     .command('send')
     .description('sign an event like the service does (Standard Webhooks) and POST it to a receiver')
     .argument('[event-type]', `built-in fixture: ${FIXTURE_TYPES.join(', ')}`)

@@ -1,0 +1,123 @@
+import { closeSync, existsSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
+import { databasePathOf } from '../cliConfig.js';
+import { CliError } from '../errors.js';
+import { printJson, type CliIo } from '../io.js';
+
+export interface BackupOptions {
+  database?: string;
+  force?: boolean;
+  json?: boolean;
+}
+
+/** `receiver-20261125T043000Z.db`: the name a backup gets inside a folder. */
+export const backupName = (now: Date): string => `receiver-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}.db`;
+
+/** The real path of `p`, or of its folder plus its name when `p` does not exist yet. */
+function realish(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    try {
+      return join(realpathSync(dirname(p)), basename(p));
+    } catch {
+      return resolve(p);
+    }
+  }
+}
+
+/** fsync of a folder, so a rename in it is durable (not possible on every file system: then skipped). */
+function syncFolder(folder: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(folder, 'r');
+    fsyncSync(fd);
+  } catch {
+    // e.g. EISDIR/EINVAL where folders cannot be fsynced; the file itself was synced.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * A consistent copy of the database while the receiver runs, as one self-contained file: SQLite's
+ * online backup copies every page under one read snapshot (the receiver keeps writing meanwhile;
+ * WAL), then the copy is switched to a rollback journal (no -wal beside it), checked
+ * (`quick_check`), made 0600 (it holds candidate data), synced, and renamed into place, so a
+ * file at the destination is always a whole backup. Works on any schema version: a backup is
+ * what one takes before an upgrade. Needs no `sqlite3` program (the Docker image has none).
+ */
+export async function runBackup(io: CliIo, destination: string, o: BackupOptions): Promise<number> {
+  const source = databasePathOf(io.env, o.database);
+  if (!existsSync(source)) throw new CliError(`no database at ${source} (set DATABASE_PATH or --database)`);
+
+  let target = destination;
+  const isFolder = destination.endsWith('/') || (existsSync(destination) && statSync(destination).isDirectory());
+  if (isFolder) target = join(destination, backupName(new Date()));
+  if (!existsSync(dirname(resolve(target)))) throw new CliError(`no folder ${dirname(resolve(target))} for the backup: create it first`);
+
+  const realSource = realish(source);
+  const realTarget = realish(target);
+  if (realTarget === realSource || DATABASE_SIDECARS.some((s) => realTarget === `${realSource}${s}`)) {
+    throw new CliError(`${target} is the database or one of its files: choose another destination`);
+  }
+  if (existsSync(target) && !o.force) throw new CliError(`${target} already exists: choose another name, or --force to replace it`);
+
+  let db: Database.Database;
+  try {
+    db = new Database(source, { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 5000');
+  } catch (err) {
+    throw new CliError(`cannot open the database at ${source}: ${(err as Error).message}`);
+  }
+
+  const started = performance.now();
+  // Beside the target, so the final rename stays on one file system; created 0600 up front.
+  const partial = `${target}.partial-${process.pid}`;
+  let pages: number;
+  let summary: { version: number; events: number };
+  try {
+    closeSync(openSync(partial, 'wx', 0o600));
+    // The first step only counts the pages; every page is then copied in ONE step, under one
+    // read snapshot. Steps of 100 (the default) restart whenever the receiver commits in
+    // between, which a busy receiver does every few milliseconds.
+    const result = await db.backup(partial, { progress: () => 0x7fffffff });
+    pages = result.totalPages;
+    const copy = new Database(partial, { fileMustExist: true });
+    try {
+      copy.pragma('journal_mode = DELETE');
+      const check = copy.pragma('quick_check', { simple: true });
+      if (check !== 'ok') throw new Error(`the copy failed its check (quick_check: ${String(check)})`);
+      const hasTable = (name: string) => copy.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?").get(name) !== undefined;
+      const version = hasTable('schema_migrations') ? ((copy.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get() as number | null) ?? 0) : 0;
+      const events = hasTable('events') ? (copy.prepare('SELECT COUNT(*) FROM events').pluck().get() as number) : 0;
+      summary = { version, events };
+    } finally {
+      copy.close();
+    }
+    const fd = openSync(partial, 'r+');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(partial, target);
+    syncFolder(dirname(resolve(target)));
+  } catch (err) {
+    for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) rmSync(f, { force: true });
+    throw new CliError(`backup of ${source} failed: ${(err as Error).message}`);
+  } finally {
+    db.close();
+  }
+
+  const bytes = statSync(target).size;
+  const seconds = Math.round(performance.now() - started) / 1000;
+  if (o.json) {
+    printJson(io, { database: source, backup: target, bytes, pages, schema_version: summary.version, events: summary.events, seconds });
+  } else {
+    io.out(`${source} backed up to ${target}: ${bytes} bytes, schema version ${summary.version}, ${summary.events} events, in ${seconds} s`);
+  }
+  return 0;
+}

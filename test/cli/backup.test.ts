@@ -1,0 +1,193 @@
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readMigrations } from '../../src/db/migrate.js';
+import { ROOT, freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { cli } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-backup-');
+const secret = newSecret();
+const dbPath = join(dir, 'receiver.db');
+const latest = readMigrations().at(-1)!.version;
+let server: Child;
+let url: string;
+let sent = 0;
+
+async function post(): Promise<void> {
+  const id = `evt-backup-${sent++}`;
+  const body = JSON.stringify(envelope({ id, event_type: 'application.created', payload: { application: { id: `app-${id}`, status: 'applied' }, padding: 'x'.repeat(1500) } }));
+  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, body) });
+  expect(res.status).toBe(200);
+}
+
+const openCopy = (path: string) => new BetterSqlite3(path, { readonly: true, fileMustExist: true });
+
+beforeAll(async () => {
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  server = runTs('src/cli/main.ts', ['serve'], {
+    WEBHOOK_SECRET: secret,
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    DATABASE_PATH: dbPath,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    WORKER_CONCURRENCY: '0',
+    LOG_LEVEL: 'warn',
+  });
+  await waitForHttp(`${url}/healthz`);
+  // About 4 MB of events: a copy in steps of 100 pages (SQLite's default) takes about 20 steps.
+  for (let i = 0; i < 250; i++) await Promise.all(Array.from({ length: 8 }, post));
+}, 60_000);
+
+afterAll(async () => {
+  server?.proc.kill('SIGTERM');
+  await server?.exited;
+  cleanup();
+});
+
+describe('backup', () => {
+  it('copies the database while deliveries keep being committed: whole, each event as stored, checked, one 0600 file', async () => {
+    const target = join(dir, 'copy.db');
+    let finished = false;
+    const backup = cli(['backup', target, '--database', dbPath, '--json'], {}, 20_000).finally(() => {
+      finished = true;
+    });
+    // Deliveries keep arriving (and committing) for as long as the backup runs. A copy in
+    // small steps restarts after each of them and would never finish while they go on.
+    const before = sent;
+    const deadline = Date.now() + 20_000;
+    // 16 senders, each posting again as soon as it is answered: a commit every few hundred µs.
+    const sender = async () => {
+      while (!finished && Date.now() < deadline) await post();
+    };
+    await Promise.all(Array.from({ length: 16 }, sender));
+    const result = await backup;
+    expect(result.code, result.stderr).toBe(0);
+    expect(sent).toBeGreaterThan(before);
+
+    const report = JSON.parse(result.stdout) as { backup: string; bytes: number; schema_version: number; events: number };
+    expect(report).toMatchObject({ backup: target, schema_version: latest, bytes: statSync(target).size });
+    expect(report.events).toBeGreaterThanOrEqual(before);
+    expect(report.events).toBeLessThanOrEqual(sent);
+    expect(statSync(target).mode & 0o777).toBe(0o600);
+    // Self-contained: a rollback journal, nothing beside it, no partial file left.
+    expect(readdirSync(dir).filter((f) => f.startsWith('copy.db'))).toEqual(['copy.db']);
+    const copy = openCopy(target);
+    try {
+      expect(copy.pragma('journal_mode', { simple: true })).toBe('delete');
+      expect(copy.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(copy.prepare('SELECT COUNT(*) FROM events').pluck().get()).toBe(report.events);
+      // Each event in the copy is the one stored, body and all.
+      const live = openCopy(dbPath);
+      try {
+        const rows = copy.prepare('SELECT id, envelope FROM events ORDER BY rowid').all() as { id: string; envelope: string }[];
+        const stored = live.prepare('SELECT envelope FROM events WHERE id = ?').pluck();
+        for (const r of rows) expect(stored.get(r.id)).toBe(r.envelope);
+      } finally {
+        live.close();
+      }
+    } finally {
+      copy.close();
+    }
+  }, 40_000);
+
+  it('finishes while another process commits back to back (a copy in steps would restart after every commit, forever)', async () => {
+    const busy = join(dir, 'busy.db');
+    const seeded = openCopy(dbPath);
+    await seeded.backup(busy);
+    seeded.close();
+    // A writer committing in a tight loop, bounded to 30 s; it prints "go" once it is committing.
+    const writer = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require('better-sqlite3'))(process.argv[1]);
+         db.pragma('journal_mode = WAL');
+         db.exec('CREATE TABLE IF NOT EXISTS filler (v TEXT)');
+         const ins = db.prepare('INSERT INTO filler (v) VALUES (?)');
+         const end = Date.now() + 30000;
+         let n = 0;
+         (function loop() { if (Date.now() > end) process.exit(0); ins.run('x'.repeat(500)); if (++n === 50) console.log('go'); setImmediate(loop); })();`,
+        busy,
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await new Promise<void>((resolve) => writer.stdout!.once('data', () => resolve()));
+      const r = await cli(['backup', join(dir, 'busy-copy.db'), '--database', busy], {}, 15_000);
+      expect(r.signal, 'the backup did not finish while the writer ran').toBeNull();
+      expect(r.code, r.stderr).toBe(0);
+      expect(writer.exitCode).toBeNull();
+      const copy = openCopy(join(dir, 'busy-copy.db'));
+      expect(copy.pragma('quick_check', { simple: true })).toBe('ok');
+      expect(copy.prepare('SELECT COUNT(*) FROM filler').pluck().get()).toBeGreaterThan(0);
+      copy.close();
+    } finally {
+      writer.kill('SIGKILL');
+    }
+  }, 40_000);
+
+  it('names the copy by its UTC time in a folder, and never overwrites a file unless told to', async () => {
+    const folder = join(dir, 'backups');
+    mkdirSync(folder);
+    const first = await cli(['backup', `${folder}/`, '--database', dbPath]);
+    expect(first.code, first.stderr).toBe(0);
+    const [name] = readdirSync(folder);
+    expect(name).toMatch(/^receiver-\d{8}T\d{6}Z\.db$/);
+    expect(first.stdout).toContain(`backed up to ${join(folder, name!)}: `);
+    expect(first.stdout).toMatch(new RegExp(`schema version ${latest}, \\d+ events, in [0-9.]+ s\\n$`));
+
+    const target = join(folder, name!);
+    writeFileSync(join(dir, 'keep.db'), 'precious');
+    const refused = await cli(['backup', join(dir, 'keep.db'), '--database', dbPath]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`error: ${join(dir, 'keep.db')} already exists: choose another name, or --force to replace it\n`);
+    const forced = await cli(['backup', join(dir, 'keep.db'), '--database', dbPath, '--force']);
+    expect(forced.code, forced.stderr).toBe(0);
+    const copy = openCopy(join(dir, 'keep.db'));
+    expect(copy.pragma('quick_check', { simple: true })).toBe('ok');
+    copy.close();
+    expect(existsSync(target)).toBe(true);
+  }, 40_000);
+
+  it('refuses the database and its own files as the destination, a missing database and a missing folder', async () => {
+    for (const target of [dbPath, `${dbPath}-wal`, `${dbPath}-shm`]) {
+      const r = await cli(['backup', target, '--database', dbPath, '--force']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`error: ${target} is the database or one of its files: choose another destination\n`);
+    }
+    const none = await cli(['backup', join(dir, 'x.db'), '--database', join(dir, 'nothing.db')]);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe(`error: no database at ${join(dir, 'nothing.db')} (set DATABASE_PATH or --database)\n`);
+    const noFolder = await cli(['backup', join(dir, 'no', 'such', 'x.db'), '--database', dbPath]);
+    expect(noFolder.code).toBe(1);
+    expect(noFolder.stderr).toBe(`error: no folder ${join(dir, 'no', 'such')} for the backup: create it first\n`);
+    // The live database is untouched and still answers.
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+  }, 40_000);
+
+  it('copies a database at another schema version than this build (a backup is taken before an upgrade)', async () => {
+    const other = join(dir, 'other.db');
+    const seeded = openCopy(dbPath);
+    await seeded.backup(other);
+    seeded.close();
+    const db = new BetterSqlite3(other);
+    db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(latest + 1, 'from_the_future', new Date().toISOString());
+    db.close();
+    // The commands that read the schema refuse it; backup takes it as it is.
+    const status = await cli(['status', '--database', other]);
+    expect(status.code).toBe(1);
+    const r = await cli(['backup', join(dir, 'other-copy.db'), '--database', other]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`schema version ${latest + 1}`);
+    copyFileSync(join(dir, 'other-copy.db'), join(dir, 'other-copy-2.db'));
+    const copy = openCopy(join(dir, 'other-copy-2.db'));
+    expect(copy.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get()).toBe(latest + 1);
+    copy.close();
+  }, 40_000);
+});
