@@ -151,13 +151,14 @@ async function finish(
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
   // ready: the new data and its headline; unavailable: no result, so no data or headline;
-  // given_up: whatever was fetched before stays (a later re-announcement timing out does not erase it).
+  // given_up: whatever was fetched before stays, with the time it was fetched (a later
+  // re-announcement timing out does not erase it, nor make it look newly fetched).
   const columns =
     result.state === 'ready' && result.data
       ? { data: JSON.stringify(result.data), fetched_at: nowIso, ...headlineOf(p.resource, result.data) }
       : result.state === 'unavailable'
         ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
-        : { fetched_at: nowIso };
+        : {};
   await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
     const before = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
     await trx

@@ -110,7 +110,13 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       await pair.settle();
       pair.clock.advance(30 * 60_000);
     }
-    expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'given_up', reason: 'still processing after 2 h' });
+    // Nothing was ever fetched: no data, and no time it was fetched at.
+    expect(row('SELECT state, reason, data, fetched_at FROM interview_results WHERE application_id = ?', app.id)).toEqual({
+      state: 'given_up',
+      reason: 'still processing after 2 h',
+      data: null,
+      fetched_at: null,
+    });
     expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
   });
 
