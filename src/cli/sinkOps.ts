@@ -47,10 +47,9 @@ export function configuredSinks(env: Env): ConfiguredSinks {
     return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON${code ? ` (${code})` : ''}`] };
   }
   const raw = (json as { sinks?: unknown; sources?: { name?: unknown }[] } | null) ?? {};
-  const knownSources = [
-    ...(env['WEBHOOK_SECRET'] !== undefined ? ['default'] : []),
-    ...(Array.isArray(raw.sources) ? raw.sources.map((s) => String(s?.name)) : []),
-  ];
+  // `default` always: the server has it when WEBHOOK_SECRET is set, which an operator command
+  // run with only DATABASE_PATH and CONFIG_FILE does not see.
+  const knownSources = ['default', ...(Array.isArray(raw.sources) ? raw.sources.map((s) => String(s?.name)) : [])];
   const sinks = resolveSinks(raw.sinks, { env: { ...env }, knownSources, problems });
   return { sinks, problems };
 }
