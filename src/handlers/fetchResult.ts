@@ -119,6 +119,12 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.
         const app = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
         if (app?.deleted_at) {
+          // A final result read before the deletion stays: the service no longer has it, and a
+          // replay must not replace it with nothing. Without one, the answer is final too.
+          if (row.state === 'ready' || row.state === 'unavailable' || row.data !== null) {
+            await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+            return;
+          }
           await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
           return;
         }

@@ -133,4 +133,42 @@ describe('message revisions', () => {
     const ofFirst = interviews().filter((m) => m.id === first.id);
     expect(ofFirst.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
   });
+
+  it('a replay after the application was deleted keeps the result read before: no revision, nothing erased', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const row = () => p.receiver.app.database.sqlite.prepare('SELECT state, reason, data IS NOT NULL AS has_data, overall_score FROM interview_results WHERE application_id = ?').get(app.id);
+    const before = row();
+    expect(before).toMatchObject({ state: 'ready', has_data: 1 });
+    c.deleteApplication(app.id);
+    await p.settle();
+    const first = interviews()[0]!;
+    await replayThroughProcessing(p, first.id as string);
+    p.clock.advance(60_000);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    // The service was asked (a replay reads again) and answered 404 for the deleted application.
+    expect(p.calls.filter((x) => x.path === `/api/v2/applications/${app.id}/interview`).length).toBe(2);
+    expect(row()).toEqual(before);
+    expect(interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.state])).toEqual([[1, 'ready']]);
+  });
+
+  it('a result first read after the deletion is final: unavailable, application_deleted', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 503, times: 1 });
+    c.completeInterview(app.id);
+    c.deleteApplication(app.id);
+    for (let i = 0; i < 3; i++) {
+      await p.settle();
+      p.clock.advance(60_000);
+    }
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(interviews().map((m) => [m.revision, m.result.state, m.result.reason])).toEqual([[1, 'unavailable', 'application_deleted']]);
+  });
 });
