@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { HiringClient } from '../hiring/HiringClient.js';
 import type { Clock } from '../util/clock.js';
+export { resultDigest } from '../util/resultDigest.js';
 
 export interface ProcessingContext {
   db: Kysely<Database>;
@@ -31,11 +31,6 @@ export const DEFAULT_PROCESSING = {
   giveUpAfterMs: 7 * 24 * 60 * 60_000,
   notFoundAttempts: 4,
 } as const;
-
-/** What a message says about its result (state, reason, data), as a short digest to compare. */
-export function resultDigest(r: { state: string; reason: string | null; data: string | null }): string {
-  return createHash('sha256').update(JSON.stringify([r.state, r.reason, r.data])).digest('hex').slice(0, 32);
-}
 
 /**
  * Mark an event's processing settled and let the fan-out know, in the caller's transaction.

@@ -82,7 +82,7 @@ export class FanOut {
         backoff: o.backoff ?? SINK_BACKOFF,
         pollIntervalMs: o.pollIntervalMs ?? SINK_POLL_MS,
         ...(o.onJobSettled ? { onJobSettled: o.onJobSettled } : {}),
-        handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate, maxJobs }) },
+        handlers: { [sinkJobKind(config.name)]: createDeliveryHandler({ db: o.db, clock: o.clock, logger: o.logger, sink, config, gate, maxJobs, revise: this.revise }) },
       });
       return { config, sink, worker };
     });
@@ -91,6 +91,29 @@ export class FanOut {
   /** The processing layer's hook: runs in the transaction that settles the event. */
   readonly onSettled = async (trx: Transaction<Database>, eventId: string): Promise<void> => {
     await this.enqueueDeliveries(trx, eventId);
+  };
+
+  /**
+   * A message about to go out whose result changed since its revision was settled (a later event
+   * of the application fetched another result; a replay to a sink, or a retry, would otherwise send
+   * the new body under the old webhook-id): the event gets its next revision, with the result's
+   * digest now, and is queued to every sink that takes it, as settleEvent does for a revision made
+   * by processing. Only from the digest the message was built against: when another sink's lane
+   * made the revision first, or the event is being processed again, nothing more is done here
+   * (that revision, or the settle, queued it).
+   */
+  readonly revise = async (eventId: string, was: string, digest: string): Promise<void> => {
+    const now = new Date(this.o.clock.now()).toISOString();
+    await this.o.db.transaction().execute(async (trx) => {
+      const made = await trx
+        .updateTable('event_processing')
+        .set((eb) => ({ revision: eb('revision', '+', 1), result_digest: digest, updated_at: now }))
+        .where('event_id', '=', eventId)
+        .where('state', '=', 'settled')
+        .where('result_digest', '=', was)
+        .executeTakeFirst();
+      if (made.numUpdatedRows > 0n) await this.enqueueDeliveries(trx, eventId);
+    });
   };
 
   /** Queue the event's deliveries (all matching sinks, or only those named: the CLI's replay). */

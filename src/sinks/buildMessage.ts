@@ -7,16 +7,24 @@ import type { MessageResult, SinkMessage } from './types.js';
 
 import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, type JsonRecord as Obj } from '../util/json.js';
+import { resultDigest } from '../util/resultDigest.js';
 
 /**
  * ready: the message to send. missing: the event is not stored. incomplete:
  * the result row is being fetched again (a newer event of the application
- * re-polls it), so the message waits for its final state.
+ * re-polls it), so the message waits for its final state. stale: the result
+ * changed since the event's revision was settled (see below).
  */
 export type BuiltMessage =
   | { status: 'ready'; message: SinkMessage }
   | { status: 'missing' }
-  | { status: 'incomplete'; resource: string };
+  | { status: 'incomplete'; resource: string }
+  /**
+   * The stored result is no longer the one the event's revision was settled with (a later event
+   * changed it): sent under this revision's webhook-id, another body would go out under an id a
+   * consumer already has. `was`: the revision's digest; `digest`: the result's now.
+   */
+  | { status: 'stale'; was: string; digest: string };
 
 /**
  * Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter),
@@ -52,7 +60,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         .selectFrom('events')
         .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
         .selectAll('events')
-        .select('event_processing.revision')
+        .select(['event_processing.revision', 'event_processing.result_digest'])
         .where('events.id', 'in', chunk)
         .execute()),
     );
@@ -97,6 +105,11 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
     if (resource && row) {
       if (row.state === 'processing') {
         out.set(event.id, { status: 'incomplete', resource });
+        continue;
+      }
+      const digest = event.result_digest === null ? null : resultDigest(row);
+      if (digest !== null && digest !== event.result_digest) {
+        out.set(event.id, { status: 'stale', was: event.result_digest!, digest });
         continue;
       }
       result = { resource, state: row.state, reason: row.reason, data: row.data === null ? null : (JSON.parse(row.data) as unknown), fetched_at: row.fetched_at };

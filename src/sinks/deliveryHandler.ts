@@ -52,6 +52,11 @@ export function createDeliveryHandler(h: {
   gate: SinkGate;
   /** Jobs per batch (1 for sinks without deliverBatch). */
   maxJobs: number;
+  /**
+   * Makes the event's next revision for a result that changed since its revision was settled,
+   * and queues it to every sink that takes the event (FanOut.revise).
+   */
+  revise: (eventId: string, was: string, digest: string) => Promise<void>;
 }): BatchJobHandler {
   const { db, clock, config } = h;
   const log = h.logger.child({ sink: config.name });
@@ -90,6 +95,11 @@ export function createDeliveryHandler(h: {
           const error = `event ${eventId} is not stored`;
           await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error }, clock.now());
           results[i] = { error: new PermanentError(error) };
+        } else if (b.status === 'stale') {
+          // Not sent under this revision's webhook-id: the next revision is queued (to this sink
+          // too, as a job after this one), and this job is done without sending or recording.
+          await h.revise(eventId, b.was, b.digest);
+          results[i] = undefined;
         } else if (b.status === 'incomplete') {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {

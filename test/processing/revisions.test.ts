@@ -171,4 +171,48 @@ describe('message revisions', () => {
     await p.receiver.app.fanOut.runUntilIdle();
     expect(interviews().map((m) => [m.revision, m.result.state, m.result.reason])).toEqual([[1, 'unavailable', 'application_deleted']]);
   });
+
+  it('a replay to a sink after a later event changed the result sends the next revision under a new id, never the new body under the old one', async () => {
+    const { dir, cleanup } = tempDir('revisions-second-');
+    cleanups.push(cleanup);
+    const { p, interviews } = await withArchive([{ name: 'second', type: 'file', path: join(dir, 'second.ndjson') }]);
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    const messageId = () =>
+      p.receiver.app.database.sqlite.prepare("SELECT message_id FROM deliveries WHERE event_id = ? AND sink = 'archive'").pluck().get(first.id) as string;
+    const firstId = messageId();
+    p.clock.advance(60_000);
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    // The operator replays the first event to the sink (what `replay --sink archive --id` queues).
+    const { db } = p.receiver.app.database;
+    // Both sinks' lanes find the result changed: one revision is made, not one per sink.
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive', 'second'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(p.receiver.app.database.sqlite.prepare('SELECT revision FROM event_processing WHERE event_id = ?').pluck().get(first.id)).toBe(2);
+    const second = readFileSync(join(dir, 'second.ndjson'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>).filter((m) => m.id === first.id);
+    expect(second.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
+    const ofFirst = interviews().filter((m) => m.id === first.id);
+    expect(ofFirst.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
+    expect(messageId()).not.toBe(firstId);
+    expect(p.receiver.app.database.sqlite.prepare("SELECT state FROM deliveries WHERE event_id = ? AND sink = 'archive'").pluck().get(first.id)).toBe('delivered');
+    // A second replay, with nothing changed since, is the same revision under the same id.
+    const secondId = messageId();
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false], [2, false]]);
+    expect(messageId()).toBe(secondId);
+    // Every (event, revision) went out with one body only.
+    const bodies = new Map<string, Set<string>>();
+    for (const m of interviews()) {
+      const key = `${m.id as string}#${m.revision as number}`;
+      bodies.set(key, (bodies.get(key) ?? new Set()).add(JSON.stringify(m.result)));
+    }
+    for (const [key, set] of bodies) expect(set.size, key).toBe(1);
+  });
 });

@@ -52,7 +52,7 @@ async function lane(sink: Sink, events: number, o: { maxJobs?: number; maxAttemp
     gate,
     concurrency: 64,
     backoff: { baseMs: RETRY_MS, capMs: RETRY_MS, jitter: 0 },
-    handlers: { 'sink:x': createDeliveryHandler({ db, clock: harness.clock, logger, sink, config, gate, maxJobs: o.maxJobs ?? 64 }) },
+    handlers: { 'sink:x': createDeliveryHandler({ db, clock: harness.clock, logger, sink, config, gate, maxJobs: o.maxJobs ?? 64, revise: harness.r.app.fanOut.revise }) },
   });
   const jobs = () =>
     harness.r.app.database.ingestSqlite.prepare("SELECT event_id, state, attempts, last_error, run_at FROM jobs WHERE kind = 'sink:x'").all() as {
