@@ -22,6 +22,21 @@ interface Payload {
 const FINAL: ReadonlySet<ResultState> = new Set(['ready', 'unavailable', 'given_up']);
 /** v1 InterviewCallStatus values (spec 3.2) of a call that has not finished yet. */
 const UNFINISHED_CALL: ReadonlySet<string> = new Set(['pending', 'in_progress', 'processing']);
+/** v1 PipelinePhase values (spec 3.1) before the interview's outcome is known. */
+const UNFINISHED_PHASE: ReadonlySet<string> = new Set(['awaiting_booking', 'outreach', 'scheduled', 'calling', 'in_progress', 'evaluating']);
+
+/**
+ * Why a v1 interview call detail (spec 2.3: no readiness envelope) is not final yet, or null when
+ * it is. `status` is optional there: without it, `pipeline_phase` decides, and without either, a
+ * call with no `output` yet is taken as unfinished (read again, up to RESULT_GIVE_UP_HOURS).
+ */
+export function unfinishedLegacyCall(data: Record<string, unknown>): string | null {
+  const status = typeof data.status === 'string' ? data.status : null;
+  if (status !== null) return UNFINISHED_CALL.has(status) ? `interview call ${status}` : null;
+  const phase = typeof data.pipeline_phase === 'string' ? data.pipeline_phase : null;
+  if (phase !== null) return UNFINISHED_PHASE.has(phase) ? `interview call in phase ${phase}` : null;
+  return data.output === null || data.output === undefined ? 'interview call has no status, phase or output yet' : null;
+}
 
 /**
  * What a read that waits (not fails) leaves in its job's last_error. A failure counts an attempt
@@ -92,17 +107,17 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     }
 
     let outcome = await client.fetchResource(p.resource, p.application_id, ctx.shutdown ? { signal: ctx.shutdown } : {});
-    // Cut by the shutdown, not failed: no attempt is counted, the poll slot it reserved is given
-    // back (the read after the restart need not wait 30 s, nor back off further), and it runs again.
+    // Cut by the shutdown, not failed: no attempt is counted and the poll count is given back (no
+    // further backoff), and it runs again. The poll slot is kept: the request most likely reached
+    // the service, so the read after a restart still waits out the 30 s spacing (spec 8).
     if (ctx.shutdown?.aborted) {
-      await ctx.db.updateTable(table).set({ last_polled_at: row.last_polled_at, polls: row.polls }).where('application_id', '=', p.application_id).execute();
-      return { rescheduleAt: now, note: WAIT_NOTES.interrupted };
+      await ctx.db.updateTable(table).set({ polls: row.polls }).where('application_id', '=', p.application_id).execute();
+      return { rescheduleAt: now + ctx.minPollIntervalMs, note: WAIT_NOTES.interrupted };
     }
     ctx.onApiCall?.(p.resource, outcome.kind);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
-    if (outcome.kind === 'ready' && p.resource === 'legacy_interview' && UNFINISHED_CALL.has(String(outcome.data.status))) {
-      outcome = { ...outcome, kind: 'processing', reason: `interview call ${String(outcome.data.status)}` };
-    }
+    const unfinished = outcome.kind === 'ready' && p.resource === 'legacy_interview' ? unfinishedLegacyCall(outcome.data) : null;
+    if (outcome.kind === 'ready' && unfinished !== null) outcome = { ...outcome, kind: 'processing', reason: unfinished };
 
     switch (outcome.kind) {
       case 'ready':

@@ -167,6 +167,23 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
+  it.each([
+    ['no status, an unfinished pipeline_phase', { pipeline_phase: 'evaluating' }, 'interview call in phase evaluating'],
+    ['neither status nor pipeline_phase, no output yet', {}, 'interview call has no status, phase or output yet'],
+  ])('keeps polling a legacy (v1) interview with %s (status is optional, spec 2.3)', async (_what, fields, reason) => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const job = c.createJob({ legacy: true });
+    const app = c.createApplication({ jobId: job.id });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', job_application_id: app.id, output: null, ...fields } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason });
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
   it('a replay through processing re-settles nothing: sinks are not sent the same events again', async () => {
     await withArchive('replay-', async (messages) => {
       pair.sandbox.control.runScenario('lifecycle');
