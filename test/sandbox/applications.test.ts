@@ -40,6 +40,10 @@ describe('applications through the API (spec 2.10 "not shown", 3.4, 6.4)', () =>
     expect(foreign.body[0]).toMatchObject({ code: 'does_not_exist', attr: 'job_id' });
     const missing = await create({});
     expect(missing.body.map((e: any) => [e.code, e.attr])).toEqual([['required', 'job_id'], ['required', 'candidate']]);
+    // Spec 7: a missing field is `required` with attr naming it, nested ones too.
+    const { first_name: _dropped, ...noFirstName } = candidate;
+    const nested = await create({ job_id: jobId, candidate: noFirstName });
+    expect(nested.body.map((e: any) => [e.code, e.attr])).toEqual([['required', 'candidate.first_name']]);
     const long = await create({ job_id: jobId, candidate: { ...candidate, first_name: 'x'.repeat(151) } });
     expect(long.body[0]).toMatchObject({ code: 'invalid_input', attr: 'candidate.first_name' });
     expect((await create({ job_id: jobId, candidate: { ...candidate, email: 'nope' } })).body[0].attr).toBe('candidate.email');

@@ -21,17 +21,27 @@ export async function readJsonObject(c: Context): Promise<{ raw: string; body: R
   return { raw, body: parsed as Record<string, unknown> };
 }
 
+/** Whether the field at `path` is absent from an object that is there (`candidate.first_name` in a `candidate` without it). */
+function isMissing(body: Record<string, unknown>, path: readonly PropertyKey[]): boolean {
+  let parent: unknown = body;
+  for (const key of path.slice(0, -1)) {
+    if (parent === null || typeof parent !== 'object') return false;
+    parent = (parent as Record<PropertyKey, unknown>)[key as string];
+  }
+  const last = path.at(-1);
+  return parent !== null && typeof parent === 'object' && !Array.isArray(parent) && typeof last === 'string' && !(last in parent);
+}
+
 /**
- * Validates with zod and maps issues onto spec codes: a missing top-level field is `required` with
- * `attr` (spec 7), anything else `invalid_input` with the offending field.
+ * Validates with zod and maps issues onto spec codes: a missing field, at any depth, is `required` with
+ * `attr` naming it (spec 7: `candidate.first_name`), anything else `invalid_input` with the offending field.
  */
 export function validate<S extends z.ZodType>(schema: S, body: Record<string, unknown>): z.output<S> {
   const result = schema.safeParse(body);
   if (result.success) return result.data;
   const errors = result.error.issues.map((issue) => {
     const attr = issue.path.length > 0 ? issue.path.map(String).join('.') : null;
-    const top = issue.path[0];
-    if (issue.path.length === 1 && typeof top === 'string' && !(top in body)) return required(top).errors[0]!;
+    if (attr !== null && isMissing(body, issue.path)) return required(attr).errors[0]!;
     return invalidInput(issue.message, attr).errors[0]!;
   });
   throw new ApiError(400, errors);
