@@ -257,8 +257,9 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       expect(polls()).toBe(before + 1);
       expect(sent()).toEqual([[1, 'ready']]);
 
-      // The service's answer changed: the sinks get it as revision 2.
-      c.markUnavailable(app.id, 'interview', 'no_result');
+      // The service's answer changed (the sandbox's own state machine never turns a ready result
+      // unavailable, spec 3.6; a served answer stands in for a service that did): revision 2.
+      c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'unavailable', reason: 'no_result', result: null } });
       await replay();
       expect(polls()).toBe(before + 2);
       expect(sent()).toEqual([[1, 'ready'], [2, 'unavailable']]);

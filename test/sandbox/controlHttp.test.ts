@@ -37,6 +37,10 @@ describe('control endpoints over HTTP', () => {
     expect((await control(`/applications/${id}/interview`, 'POST', { eligible: false })).body.is_eligible).toBe(false);
     expect((await control(`/applications/${id}/cv-evaluation`, 'POST', { overall_score: 2.5 })).body.overall_score).toBe(2.5);
     expect((await control(`/applications/${id}/insights`, 'POST', {})).status).toBe(200);
+    // A ready result never turns unavailable (spec 3.6): refused, with the spec's error body.
+    const refused = await control(`/applications/${id}/unavailable`, 'POST', { resource: 'insights', reason: 'no_result' });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual([{ code: 'conflict', detail: expect.stringContaining('cannot become unavailable'), attr: null }]);
     expect((await control(`/applications/${id}`, 'DELETE')).status).toBe(204);
     expect((await control('/deliveries/wait', 'POST', {})).body).toEqual({ pending: 0 });
     expect(receiver.requests.map((r) => r.body.event_type)).toEqual([

@@ -92,6 +92,26 @@ describe('v2 scoring reads (spec 2.10, 3.6, 4.2)', () => {
     expect((await read(failed, 'cv-evaluation')).body).toEqual({ status: 'unavailable', reason: 'no_result', result: null });
   });
 
+  it('3.6: unavailable is terminal and a ready result never turns unavailable: the control API refuses both (409), the read does not change', async () => {
+    const failed = newApplication();
+    run.sandbox.control.failScoring(failed);
+    expect(() => run.sandbox.control.completeInterview(failed)).toThrow(/unavailable \(scoring_failed\): that is terminal/);
+    run.sandbox.control.markUnavailable(failed, 'cv-evaluation', 'no_result');
+    expect(() => run.sandbox.control.completeCvEvaluation(failed)).toThrow(/terminal/);
+    const optedOut = newApplication();
+    run.sandbox.control.optOut(optedOut);
+    expect(() => run.sandbox.control.completeInterview(optedOut)).toThrow(/terminal/);
+    const ready = newApplication();
+    run.sandbox.control.completeInterview(ready);
+    expect(() => run.sandbox.control.failScoring(ready)).toThrow(/is ready: it cannot become unavailable/);
+    expect(() => run.sandbox.control.optOut(ready)).toThrow(/is ready/);
+    clock.advance(90_000);
+    expect((await read(failed, 'interview')).body).toEqual({ status: 'unavailable', reason: 'scoring_failed', result: null });
+    expect((await read(ready, 'interview')).body).toMatchObject({ status: 'completed' });
+    // A ready result may be replaced by another one (a new completion).
+    expect(() => run.sandbox.control.completeInterview(ready, { eligible: false })).not.toThrow();
+  });
+
   it('CV evaluation and insights turn from processing into their result objects', async () => {
     const id = newApplication();
     run.sandbox.control.completeInterview(id, { competencyScores: [5, 5, 4] });

@@ -1,7 +1,7 @@
 import { iso, type Clock } from '../clock.js';
 import type { Dispatcher } from '../delivery/dispatcher.js';
 import { fakeJobTitle, fakePerson, type FakePerson, type Random } from '../fakeData.js';
-import { invalidInput } from '../http/apiError.js';
+import { ApiError, invalidInput } from '../http/apiError.js';
 import { newId } from '../ids.js';
 import { createJobRecord, type JobInput } from '../jobRecord.js';
 import { buildCvEvaluation, buildInsights, type CvEvaluationResult } from '../scoring/cvAndInsights.js';
@@ -89,6 +89,22 @@ export class Lifecycle {
   }
 
   /**
+   * Spec 3.6: `unavailable` is terminal ("no result will ever come"), and a result, once ready,
+   * does not turn unavailable. The sandbox refuses those moves (409), so that no test passes on a
+   * sequence the service never produces; a result that changes (ready, then ready again with other
+   * data) is allowed. `injectFault` still serves any body a test needs.
+   */
+  private refuseTerminal(app: { id: string; scoring: ApplicationRecord['scoring'] }, resource: ScoringResource, to: 'ready' | 'unavailable'): void {
+    const state = app.scoring[resource];
+    if (to === 'ready' && state.kind === 'unavailable') {
+      throw ApiError.of(409, 'conflict', `The ${resource} of application ${app.id} is unavailable (${state.reason}): that is terminal, no result will come (spec 3.6).`);
+    }
+    if (to === 'unavailable' && state.kind === 'ready') {
+      throw ApiError.of(409, 'conflict', `The ${resource} of application ${app.id} is ready: it cannot become unavailable (spec 3.6).`);
+    }
+  }
+
+  /**
    * Ends the interview. v3 job: `interview.completed`, and the v2 read turns into the result after
    * the result delay. Legacy job: `interview_v2.completed`; the v2 read stays unavailable and the
    * v1 read has the data (spec 3.6, 9).
@@ -96,6 +112,9 @@ export class Lifecycle {
   completeInterview(applicationId: string, input: InterviewOutcomeInput = {}): InterviewResult {
     const app = this.deps.store.anyApplication(applicationId);
     const job = this.job(app);
+    // A legacy job's v2 read is unavailable by design (its result is the v1 read's); an opted-out call is over.
+    if (job.engine !== 'legacy') this.refuseTerminal(app, 'interview', 'ready');
+    else if (app.interviewCall?.status === 'opted_out') throw ApiError.of(409, 'conflict', `The interview call of application ${app.id} ended: the candidate opted out.`);
     const now = this.deps.clock.now();
     const result = buildInterviewResult(job, app.id, input, now, this.deps.random);
     app.interviewCall = {
@@ -117,6 +136,7 @@ export class Lifecycle {
   optOut(applicationId: string, note = 'Candidate opted out by replying STOP to the scheduling SMS.'): void {
     const app = this.deps.store.anyApplication(applicationId);
     const job = this.job(app);
+    this.refuseTerminal(app, 'interview', 'unavailable');
     app.scoring.interview = { kind: 'unavailable', reason: 'interview_not_available' };
     app.interviewCall = {
       status: 'opted_out',
@@ -126,7 +146,9 @@ export class Lifecycle {
 
   /** Terminal `unavailable` with `reason` for one scoring read (3.6). Emits nothing: scoring never became ready. */
   markUnavailable(applicationId: string, resource: ScoringResource, reason: UnavailableReason): void {
-    this.deps.store.anyApplication(applicationId).scoring[resource] = { kind: 'unavailable', reason };
+    const app = this.deps.store.anyApplication(applicationId);
+    this.refuseTerminal(app, resource, 'unavailable');
+    app.scoring[resource] = { kind: 'unavailable', reason };
   }
 
   /**
@@ -137,6 +159,7 @@ export class Lifecycle {
    */
   startCvProcessing(applicationId: string, upload: CvUpload): void {
     const app = this.deps.store.anyApplication(applicationId);
+    this.refuseTerminal(app, 'cv-evaluation', 'ready');
     app.cv = upload;
     app.scoring['cv-evaluation'] = { kind: 'pending', reason: 'cv_processing' };
     this.deps.schedule(`cv:${app.id}`, this.deps.resultDelayMs(), async () => {
@@ -149,6 +172,7 @@ export class Lifecycle {
 
   completeCvEvaluation(applicationId: string, opts: { overallScore?: number; readyNow?: boolean } = {}): CvEvaluationResult {
     const app = this.deps.store.anyApplication(applicationId);
+    this.refuseTerminal(app, 'cv-evaluation', 'ready');
     const result = buildCvEvaluation(app.id, this.deps.clock.now(), this.deps.random, opts.overallScore);
     app.scoring['cv-evaluation'] = { kind: 'ready', readyAt: opts.readyNow === true ? this.deps.clock.now() : this.readyAt(), result };
     this.emit(app.organizationId, 'cv_evaluation.completed', {
@@ -160,6 +184,7 @@ export class Lifecycle {
 
   completeInsights(applicationId: string, opts: { overallScore?: number } = {}): Record<string, unknown> {
     const app = this.deps.store.anyApplication(applicationId);
+    this.refuseTerminal(app, 'insights', 'ready');
     const interview = app.scoring.interview.kind === 'ready' ? (app.scoring.interview.result as InterviewResult) : null;
     const cv = app.scoring['cv-evaluation'].kind === 'ready' ? (app.scoring['cv-evaluation'].result as CvEvaluationResult) : null;
     const result = buildInsights(app.id, this.deps.clock.now(), interview, cv, opts.overallScore);
