@@ -57,6 +57,9 @@ describe('applications through the API (spec 2.10 "not shown", 3.4, 6.4)', () =>
     expect(replay.headers.get('idempotent-replay')).toBe('true');
     expect(replay.body).toEqual(first.body);
     expect((await create({ job_id: jobId, candidate: { ...candidate, first_name: 'Bea' } }, headers)).status).toBe(409);
+    // The key decides before the new body is validated (spec 4.6): an invalid body is still a conflict.
+    const invalid = await create({ job_id: jobId }, headers);
+    expect([invalid.status, invalid.body[0].code]).toEqual([409, 'idempotency_key_conflict']);
     expect((await events()).filter((e) => e.event_type === 'application.created')).toHaveLength(1);
   });
 

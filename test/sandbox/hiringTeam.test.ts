@@ -131,6 +131,8 @@ describe('hiring teams (spec 2.7, 3.5, 4.4)', () => {
     const conflict = await add({ email: 'someone.else@example.com' }, { headers });
     expect(conflict.status).toBe(409);
     expect(conflict.body[0].code).toBe('idempotency_key_conflict');
+    const invalid = await add({ job_roles: ['NOT_A_ROLE'] }, { headers });
+    expect([invalid.status, invalid.body[0].code]).toEqual([409, 'idempotency_key_conflict']);
     // Without the key the same body is a duplicate email.
     expect((await add({ email: 'retry@example.com', job_roles: ['RECRUITER'] })).status).toBe(400);
   });

@@ -100,5 +100,8 @@ describe('jobs and pagination (spec 2.2, 2.6, 4.2, 4.6, 8)', () => {
     const conflict = await run.api('/api/v2/jobs', { method: 'POST', headers, body: { title: 'Head Barista' } });
     expect(conflict.status).toBe(409);
     expect(conflict.body[0].code).toBe('idempotency_key_conflict');
+    // The key decides before the new body is validated (an invalid body is still a conflict).
+    const invalid = await run.api('/api/v2/jobs', { method: 'POST', headers, body: {} });
+    expect([invalid.status, invalid.body[0].code]).toEqual([409, 'idempotency_key_conflict']);
   });
 });

@@ -77,6 +77,8 @@ describe('webhook endpoints (spec 2.11, 4.5, 4.6)', () => {
     const conflict = await create({ url: 'https://hooks.example.com/idem-2' }, undefined, headers);
     expect(conflict.status).toBe(409);
     expect(conflict.body[0].code).toBe('idempotency_key_conflict');
+    const invalid = await create({ url: 'not a url' }, undefined, headers);
+    expect([invalid.status, invalid.body[0].code]).toEqual([409, 'idempotency_key_conflict']);
     // Keys are per organization: Globex may use the same key for its own request.
     expect((await create({ url: 'https://hooks.example.com/idem' }, GLOBEX_KEY, headers)).status).toBe(201);
   });

@@ -97,6 +97,7 @@ export function applicationsRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   app.post('/', async (c) => {
     const orgId = c.get('organizationId');
     const { body } = await readJsonObject(c);
+    ctx.idempotency.precheck(c, orgId, body);
     const input = validate(createBody, body);
     if (!store.jobs.has(input.job_id) || store.jobs.get(input.job_id)?.organizationId !== orgId) {
       throw ApiError.of(400, 'does_not_exist', `Invalid pk "${input.job_id}" - object does not exist.`, 'job_id');

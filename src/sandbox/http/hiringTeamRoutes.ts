@@ -41,6 +41,7 @@ export function hiringTeamRoutes(ctx: SandboxContext): Hono<AuthEnv> {
     const orgId = c.get('organizationId');
     const job = store.job(orgId, c.req.param('jobId'));
     const { body } = await readJsonObject(c);
+    ctx.idempotency.precheck(c, orgId, body);
     const input = validate(createBody, body);
     const email = input.email ?? null;
     const memberId = input.organization_member ?? null;

@@ -27,6 +27,24 @@ function canonical(value: unknown): string {
 export class IdempotencyStore {
   private readonly responses = new Map<string, StoredResponse>();
 
+  /**
+   * The 409 for a key reused with another body, before the body is validated: the service
+   * answers a reused key by the key (spec 4.6), whatever is wrong with the new body. Each create
+   * route calls this first, then handle().
+   */
+  precheck(c: Context, organizationId: string, body: Record<string, unknown>): void {
+    const key = c.req.header('Idempotency-Key');
+    if (key === undefined || key === '') return;
+    const stored = this.responses.get(`${organizationId}\u0000${key}`);
+    if (stored !== undefined && stored.fingerprint !== this.fingerprint(c, body)) {
+      throw ApiError.of(409, 'idempotency_key_conflict', 'This Idempotency-Key was already used with a different request body.');
+    }
+  }
+
+  private fingerprint(c: Context, body: Record<string, unknown>): string {
+    return `${c.req.method} ${new URL(c.req.url).pathname} ${canonical(body)}`;
+  }
+
   handle(
     c: Context,
     organizationId: string,
@@ -39,7 +57,7 @@ export class IdempotencyStore {
       return c.json(fresh.body as object, fresh.status);
     }
     const storeKey = `${organizationId}\u0000${key}`;
-    const fingerprint = `${c.req.method} ${new URL(c.req.url).pathname} ${canonical(body)}`;
+    const fingerprint = this.fingerprint(c, body);
     const stored = this.responses.get(storeKey);
     if (stored !== undefined) {
       if (stored.fingerprint !== fingerprint) {

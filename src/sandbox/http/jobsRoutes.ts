@@ -67,6 +67,7 @@ export function jobsRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   app.post('/', async (c) => {
     const orgId = c.get('organizationId');
     const { body } = await readJsonObject(c);
+    ctx.idempotency.precheck(c, orgId, body);
     const input = validate(jobBody, body);
     return ctx.idempotency.handle(c, orgId, body, () => {
       const job = createJobRecord(orgId, input, 'v3', ctx.clock.now());

@@ -56,6 +56,7 @@ export function webhooksRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   app.post('/', async (c) => {
     const orgId = c.get('organizationId');
     const { body } = await readJsonObject(c);
+    ctx.idempotency.precheck(c, orgId, body);
     const input = validate(createBody, body);
     // Spec 4.6: a replay answers before the uniqueness check, which its own first try passed.
     return ctx.idempotency.handle(c, orgId, body, () => {
