@@ -55,7 +55,8 @@ export function buildFixture(type: FixtureType, ids: FixtureIds = {}, now: numbe
     },
     'cv_evaluation.completed': { application: application('interviewed'), cv_evaluation: { id: 'e1d2c3b4-a5f6-4e7d-8c9b-0a1f2e3d4c5b', overall_score: 3.8 } },
     'insights.completed': { application: application('interviewed'), insights: { overall_score: 4.1, hiring_recommendation: 'yes', is_eligible: true } },
-    'job_application.deleted': { id: applicationId, external_id: externalId, status: 'rejected', created_at: at(-3 * 86_400_000), candidate, job },
+    // Spec 6.4's snapshot: no external_id (the receiver takes it from the application as stored).
+    'job_application.deleted': { id: applicationId, status: 'rejected', created_at: at(-3 * 86_400_000), candidate, job },
     'interview_v2.completed': {
       application: application('screened'),
       candidate,

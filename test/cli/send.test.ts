@@ -28,8 +28,9 @@ describe('send', () => {
     expect(stored.map((e) => e.event_type).sort()).toEqual([...FIXTURE_TYPES].sort());
     for (const e of stored) {
       const payload = (JSON.parse(e.envelope) as { payload: Record<string, { external_id?: unknown }> }).payload;
-      const block = e.event_type === 'job_application.deleted' ? payload : payload.application;
-      expect(block?.external_id, e.event_type).toBe(`ext-${e.event_type}`);
+      // Spec 6.4: the deleted snapshot carries no external_id; every application block does.
+      if (e.event_type === 'job_application.deleted') expect(payload, e.event_type).not.toHaveProperty('external_id');
+      else expect(payload.application?.external_id, e.event_type).toBe(`ext-${e.event_type}`);
       expect(e.application_id, e.event_type).not.toBeNull();
     }
   });

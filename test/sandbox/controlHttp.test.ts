@@ -46,7 +46,11 @@ describe('control endpoints over HTTP', () => {
     expect(receiver.requests.map((r) => r.body.event_type)).toEqual([
       'application.created', 'application.status_changed', 'interview.completed', 'cv_evaluation.completed', 'insights.completed', 'job_application.deleted',
     ]);
-    for (const r of receiver.requests) expect(r.body.payload.application?.external_id ?? r.body.payload.external_id).toBe('crm-9');
+    // Spec 6.4: every application block carries external_id; the deleted snapshot has none.
+    for (const r of receiver.requests) {
+      if (r.body.event_type === 'job_application.deleted') expect(r.body.payload).not.toHaveProperty('external_id');
+      else expect(r.body.payload.application.external_id).toBe('crm-9');
+    }
     const deliveries = await control(`/deliveries?event_id=${receiver.requests[0]!.body.id}`, 'GET');
     expect(deliveries.body).toHaveLength(1);
   });

@@ -67,7 +67,9 @@ describe('sending events (spec 6)', () => {
     expect(events.find((e) => e.event_type === 'cv_evaluation.completed')!.payload.cv_evaluation).toEqual({ id: expect.any(String), overall_score: expect.any(Number) });
     expect(Object.keys(events.find((e) => e.event_type === 'insights.completed')!.payload.insights).sort()).toEqual(['hiring_recommendation', 'is_eligible', 'overall_score']);
     const deleted = events.find((e) => e.event_type === 'job_application.deleted')!.payload;
-    expect(deleted).toMatchObject({ id: application.id, status: 'hired', created_at: application.created_at, external_id: null });
+    // Spec 6.4's snapshot, exactly: id, status, created_at, candidate, job.
+    expect(Object.keys(deleted).sort()).toEqual(['candidate', 'created_at', 'id', 'job', 'status']);
+    expect(deleted).toMatchObject({ id: application.id, status: 'hired', created_at: application.created_at });
     expect(deleted.candidate.id).toBe(application.candidate.id);
     expect((await run.api(`/api/v2/applications/${application.id}/interview`)).status).toBe(404);
   });

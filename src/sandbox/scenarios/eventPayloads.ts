@@ -24,12 +24,12 @@ export function applicationPayload(app: ApplicationRecord, job: JobRecord): Reco
 
 /**
  * `job_application.deleted`: the spec's snapshot (`id`, `status`, `created_at`, `candidate`, `job`)
- * taken just before deletion, plus `external_id` so a receiver can still correlate it.
+ * taken just before deletion, and nothing more (spec 6.4 lists no `external_id`: a receiver has to
+ * correlate it from what it stored before).
  */
 export function deletedSnapshot(app: ApplicationRecord, job: JobRecord): Record<string, unknown> {
   return {
     id: app.id,
-    external_id: app.external_id,
     status: app.status,
     created_at: app.created_at,
     candidate: candidateBlock(app),
