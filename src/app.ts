@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
@@ -74,7 +74,18 @@ export function createApp(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? createLogger(config.logLevel);
-  const database = deps.database ?? openServerDatabase(config.databasePath);
+  // Refused before the database is migrated when another live process runs the workers: an
+  // upgrade started beside the old version must not migrate the schema under it and then exit.
+  let earlyLock: WorkersLock | null =
+    !deps.database && config.workerConcurrency > 0 && existsSync(config.databasePath) ? acquireWorkersLock(config.databasePath) : null;
+  let database: OpenDatabase;
+  try {
+    database = deps.database ?? openServerDatabase(config.databasePath);
+  } catch (err) {
+    earlyLock?.release();
+    throw err;
+  }
+  if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
   if (database.ingestWait.unavailable) {
     // Deliveries are still stored and processed; only the hand-over of the write lock to
     // waiting deliveries across processes is lost.
@@ -283,7 +294,8 @@ export function createApp(deps: AppDeps) {
    */
   async function startWorkers(): Promise<void> {
     // Refused while another live process runs them: it would take that process's running jobs.
-    const lock = acquireWorkersLock(database.sqlite.name);
+    const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
+    earlyLock = null;
     try {
       // A restart may bring a new API key: every paused source is tried again, at once.
       const heldBack = await pauses.clearAll();
@@ -413,6 +425,8 @@ export function createApp(deps: AppDeps) {
     }
     workersLock?.release();
     workersLock = null;
+    earlyLock?.release();
+    earlyLock = null;
     ownHttp?.close();
     await database.close();
     logger.info('receiver stopped');

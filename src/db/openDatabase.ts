@@ -29,6 +29,8 @@ export interface OpenDatabase {
    * (processing, here or in a `work` process) read it and let ingest go first.
    */
   readonly ingestWait: IngestWaitSignal;
+  /** The migrations this open applied (none when the schema was current, or with migrate: false). */
+  readonly migrated: readonly number[];
   close(): Promise<void>;
 }
 
@@ -231,13 +233,14 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
+  let migrated: number[] = [];
   let ingestWait: IngestWaitSignal | undefined;
   const busyTimeoutMs = opts.busyTimeoutMs ?? 200;
   const busyWait = opts.busyWait ?? 'timer';
   try {
     configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     // Migrations run at start-up, before anything is served: SQLite may wait for them.
-    if (opts.migrate !== false) migrate(sqlite);
+    if (opts.migrate !== false) migrated = migrate(sqlite);
     if (busyWait === 'timer') sqlite.pragma('busy_timeout = 0');
     ingestSqlite = new BetterSqlite3(path);
     // The ingest committer never waits inside SQLite: it retries on its own timer.
@@ -282,6 +285,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     sqlite,
     ingestSqlite: ingest,
     ingestWait: signal,
+    migrated,
     async close() {
       if (checkpointer && checkpointer.threadId !== -1) {
         const exited = new Promise((r) => checkpointer.once('exit', r));
