@@ -136,8 +136,14 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         if (app?.deleted_at) {
           // A final result read before the deletion stays: the service no longer has it, and a
           // replay must not replace it with nothing. Without one, the answer is final too.
-          if (row.state === 'ready' || row.state === 'unavailable' || row.data !== null) {
+          if (row.state === 'ready' || row.state === 'unavailable' || row.state === 'given_up') {
             await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+            return;
+          }
+          // Still processing (a replay's read answered "processing" first) over data a ready read
+          // gave before: that data is the result, ready again; nothing will read the row any more.
+          if (row.data !== null) {
+            await finish(ctx, p, { state: 'ready', reason: null, data: JSON.parse(row.data) as Record<string, unknown> }, nowIso);
             return;
           }
           await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
@@ -171,17 +177,21 @@ async function finish(
   nowIso: string,
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
-  // ready: the new data and its headline; unavailable: no result, so no data or headline;
-  // given_up: whatever was fetched before stays, with the time it was fetched (a later
-  // re-announcement timing out does not erase it, nor make it look newly fetched).
-  const columns =
-    result.state === 'ready' && result.data
-      ? { data: JSON.stringify(result.data), fetched_at: nowIso, ...headlineOf(p.resource, result.data) }
-      : result.state === 'unavailable'
-        ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
-        : {};
+  const dataText = result.data ? JSON.stringify(result.data) : null;
   await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
-    const before = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+    const before = await trx.selectFrom(table).select(['state', 'reason', 'data', 'fetched_at']).where('application_id', '=', p.application_id).executeTakeFirst();
+    // fetched_at is when the data (or the unavailable answer) was first read: a read that gives the
+    // same again keeps it, so a message sent again under the same webhook-id has the same body.
+    const fetchedAt = (same: boolean) => (same && before?.fetched_at ? {} : { fetched_at: nowIso });
+    // ready: the new data and its headline; unavailable: no result, so no data or headline;
+    // given_up: whatever was fetched before stays, with the time it was fetched (a later
+    // re-announcement timing out does not erase it, nor make it look newly fetched).
+    const columns =
+      result.state === 'ready' && dataText !== null
+        ? { data: dataText, ...fetchedAt(before?.data === dataText), ...headlineOf(p.resource, result.data!) }
+        : result.state === 'unavailable'
+          ? { data: null, ...fetchedAt(before?.state === 'unavailable' && before.reason === result.reason), ...nullHeadline(p.resource) }
+          : {};
     await trx
       .updateTable(table)
       .set({ state: result.state, reason: result.reason, updated_at: nowIso, ...columns })

@@ -100,19 +100,19 @@ export class FanOut {
    * digest now, and is queued to every sink that takes it, as settleEvent does for a revision made
    * by processing. Only from the digest the message was built against: when another sink's lane
    * made the revision first, or the event is being processed again, nothing more is done here
-   * (that revision, or the settle, queued it).
+   * (that revision, or the settle, queued it), and null is returned; else the sinks queued.
    */
-  readonly revise = async (eventId: string, was: string, digest: string): Promise<void> => {
+  readonly revise = async (eventId: string, was: string | null, digest: string): Promise<string[] | null> => {
     const now = new Date(this.o.clock.now()).toISOString();
-    await this.o.db.transaction().execute(async (trx) => {
+    return this.o.db.transaction().execute(async (trx) => {
       const made = await trx
         .updateTable('event_processing')
         .set((eb) => ({ revision: eb('revision', '+', 1), result_digest: digest, updated_at: now }))
         .where('event_id', '=', eventId)
         .where('state', '=', 'settled')
-        .where('result_digest', '=', was)
+        .where('result_digest', was === null ? 'is' : '=', was)
         .executeTakeFirst();
-      if (made.numUpdatedRows > 0n) await this.enqueueDeliveries(trx, eventId);
+      return made.numUpdatedRows > 0n ? this.enqueueDeliveries(trx, eventId) : null;
     });
   };
 

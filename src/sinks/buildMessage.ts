@@ -24,7 +24,7 @@ export type BuiltMessage =
    * changed it): sent under this revision's webhook-id, another body would go out under an id a
    * consumer already has. `was`: the revision's digest; `digest`: the result's now.
    */
-  | { status: 'stale'; was: string; digest: string };
+  | { status: 'stale'; was: string | null; digest: string };
 
 /**
  * Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter),
@@ -60,7 +60,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         .selectFrom('events')
         .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
         .selectAll('events')
-        .select(['event_processing.revision', 'event_processing.result_digest'])
+        .select(['event_processing.revision', 'event_processing.result_digest', 'event_processing.state as processing_state', 'event_processing.settled_at'])
         .where('events.id', 'in', chunk)
         .execute()),
     );
@@ -107,9 +107,15 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         out.set(event.id, { status: 'incomplete', resource });
         continue;
       }
-      const digest = event.result_digest === null ? null : resultDigest(row);
-      if (digest !== null && digest !== event.result_digest) {
-        out.set(event.id, { status: 'stale', was: event.result_digest!, digest });
+      const digest = resultDigest(row);
+      // An event settled before digests were kept (migration 007) has none: a result fetched after
+      // it settled is taken as changed since then.
+      const changed =
+        event.result_digest !== null
+          ? digest !== event.result_digest
+          : event.processing_state === 'settled' && row.fetched_at !== null && event.settled_at !== null && row.fetched_at > event.settled_at;
+      if (changed) {
+        out.set(event.id, { status: 'stale', was: event.result_digest, digest });
         continue;
       }
       result = { resource, state: row.state, reason: row.reason, data: row.data === null ? null : (JSON.parse(row.data) as unknown), fetched_at: row.fetched_at };

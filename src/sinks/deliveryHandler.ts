@@ -7,7 +7,7 @@ import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
-import { currentMessageIds, recordAttempt, recordAttempts } from './deliveryRecords.js';
+import { currentMessageIds, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -16,6 +16,8 @@ import type { DeliveryContext, DeliveryOutcome, Sink, SinkMessage } from './type
 
 /** A message whose result is being fetched again is looked at again after this (not counted as an attempt). */
 export const INCOMPLETE_RECHECK_MS = 60_000;
+/** A message whose next revision could not be made (a storage error) is tried again after this. */
+export const STALE_RETRY_MS = 5_000;
 
 const statusOf = (err: unknown): number | null => {
   const s = (err as { status?: unknown }).status;
@@ -56,18 +58,19 @@ export function createDeliveryHandler(h: {
    * Makes the event's next revision for a result that changed since its revision was settled,
    * and queues it to every sink that takes the event (FanOut.revise).
    */
-  revise: (eventId: string, was: string, digest: string) => Promise<void>;
+  revise: (eventId: string, was: string | null, digest: string) => Promise<string[] | null>;
 }): BatchJobHandler {
   const { db, clock, config } = h;
   const log = h.logger.child({ sink: config.name });
   const pairOf = (eventId: string) => ({ eventId, sink: config.name });
 
-  async function failed(job: ClaimedJob, eventId: string, err: unknown): Promise<BatchItemResult> {
+  async function failed(job: ClaimedJob, eventId: string, messageId: string, err: unknown): Promise<BatchItemResult> {
+    const sent = { ...pairOf(eventId), messageId, jobId: job.id, leaseToken: job.lease_token };
     const message = (err as Error).message ?? String(err);
     const status = statusOf(err);
     if (isDecisionError(err) && err.decision === 'pause_source') {
       await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
-      await recordAttempt(db, pairOf(eventId), { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
+      await recordFailedAttempt(db, sent, { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
       log.error(
         { target: config.target, status, err: message },
         'SINK DISABLED: the endpoint answered 410 Gone; its deliveries are kept pending until it is re-enabled (CLI) or its URL changes',
@@ -75,7 +78,7 @@ export function createDeliveryHandler(h: {
       return { rescheduleAt: clock.now(), note: `sink disabled: ${message}` };
     }
     const dead = (isDecisionError(err) && err.decision === 'permanent') || job.attempts >= job.max_attempts;
-    await recordAttempt(db, pairOf(eventId), { state: dead ? 'dead' : 'retrying', statusCode: status, error: message }, clock.now());
+    await recordFailedAttempt(db, sent, { state: dead ? 'dead' : 'retrying', statusCode: status, error: message }, clock.now());
     return { error: err };
   }
 
@@ -98,8 +101,19 @@ export function createDeliveryHandler(h: {
         } else if (b.status === 'stale') {
           // Not sent under this revision's webhook-id: the next revision is queued (to this sink
           // too, as a job after this one), and this job is done without sending or recording.
-          await h.revise(eventId, b.was, b.digest);
-          results[i] = undefined;
+          try {
+            const queued = await h.revise(eventId, b.was, b.digest);
+            if (queued !== null && !queued.includes(config.name)) {
+              // The sink's filters no longer take the event (its configuration changed): no job
+              // follows, so the delivery is closed here rather than left pending for ever.
+              const error = 'not sent: the event changed and this sink no longer takes it (its events/sources filters)';
+              await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error }, clock.now());
+            }
+            results[i] = undefined;
+          } catch (err) {
+            // Its own retry, without an attempt: the other messages of the batch still go out.
+            results[i] = { rescheduleAt: clock.now() + STALE_RETRY_MS, note: `could not make the next revision: ${(err as Error).message}` };
+          }
         } else if (b.status === 'incomplete') {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {
@@ -121,7 +135,7 @@ export function createDeliveryHandler(h: {
       for (const [k, i] of sending.entries()) {
         const o = outcomes[k]!;
         if (o.status === 'fulfilled') statusOfJob.set(jobs[i]!.id, o.value.statusCode ?? null);
-        else results[i] = await failed(jobs[i]!, eventIds[i]!, o.reason);
+        else results[i] = await failed(jobs[i]!, eventIds[i]!, sentIdOfJob.get(jobs[i]!.id)!, o.reason);
       }
       if (statusOfJob.size > 0) log.debug({ delivered: statusOfJob.size }, 'delivered');
       const eventOfJob = new Map(jobs.map((job, i) => [job.id, eventIds[i]!]));

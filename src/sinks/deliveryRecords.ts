@@ -50,6 +50,32 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
   await recordAttempts(db, d.sink, [d.eventId], r, now);
 }
 
+/**
+ * A failed attempt of a claimed job, recorded only while the pair's cycle is still the one that
+ * job sent (`messageId`) and the job still holds its lease: a newer revision queued meanwhile, or
+ * a job taken over after its lease ran out, is not marked failing by a stale attempt.
+ */
+export async function recordFailedAttempt(
+  db: Db,
+  d: { eventId: string; sink: string; messageId: string; jobId: number; leaseToken: string },
+  r: AttemptRecord,
+  now: number,
+): Promise<void> {
+  const at = iso(now);
+  await db
+    .updateTable('deliveries')
+    .set((eb) => ({ state: r.state, attempts: eb('attempts', '+', 1), last_status_code: r.statusCode, last_error: r.error, last_attempt_at: at, updated_at: at }))
+    .where('sink', '=', d.sink)
+    .where('event_id', '=', d.eventId)
+    .where('message_id', '=', d.messageId)
+    .where((eb) =>
+      eb.exists(
+        eb.selectFrom('jobs').select(sql.lit(1).as('one')).where('jobs.id', '=', d.jobId).where('jobs.lease_token', '=', d.leaseToken).where('jobs.state', '=', 'running'),
+      ),
+    )
+    .execute();
+}
+
 /** The same attempt result on the rows of many events of one sink (a batch), in `IN (...)` chunks. */
 export async function recordAttempts(db: Db, sink: string, eventIds: readonly string[], r: AttemptRecord, now: number): Promise<void> {
   const at = iso(now);

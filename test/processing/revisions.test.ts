@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enqueue } from '../../src/queue/JobQueue.js';
+import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -29,7 +30,7 @@ async function withArchive(extraSinks: Record<string, unknown>[] = []) {
   pair = await startPair({ env: { CONFIG_FILE: file } });
   const interviews = () =>
     readFileSync(out, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>).filter((m) => m.event_type === 'interview.completed');
-  return { p: pair, interviews };
+  return { p: pair, interviews, dir };
 }
 
 const deadLetterTheRead = async (p: Pair) => {
@@ -214,5 +215,191 @@ describe('message revisions', () => {
       bodies.set(key, (bodies.get(key) ?? new Set()).add(JSON.stringify(m.result)));
     }
     for (const [key, set] of bodies) expect(set.size, key).toBe(1);
+  });
+});
+
+let _d0: string | undefined;
+const dir0 = () => { if (!_d0) { const t = tempDir('revision-edges-x-'); cleanups.push(t.cleanup); _d0 = t.dir; } return _d0; };
+// Edge cases of revisions found by a review of the change that made them (each failed before its fix).
+describe('revisions: one webhook-id carries one body, and nothing waits for ever', () => {
+  it('a 404 after the deletion, over a row a re-poll left "processing", makes the data read before ready again: nothing waits', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    // A replay through processing; the service answers "processing" once (re-scoring).
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
+    await replayThroughProcessing(p, first.id as string);
+    p.clock.advance(31_000);
+    await p.settle();
+    const sqlite = p.receiver.app.database.sqlite;
+    expect(sqlite.prepare('SELECT state FROM interview_results WHERE application_id = ?').pluck().get(app.id)).toBe('processing');
+    // The application is deleted before the next poll: that poll answers 404.
+    c.deleteApplication(app.id);
+    await p.settle();
+    for (let i = 0; i < 10; i++) {
+      p.clock.advance(5 * 60_000);
+      await p.settle();
+      await p.receiver.app.fanOut.runUntilIdle();
+    }
+    const row = sqlite.prepare('SELECT state, data IS NOT NULL AS has_data FROM interview_results WHERE application_id = ?').get(app.id);
+    const ep = sqlite.prepare('SELECT state, revision FROM event_processing WHERE event_id = ?').get(first.id);
+    const del = sqlite.prepare("SELECT state, message_id FROM deliveries WHERE event_id = ? AND sink = 'archive'").get(first.id);
+    const jobs = sqlite.prepare("SELECT id, state, last_error, run_at FROM jobs WHERE event_id = ? AND kind = 'sink:archive'").all(first.id);
+    // Expected: the result read before the deletion is kept final, the event settled on it, nothing waits.
+    expect(row).toMatchObject({ state: 'ready' });
+    expect(del).toMatchObject({ state: 'delivered' });
+  });
+
+  it('a refetch that gives the same data keeps fetched_at: a replay to the sink sends the same body under the same webhook-id', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    const sqlite = p.receiver.app.database.sqlite;
+    const msgId = () => sqlite.prepare("SELECT message_id FROM deliveries WHERE event_id = ? AND sink = 'archive'").pluck().get(first.id);
+    const id1 = msgId();
+    await replayThroughProcessing(p, first.id as string);
+    p.clock.advance(60_000);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(interviews().length).toBe(1); // same result: no revision, nothing sent
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    const sent = interviews().filter((m) => m.id === first.id);
+    expect(msgId()).toBe(id1);
+    expect(sent.map((m) => JSON.stringify(m))).toEqual([JSON.stringify(first), JSON.stringify(first)]);
+  });
+
+  it('an event settled before migration 007 (no result_digest) whose result was fetched again since goes out as its next revision', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    const sqlite = p.receiver.app.database.sqlite;
+    sqlite.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(first.id); // as settled before 007
+    p.clock.advance(60_000);
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    const sent = interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible]);
+    expect(sent).toEqual([[1, true], [2, false]]);
+  });
+
+  it('a revision that cannot be made (a storage error) holds back only its own message: the rest of the file-sink batch goes out', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const a1 = c.createApplication({ jobId: c.createJob({}).id });
+    const a2 = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(a1.id, { eligible: true });
+    c.completeInterview(a2.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const [e1, e2] = interviews();
+    p.clock.advance(60_000);
+    c.completeInterview(a1.id, { eligible: false });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const sqlite = p.receiver.app.database.sqlite;
+    // Any failure of revise's write (SQLITE_BUSY past the retries, disk full, ...): simulated by a trigger.
+    sqlite.exec(`CREATE TRIGGER fail_revise BEFORE UPDATE OF revision ON event_processing WHEN NEW.event_id = '${e1!.id}' BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END`);
+    const before = interviews().length;
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute(async (trx) => {
+      await p.receiver.app.fanOut.enqueueDeliveries(trx, e1!.id as string, { sinks: ['archive'] });
+      await p.receiver.app.fanOut.enqueueDeliveries(trx, e2!.id as string, { sinks: ['archive'] });
+    });
+    await p.receiver.app.fanOut.runUntilIdle();
+    const jobs = sqlite.prepare("SELECT event_id = ? AS stale, state, attempts, last_error FROM jobs WHERE kind = 'sink:archive' AND state <> 'done'").all(e1!.id);
+    expect(interviews().length - before).toBe(1); // e2 (unchanged) goes out regardless of e1
+    expect(jobs).toEqual([{ stale: 1, state: 'pending', attempts: 0, last_error: expect.stringMatching(/^could not make the next revision: simulated write failure/) }]);
+  });
+
+  it('an older revision\'s request failing after the next revision was delivered does not mark the pair failing', async () => {
+    const received: { revision: number; eligible: unknown }[] = [];
+    let release: (code: number) => void = () => {};
+    let arrived: () => void = () => {};
+    const firstArrived = new Promise<void>((r) => (arrived = r));
+    const consumer = createServer((req: IncomingMessage, res: ServerResponse) => {
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => {
+        const m = JSON.parse(body);
+        if (m.event_type !== 'interview.completed') return void res.writeHead(200).end();
+        received.push({ id: m.id, revision: m.revision, eligible: m.result?.data?.is_eligible } as any);
+        if (received.length === 2) {
+          release = (code) => res.writeHead(code).end();
+          arrived();
+        } else res.writeHead(200).end();
+      });
+    });
+    const port = await freePort();
+    await new Promise<void>((r) => consumer.listen(port, '127.0.0.1', () => r()));
+    cleanups.push(() => consumer.close());
+    const { p, interviews } = await withArchive([{ name: 'crm', type: 'http', url: `http://127.0.0.1:${port}/hook`, secret: newSecret() }]);
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle(); // revision 1 to both sinks
+    const e = interviews()[0]!;
+    const { db, sqlite } = p.receiver.app.database;
+    // The operator replays E to crm; the consumer holds that request (revision 1, still current).
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['crm'] }));
+    const crm = p.receiver.app.fanOut.worker('crm')!;
+    const first = crm.runUntilIdle();
+    await firstArrived;
+    // Meanwhile a later event changes the result, and a replay to the archive finds E stale: revision 2.
+    p.clock.advance(60_000);
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.worker('archive')!.runUntilIdle();
+    await crm.runUntilIdle(); // crm's follow-up job: revision 2 delivered
+    const row = () => sqlite.prepare("SELECT state, message_id, last_status_code FROM deliveries WHERE event_id = ? AND sink = 'crm'").get(e.id);
+    const afterRev2 = row();
+    release(400); // the held revision-1 request is refused (permanent)
+    await first;
+    const jobs = sqlite.prepare("SELECT id, state, attempts, run_at, last_error FROM jobs WHERE event_id = ? AND kind = 'sink:crm'").all(e.id);
+    expect(row()).toMatchObject({ state: 'delivered' });
+  });
+
+  it('a changed event that a sink no longer takes (its filters changed) closes that sink\'s delivery instead of leaving it pending with no job', async () => {
+    const { p, interviews, dir } = await withArchive([{ name: 'crm', type: 'file', path: join(dir0(), 'crm.ndjson'), events: ['interview.*'] }]);
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const e = interviews()[0]!;
+    p.clock.advance(60_000);
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['crm'] }));
+    // The operator narrows crm's filter and restarts before the replayed delivery ran.
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'out.ndjson') }, { name: 'crm', type: 'file', path: join(dir0(), 'crm.ndjson'), events: ['insights.*'] }] }));
+    await p.restartReceiver({ CONFIG_FILE: join(dir, 'config.json') });
+    await p.receiver.app.fanOut.runUntilIdle();
+    const sqlite = p.receiver.app.database.sqlite;
+    const row = sqlite.prepare("SELECT state FROM deliveries WHERE event_id = ? AND sink = 'crm'").get(e.id);
+    expect(sqlite.prepare("SELECT last_error FROM deliveries WHERE event_id = ? AND sink = 'crm'").pluck().get(e.id)).toMatch(/no longer takes it/);
+    const open = sqlite.prepare("SELECT count(*) FROM jobs WHERE event_id = ? AND kind = 'sink:crm' AND state IN ('pending','running')").pluck().get(e.id);
+    expect(open).toBe(0);
+    expect(row).toEqual({ state: 'dead' });
   });
 });
