@@ -167,6 +167,17 @@ describe('backup', () => {
     const noFolder = await cli(['backup', join(dir, 'no', 'such', 'x.db'), '--database', dbPath]);
     expect(noFolder.code).toBe(1);
     expect(noFolder.stderr).toBe(`error: no folder ${join(dir, 'no', 'such')} for the backup: create it first\n`);
+    // A -wal left beside the destination by another database would be applied to the copy.
+    writeFileSync(join(dir, 'crashed.db-wal'), 'leftover');
+    const leftover = await cli(['backup', join(dir, 'crashed.db'), '--database', dbPath, '--force']);
+    expect(leftover.code).toBe(1);
+    expect(leftover.stderr).toBe(`error: ${join(dir, 'crashed.db-wal')} is beside the destination (left by another database there): SQLite would apply it to the copy; remove it or choose another name\n`);
+    expect(existsSync(join(dir, 'crashed.db'))).toBe(false);
+    const empty = await cli(['backup', '', '--database', dbPath]);
+    expect([empty.code, empty.stderr]).toEqual([1, 'error: no destination: give a file or a folder for the backup\n']);
+    writeFileSync(join(dir, 'plain.txt'), 'x');
+    const notFolder = await cli(['backup', `${join(dir, 'plain.txt')}/`, '--database', dbPath]);
+    expect([notFolder.code, notFolder.stderr]).toEqual([1, `error: ${join(dir, 'plain.txt')} is not a folder\n`]);
     // The live database is untouched and still answers.
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
   }, 40_000);

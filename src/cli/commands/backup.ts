@@ -53,9 +53,15 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   const source = databasePathOf(io.env, o.database);
   if (!existsSync(source)) throw new CliError(`no database at ${source} (set DATABASE_PATH or --database)`);
 
+  if (destination.trim() === '') throw new CliError('no destination: give a file or a folder for the backup');
   let target = destination;
-  const isFolder = destination.endsWith('/') || (existsSync(destination) && statSync(destination).isDirectory());
-  if (isFolder) target = join(destination, backupName(new Date()));
+  const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
+  if (destination.endsWith('/')) {
+    const folder = destination.replace(/\/+$/, '') || '/';
+    if (existsSync(folder) && !isDir(folder)) throw new CliError(`${folder} is not a folder`);
+  }
+  if (destination.endsWith('/') || isDir(destination)) target = join(destination, backupName(new Date()));
+  else if (isDir(dirname(resolve(target))) === false && existsSync(dirname(resolve(target)))) throw new CliError(`${dirname(resolve(target))} is not a folder`);
   if (!existsSync(dirname(resolve(target)))) throw new CliError(`no folder ${dirname(resolve(target))} for the backup: create it first`);
 
   const realSource = realish(source);
@@ -64,6 +70,12 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     throw new CliError(`${target} is the database or one of its files: choose another destination`);
   }
   if (existsSync(target) && !o.force) throw new CliError(`${target} already exists: choose another name, or --force to replace it`);
+  // SQLite would take a -wal or -journal left beside the destination (an old database crashed
+  // there) as part of the copy, and corrupt it when it is next opened.
+  const leftovers = ['-wal', '-journal', '-shm'].map((x) => `${target}${x}`).filter((f) => existsSync(f));
+  if (leftovers.length > 0) {
+    throw new CliError(`${leftovers.join(', ')} ${leftovers.length === 1 ? 'is' : 'are'} beside the destination (left by another database there): SQLite would apply ${leftovers.length === 1 ? 'it' : 'them'} to the copy; remove ${leftovers.length === 1 ? 'it' : 'them'} or choose another name`);
+  }
 
   let db: Database.Database;
   try {
@@ -106,7 +118,13 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     renameSync(partial, target);
     syncFolder(dirname(resolve(target)));
   } catch (err) {
-    for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) rmSync(f, { force: true });
+    for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) {
+      try {
+        rmSync(f, { force: true });
+      } catch {
+        // Cleanup only: the error reported is the backup's own.
+      }
+    }
     throw new CliError(`backup of ${source} failed: ${(err as Error).message}`);
   } finally {
     db.close();
