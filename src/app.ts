@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { existsSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
@@ -40,6 +40,11 @@ export interface AppDeps {
   processing?: Partial<Pick<ProcessingContext, 'minPollIntervalMs' | 'maxPollIntervalMs' | 'giveUpAfterMs' | 'notFoundAttempts'>>;
   /** Lease of a claimed job; an expired lease makes the job claimable again. */
   leaseMs?: number;
+  /**
+   * The workers lock (acquireWorkersLock), already held: taken by the caller before the database is
+   * opened and migrated. startWorkers uses it; stop(), or a failed start(), releases it.
+   */
+  workersLock?: WorkersLock;
   /** Seams of the fan-out to sinks: stdout stream, retry schedule, idle poll. */
   sinks?: Partial<Pick<FanOutOptions, 'stdout' | 'backoff' | 'pollIntervalMs'>>;
 }
@@ -74,10 +79,9 @@ export function createApp(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
   const logger = deps.logger ?? createLogger(config.logLevel);
-  // Refused before the database is migrated when another live process runs the workers: an
-  // upgrade started beside the old version must not migrate the schema under it and then exit.
-  let earlyLock: WorkersLock | null =
-    !deps.database && config.workerConcurrency > 0 && existsSync(config.databasePath) ? acquireWorkersLock(config.databasePath) : null;
+  // The workers lock, when the caller took it before the database was opened and migrated
+  // (runReceiver: an upgrade started beside the old version must not migrate under it).
+  let earlyLock: WorkersLock | null = deps.workersLock ?? null;
   let database: OpenDatabase;
   try {
     database = deps.database ?? openServerDatabase(config.databasePath);
@@ -348,7 +352,14 @@ export function createApp(deps: AppDeps) {
    * touches the queue.
    */
   async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
-    const s = await listen(app.fetch, config.port, 'PORT');
+    let s: Server;
+    try {
+      s = await listen(app.fetch, config.port, 'PORT');
+    } catch (err) {
+      earlyLock?.release();
+      earlyLock = null;
+      throw err;
+    }
     // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
     s.requestTimeout = config.requestTimeoutMs;
     s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
@@ -362,7 +373,10 @@ export function createApp(deps: AppDeps) {
       }
       if (config.workerConcurrency > 0) await startWorkers();
     } catch (err) {
-      // Leave nothing running: the workers that did start, and the servers with their connections.
+      // Leave nothing running: the workers that did start, the servers with their connections,
+      // and a workers lock the workers never took over.
+      earlyLock?.release();
+      earlyLock = null;
       server = null;
       const m = metricsServer;
       metricsServer = null;

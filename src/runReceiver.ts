@@ -1,5 +1,38 @@
 import { createApp } from './app.js';
+import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig } from './config/loadConfig.js';
+import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
+
+/**
+ * The workers lock for an existing database file (a new one cannot have workers elsewhere yet; the
+ * lock is then taken when the workers start). Not for a path that is not an SQLite file: opening
+ * it fails with its own message, and no lock file is left beside it.
+ */
+function takeWorkersLockEarly(path: string): WorkersLock | undefined {
+  if (!isSqliteFile(path)) return undefined;
+  try {
+    return acquireWorkersLock(path);
+  } catch (err) {
+    if (err instanceof WorkersRunningError) throw err;
+    throw new Error(`cannot take the workers lock beside the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** A regular file that is empty (SQLite makes it a database) or starts with SQLite's header. */
+function isSqliteFile(path: string): boolean {
+  let fd: number | undefined;
+  try {
+    if (!statSync(path).isFile()) return false;
+    fd = openSync(path, 'r');
+    const head = Buffer.alloc(16);
+    const n = readSync(fd, head, 0, 16, 0);
+    return n === 0 || head.toString('latin1') === 'SQLite format 3\0';
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
 
 /**
  * serve: the HTTP receiver, with the workers in the same process unless WORKER_CONCURRENCY=0.
@@ -22,7 +55,10 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     process.stderr.write('config error: WORKER_CONCURRENCY: must be at least 1 for `work`\n');
     process.exit(1);
   }
-  const receiver = createApp({ config });
+  // With workers, their lock is taken before the database is opened and migrated: a new version
+  // started beside an older one still running its workers is refused before it migrates.
+  const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
+  const receiver = createApp({ config, ...(workersLock ? { workersLock } : {}) });
   if (mode === 'serve') await receiver.start();
   else await receiver.startWorkers();
   let stopping = false;

@@ -1,3 +1,6 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -8,6 +11,8 @@ import { acquireWorkersLock, WorkersRunningError } from '../../src/db/workersLoc
 import { createLogger } from '../../src/observability/logger.js';
 import { LogCapture, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
+import { cli } from '../cli/helpers.js';
+import { freePort } from '../helpers/childServer.js';
 
 const { dir, cleanup } = tempDir('workers-lock-first-');
 afterAll(cleanup);
@@ -24,7 +29,7 @@ const tables = (dbPath: string) => {
 };
 
 describe('the workers lock is taken before the database is migrated', () => {
-  it('a receiver with workers, refused because another live process runs them, leaves the schema as it was (an upgrade beside the old version)', () => {
+  it('serve and work with workers, refused because another live process runs them, leave the schema as it was (an upgrade beside the old version)', async () => {
     const dbPath = join(dir, 'old.db');
     // A database of an older version: here, one that has no receiver tables at all yet.
     const old = new BetterSqlite3(dbPath);
@@ -32,10 +37,41 @@ describe('the workers lock is taken before the database is migrated', () => {
     old.close();
     const live = acquireWorkersLock(dbPath); // the old version's workers
     try {
-      expect(() => createApp({ config: config(dbPath, '4'), logger: createLogger('silent', new LogCapture()) })).toThrow(WorkersRunningError);
-      expect(tables(dbPath)).toEqual(['from_before']);
+      const env = { DATABASE_PATH: dbPath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: String(await freePort()), HOST: '127.0.0.1' };
+      for (const command of ['serve', 'work']) {
+        const r = await cli([command], env);
+        expect(r.code, command).toBe(1);
+        expect(r.stderr, command).toMatch(/another process is already running the workers of /);
+        expect(tables(dbPath), command).toEqual(['from_before']);
+      }
     } finally {
       live.release();
+    }
+  }, 40_000);
+
+  it('a path that is not an SQLite file gets no lock file beside it, and its own error', async () => {
+    const notDb = join(dir, 'notes.txt');
+    writeFileSync(notDb, 'not a database at all, just some text');
+    const r = await cli(['work'], { DATABASE_PATH: notDb, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/cannot open the database at .*notes\.txt \(DATABASE_PATH\): file is not a database/);
+    expect(existsSync(`${notDb}-workers-lock`)).toBe(false);
+  }, 40_000);
+
+  it('a workers lock handed to a receiver whose start fails is released', async () => {
+    const dbPath = join(dir, 'failed-start.db');
+    new BetterSqlite3(dbPath).close();
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = String((taken.address() as AddressInfo).port);
+      const cfg = loadConfig({ DATABASE_PATH: dbPath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: port, HOST: '127.0.0.1' });
+      const app = createApp({ config: cfg, logger: createLogger('silent', new LogCapture()), workersLock: acquireWorkersLock(dbPath) });
+      await expect(app.start()).rejects.toThrow(/PORT: .* is already in use/);
+      acquireWorkersLock(dbPath).release(); // free again
+      await app.stop();
+    } finally {
+      taken.close();
     }
   });
 
