@@ -179,18 +179,17 @@ async function finish(
   const table = RESULT_TABLE[p.resource];
   const dataText = result.data ? JSON.stringify(result.data) : null;
   await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
-    const before = await trx.selectFrom(table).select(['state', 'reason', 'data', 'fetched_at']).where('application_id', '=', p.application_id).executeTakeFirst();
-    // fetched_at is when the data (or the unavailable answer) was first read: a read that gives the
-    // same again keeps it, so a message sent again under the same webhook-id has the same body.
-    const fetchedAt = (same: boolean) => (same && before?.fetched_at ? {} : { fetched_at: nowIso });
-    // ready: the new data and its headline; unavailable: no result, so no data or headline;
-    // given_up: whatever was fetched before stays, with the time it was fetched (a later
-    // re-announcement timing out does not erase it, nor make it look newly fetched).
+    const before = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+    // fetched_at: when the service last gave this answer (a result reused for a later event is
+    // one read at or after that event arrived). ready: the new data and its headline;
+    // unavailable: no result, so no data or headline; given_up: whatever was fetched before
+    // stays, with the time it was fetched (a later re-announcement timing out does not erase it,
+    // nor make it look newly fetched).
     const columns =
       result.state === 'ready' && dataText !== null
-        ? { data: dataText, ...fetchedAt(before?.data === dataText), ...headlineOf(p.resource, result.data!) }
+        ? { data: dataText, fetched_at: nowIso, ...headlineOf(p.resource, result.data!) }
         : result.state === 'unavailable'
-          ? { data: null, ...fetchedAt(before?.state === 'unavailable' && before.reason === result.reason), ...nullHeadline(p.resource) }
+          ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
           : {};
     await trx
       .updateTable(table)

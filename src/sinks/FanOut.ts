@@ -102,7 +102,7 @@ export class FanOut {
    * made the revision first, or the event is being processed again, nothing more is done here
    * (that revision, or the settle, queued it), and null is returned; else the sinks queued.
    */
-  readonly revise = async (eventId: string, was: string | null, digest: string): Promise<string[] | null> => {
+  readonly revise = async (eventId: string, was: string, digest: string): Promise<string[] | null> => {
     const now = new Date(this.o.clock.now()).toISOString();
     return this.o.db.transaction().execute(async (trx) => {
       const made = await trx
@@ -110,7 +110,7 @@ export class FanOut {
         .set((eb) => ({ revision: eb('revision', '+', 1), result_digest: digest, updated_at: now }))
         .where('event_id', '=', eventId)
         .where('state', '=', 'settled')
-        .where('result_digest', was === null ? 'is' : '=', was)
+        .where('result_digest', '=', was)
         .executeTakeFirst();
       return made.numUpdatedRows > 0n ? this.enqueueDeliveries(trx, eventId) : null;
     });

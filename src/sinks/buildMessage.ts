@@ -16,7 +16,8 @@ import { resultDigest } from '../util/resultDigest.js';
  * changed since the event's revision was settled (see below).
  */
 export type BuiltMessage =
-  | { status: 'ready'; message: SinkMessage }
+  /** adoptDigest: the result digest to record for an event settled before migration 007, once sent. */
+  | { status: 'ready'; message: SinkMessage; adoptDigest?: string }
   | { status: 'missing' }
   | { status: 'incomplete'; resource: string }
   /**
@@ -24,7 +25,7 @@ export type BuiltMessage =
    * changed it): sent under this revision's webhook-id, another body would go out under an id a
    * consumer already has. `was`: the revision's digest; `digest`: the result's now.
    */
-  | { status: 'stale'; was: string | null; digest: string };
+  | { status: 'stale'; was: string; digest: string; event: { event_type: string; source: string } };
 
 /**
  * Whether the event or its result says `is_eligible: false` (spec 6.4: surface it to a recruiter),
@@ -60,7 +61,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         .selectFrom('events')
         .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
         .selectAll('events')
-        .select(['event_processing.revision', 'event_processing.result_digest', 'event_processing.state as processing_state', 'event_processing.settled_at'])
+        .select(['event_processing.revision', 'event_processing.result_digest', 'event_processing.state as processing_state'])
         .where('events.id', 'in', chunk)
         .execute()),
     );
@@ -100,6 +101,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
       typeof app?.external_id === 'string' ? app.external_id : deleted && event.application_id ? (storedExternalIds.get(event.application_id) ?? null) : null;
 
     let result: MessageResult | null = null;
+    let adopt: string | undefined;
     const resource = RESOURCE_OF_EVENT[event.event_type];
     const row = resource && event.application_id ? results.get(`${resource}\0${event.application_id}`) : undefined;
     if (resource && row) {
@@ -108,20 +110,18 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         continue;
       }
       const digest = resultDigest(row);
-      // An event settled before digests were kept (migration 007) has none: a result fetched after
-      // it settled is taken as changed since then.
-      const changed =
-        event.result_digest !== null
-          ? digest !== event.result_digest
-          : event.processing_state === 'settled' && row.fetched_at !== null && event.settled_at !== null && row.fetched_at > event.settled_at;
-      if (changed) {
-        out.set(event.id, { status: 'stale', was: event.result_digest, digest });
+      if (event.result_digest !== null && digest !== event.result_digest) {
+        out.set(event.id, { status: 'stale', was: event.result_digest, digest, event: { event_type: event.event_type, source: event.source } });
         continue;
       }
+      // An event settled before digests were kept (migration 007) takes the digest of what it is
+      // sent with now (FanOut's completion records it): a later change is then a revision.
+      if (event.result_digest === null && event.processing_state === 'settled') adopt = digest;
       result = { resource, state: row.state, reason: row.reason, data: row.data === null ? null : (JSON.parse(row.data) as unknown), fetched_at: row.fetched_at };
     }
     out.set(event.id, {
       status: 'ready',
+      ...(adopt !== undefined ? { adoptDigest: adopt } : {}),
       message: {
         id: event.id,
         event_type: event.event_type,

@@ -9,6 +9,7 @@ import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
 import { currentMessageIds, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
+import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
 import type { SinkGate } from './SinkGate.js';
@@ -18,6 +19,7 @@ import type { DeliveryContext, DeliveryOutcome, Sink, SinkMessage } from './type
 export const INCOMPLETE_RECHECK_MS = 60_000;
 /** A message whose next revision could not be made (a storage error) is tried again after this. */
 export const STALE_RETRY_MS = 5_000;
+const NOT_WANTED = "not sent: the sink's events/sources filters no longer take this event (changed after it was queued)";
 
 const statusOf = (err: unknown): number | null => {
   const s = (err as { status?: unknown }).status;
@@ -58,7 +60,7 @@ export function createDeliveryHandler(h: {
    * Makes the event's next revision for a result that changed since its revision was settled,
    * and queues it to every sink that takes the event (FanOut.revise).
    */
-  revise: (eventId: string, was: string | null, digest: string) => Promise<string[] | null>;
+  revise: (eventId: string, was: string, digest: string) => Promise<string[] | null>;
 }): BatchJobHandler {
   const { db, clock, config } = h;
   const log = h.logger.child({ sink: config.name });
@@ -91,10 +93,17 @@ export function createDeliveryHandler(h: {
       const sending: number[] = [];
       const batch: Batch = [];
       const sentIdOfJob = new Map<number, string>();
+      const adoptOfJob = new Map<number, string>();
       for (const [i, job] of jobs.entries()) {
         const eventId = eventIds[i]!;
         const b = built.get(eventId)!;
-        if (b.status === 'missing') {
+        const wanted = b.status === 'ready' ? b.message : b.status === 'stale' ? b.event : null;
+        if (wanted && !matchesSink(config, wanted)) {
+          // Queued before the sink's filters changed to leave the event out: not sent, and a dead
+          // letter (its row and its job) that says why, rather than a delivery left pending.
+          await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error: NOT_WANTED }, clock.now());
+          results[i] = { error: new PermanentError(NOT_WANTED) };
+        } else if (b.status === 'missing') {
           const error = `event ${eventId} is not stored`;
           await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error }, clock.now());
           results[i] = { error: new PermanentError(error) };
@@ -102,13 +111,7 @@ export function createDeliveryHandler(h: {
           // Not sent under this revision's webhook-id: the next revision is queued (to this sink
           // too, as a job after this one), and this job is done without sending or recording.
           try {
-            const queued = await h.revise(eventId, b.was, b.digest);
-            if (queued !== null && !queued.includes(config.name)) {
-              // The sink's filters no longer take the event (its configuration changed): no job
-              // follows, so the delivery is closed here rather than left pending for ever.
-              const error = 'not sent: the event changed and this sink no longer takes it (its events/sources filters)';
-              await recordAttempt(db, pairOf(eventId), { state: 'dead', statusCode: null, error }, clock.now());
-            }
+            await h.revise(eventId, b.was, b.digest);
             results[i] = undefined;
           } catch (err) {
             // Its own retry, without an attempt: the other messages of the batch still go out.
@@ -118,6 +121,7 @@ export function createDeliveryHandler(h: {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {
           sending.push(i);
+          if (b.adoptDigest !== undefined) adoptOfJob.set(job.id, b.adoptDigest);
           const messageId = messageIdFor(eventId, config.name, b.message.revision);
           sentIdOfJob.set(job.id, messageId);
           batch.push({ message: b.message, ctx: { messageId, attempt: job.attempts, clock, logger: log } });
@@ -146,6 +150,12 @@ export function createDeliveryHandler(h: {
           // meanwhile has its own job, which records it when it is sent.
           const current = await currentMessageIds(trx, config.name, completed.map((job) => eventOfJob.get(job.id)!));
           const stillCurrent = completed.filter((job) => current.get(eventOfJob.get(job.id)!) === sentIdOfJob.get(job.id));
+          // An event settled before migration 007 now has the digest of the result it was sent with.
+          for (const job of stillCurrent) {
+            const digest = adoptOfJob.get(job.id);
+            if (digest === undefined) continue;
+            await trx.updateTable('event_processing').set({ result_digest: digest }).where('event_id', '=', eventOfJob.get(job.id)!).where('result_digest', 'is', null).execute();
+          }
           const byStatus = groupBy(stillCurrent, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
           const now = clock.now();
           for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);

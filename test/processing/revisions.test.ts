@@ -254,7 +254,7 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     expect(del).toMatchObject({ state: 'delivered' });
   });
 
-  it('a refetch that gives the same data keeps fetched_at: a replay to the sink sends the same body under the same webhook-id', async () => {
+  it('a refetch that gives the same result makes no revision: a replay to the sink sends that result under the same webhook-id', async () => {
     const { p, interviews } = await withArchive();
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
@@ -275,10 +275,13 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     await p.receiver.app.fanOut.runUntilIdle();
     const sent = interviews().filter((m) => m.id === first.id);
     expect(msgId()).toBe(id1);
-    expect(sent.map((m) => JSON.stringify(m))).toEqual([JSON.stringify(first), JSON.stringify(first)]);
+    // The same revision and result; only result.fetched_at says it was read again since.
+    const withoutReadTime = (m: Record<string, any>) => JSON.stringify({ ...m, result: { ...m.result, fetched_at: null } });
+    expect(sent.map(withoutReadTime)).toEqual([withoutReadTime(first), withoutReadTime(first)]);
+    expect(sent[1]!.result.fetched_at > sent[0]!.result.fetched_at).toBe(true);
   });
 
-  it('an event settled before migration 007 (no result_digest) whose result was fetched again since goes out as its next revision', async () => {
+  it('an event settled before migration 007 (no result_digest) takes the digest of what it is sent with: a later change is then its next revision', async () => {
     const { p, interviews } = await withArchive();
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
@@ -288,15 +291,21 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     const first = interviews()[0]!;
     const sqlite = p.receiver.app.database.sqlite;
     sqlite.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(first.id); // as settled before 007
+    const { db } = p.receiver.app.database;
+    const replayToArchive = async () => {
+      await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+      await p.receiver.app.fanOut.runUntilIdle();
+    };
+    // Sent again with nothing changed: the same revision, and the digest is recorded.
+    await replayToArchive();
+    expect(sqlite.prepare('SELECT result_digest IS NOT NULL FROM event_processing WHERE event_id = ?').pluck().get(first.id)).toBe(1);
     p.clock.advance(60_000);
     c.completeInterview(app.id, { eligible: false });
     await p.settle();
     await p.receiver.app.fanOut.runUntilIdle();
-    const { db } = p.receiver.app.database;
-    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
-    await p.receiver.app.fanOut.runUntilIdle();
+    await replayToArchive();
     const sent = interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible]);
-    expect(sent).toEqual([[1, true], [2, false]]);
+    expect(sent).toEqual([[1, true], [1, true], [2, false]]);
   });
 
   it('a revision that cannot be made (a storage error) holds back only its own message: the rest of the file-sink batch goes out', async () => {
@@ -377,7 +386,7 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     expect(row()).toMatchObject({ state: 'delivered' });
   });
 
-  it('a changed event that a sink no longer takes (its filters changed) closes that sink\'s delivery instead of leaving it pending with no job', async () => {
+  it('a delivery whose sink no longer takes the event (its filters changed after it was queued) is not sent: a dead letter that says why', async () => {
     const { p, interviews, dir } = await withArchive([{ name: 'crm', type: 'file', path: join(dir0(), 'crm.ndjson'), events: ['interview.*'] }]);
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
@@ -397,9 +406,14 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     await p.receiver.app.fanOut.runUntilIdle();
     const sqlite = p.receiver.app.database.sqlite;
     const row = sqlite.prepare("SELECT state FROM deliveries WHERE event_id = ? AND sink = 'crm'").get(e.id);
-    expect(sqlite.prepare("SELECT last_error FROM deliveries WHERE event_id = ? AND sink = 'crm'").pluck().get(e.id)).toMatch(/no longer takes it/);
+    expect(sqlite.prepare("SELECT last_error FROM deliveries WHERE event_id = ? AND sink = 'crm'").pluck().get(e.id)).toMatch(/filters no longer take this event/);
     const open = sqlite.prepare("SELECT count(*) FROM jobs WHERE event_id = ? AND kind = 'sink:crm' AND state IN ('pending','running')").pluck().get(e.id);
     expect(open).toBe(0);
     expect(row).toEqual({ state: 'dead' });
+    // A dead letter like any other: listed, and retried with `dead-letters retry` once the filters take it again.
+    expect(sqlite.prepare("SELECT last_error FROM jobs WHERE event_id = ? AND kind = 'sink:crm' AND state = 'dead'").pluck().all(e.id)).toEqual([
+      expect.stringMatching(/filters no longer take this event/),
+    ]);
+    expect(readFileSync(join(dir0(), 'crm.ndjson'), 'utf8').split('\n').filter((l) => l.includes(e.id as string))).toHaveLength(1); // revision 1 only
   });
 });
