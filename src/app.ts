@@ -19,6 +19,7 @@ import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/proce
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
 import { createLogger, type Logger } from './observability/logger.js';
+import { backfillResultDigests } from './processing/backfillDigests.js';
 import { IngestFirst } from './processing/IngestFirst.js';
 import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
@@ -304,6 +305,8 @@ export function createApp(deps: AppDeps) {
       // A restart may bring a new API key: every paused source is tried again, at once.
       const heldBack = await pauses.clearAll();
       if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
+      const filled = await backfillResultDigests(database.db);
+      if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
       const orphans = await queue.releaseOrphans();
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       pacer.enabled = true;

@@ -16,8 +16,7 @@ import { resultDigest } from '../util/resultDigest.js';
  * changed since the event's revision was settled (see below).
  */
 export type BuiltMessage =
-  /** adoptDigest: the result digest to record for an event settled before migration 007, once sent. */
-  | { status: 'ready'; message: SinkMessage; adoptDigest?: string }
+  | { status: 'ready'; message: SinkMessage }
   | { status: 'missing' }
   | { status: 'incomplete'; resource: string }
   /**
@@ -61,7 +60,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         .selectFrom('events')
         .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
         .selectAll('events')
-        .select(['event_processing.revision', 'event_processing.result_digest', 'event_processing.state as processing_state'])
+        .select(['event_processing.revision', 'event_processing.result_digest'])
         .where('events.id', 'in', chunk)
         .execute()),
     );
@@ -101,7 +100,6 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
       typeof app?.external_id === 'string' ? app.external_id : deleted && event.application_id ? (storedExternalIds.get(event.application_id) ?? null) : null;
 
     let result: MessageResult | null = null;
-    let adopt: string | undefined;
     const resource = RESOURCE_OF_EVENT[event.event_type];
     const row = resource && event.application_id ? results.get(`${resource}\0${event.application_id}`) : undefined;
     if (resource && row) {
@@ -114,14 +112,10 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         out.set(event.id, { status: 'stale', was: event.result_digest, digest, event: { event_type: event.event_type, source: event.source } });
         continue;
       }
-      // An event settled before digests were kept (migration 007) takes the digest of what it is
-      // sent with now (FanOut's completion records it): a later change is then a revision.
-      if (event.result_digest === null && event.processing_state === 'settled') adopt = digest;
       result = { resource, state: row.state, reason: row.reason, data: row.data === null ? null : (JSON.parse(row.data) as unknown), fetched_at: row.fetched_at };
     }
     out.set(event.id, {
       status: 'ready',
-      ...(adopt !== undefined ? { adoptDigest: adopt } : {}),
       message: {
         id: event.id,
         event_type: event.event_type,

@@ -7,7 +7,7 @@ import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
-import { currentMessageIds, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
+import { adoptCycle, currentMessageIds, pairCycles, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
 import type { DeliveryPayload } from './enqueueDeliveries.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -93,7 +93,6 @@ export function createDeliveryHandler(h: {
       const sending: number[] = [];
       const batch: Batch = [];
       const sentIdOfJob = new Map<number, string>();
-      const adoptOfJob = new Map<number, string>();
       for (const [i, job] of jobs.entries()) {
         const eventId = eventIds[i]!;
         const b = built.get(eventId)!;
@@ -121,10 +120,30 @@ export function createDeliveryHandler(h: {
           results[i] = { rescheduleAt: clock.now() + INCOMPLETE_RECHECK_MS, note: `waiting for the ${b.resource} result to be final again` };
         } else {
           sending.push(i);
-          if (b.adoptDigest !== undefined) adoptOfJob.set(job.id, b.adoptDigest);
           const messageId = messageIdFor(eventId, config.name, b.message.revision);
           sentIdOfJob.set(job.id, messageId);
           batch.push({ message: b.message, ctx: { messageId, attempt: job.attempts, clock, logger: log } });
+        }
+      }
+
+      // Each pair's cycle, read with the event's revision in one statement: a revision made since
+      // the messages were built is sent by the job it queued, not by this one; a cycle still on an
+      // older revision that was not queued again for this sink (its filters left the event out
+      // then, and a dead-letter retry runs it now) becomes this revision's before it is sent.
+      const cycles = await pairCycles(db, config.name, sending.map((i) => eventIds[i]!));
+      for (let k = sending.length - 1; k >= 0; k--) {
+        const i = sending[k]!;
+        const eventId = eventIds[i]!;
+        const cycle = cycles.get(eventId);
+        const built = batch[k]!;
+        if (!cycle) continue;
+        if (cycle.revision > built.message.revision) {
+          sending.splice(k, 1);
+          batch.splice(k, 1);
+          sentIdOfJob.delete(jobs[i]!.id);
+          results[i] = undefined;
+        } else if (cycle.messageId !== built.ctx.messageId) {
+          await adoptCycle(db, { eventId, sink: config.name, from: cycle.messageId, to: built.ctx.messageId }, clock.now());
         }
       }
 
@@ -150,12 +169,6 @@ export function createDeliveryHandler(h: {
           // meanwhile has its own job, which records it when it is sent.
           const current = await currentMessageIds(trx, config.name, completed.map((job) => eventOfJob.get(job.id)!));
           const stillCurrent = completed.filter((job) => current.get(eventOfJob.get(job.id)!) === sentIdOfJob.get(job.id));
-          // An event settled before migration 007 now has the digest of the result it was sent with.
-          for (const job of stillCurrent) {
-            const digest = adoptOfJob.get(job.id);
-            if (digest === undefined) continue;
-            await trx.updateTable('event_processing').set({ result_digest: digest }).where('event_id', '=', eventOfJob.get(job.id)!).where('result_digest', 'is', null).execute();
-          }
           const byStatus = groupBy(stillCurrent, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
           const now = clock.now();
           for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);

@@ -192,3 +192,30 @@ export async function enableSink(db: Db, sink: string, now: number): Promise<boo
 export async function sinkDisabled(db: Db, sink: string) {
   return db.selectFrom('sink_state').selectAll().where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst();
 }
+
+/** Each pair's current message id with its event's revision now, read in one statement per chunk. */
+export async function pairCycles(db: Db, sink: string, eventIds: readonly string[]): Promise<Map<string, { messageId: string; revision: number }>> {
+  const out = new Map<string, { messageId: string; revision: number }>();
+  for (const chunk of inChunks(eventIds)) {
+    const rows = await db
+      .selectFrom('deliveries')
+      .innerJoin('event_processing', 'event_processing.event_id', 'deliveries.event_id')
+      .select(['deliveries.event_id', 'deliveries.message_id', 'event_processing.revision'])
+      .where('deliveries.sink', '=', sink)
+      .where('deliveries.event_id', 'in', chunk)
+      .execute();
+    for (const r of rows) out.set(r.event_id, { messageId: r.message_id, revision: r.revision });
+  }
+  return out;
+}
+
+/** The pair's cycle moves to the message about to be sent (a newer revision), as a fresh cycle. */
+export async function adoptCycle(db: Db, d: { eventId: string; sink: string; from: string; to: string }, now: number): Promise<void> {
+  await db
+    .updateTable('deliveries')
+    .set({ ...freshCycle(iso(now)), message_id: d.to })
+    .where('sink', '=', d.sink)
+    .where('event_id', '=', d.eventId)
+    .where('message_id', '=', d.from)
+    .execute();
+}

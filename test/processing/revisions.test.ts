@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enqueue } from '../../src/queue/JobQueue.js';
+import { messageIdFor } from '../../src/sinks/messageId.js';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
@@ -281,31 +282,30 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     expect(sent[1]!.result.fetched_at > sent[0]!.result.fetched_at).toBe(true);
   });
 
-  it('an event settled before migration 007 (no result_digest) takes the digest of what it is sent with: a later change is then its next revision', async () => {
-    const { p, interviews } = await withArchive();
+  it('events settled before migration 007 (no result_digest) get the digest of their stored result when the workers start: a later change is their next revision', async () => {
+    const { p, interviews, dir } = await withArchive();
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
     c.completeInterview(app.id, { eligible: true });
     await p.settle();
     await p.receiver.app.fanOut.runUntilIdle();
     const first = interviews()[0]!;
-    const sqlite = p.receiver.app.database.sqlite;
-    sqlite.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(first.id); // as settled before 007
-    const { db } = p.receiver.app.database;
-    const replayToArchive = async () => {
-      await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
-      await p.receiver.app.fanOut.runUntilIdle();
-    };
-    // Sent again with nothing changed: the same revision, and the digest is recorded.
-    await replayToArchive();
-    expect(sqlite.prepare('SELECT result_digest IS NOT NULL FROM event_processing WHERE event_id = ?').pluck().get(first.id)).toBe(1);
+    const digestOf = () => p.receiver.app.database.sqlite.prepare('SELECT result_digest FROM event_processing WHERE event_id = ?').pluck().get(first.id);
+    const sent = digestOf();
+    p.receiver.app.database.sqlite.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(first.id); // as settled before 007
+    // The port the sandbox delivers to stays the same across the restarts.
+    const env = { CONFIG_FILE: join(dir, 'config.json'), PORT: new URL(p.receiver.url).port };
+    await p.restartReceiver({ ...env, WORKER_CONCURRENCY: '1' }); // the upgrade's first start, with workers
+    expect(digestOf()).toBe(sent);
+    await p.restartReceiver(env); // back to the test's own stepping (no background workers)
     p.clock.advance(60_000);
     c.completeInterview(app.id, { eligible: false });
     await p.settle();
     await p.receiver.app.fanOut.runUntilIdle();
-    await replayToArchive();
-    const sent = interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible]);
-    expect(sent).toEqual([[1, true], [1, true], [2, false]]);
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
   });
 
   it('a revision that cannot be made (a storage error) holds back only its own message: the rest of the file-sink batch goes out', async () => {
@@ -415,5 +415,20 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
       expect.stringMatching(/filters no longer take this event/),
     ]);
     expect(readFileSync(join(dir0(), 'crm.ndjson'), 'utf8').split('\n').filter((l) => l.includes(e.id as string))).toHaveLength(1); // revision 1 only
+
+    // A replay to the archive makes revision 2, which crm's filters leave out. Then the operator
+    // widens crm again and retries its dead letter: crm gets revision 2, recorded as delivered.
+    await p.receiver.app.database.db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(sqlite.prepare('SELECT revision FROM event_processing WHERE event_id = ?').pluck().get(e.id)).toBe(2);
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'out.ndjson') }, { name: 'crm', type: 'file', path: join(dir0(), 'crm.ndjson'), events: ['interview.*'] }] }));
+    await p.restartReceiver({ CONFIG_FILE: join(dir, 'config.json') });
+    expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'sink:crm' })).toBe(1);
+    await p.receiver.app.fanOut.runUntilIdle();
+    const crmLines = readFileSync(join(dir0(), 'crm.ndjson'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>).filter((m) => m.id === e.id);
+    expect(crmLines.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
+    const after = p.receiver.app.database.sqlite.prepare("SELECT state, message_id FROM deliveries WHERE event_id = ? AND sink = 'crm'").get(e.id) as { state: string; message_id: string };
+    expect(after.state).toBe('delivered');
+    expect(after.message_id).toBe(messageIdFor(e.id as string, 'crm', 2));
   });
 });
