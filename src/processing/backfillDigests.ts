@@ -12,7 +12,8 @@ const CHUNK = 500;
  * could not be told from the result they were sent with. At the first start of the workers after
  * the upgrade, each gets the digest of its stored result: what it was last sent with, as far as
  * the database knows (a change made before the upgrade cannot be known). A result being read again
- * (`processing`) is left: its event gets a digest when it settles. Returns the events filled in.
+ * (`processing`) counts as the ready result whose data it keeps; one with no data is left (what
+ * its events were sent with is not known). Returns the events filled in.
  */
 export async function backfillResultDigests(db: Kysely<Database>): Promise<number> {
   let filled = 0;
@@ -36,10 +37,14 @@ export async function backfillResultDigests(db: Kysely<Database>): Promise<numbe
         const table = RESULT_TABLE[row.resource as HiringResource];
         if (!table || !row.application_id) continue;
         const result = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', row.application_id).executeTakeFirst();
-        if (!result || result.state === 'processing') continue;
+        if (!result) continue;
+        // A result being read again (`processing`) over data a ready read gave: that ready result
+        // is what the event was sent with. Without data, what it was sent with is not known.
+        const sentWith = result.state !== 'processing' ? result : result.data !== null ? { state: 'ready', reason: null, data: result.data } : null;
+        if (!sentWith) continue;
         const done = await trx
           .updateTable('event_processing')
-          .set({ result_digest: resultDigest(result) })
+          .set({ result_digest: resultDigest(sentWith) })
           .where('event_id', '=', row.event_id)
           .where('result_digest', 'is', null)
           .executeTakeFirst();

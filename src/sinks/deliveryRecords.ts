@@ -209,11 +209,14 @@ export async function pairCycles(db: Db, sink: string, eventIds: readonly string
   return out;
 }
 
-/** The pair's cycle moves to the message about to be sent (a newer revision), as a fresh cycle. */
+/**
+ * The pair's cycle moves to the message about to be sent (a newer revision). Its attempts go on
+ * counting with the job's, which decides the dead letter.
+ */
 export async function adoptCycle(db: Db, d: { eventId: string; sink: string; from: string; to: string }, now: number): Promise<void> {
   await db
     .updateTable('deliveries')
-    .set({ ...freshCycle(iso(now)), message_id: d.to })
+    .set({ message_id: d.to, state: 'pending', delivered_at: null, updated_at: iso(now) })
     .where('sink', '=', d.sink)
     .where('event_id', '=', d.eventId)
     .where('message_id', '=', d.from)

@@ -431,4 +431,40 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     expect(after.state).toBe('delivered');
     expect(after.message_id).toBe(messageIdFor(e.id as string, 'crm', 2));
   });
+  it('a pre-007 event whose result row another event is reading again (processing) at the first start gets the digest of the ready data it keeps', async () => {
+    const { p, interviews, dir } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id, { eligible: true });
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const first = interviews()[0]!;
+    const sqlite0 = p.receiver.app.database.sqlite;
+    sqlite0.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(first.id); // settled before 007
+    // A later interview event of the same application: its first read answers "processing".
+    p.clock.advance(60_000);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
+    c.completeInterview(app.id, { eligible: false });
+    await p.settle();
+    expect(p.receiver.app.database.sqlite.prepare('SELECT state FROM interview_results WHERE application_id = ?').pluck().get(app.id)).toBe('processing');
+    // The upgrade's first start with workers: the backfill runs.
+    const env = { CONFIG_FILE: join(dir, 'config.json'), PORT: new URL(p.receiver.url).port };
+    await p.restartReceiver({ ...env, WORKER_CONCURRENCY: '1' });
+    await p.restartReceiver(env);
+    const digest = () => p.receiver.app.database.sqlite.prepare('SELECT result_digest FROM event_processing WHERE event_id = ?').pluck().get(first.id);
+    expect(digest()).not.toBeNull();
+    // The later event's read completes with another result.
+    for (let i = 0; i < 4; i++) {
+      p.clock.advance(5 * 60_000);
+      await p.settle();
+    }
+    await p.receiver.app.fanOut.runUntilIdle();
+    // A replay of the first event to the archive.
+    const { db } = p.receiver.app.database;
+    await db.transaction().execute((trx) => p.receiver.app.fanOut.enqueueDeliveries(trx, first.id as string, { sinks: ['archive'] }));
+    await p.receiver.app.fanOut.runUntilIdle();
+    const sent = interviews().filter((m) => m.id === first.id).map((m) => [m.revision, m.result.data?.is_eligible]);
+    // Expected: [[1, true], [2, false]] — the changed result under a new revision (new webhook-id).
+    expect(sent).toEqual([[1, true], [2, false]]);
+  });
 });
