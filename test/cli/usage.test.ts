@@ -53,6 +53,19 @@ describe('CLI usage', () => {
     });
   });
 
+  it('send names the variable a bad value came from: WEBHOOK_SECRET or PORT, not --secret or --url', async () => {
+    const secret = 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3';
+    const [fromEnv, fromFlag, port] = await Promise.all([
+      cli(['send', 'application.created', '--url', 'http://127.0.0.1:9/webhooks'], { WEBHOOK_SECRET: 'garbage' }),
+      cli(['send', 'application.created', '--url', 'http://127.0.0.1:9/webhooks', '--secret', 'garbage']),
+      cli(['send', 'application.created', '--secret', secret], { PORT: 'abc' }),
+    ]);
+    expect([fromEnv.code, fromFlag.code, port.code]).toEqual([2, 2, 2]);
+    expect(fromEnv.stderr).toMatch(/^error: WEBHOOK_SECRET must start with "whsec_"/);
+    expect(fromFlag.stderr).toMatch(/^error: --secret must start with "whsec_"/);
+    expect(port.stderr).toBe('error: PORT must be a port number (0-65535) when --url is not given, got "abc"\n');
+  });
+
   it.skipIf(!existsSync('/proc/self'))('a database path under /proc fails at once with the path named (Node\'s own recursive mkdir spins there forever)', async () => {
     const r = await cli(['migrate', '--database', '/proc/no-such-dir/receiver.db'], {}, 10_000);
     expect(r.signal, 'killed: the command did not end').toBeNull();

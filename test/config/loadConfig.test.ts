@@ -53,7 +53,7 @@ describe('loadConfig', () => {
     expect(problems).toEqual([
       'PORT: must be between 0 and 65535, got 70000',
       'MAX_BODY_BYTES: must be an integer, got "1k"',
-      'HIRING_API_URL: must be an http(s) URL of the service host, got "ftp://x"',
+      'HIRING_API_URL: must be an http(s) URL of the service host, such as https://hiring.example.com (its scheme is not http or https; the value is not shown, it may hold a credential)',
       'HIRING_API_KEY: is required (results are fetched from the hiring service with it)',
     ]);
   });
@@ -92,6 +92,17 @@ describe('loadConfig', () => {
     expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' })).toEqual([`HIRING_API_URL: ${message}`]);
     const file = JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: url, api_key: 'sk-abc.def' }] });
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': file })).toEqual([`CONFIG_FILE sources.0.api_url: ${message}`]);
+  });
+
+  it.each([
+    ['admin:hunter2@hiring.example.com', 'hunter2'],
+    ['hiring.example.com/?api_key=sk-live.REALKEY', 'REALKEY'],
+  ])('refuses %j, a URL without its scheme, without echoing the credential in it', (url, secret) => {
+    const problems = problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' });
+    expect(problems).toEqual([
+      'HIRING_API_URL: must be an http(s) URL of the service host, such as https://hiring.example.com (it does not start with http:// or https://; the value is not shown, it may hold a credential)',
+    ]);
+    expect(problems.join('\n')).not.toContain(secret);
   });
 
   it('refuses user:password@ in the API URL without echoing it, and a query or fragment', () => {

@@ -73,7 +73,7 @@ function secretOf(io: CliIo, o: SendOptions): string {
   const secret = o.secret ?? splitSecrets(io.env['WEBHOOK_SECRET'] ?? '').at(-1);
   if (secret === undefined) throw new UsageError('no signing secret: pass --secret whsec_... or set WEBHOOK_SECRET');
   const parsed = parseSecret(secret);
-  if (!parsed.ok) throw new UsageError(`--secret ${parsed.problem}`);
+  if (!parsed.ok) throw new UsageError(`${o.secret !== undefined ? '--secret' : 'WEBHOOK_SECRET'} ${parsed.problem}`);
   return secret;
 }
 
@@ -86,6 +86,9 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
   const body = buildBody(eventType, o);
   const secret = secretOf(io, o);
   const port = io.env['PORT'] && io.env['PORT'] !== '0' ? io.env['PORT'] : '8080';
+  if (o.url === undefined && !(/^\d{1,5}$/.test(port) && Number(port) <= 65535)) {
+    throw new UsageError(`PORT must be a port number (0-65535) when --url is not given, got ${JSON.stringify(port)}`);
+  }
   const url = o.url ?? `http://127.0.0.1:${port}/webhooks`;
   try {
     const u = new URL(url);
