@@ -2,6 +2,7 @@ import { decideOutcome } from './decideOutcome.js';
 import { PauseSourceError, PermanentError, RetryAfterError, RetryableError } from './errors.js';
 import type { DecisionError } from './errors.js';
 import type { HiringOutcome } from './types.js';
+import { redactPersonalData as pd } from '../util/redactPersonalData.js';
 
 /**
  * The typed error a failed read should be thrown as, carrying its decision;
@@ -26,7 +27,10 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
   }
 }
 
-/** One line for logs and `last_error` columns, e.g. `interview: HTTP 404 not_found (not_found: Not found.)`. */
+/**
+ * One line for logs and `last_error` columns, e.g. `interview: HTTP 404 not_found (not_found: Not found.)`.
+ * What the service wrote (details, reasons, a body) has emails and phone numbers taken out.
+ */
 export function describeOutcome(outcome: HiringOutcome): string {
   const head = `${outcome.resource}:`;
   switch (outcome.kind) {
@@ -34,7 +38,7 @@ export function describeOutcome(outcome: HiringOutcome): string {
       return `${head} HTTP ${outcome.status} ready`;
     case 'processing':
     case 'unavailable':
-      return `${head} HTTP ${outcome.status} ${outcome.kind}${outcome.reason === null ? '' : ` (${outcome.reason})`}`;
+      return `${head} HTTP ${outcome.status} ${outcome.kind}${outcome.reason === null ? '' : ` (${pd(outcome.reason)})`}`;
     case 'not_found':
     case 'unauthorized':
     case 'client_error':
@@ -49,7 +53,7 @@ export function describeOutcome(outcome: HiringOutcome): string {
     case 'network':
       return `${head} ${outcome.timeout ? 'timeout' : 'network error'}: ${outcome.message}`;
     case 'invalid_response':
-      return `${head} HTTP ${outcome.status} invalid response (${outcome.problem}): ${outcome.message}`;
+      return `${head} HTTP ${outcome.status} invalid response (${outcome.problem}): ${pd(outcome.message)}`;
   }
 }
 
@@ -58,7 +62,7 @@ function errorSummary(outcome: Extract<HiringOutcome, { errors: unknown }>): str
   if (first !== undefined) {
     const more = outcome.errors.length > 1 ? ` +${outcome.errors.length - 1} more` : '';
     const attr = first.attr === null ? '' : ` [${first.attr}]`;
-    return ` (${first.code}${attr}: ${first.detail}${more})`;
+    return ` (${first.code}${attr}: ${pd(first.detail)}${more})`;
   }
-  return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${outcome.rawBody.slice(0, 200)})`;
+  return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${pd(outcome.rawBody.slice(0, 200))})`;
 }

@@ -297,6 +297,22 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     for (let i = 1; i < calls.length; i++) expect(calls[i]! - calls[i - 1]!).toBeGreaterThanOrEqual(60_000);
   });
 
+  it('a 400 whose detail echoes the candidate keeps their email and phone out of the logs and last_error', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    const detail = 'candidate cand.leak@example.com, +1 (555) 999-8888 / 0044 7700 900123: invalid';
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 400, times: 1, body: [{ code: 'invalid_input', detail, attr: null }] });
+    c.completeInterview(app.id);
+    await pair.settle();
+    const job = row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(job).toEqual({ state: 'dead', last_error: 'interview: HTTP 400 client_error (invalid_input: candidate [email], [phone] / [phone]: invalid)' });
+    const logged = pair.receiver.logs.lines.filter((l) => l.msg === 'job dead-lettered');
+    expect(logged.map((l) => l.err)).toEqual([job.last_error]);
+    const raw = pair.receiver.logs.raw.join('\n');
+    for (const leak of ['cand.leak@example.com', '999-8888', '7700 900123']) expect(raw).not.toContain(leak);
+  });
+
   it('pauses a source whose key is revoked, loses nothing, and resumes with a working key', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;
