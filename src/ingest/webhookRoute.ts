@@ -4,6 +4,7 @@ import { isKnownEventType } from '../events/eventTypes.js';
 import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../util/clock.js';
+import { isCredentialHeader } from '../util/credentialHeaders.js';
 import type { IngestItem, IngestOutcome } from './eventStore.js';
 import { StorageUnavailableError, type GroupCommitter } from './GroupCommitter.js';
 import { parseEnvelope } from './parseEnvelope.js';
@@ -18,9 +19,6 @@ export interface WebhookRouteDeps {
   metrics: Metrics;
   maxBodyBytes: number;
 }
-
-/** Request headers kept with a quarantined delivery; credentials are never stored. */
-const DROPPED_HEADERS = new Set(['authorization', 'proxy-authorization', 'cookie']);
 
 /** Node joins repeated headers with ", " (the Fetch API does the same); set-cookie is the only array. */
 const headerValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v.join(', ') : v);
@@ -89,8 +87,9 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
           receivedAt,
           reason: parsed.reason,
           body,
+          // Kept with the quarantined delivery; credentials are never stored (webhook-signature is, and `quarantine show` hides it).
           headers: JSON.stringify(
-            Object.fromEntries(Object.entries(c.req.header()).filter(([k]) => !DROPPED_HEADERS.has(k.toLowerCase()))),
+            Object.fromEntries(Object.entries(c.req.header()).filter(([k]) => !isCredentialHeader(k))),
           ),
         };
 

@@ -64,7 +64,9 @@ beforeAll(async () => {
   await post(envelope({ id: 'evt-a3', created_at: '2026-11-01T10:00:00.000Z', event_type: 'application.status_changed', payload: { application: app(appA, 'ext-a', 'interviewed'), previous_status: 'screened' } }));
   await post(envelope({ id: 'evt-b1', created_at: '2026-11-01T08:30:00.000Z', event_type: 'application.created', payload: { application: app(appB, 'ext-b', 'applied') } }));
   // Signed, but not JSON, with a terminal escape sequence in it: quarantined.
-  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, 'not json \u001b[31mred\u001b[0m') });
+  // A proxy's own credential header rides along: not stored; an ordinary header is.
+  const signed = signDelivery(secret, 'not json \u001b[31mred\u001b[0m');
+  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signed, headers: { ...signed.headers, 'X-Auth-Token': 'tokSECRET', 'X-Request-Id': 'req-42' } });
   expect(await res.json()).toMatchObject({ outcome: 'quarantined' });
   await until(() => sinkLines().length === 4, 'the file sink to receive the 4 events');
   await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue');
@@ -117,6 +119,15 @@ describe('operations on a running receiver', () => {
     expect(show.stdout).not.toContain(stored['webhook-signature']!.slice(3, 20));
     expect(show.stdout).toContain(`webhook-id: ${stored['webhook-id']}`);
     expect(show.stdout).toContain('not json \\x1b[31mred\\x1b[0m');
+    expect(stored['x-request-id']).toBe('req-42');
+    expect(Object.keys(stored)).not.toContain('x-auth-token');
+    expect(show.stdout).toContain('x-request-id: req-42');
+    expect(show.stdout).not.toContain('tokSECRET');
+    // A row stored before ingest dropped every credential header: show still hides it.
+    db.prepare(`UPDATE quarantine SET headers = json_set(headers, '$."x-session-token"', 'tokOLD')`).run();
+    const old = await cli(['quarantine', 'show', String(rows[0]!.id)], { DATABASE_PATH: dbPath });
+    expect(old.stdout).toContain('x-session-token: [hidden]');
+    expect(old.stdout).not.toContain('tokOLD');
     expect(show.stdout).not.toContain('\u001b');
   });
 

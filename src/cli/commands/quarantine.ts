@@ -2,6 +2,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
+import { isCredentialHeader } from '../../util/credentialHeaders.js';
 
 export interface QuarantineListOptions {
   database?: string;
@@ -15,8 +16,8 @@ export interface QuarantineShowOptions {
   json?: boolean;
 }
 
-/** Headers that authenticate: never shown, whatever was stored. */
-const HIDDEN = new Set(['webhook-signature', 'authorization', 'proxy-authorization', 'cookie', 'x-api-key']);
+/** Headers that authenticate: never shown, whatever was stored (rows written before ingest dropped them all). */
+const hidden = (name: string) => name.toLowerCase() === 'webhook-signature' || isCredentialHeader(name);
 
 export function safeHeaders(raw: string): Record<string, string> {
   let parsed: unknown;
@@ -27,7 +28,7 @@ export function safeHeaders(raw: string): Record<string, string> {
   }
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries((parsed ?? {}) as Record<string, unknown>)) {
-    out[k] = HIDDEN.has(k.toLowerCase()) ? '[hidden]' : escapeText(String(v));
+    out[k] = hidden(k) ? '[hidden]' : escapeText(String(v));
   }
   return out;
 }
