@@ -266,6 +266,49 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     });
   });
 
+  it('`replay --wait` waits for the result read it queued (here held by the 30 s poll spacing), and exits 1 when that read is dead-lettered', async () => {
+    pair = await startPair();
+    // The CLI queues on the wall clock: the pair starts there, so the spacing since the first read applies.
+    pair.clock.advance(Date.now() - pair.clock.now());
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await pair.settle();
+    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
+    const fetches = () => all("SELECT id, state, last_error FROM jobs WHERE kind = 'fetch_result' ORDER BY id");
+    expect(fetches().map((j) => j.state)).toEqual(['done']);
+
+    const replayWaiting = async () => {
+      const cli = runTs('src/cli/main.ts', ['replay', '--id', eventId, '--wait', '--timeout', '60', '--database', pair.receiver.dbPath], {});
+      let exit: { code: number | null } | null = null;
+      void cli.exited.then((e) => (exit = e));
+      const deadline = Date.now() + 20_000;
+      while (!row("SELECT id FROM jobs WHERE kind = 'process_event' AND state = 'pending'") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      pair.clock.advance(Math.max(0, Date.now() - pair.clock.now()) + 1_000);
+      await pair.settle();
+      return { cli, exited: () => exit };
+    };
+
+    // The replay's read waits for the spacing: --wait must not say finished meanwhile.
+    const first = await replayWaiting();
+    expect(fetches().map((j) => [j.state, j.last_error])).toEqual([['done', null], ['pending', 'waiting for the 30 s poll spacing']]);
+    await new Promise((r) => setTimeout(r, 1_000)); // several of the CLI's 200 ms polls
+    expect(first.exited(), first.cli.stdout.join('')).toBeNull();
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect((await first.cli.exited).code, first.cli.stderr.join('')).toBe(0);
+    expect(first.cli.stdout.join('')).toMatch(/finished: 1 done, 0 dead/);
+    expect(fetches().map((j) => j.state)).toEqual(['done', 'done']);
+
+    // The read is refused for good (a redirect is never followed): the replay failed.
+    pair.clock.advance(30_000);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 1, headers: { Location: 'http://127.0.0.1:9/elsewhere' } });
+    const second = await replayWaiting();
+    expect(fetches().map((j) => j.state)).toEqual(['done', 'done', 'dead']);
+    expect((await second.cli.exited).code).toBe(1);
+    expect(second.cli.stdout.join('')).toMatch(/finished: 0 done, 1 dead/);
+  });
+
   it.each([
     ['interview_not_available', (c: Pair['sandbox']['control'], id: string) => c.optOut(id)],
     ['scoring_failed', (c: Pair['sandbox']['control'], id: string) => c.failScoring(id, 'interview')],

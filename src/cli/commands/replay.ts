@@ -3,7 +3,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { inChunks } from '../../db/sqliteHelpers.js';
-import { preparedJobWrites } from '../../queue/JobQueue.js';
+import { jobsByEventTerm, preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -132,7 +132,10 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const plain = !io.isTTY && !o.json;
     const bar = io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
     bar?.start(events.length, 0);
-    const jobIds: number[] = [];
+    // Jobs dead-lettered since this moment count as failures of the replay (see waitForReplay).
+    const startedIso = new Date().toISOString();
+    /** The process_event jobs this replay queued, with their event. */
+    const replayed: { job: number; event: string }[] = [];
     const pairs: { event: string; sink: string }[] = [];
     const verb = o.dryRun ? 'would queue' : 'queued';
 
@@ -160,7 +163,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
               counts.processing.queued++;
               what.push('processing');
               openProcessing.add(e.id);
-              if (w) jobIds.push(jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now));
+              if (w) replayed.push({ job: jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now), event: e.id });
             }
           }
           for (const sink of targets) {
@@ -201,7 +204,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     bar?.stop();
 
     let waited: { done: number; failed: number } | null = null;
-    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, jobIds, pairs, o);
+    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o);
 
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });
     else {
@@ -242,47 +245,78 @@ async function immediateTransaction(sqlite: BetterSqlite3.Database, work: () => 
   }
 }
 
-/** `--wait`: until every queued job finished (done or dead), bounded by --timeout. */
-async function waitForReplay(io: CliIo, db: Kysely<Database>, jobIds: number[], pairs: { event: string; sink: string }[], o: ReplayOptions) {
-  const total = jobIds.length + pairs.length;
+/**
+ * `--wait`: until the work the replay queued has finished, bounded by --timeout. A replayed
+ * event's processing is finished when its process_event job is, and no job for the event is
+ * still open: the result read that job queued (which may wait for the 30 s poll spacing or a
+ * result still processing), and the sink deliveries of a new revision that read settled. Each
+ * is queued before the job that queues it completes, so "nothing open" cannot be seen early.
+ * It failed if one of those jobs was dead-lettered: one made or run again since the replay
+ * started (a dead letter of before does not count). A replay to a sink is finished when its
+ * (event, sink) delivery is delivered or dead.
+ */
+async function waitForReplay(
+  io: CliIo,
+  db: Kysely<Database>,
+  replayed: { job: number; event: string }[],
+  pairs: { event: string; sink: string }[],
+  startedIso: string,
+  o: ReplayOptions,
+) {
+  const total = replayed.length + pairs.length;
   const deadline = Date.now() + o.timeout * 1000;
   const bar = io.isTTY && !o.json && total > 0 ? new SingleBar({ stream: io.stderr, format: 'waiting   [{bar}] {value}/{total} finished', hideCursor: true }) : null;
   bar?.start(total, 0);
   const bySink = groupBy(pairs, (p) => p.sink, (p) => p.event);
+  const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
   let done = 0;
   let failed = 0;
-  // Counted per state with IN lists (a query per pair, every 200 ms, took CPU the receiver needed).
-  const tally = (rows: { state: string; n: number }[]) => {
-    for (const r of rows) {
-      if (r.state === 'done' || r.state === 'delivered') done += Number(r.n);
-      else if (r.state === 'dead') failed += Number(r.n);
-    }
-  };
   try {
     for (;;) {
       done = 0;
       failed = 0;
-      for (const chunk of inChunks(jobIds)) {
-        tally(
-          await db
-            .selectFrom('jobs')
-            .select(['state', sql<number>`count(*)`.as('n')])
-            .where('id', 'in', chunk)
-            .groupBy('state')
-            .execute(),
+      // Counted per chunk with IN lists (a query per event, every 200 ms, took CPU the receiver needed).
+      for (const chunk of inChunks(replayed)) {
+        const own = new Map(
+          (await db.selectFrom('jobs').select(['id', 'state']).where('id', 'in', chunk.map((r) => r.job)).execute()).map((r) => [r.id, r.state]),
         );
+        const followUps = new Map(
+          (
+            await db
+              .selectFrom('jobs')
+              .select([
+                'event_id',
+                sql<number>`sum(state IN ('pending', 'running'))`.as('open'),
+                sql<number>`sum(state = 'dead' AND (id > ${firstJob} OR updated_at >= ${startedIso}))`.as('dead'),
+              ])
+              .where('event_id', 'in', chunk.map((r) => r.event))
+              .where(jobsByEventTerm)
+              .groupBy('event_id')
+              .execute()
+          ).map((r) => [r.event_id, r]),
+        );
+        for (const r of chunk) {
+          const state = own.get(r.job);
+          const follow = r.event ? followUps.get(r.event) : undefined;
+          if (state !== 'done' && state !== 'dead') continue;
+          if (follow && Number(follow.open) > 0) continue;
+          if (state === 'dead' || (follow && Number(follow.dead) > 0)) failed++;
+          else done++;
+        }
       }
       for (const [sink, ids] of bySink) {
         for (const chunk of inChunks(ids)) {
-          tally(
-            await db
-              .selectFrom('deliveries')
-              .select(['state', sql<number>`count(*)`.as('n')])
-              .where('sink', '=', sink)
-              .where('event_id', 'in', chunk)
-              .groupBy('state')
-              .execute(),
-          );
+          const rows = await db
+            .selectFrom('deliveries')
+            .select(['state', sql<number>`count(*)`.as('n')])
+            .where('sink', '=', sink)
+            .where('event_id', 'in', chunk)
+            .groupBy('state')
+            .execute();
+          for (const r of rows) {
+            if (r.state === 'delivered') done += Number(r.n);
+            else if (r.state === 'dead') failed += Number(r.n);
+          }
         }
       }
       bar?.update(done + failed);
