@@ -28,7 +28,10 @@ const EVENT_PATTERN = /^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/;
 export const DEFAULT_SINK_MAX_ATTEMPTS = 25;
 
 const common = {
-  name: z.string().regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
+  name: z
+    .string()
+    .regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"')
+    .refine((n) => n !== 'all', '"all" is reserved: `replay --sink all` means every sink'),
   events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*", in lowercase as the service sends them')).min(1, 'must not be empty; omit it to receive every event').optional(),
   sources: z.array(z.string().min(1)).min(1, 'must not be empty; omit it to receive every source').optional(),
   concurrency: z.number().int().min(1).max(1024).optional(),

@@ -86,6 +86,8 @@ describe('CONFIG_FILE sinks', () => {
       'CONFIG_FILE sinks.0.sources.1: no source named "ghost" is configured',
     ]);
     expect(problemsOf({ sinks: { name: 'a' } })).toEqual(['CONFIG_FILE sinks: must be an array of sinks']);
+    // `replay --sink all` means every sink: a sink of that name could not be replayed to alone.
+    expect(problemsOf({ sinks: [{ name: 'all', type: 'stdout' }] })).toEqual(['CONFIG_FILE sinks.0.name: "all" is reserved: `replay --sink all` means every sink']);
     // A sink that fails its schema still holds its name: a second one by that name is reported now.
     expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', colour: 'red' }, { name: 'a', type: 'stdout' }] })).toEqual([
       'CONFIG_FILE sinks.0: Unrecognized key: "colour"',
