@@ -242,7 +242,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   wh.command('deliveries')
     .description('delivery attempts of a webhook, newest first (all pages)')
     .argument('<id>', 'webhook id')
-    .option('--status <status>', 'succeeded or failed')
+    .addOption(new Option('--status <status>', 'only attempts that succeeded or failed').choices(['succeeded', 'failed']))
     .option('--event <id>', 'attempts of one event')
     .addOption(src())
     .addOption(jsonOption())

@@ -19,6 +19,9 @@ export class ApiFailure extends CliError {
   }
 }
 
+/** An answer the hiring API never gives: retrying will not help. */
+export class NotTheApiError extends CliError {}
+
 export interface ApiAnswer<T> {
   status: number;
   body: T;
@@ -102,7 +105,22 @@ export class WebhooksApi {
       if (res.status < 400) throw new CliError(`the service answered a redirect (${res.status}); not followed: check HIRING_API_URL`);
       throw new ApiFailure(res.status, errors, explain(res.status, errors));
     }
+    // A portal page or a proxy's answer is 200 too: what is not JSON is not the API's answer.
+    if (typeof body === 'string') throw this.notTheApi(`HTTP ${res.status} with a body that is not JSON (${res.headers.get('content-type') ?? 'no content type'})`);
     return { status: res.status, body: body as T, headers: res.headers };
+  }
+
+  /** An answer in a shape the API never gives: HIRING_API_URL most likely names another server. */
+  notTheApi(what: string): NotTheApiError {
+    return new NotTheApiError(`the answer from ${this.origin} is not the hiring API's (${what}): is HIRING_API_URL the service's API base URL?`);
+  }
+
+  /** A webhook endpoint object (spec 4.5), or a clear error. */
+  async endpoint<T extends { id: string; url: string }>(method: string, url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
+    const answer = await this.call<T>(method, url, opts);
+    const b = answer.body as Partial<T> | null;
+    if (typeof b !== 'object' || b === null || typeof b.id !== 'string' || typeof b.url !== 'string') throw this.notTheApi(`HTTP ${answer.status} without a webhook's id and url`);
+    return answer;
   }
 
   url(path = ''): string {
@@ -117,8 +135,10 @@ export class WebhooksApi {
     for (let page = 0; url !== null; page++) {
       if (page >= maxPages || seen.has(url)) throw new CliError(`pagination did not end after ${page} pages`);
       seen.add(url);
-      const { body }: ApiAnswer<{ results?: T[]; next?: string | null }> = await this.call('GET', url);
-      items.push(...(body.results ?? []));
+      const { body }: ApiAnswer<{ results?: unknown; next?: unknown } | null> = await this.call('GET', url);
+      if (typeof body !== 'object' || body === null || !Array.isArray(body.results)) throw this.notTheApi('a page without a results list');
+      if (body.next !== undefined && body.next !== null && typeof body.next !== 'string') throw this.notTheApi('a page whose next is not a URL');
+      items.push(...(body.results as T[]));
       url = body.next ?? null;
     }
     return items;

@@ -42,6 +42,7 @@ describe('CLI usage', () => {
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
       [['webhooks', 'register'], 2, /required option '--url <url>'/],
+      [['webhooks', 'deliveries', 'wh_1', '--status', 'bogus'], 2, /option '--status <status>' argument 'bogus' is invalid\. Allowed choices are succeeded, failed/],
       [['status'], 1, /^error: no database at \/nonexistent\/receiver\.db \(set DATABASE_PATH or --database; `migrate` creates one\)\n$/],
     ];
     const results = await Promise.all(cases.map(([args]) => cli(args, env)));

@@ -1,4 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -160,6 +162,44 @@ describe('webhooks against the sandbox', () => {
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('HIRING_API_URL pointing at another server that answers 200 (a portal page): every command fails, naming it, and nothing is reported done', async () => {
+    const requests: string[] = [];
+    const portal = createServer((req, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body>Sign in to the portal</body></html>'));
+    });
+    await new Promise<void>((resolve) => portal.listen(0, '127.0.0.1', resolve));
+    const portalEnv = { HIRING_API_URL: `http://127.0.0.1:${(portal.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY };
+    const jsonPortal = createServer((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'));
+    await new Promise<void>((resolve) => jsonPortal.listen(0, '127.0.0.1', resolve));
+    const jsonEnv = { HIRING_API_URL: `http://127.0.0.1:${(jsonPortal.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY };
+    try {
+      const runs = await Promise.all([
+        cli(['webhooks', 'list'], portalEnv),
+        cli(['webhooks', 'deliveries', 'wh_1'], portalEnv),
+        cli(['webhooks', 'rotate-secret', 'wh_1'], portalEnv),
+        cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhooks'], portalEnv),
+        cli(['webhooks', 'delete', 'wh_1'], portalEnv),
+        cli(['webhooks', 'list'], jsonEnv),
+        cli(['webhooks', 'rotate-secret', 'wh_1'], jsonEnv),
+      ]);
+      for (const r of runs) {
+        expect(r.code, r.stdout).toBe(1);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^error: the answer from http:\/\/127\.0\.0\.1:\d+ is not the hiring API's \(.+\): is HIRING_API_URL the service's API base URL\?\n$/);
+      }
+      expect(runs[0]!.stderr).toMatch(/body that is not JSON \(text\/html\)/);
+      expect(runs[5]!.stderr).toMatch(/a page without a results list/);
+      expect(runs[6]!.stderr).toMatch(/without a webhook's id and url/);
+      // Not sent again: an answer of the wrong kind is no reason to retry a POST.
+      expect(requests.filter((r) => r.startsWith('POST /api/v2/webhooks'))).toHaveLength(2);
+    } finally {
+      portal.close();
+      jsonPortal.close();
     }
   });
 

@@ -39,6 +39,10 @@ describe('delivery retries (spec 6.3, 8)', () => {
     const listed = await run.api(`/api/v2/webhooks/${hookId}/deliveries?limit=10`);
     expect(listed.body.count).toBe(6);
     expect(listed.body.results[0].attempt).toBe(6);
+    expect((await run.api(`/api/v2/webhooks/${hookId}/deliveries?status=failed`)).body.count).toBe(6);
+    expect((await run.api(`/api/v2/webhooks/${hookId}/deliveries?status=succeeded`)).body.count).toBe(0);
+    const bogus = await run.api(`/api/v2/webhooks/${hookId}/deliveries?status=bogus`);
+    expect([bogus.status, bogus.body]).toEqual([400, [{ code: 'invalid_input', detail: 'Unknown status; use one of succeeded, failed.', attr: 'status' }]]);
     // Nothing more, however long we wait.
     await run.sandbox.control.advance(24 * 60 * MIN);
     expect(receiver.requests).toHaveLength(6);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { apiSettings } from '../cliConfig.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
-import { ApiFailure, WebhooksApi } from '../webhooksApi.js';
+import { ApiFailure, NotTheApiError, WebhooksApi } from '../webhooksApi.js';
 
 interface Endpoint {
   id: string;
@@ -86,14 +86,14 @@ export async function runRegister(
   let answer;
   for (let attempt = 1; ; attempt++) {
     try {
-      answer = await client.call<Endpoint>('POST', client.url(), { body, headers: { 'idempotency-key': key } });
+      answer = await client.endpoint<Endpoint>('POST', client.url(), { body, headers: { 'idempotency-key': key } });
       break;
     } catch (err) {
       if (err instanceof ApiFailure && err.errors[0]?.code === 'already_exists') {
         const existing = (await client.listAll<Endpoint>(client.url()).catch(() => [])).find((e) => e.url === new URL(o.url).toString() || e.url === o.url);
         throw new ApiFailure(err.status, err.errors, `${err.message}${existing ? ` (it is webhook ${existing.id})` : ''}`);
       }
-      const retryable = !(err instanceof ApiFailure) || err.status >= 500;
+      const retryable = !(err instanceof NotTheApiError) && (!(err instanceof ApiFailure) || err.status >= 500);
       if (!retryable || attempt >= 3) throw err;
       await new Promise((r) => setTimeout(r, 500 * attempt));
     }
@@ -107,7 +107,7 @@ export async function runRegister(
   io.out(`${replay ? 'Already created by an earlier request with this Idempotency-Key (Idempotent-Replay): ' : 'Registered '}webhook ${hook.id}`);
   io.out(`  url     ${hook.url}`);
   io.out(`  enabled ${hook.enabled}`);
-  io.out(`  events  ${hook.event_types.length === 0 ? 'all' : hook.event_types.join(', ')}`);
+  io.out(`  events  ${(hook.event_types ?? []).length === 0 ? 'all' : hook.event_types.join(', ')}`);
   io.out(`  idempotency key ${key}`);
   if (hook.secret) printNewSecret(io, hook.secret, false);
   return 0;
@@ -124,7 +124,7 @@ export async function runList(io: CliIo, o: ApiOptions): Promise<number> {
 
 export async function runRotate(io: CliIo, id: string, o: ApiOptions): Promise<number> {
   const client = api(io, o);
-  const { body: hook } = await client.call<Endpoint>('POST', client.url(`/${encodeURIComponent(id)}/rotate-secret`));
+  const { body: hook } = await client.endpoint<Endpoint>('POST', client.url(`/${encodeURIComponent(id)}/rotate-secret`));
   if (o.json) printJson(io, hook);
   else {
     io.out(`Rotated the signing secret of webhook ${hook.id} (${hook.url})`);

@@ -4,7 +4,7 @@ import { iso } from '../clock.js';
 import type { SandboxContext } from '../context.js';
 import { maskSecret, newId, newWebhookSecret } from '../ids.js';
 import { EVENT_TYPES, type WebhookEndpoint } from '../types.js';
-import { ApiError, methodNotAllowed } from './apiError.js';
+import { ApiError, invalidInput, methodNotAllowed } from './apiError.js';
 import type { AuthEnv } from './auth.js';
 import { paginate } from './pagination.js';
 import { readJsonObject, validate } from './readJson.js';
@@ -118,6 +118,7 @@ export function webhooksRoutes(ctx: SandboxContext): Hono<AuthEnv> {
     const hook = store.webhook(c.get('organizationId'), c.req.param('id'));
     const eventId = c.req.query('event_id');
     const status = c.req.query('status');
+    if (status !== undefined && status !== 'succeeded' && status !== 'failed') throw invalidInput('Unknown status; use one of succeeded, failed.', 'status');
     const records = [...(store.deliveries.get(hook.id) ?? [])]
       .reverse()
       .filter((d) => (eventId === undefined || d.event_id === eventId) && (status === undefined || d.status === status));
