@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Database, ResultState } from '../db/schema.js';
 import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, outcomeToError } from '../hiring/outcomeToError.js';
+import { applicationIdProblem } from '../hiring/resourcePath.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
@@ -88,6 +89,9 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
       return;
     }
+    // An id no request can name (".." would change the request's path): no retry will read it.
+    const idProblem = applicationIdProblem(p.application_id);
+    if (idProblem !== null) throw new PermanentError(`application id ${JSON.stringify(p.application_id)} cannot be read from the service: it ${idProblem}`);
     const client = job.source ? ctx.clients.get(job.source) : undefined;
     if (!client) {
       throw Object.assign(new PauseSourceError(`source ${job.source ?? '(none)'} has no HIRING_API_URL / HIRING_API_KEY configured`), { status: 0 });

@@ -8,12 +8,8 @@ import type { HiringResource } from './types.js';
  * `%2e`) and send the request, with the key, to a different endpoint.
  */
 export function resourcePath(resource: HiringResource, applicationId: string): string {
-  if (typeof applicationId !== 'string' || applicationId.length === 0) {
-    throw new TypeError('applicationId must be a non-empty string');
-  }
-  if (applicationId === '.' || applicationId === '..') {
-    throw new TypeError('applicationId must not be a dot-segment');
-  }
+  const problem = applicationIdProblem(applicationId);
+  if (problem !== null) throw new TypeError(`applicationId ${problem}`);
   const id = encodeURIComponent(applicationId);
   switch (resource) {
     case 'interview':
@@ -29,4 +25,11 @@ export function resourcePath(resource: HiringResource, applicationId: string): s
       throw new TypeError(`unknown hiring resource: ${String(unknown)}`);
     }
   }
+}
+
+/** Why an application id can never be read from the service, or null when it can be. */
+export function applicationIdProblem(applicationId: unknown): string | null {
+  if (typeof applicationId !== 'string' || applicationId.length === 0) return 'must be a non-empty string';
+  if (applicationId === '.' || applicationId === '..') return 'must not be a dot-segment';
+  return null;
 }

@@ -324,6 +324,18 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
   });
 
+  it.each(['..', '.'])('an application id %j, which no request can name, is a dead letter at once, saying why, with no request made', async (id) => {
+    pair = await startPair();
+    pair.sandbox.control.emitEvent({ eventType: 'interview.completed', payload: { application: { id, external_id: null } } });
+    await pair.settle();
+    expect(row("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual({
+      state: 'dead',
+      attempts: 1,
+      last_error: `application id ${JSON.stringify(id)} cannot be read from the service: it must not be a dot-segment`,
+    });
+    expect(pair.calls.filter((x) => x.path.includes('/interview'))).toEqual([]);
+  });
+
   it('retries a 404 a few spaced times, then dead-letters with the reason', async () => {
     pair = await startPair();
     const ghost = '00000000-0000-4000-8000-00000000dead';

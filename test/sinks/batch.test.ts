@@ -10,7 +10,7 @@ import { createFileSink, openAppend, type SinkFile } from '../../src/sinks/kinds
 import type { SinkConfig } from '../../src/sinks/sinkConfig.js';
 import { SinkGate } from '../../src/sinks/SinkGate.js';
 import type { DeliveryOutcome, Sink, SinkMessage } from '../../src/sinks/types.js';
-import { envelope } from '../helpers/signing.js';
+import { envelope, signDelivery } from '../helpers/signing.js';
 import { sinkFileOf, startHarness, type Harness } from './helpers.js';
 
 let h: Harness | undefined;
@@ -199,6 +199,37 @@ describe('sink batches', () => {
 });
 
 describe('file sink batches through the app', () => {
+  it('a payload nested too deeply to write as JSON is a dead letter at once in every sink, saying why; the rest of the file batch is written', async () => {
+    const dir = (await import('../helpers/receiver.js')).tempDir('batch-deep-');
+    const path = join(dir.dir, 'archive.ndjson');
+    try {
+      h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }, { name: 'out', type: 'stdout' }] });
+      // Signed like any delivery (whoever holds the secret); JSON.parse takes it, JSON.stringify cannot.
+      const depth = 20_000;
+      const deep = envelope({ event_type: 'application.created' });
+      (deep.payload as Record<string, unknown>).extra = '__DEEP__';
+      const deepBody = JSON.stringify(deep).replace('"__DEEP__"', `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`);
+      const d = signDelivery(h.secret, deepBody, { timestampSeconds: Math.floor(h.clock.now() / 1000) });
+      expect((await h.r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      const others = [envelope(), envelope()];
+      for (const e of others) await h.post(e);
+      await h.settle();
+      expect(idsIn(path)).toEqual(others.map((e) => e.id));
+      expect(h.stdout.lines.map((l) => JSON.parse(l).id)).toEqual(others.map((e) => e.id));
+      const rows = h.r.app.database.ingestSqlite.prepare('SELECT sink, state, attempts, last_error FROM deliveries WHERE event_id = ? ORDER BY sink').all(deep.id);
+      const why = /^the message cannot be written as JSON \(Maximum call stack size exceeded\): its payload nests too deeply$/;
+      expect(rows).toEqual([
+        { sink: 'archive', state: 'dead', attempts: 1, last_error: expect.stringMatching(why) },
+        { sink: 'out', state: 'dead', attempts: 1, last_error: expect.stringMatching(why) },
+      ]);
+    } finally {
+      await h?.close();
+      h = undefined;
+      dir.cleanup();
+    }
+  });
+
+
   it('delivers every event with one line each; a delivery whose event is not stored is dead-lettered on its own', async () => {
     const dir = (await import('../helpers/receiver.js')).tempDir('batch-app-');
     const path = join(dir.dir, 'archive.ndjson');

@@ -58,7 +58,7 @@ async function withAllEvents(sinks: (c: Consumer, secret: string) => Record<stri
 describe('the message (public contract)', () => {
   it('has the full shape for each event type, with the fetched result and needs_review', async () => {
     const { h, consumer } = await withAllEvents((c, secret) => [
-      { name: 'all', type: 'http', url: `${c.url}/all`, secret },
+      { name: 'everything', type: 'http', url: `${c.url}/all`, secret },
       { name: 'console', type: 'stdout' },
     ]);
     const byId = new Map(consumer.received.map((r) => [r.message!.id as string, r.message!]));
@@ -190,7 +190,7 @@ describe('filters', () => {
         sinks: [
           { name: 'types', type: 'http', url: `${consumer.url}/types`, secret: secrets['/types'], events: ['application.status_changed', 'job_application.*'] },
           { name: 'acme', type: 'http', url: `${consumer.url}/acme`, secret: secrets['/acme'], sources: ['acme'] },
-          { name: 'all', type: 'http', url: `${consumer.url}/all`, secret: secrets['/all'] },
+          { name: 'everything', type: 'http', url: `${consumer.url}/all`, secret: secrets['/all'] },
         ],
       }),
     );

@@ -3,6 +3,7 @@ import { open, stat as statPath } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { RetryableError } from '../../hiring/errors.js';
+import { serializeMessage } from '../serializeMessage.js';
 import type { Logger } from '../../observability/logger.js';
 import { ensureDir } from '../../util/ensureDir.js';
 import type { DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
@@ -183,19 +184,27 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
 
   return {
     async deliver(message: SinkMessage): Promise<DeliveryOutcome> {
-      await appendLines(Buffer.from(`${JSON.stringify(message)}\n`, 'utf8'));
+      await appendLines(Buffer.from(`${serializeMessage(message)}\n`, 'utf8'));
       return {};
     },
     // A batch is one buffer: written whole or cut back whole, then one fsync; so all its messages
-    // succeed or fail together.
+    // succeed or fail together (but one that cannot be serialized, which fails alone).
     async deliverBatch(batch) {
       let text = '';
-      for (const { message } of batch) text += `${JSON.stringify(message)}\n`;
+      const unwritable = new Map<number, unknown>();
+      batch.forEach(({ message }, i) => {
+        try {
+          text += `${serializeMessage(message)}\n`;
+        } catch (reason) {
+          unwritable.set(i, reason);
+        }
+      });
+      const failedAlone = (i: number) => unwritable.has(i) ? { status: 'rejected' as const, reason: unwritable.get(i) } : null;
       try {
-        await appendLines(Buffer.from(text, 'utf8'));
-        return batch.map(() => ({ status: 'fulfilled' as const, value: {} }));
+        if (text !== '') await appendLines(Buffer.from(text, 'utf8'));
+        return batch.map((_, i) => failedAlone(i) ?? { status: 'fulfilled' as const, value: {} });
       } catch (reason) {
-        return batch.map(() => ({ status: 'rejected' as const, reason }));
+        return batch.map((_, i) => failedAlone(i) ?? { status: 'rejected' as const, reason });
       }
     },
     async check() {

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
+import { serializeMessage } from '../serializeMessage.js';
 import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 import { secretRef } from '../../config/secretRef.js';
 import type { HttpResponse } from '../../http/httpClient.js';
@@ -32,7 +33,7 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
   const signer = new Webhook(options.secret);
   return {
     async deliver(message: SinkMessage, ctx: DeliveryContext): Promise<DeliveryOutcome> {
-      const body = JSON.stringify(message);
+      const body = serializeMessage(message);
       const now = ctx.clock.now();
       const headers = {
         'content-type': 'application/json',

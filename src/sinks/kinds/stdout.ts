@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import { RetryableError } from '../../hiring/errors.js';
+import { serializeMessage } from '../serializeMessage.js';
 import type { Sink, SinkKind, SinkMessage } from '../types.js';
 
 /**
@@ -17,8 +18,9 @@ export function createStdoutSink(stream: Writable): Sink {
   return {
     async deliver(message: SinkMessage) {
       if (closed) throw new RetryableError(`stdout is closed (${(closed as { code?: string }).code ?? closed.message})`);
+      const line = `${serializeMessage(message)}\n`;
       await new Promise<void>((resolve, reject) => {
-        stream.write(`${JSON.stringify(message)}\n`, (err) => (err ? reject(new RetryableError(`stdout write failed: ${err.message}`)) : resolve()));
+        stream.write(line, (err) => (err ? reject(new RetryableError(`stdout write failed: ${err.message}`)) : resolve()));
       });
       return {};
     },
