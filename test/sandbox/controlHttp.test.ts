@@ -55,6 +55,16 @@ describe('control endpoints over HTTP', () => {
     expect(deliveries.body).toHaveLength(1);
   });
 
+  it('a wait that ends with deliveries still pending (the webhook is down) is 504 timeout, saying how many', async () => {
+    const down = await startReceiver();
+    await subscribe(run, down);
+    await down.close();
+    await control('/jobs', 'POST', { title: 'Picker' });
+    await control('/applications', 'POST', { job_id: (await control('/jobs', 'POST', { title: 'Packer' })).body.id });
+    const waited = await control('/deliveries/wait', 'POST', { timeout_ms: 300 });
+    expect([waited.status, waited.body]).toEqual([504, [{ code: 'timeout', detail: expect.stringMatching(/^deliveries still pending after 300 ms: [1-9]\d*$/), attr: null }]]);
+  });
+
   it('runs named scenarios, emits arbitrary events, injects faults and sets chaos', async () => {
     await subscribe(run, receiver);
     const sc = await control('/scenarios/scoring_failed', 'POST', { external_id: 'x-1' });
@@ -70,6 +80,9 @@ describe('control endpoints over HTTP', () => {
     expect((await control('/faults', 'DELETE')).status).toBe(204);
     expect((await run.api(`/api/v2/applications/${sc.body.application.id}/interview`)).status).toBe(200);
     expect((await control('/chaos', 'PATCH', { duplicateRate: 1 })).body.duplicateRate).toBe(1);
+    // A knob spelled as /settings spells its own (snake_case) is refused, not ignored.
+    const typo = await control('/chaos', 'PATCH', { duplicate_rate: 0.5 });
+    expect([typo.status, typo.body]).toEqual([400, [{ code: 'invalid_input', detail: 'Unrecognized key: "duplicate_rate"', attr: null }]]);
     await control('/deliveries/wait', 'POST', {});
     expect(receiver.requests.some((r) => r.body.id === ev.body.id)).toBe(true);
     // A real clock cannot be advanced.

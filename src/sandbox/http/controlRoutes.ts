@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { SandboxControl } from '../control.js';
 import { SCENARIOS } from '../scenarios/runScenario.js';
 import { APPLICATION_STATUSES, MEMBER_ROLES, SCORING_RESOURCES } from '../types.js';
-import { invalidInput } from './apiError.js';
+import { ApiError, invalidInput } from './apiError.js';
 import { readJsonObject, validate } from './readJson.js';
 
 async function body<S extends z.ZodType>(c: Context, schema: S): Promise<z.output<S>> {
@@ -128,11 +128,11 @@ export function controlRoutes(control: SandboxControl): Hono {
 
   app.get('/chaos', (c) => c.json(control.chaos()));
   app.patch('/chaos', async (c) => {
-    const input = await body(c, z.object({ duplicateRate: z.number().min(0).max(1), reorder: z.boolean(), delayMs: z.number().min(0), timestampOffsetMs: z.number() }).partial());
+    const input = await body(c, z.strictObject({ duplicateRate: z.number().min(0).max(1), reorder: z.boolean(), delayMs: z.number().min(0), timestampOffsetMs: z.number() }).partial());
     return c.json(control.setChaos(Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined))));
   });
   app.patch('/settings', async (c) => {
-    const input = await body(c, z.object({ result_delay_ms: z.number().min(0) }));
+    const input = await body(c, z.strictObject({ result_delay_ms: z.number().min(0) }));
     control.setResultDelay(input.result_delay_ms);
     return c.body(null, 204);
   });
@@ -144,7 +144,13 @@ export function controlRoutes(control: SandboxControl): Hono {
   });
   app.post('/deliveries/wait', async (c) => {
     const input = await body(c, z.object({ timeout_ms: z.number().int().min(1).max(600_000).optional() }));
-    await control.waitForDeliveries(input.timeout_ms === undefined ? {} : { timeoutMs: input.timeout_ms });
+    try {
+      await control.waitForDeliveries(input.timeout_ms === undefined ? {} : { timeoutMs: input.timeout_ms });
+    } catch (e) {
+      // Not the caller's mistake nor a crash: the wait ended with deliveries still pending (a
+      // receiver that is down, retries hours away). Said as such, with how many.
+      throw new ApiError(504, [{ code: 'timeout', detail: (e as Error).message, attr: null }], {});
+    }
     return c.json({ pending: control.pendingDeliveries() });
   });
   app.post('/clock/advance', async (c) => {
