@@ -42,6 +42,16 @@ describe('the receiver as a real process', () => {
     expect(err.trim().split('\n')).toHaveLength(4);
   });
 
+  it('refuses arguments (it is not the CLI) before touching the database: exit 2, naming the CLI', async () => {
+    const path = join(dir, 'untouched.db');
+    const child = runTs('src/main.ts', ['status', '--bogus'], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
+    expect((await child.exited).code).toBe(2);
+    expect(child.stderr.join('')).toBe(
+      'error: dist/main.js runs the receiver and takes no arguments (got "status --bogus"); for commands run hiring-receiver <command> (node dist/cli/main.js <command>, or npm run cli -- <command>), e.g. hiring-receiver --help\n',
+    );
+    expect(existsSync(path)).toBe(false);
+  });
+
   it('exits non-zero when WEBHOOK_SECRET is missing', async () => {
     const child = runTs('src/main.ts', [], { ...API, DATABASE_PATH: join(dir, 'never.db') });
     expect((await child.exited).code).toBe(1);
