@@ -8,7 +8,7 @@ import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
-import { isSqliteBusy } from './db/sqliteHelpers.js';
+import { isSqliteBusy, probeWrite } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createVerifier } from './ingest/verifySignature.js';
@@ -54,11 +54,26 @@ export type App = ReturnType<typeof createApp>;
 
 /** The server's database; an error names the path and the setting it came from. */
 function openServerDatabase(path: string) {
+  let database: OpenDatabase;
   try {
-    return openDatabase(path, { checkpointer: true });
+    database = openDatabase(path, { checkpointer: true });
   } catch (err) {
     throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
   }
+  // SQLite opens a file it may not write read-only, and says so only at the first write
+  // ("attempt to write a readonly database", naming nothing): found out here, at start.
+  try {
+    probeWrite(database.sqlite);
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? '';
+    if (!isSqliteBusy(err)) {
+      void database.close();
+      const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
+      const why = code.startsWith('SQLITE_READONLY') ? `the file is read-only to this process${uid}; the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm` : (err as Error).message;
+      throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${why}`, { cause: err });
+    }
+  }
+  return database;
 }
 
 /** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */

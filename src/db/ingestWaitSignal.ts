@@ -1,4 +1,4 @@
-import { INGEST_WAIT_SUFFIX } from './databaseFiles.js';
+import { INGEST_WAIT_SUFFIX, repairSidecarMode, sidecarMode } from './databaseFiles.js';
 import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, readSync, realpathSync, statSync, writeSync } from 'node:fs';
 
 /**
@@ -47,7 +47,8 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   let fd: number | undefined;
   try {
     const real = realpathSync(databasePath);
-    const mode = statSync(real).mode & 0o777;
+    const mode = sidecarMode(statSync(real).mode);
+    repairSidecarMode(`${real}${INGEST_WAIT_SUFFIX}`);
     fd = openSync(`${real}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, mode);
     // A new file gets the umask's cut of `mode`; SQLite sets its own files back to the database's mode too.
     const created = fstatSync(fd);

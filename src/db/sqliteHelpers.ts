@@ -1,3 +1,5 @@
+import type BetterSqlite3 from 'better-sqlite3';
+
 const codeOf = (err: unknown): string => {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : '';
@@ -21,4 +23,19 @@ export function inChunks<T>(list: readonly T[], size = IN_CHUNK): T[][] {
   const chunks: T[][] = [];
   for (let i = 0; i < list.length; i += size) chunks.push(list.slice(i, i + size));
   return chunks;
+}
+
+/**
+ * Proves the connection may write the file: takes the write lock and runs a write that changes
+ * nothing, then rolls back. BEGIN IMMEDIATE alone succeeds on a file SQLite opened read-only (in
+ * WAL mode the lock lives in the -shm); the write is what SQLite refuses (SQLITE_READONLY).
+ * Throws what SQLite threw (SQLITE_BUSY when another connection holds the lock).
+ */
+export function probeWrite(sqlite: BetterSqlite3.Database): void {
+  sqlite.exec('BEGIN IMMEDIATE');
+  try {
+    sqlite.exec('DELETE FROM schema_migrations WHERE 0');
+  } finally {
+    sqlite.exec('ROLLBACK');
+  }
 }

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, realpathSync, statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 
-import { WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
+import { repairSidecarMode, sidecarMode, WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
 
 /** Another live process runs the workers of this database. */
 export class WorkersRunningError extends Error {
@@ -36,11 +36,12 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
   const real = realpathSync(databasePath);
   const path = `${real}${WORKERS_LOCK_SUFFIX}`;
   const created = !existsSync(path);
+  if (!created) repairSidecarMode(path);
   const lock = new BetterSqlite3(path);
   try {
     // The same permissions as the database, as SQLite gives its -wal and -shm: a `serve` and a
     // `work` under different users that may both write the database may both take this lock.
-    if (created) chmodSync(path, statSync(real).mode & 0o777);
+    if (created) chmodSync(path, sidecarMode(statSync(real).mode));
     lock.pragma('busy_timeout = 0');
     lock.pragma('locking_mode = EXCLUSIVE');
     lock.exec('BEGIN EXCLUSIVE; COMMIT');

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import type { OpenDatabase } from '../db/openDatabase.js';
 import { isMigrated } from '../db/migrate.js';
-import { isSqliteBusy } from '../db/sqliteHelpers.js';
+import { isSqliteBusy, probeWrite } from '../db/sqliteHelpers.js';
 
 export interface ReadinessExtras {
   /** Extra detail for /readyz (paused sources, disabled sinks): reported, never failing readiness. */
@@ -24,8 +24,7 @@ export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, ext
       checks.migrations = isMigrated(sqlite) ? 'applied' : 'pending';
       if (checks.migrations !== 'applied') ready = false;
       try {
-        // Taking and releasing the write lock proves the file is writable.
-        sqlite.exec('BEGIN IMMEDIATE; ROLLBACK');
+        probeWrite(sqlite);
         checks.writable = 'yes';
       } catch (err) {
         if (isSqliteBusy(err)) checks.writable = 'yes (write lock busy)';

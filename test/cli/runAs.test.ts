@@ -91,6 +91,40 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     }
   });
 
+  it('a database file left read-only (chmod 444) stops the start naming it and why; once fixed, the next start works and its side files are writable again', async () => {
+    const folder = join(dir, 'readonly');
+    mkdirSync(folder);
+    const db = join(folder, 'receiver.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' })).code).toBe(0);
+    chmodSync(db, 0o444);
+    const env = { DATABASE_PATH: db, RUN_AS: 'nobody', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', HOST: '127.0.0.1' };
+    const refused = await cli(['serve'], { ...env, PORT: String(await freePort()) }, 20_000);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `fatal: cannot write the database at ${db} (DATABASE_PATH): the file is read-only to this process (the receiver runs as uid ${NOBODY}); the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm\n`,
+    );
+    chmodSync(db, 0o600);
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, 'serve'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!out.includes('"msg":"workers started"') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(out).toContain('"msg":"workers started"');
+      expect(out).not.toContain('ingest-wait file unavailable');
+      for (const side of ['-ingest-wait', '-workers-lock']) expect(statSync(`${db}${side}`).mode & 0o600, side).toBe(0o600);
+      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.on('exit', r));
+    }
+  });
+
   it('a RUN_AS user that does not exist stops it with one line', async () => {
     const r = await cli(['status'], { DATABASE_PATH: join(dir, 'x.db'), RUN_AS: 'no-such-user' });
     expect(r).toMatchObject({ code: 1, stderr: 'fatal: RUN_AS: no user named "no-such-user" in /etc/passwd\n' });
