@@ -49,9 +49,15 @@ export const WAIT_NOTES = {
   interrupted: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)',
 } as const;
 
-/** Delay before the next poll of a result still processing: 30 s, 60 s, 2 min ... up to the cap. */
-export function pollDelay(polls: number, minMs: number, maxMs: number): number {
-  return Math.min(maxMs, minMs * 2 ** Math.max(0, polls - 1));
+/**
+ * Delay before the next poll of a result still processing: 30 s more than this read has waited
+ * so far (30 s, 60 s, 2 min, 4 min ... up to the cap), counted from when the read began (the
+ * event's arrival, a replay, an operator's retry). Not from the polls sent: failed reads during
+ * an outage, or probes of a paused key, would stretch it to the cap (a read 3 min into an
+ * outage was next polled 16 min later), and so would every poll of earlier events.
+ */
+export function pollDelay(waitedMs: number, minMs: number, maxMs: number): number {
+  return Math.min(maxMs, minMs + Math.max(0, waitedMs));
 }
 
 /**
@@ -132,7 +138,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         return;
       case 'processing': {
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
-        return { rescheduleAt: now + pollDelay(row.polls + 1, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
+        return { rescheduleAt: now + pollDelay(now - since, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
       }
       case 'not_found': {
         // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.

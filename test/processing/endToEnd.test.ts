@@ -88,7 +88,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     await pair.settle();
     // A duplicate event for the same result, as a replay or redelivery would cause.
     c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app2.id, external_id: null } } });
-    for (let i = 0; i < 20 && row('SELECT state FROM interview_results WHERE application_id = ?', app2.id)?.state !== 'ready'; i++) {
+    for (let i = 0; i < 40 && row('SELECT state FROM interview_results WHERE application_id = ?', app2.id)?.state !== 'ready'; i++) {
       pair.clock.advance(10_000);
       await pair.settle();
     }
@@ -97,6 +97,33 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(polls.length).toBeGreaterThanOrEqual(3);
     for (let i = 1; i < polls.length; i++) expect(polls[i]! - polls[i - 1]!).toBeGreaterThanOrEqual(30_000);
     expect(application.id).toBeTruthy();
+  });
+
+  it('reads that failed during an outage do not stretch the polling of a result still processing: the next poll is 30 s more than the read has waited', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    c.setResultDelay(2 * 3_600_000);
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    const path = `/api/v2/applications/${app.id}/interview`;
+    const reads = () => pair.calls.filter((x) => x.path === path);
+    const until = async (n: number) => {
+      for (let i = 0; i < 100 && reads().length < n; i++) {
+        await pair.settle();
+        if (reads().length < n) pair.clock.advance(5_000);
+      }
+    };
+    await until(2); // processing, processing
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 503, times: 3 });
+    await until(6); // three 503s, then processing again
+    expect(reads().map((r) => r.status)).toEqual([200, 200, 503, 503, 503, 200]);
+    const received = Date.parse(row('SELECT received_at FROM events WHERE application_id = ?', app.id)!.received_at as string);
+    const last = reads()[5]!.at;
+    const job = row("SELECT state, run_at FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(job.state).toBe('pending');
+    // 30 s, 60 s, ...: the wait doubles with the time waited, whatever failed meanwhile (it was 16 min here).
+    expect(Date.parse(job.run_at as string) - last).toBe(last - received + 30_000);
+    expect(last - received).toBeLessThan(4 * 60_000);
   });
 
   it('gives up on a result still processing after the configured bound, visibly', async () => {
