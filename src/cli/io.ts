@@ -43,9 +43,32 @@ export function printJson(io: CliIo, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));
 }
 
-/** A plain aligned table; null and undefined print as "-". */
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const CONTROL_OR_NEWLINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const escaped = (c: string) => {
+  const code = c.charCodeAt(0);
+  return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+};
+
+/**
+ * Text safe for a terminal: control characters (ANSI escapes, carriage
+ * returns that overwrite a line) are shown as \xNN or \uNNNN; newlines and tabs kept.
+ */
+export function escapeText(s: string): string {
+  return s.replace(CONTROL, escaped);
+}
+
+/**
+ * A stored value (an event id or type, an error) on one line of plain output: every control
+ * character shown as \xNN, newlines and tabs too. Signed deliveries may carry anything.
+ */
+export function oneLine(s: string): string {
+  return s.replace(CONTROL_OR_NEWLINE, escaped);
+}
+
+/** A plain aligned table; null and undefined print as "-"; values on one line each (oneLine). */
 export function printTable(io: CliIo, headers: readonly string[], rows: readonly (readonly unknown[])[]): void {
-  const cells = rows.map((r) => r.map((v) => (v === null || v === undefined ? '-' : String(v))));
+  const cells = rows.map((r) => r.map((v) => (v === null || v === undefined ? '-' : oneLine(String(v)))));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));
   const line = (r: readonly string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
   io.out(line(headers.map((h) => h.toUpperCase())));

@@ -1,7 +1,7 @@
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { printJson, printTable, type CliIo } from '../io.js';
+import { escapeText, printJson, printTable, type CliIo } from '../io.js';
 import { isCredentialHeader } from '../../util/credentialHeaders.js';
 
 export interface QuarantineListOptions {
@@ -31,17 +31,6 @@ export function safeHeaders(raw: string): Record<string, string> {
     out[k] = hidden(k) ? '[hidden]' : escapeText(String(v));
   }
   return out;
-}
-
-/**
- * Text safe for a terminal: control characters (ANSI escapes, carriage
- * returns that overwrite a line) are shown as \xNN or \uNNNN; newlines and tabs kept.
- */
-export function escapeText(s: string): string {
-  return s.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => {
-    const code = c.charCodeAt(0);
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
-  });
 }
 
 function hexDump(buf: Buffer): string {

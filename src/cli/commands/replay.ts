@@ -8,7 +8,7 @@ import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { printJson, type CliIo } from '../io.js';
+import { oneLine, printJson, type CliIo } from '../io.js';
 import { groupBy } from '../../util/collections.js';
 import { configuredSinks, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
@@ -191,7 +191,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
             what.push(`sink ${sink.name}`);
           }
           if (plain) {
-            const head = what.length > 0 ? `${verb} ${e.id} ${e.event_type}: ${what.join(', ')}` : `nothing for ${e.id} ${e.event_type}`;
+            const head = what.length > 0 ? `${verb} ${oneLine(e.id)} ${oneLine(e.event_type)}: ${what.join(', ')}` : `nothing for ${oneLine(e.id)} ${oneLine(e.event_type)}`;
             lines.push(skipped.length > 0 ? `${head}; skipped: ${skipped.join(', ')}` : head);
           }
         }

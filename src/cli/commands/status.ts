@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { processingBacklog } from '../../handlers/foldNewEvents.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { formatAge, printJson, printTable, type CliIo } from '../io.js';
+import { formatAge, oneLine, printJson, printTable, type CliIo } from '../io.js';
 import { configuredSinks, sinkRows } from '../sinkOps.js';
 
 export interface StatusOptions {
@@ -86,7 +86,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     }
     io.out(`database       ${path}`);
     io.out(`events         ${report.events.total}`);
-    for (const r of byType) io.out(`  ${r.event_type.padEnd(28)} ${r.n}`);
+    for (const r of byType) io.out(`  ${oneLine(r.event_type).padEnd(28)} ${r.n}`);
     io.out(
       `processing     ${backlog.events === 0 ? 'caught up' : `${backlog.events} event${backlog.events === 1 ? '' : 's'} waiting, oldest stored ${formatAge(report.processing.oldest_waiting_age_ms!)} ago`}`,
     );
@@ -95,7 +95,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       `result reads   ${
         report.result_reads.pending === 0
           ? 'none waiting'
-          : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${latestFailure.last_error ?? ''})` : ''}`
+          : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${oneLine(latestFailure.last_error ?? '')})` : ''}`
       }`,
     );
     io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
@@ -104,11 +104,11 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(`applications   ${report.applications.total} (${report.applications.needs_review} ${report.applications.needs_review === 1 ? 'needs' : 'need'} review)`);
     io.out(
       `oldest pending ${
-        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${oldest.last_error ? ` (${oldest.last_error})` : ''}` : 'none'
+        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${oldest.last_error ? ` (${oneLine(oldest.last_error)})` : ''}` : 'none'
       }`,
     );
     io.out(`paused sources ${paused.length === 0 ? 'none' : ''}`);
-    for (const p of paused) io.out(`  ${p.source}: HTTP ${p.status} since ${p.paused_at} (${p.detail})`);
+    for (const p of paused) io.out(`  ${p.source}: HTTP ${p.status} since ${p.paused_at} (${oneLine(p.detail)})`);
     if (sinkList.length === 0) io.out('sinks          none configured');
     else {
       io.out('sinks');
