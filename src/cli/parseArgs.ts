@@ -24,9 +24,15 @@ const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, min: 60_000, h: 3_
 export function parseTime(raw: string, now: number = Date.now()): string {
   const rel = RELATIVE.exec(raw.trim());
   if (rel) return new Date(now - Number(rel[1]) * UNIT_MS[rel[2]!]!).toISOString();
-  if (/^\d{4}-\d{2}-\d{2}/.test(raw)) {
+  const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw);
+  if (date) {
     const ms = Date.parse(raw);
-    if (Number.isFinite(ms)) return new Date(ms).toISOString();
+    // Date.parse rolls an impossible day over (2026-11-31 is 1 December): refused instead.
+    const [y, m, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
+    const day = new Date(Date.UTC(y, m - 1, d));
+    const real = day.getUTCFullYear() === y && day.getUTCMonth() === m - 1 && day.getUTCDate() === d;
+    if (Number.isFinite(ms) && real) return new Date(ms).toISOString();
+    if (!real) throw new InvalidArgumentError(`${JSON.stringify(raw)}: ${date[0]} is not a date`);
   }
   throw new InvalidArgumentError(`expected an ISO 8601 time (2026-11-21T10:00:00Z) or an age (30m, 2h, 7d), got ${JSON.stringify(raw)}`);
 }

@@ -70,7 +70,7 @@ export function createVerifier(sources: readonly SigningSource[], clock: Clock, 
       return fail(400, 'malformed_header', `webhook-id header is longer than ${MAX_ID_LENGTH} characters`);
     }
     if (!TIMESTAMP.test(timestamp!)) {
-      return fail(400, 'malformed_header', 'webhook-timestamp header must be an integer number of Unix seconds');
+      return fail(400, 'malformed_header', 'webhook-timestamp header must be a non-negative integer number of Unix seconds');
     }
     const entries = signature!.split(' ').filter((e) => e.length > 0);
     if (!entries.some((e) => /^v[0-9a-z]+,/.test(e))) {

@@ -174,7 +174,7 @@ describe('backup', () => {
     expect(leftover.stderr).toBe(`error: ${join(dir, 'crashed.db-wal')} is beside the destination (left by another database there): SQLite would apply it to the copy; remove it or choose another name\n`);
     expect(existsSync(join(dir, 'crashed.db'))).toBe(false);
     const empty = await cli(['backup', '', '--database', dbPath]);
-    expect([empty.code, empty.stderr]).toEqual([1, 'error: no destination: give a file or a folder for the backup\n']);
+    expect([empty.code, empty.stderr]).toEqual([2, 'error: no destination: give a file or a folder for the backup\n']);
     writeFileSync(join(dir, 'plain.txt'), 'x');
     const notFolder = await cli(['backup', `${join(dir, 'plain.txt')}/`, '--database', dbPath]);
     expect([notFolder.code, notFolder.stderr]).toEqual([1, `error: ${join(dir, 'plain.txt')} is not a folder\n`]);

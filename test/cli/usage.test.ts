@@ -40,6 +40,7 @@ describe('CLI usage', () => {
       [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
+      [['replay', '--since', '2026-11-31T00:00:00Z'], 2, /"2026-11-31T00:00:00Z": 2026-11-31 is not a date/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
       [['webhooks', 'register'], 2, /required option '--url <url>'/],
       [['webhooks', 'deliveries', 'wh_1', '--status', 'bogus'], 2, /option '--status <status>' argument 'bogus' is invalid\. Allowed choices are succeeded, failed/],

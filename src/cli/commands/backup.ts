@@ -3,7 +3,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
 import { databasePathOf } from '../cliConfig.js';
-import { CliError } from '../errors.js';
+import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
 
 export interface BackupOptions {
@@ -53,7 +53,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   const source = databasePathOf(io.env, o.database);
   if (!existsSync(source)) throw new CliError(`no database at ${source} (set DATABASE_PATH or --database)`);
 
-  if (destination.trim() === '') throw new CliError('no destination: give a file or a folder for the backup');
+  if (destination.trim() === '') throw new UsageError('no destination: give a file or a folder for the backup');
   let target = destination;
   const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
   if (destination.endsWith('/')) {
