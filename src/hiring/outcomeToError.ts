@@ -29,7 +29,8 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
 
 /**
  * One line for logs and `last_error` columns, e.g. `interview: HTTP 404 not_found (not_found: Not found.)`.
- * What the service wrote (details, reasons, a body) has emails and phone numbers taken out.
+ * What the service wrote (details, reasons, a body) has emails and phone numbers taken out
+ * (before a body is cut to 200 characters: an address across the cut is not left half).
  */
 export function describeOutcome(outcome: HiringOutcome): string {
   const head = `${outcome.resource}:`;
@@ -53,7 +54,7 @@ export function describeOutcome(outcome: HiringOutcome): string {
     case 'network':
       return `${head} ${outcome.timeout ? 'timeout' : 'network error'}: ${outcome.message}`;
     case 'invalid_response':
-      return `${head} HTTP ${outcome.status} invalid response (${outcome.problem}): ${pd(outcome.message)}`;
+      return `${head} HTTP ${outcome.status} invalid response (${outcome.problem}): ${outcome.message}`;
   }
 }
 
@@ -64,5 +65,5 @@ function errorSummary(outcome: Extract<HiringOutcome, { errors: unknown }>): str
     const attr = first.attr === null ? '' : ` [${first.attr}]`;
     return ` (${first.code}${attr}: ${pd(first.detail)}${more})`;
   }
-  return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${pd(outcome.rawBody.slice(0, 200))})`;
+  return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${pd(outcome.rawBody).slice(0, 200)})`;
 }

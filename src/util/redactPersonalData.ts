@@ -5,21 +5,27 @@
  * data never goes to logs; a service that echoes the candidate back in a 400
  * must not change that.
  *
- * A phone number here is 7 to 15 digits, optionally led by `+`, with spaces,
- * dots, dashes or parentheses between them, standing on its own: not part of
- * a word, an id (`..._0123456789`, a UUID's segment) or a dash-joined run.
+ * A phone number here is 7 to 15 digits, led by `+` or with spaces, dots,
+ * dashes or parentheses between them (an extension `x89` / `ext. 89` after),
+ * standing on its own: not part of a word or an id. Kept as they are: plain
+ * digit runs (sizes, timestamps, ids), decimals, dates and times, IPv4
+ * addresses. Runs are bounded (no quadratic backtracking on hostile text), and
+ * at most MAX_INPUT characters are looked at: the rest is cut off.
  */
-const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/g;
-const PHONE = /(?<![\w+\-/])(?:\+\s?)?\(?\d[\d\s().-]{5,}\d(?![\w\-/])/g;
+const EMAIL = /[\p{L}\p{N}._%+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)+/gu;
+const PHONE = /(?<![\w+\-/.:])(?:\+\s?)?\(?\d[\d\s().-]{5,24}\d(?:\s?(?:x|ext\.?)\s?\d{1,6})?(?![\w\-/])/g;
+const KEEP = [/^\d+$/, /^\d+\.\d+$/, /^\d{4}-\d{2}-\d{2}/, /^\d{1,3}(?:\.\d{1,3}){3}$/];
 
 export const REDACTED_EMAIL = '[email]';
 export const REDACTED_PHONE = '[phone]';
+export const MAX_INPUT = 2000;
 
 export function redactPersonalData(text: string): string {
-  if (!/[@\d]/.test(text)) return text;
-  return text.replace(EMAIL, REDACTED_EMAIL).replace(PHONE, (m) => {
-    if (/^\d+\.\d+$/.test(m)) return m; // a decimal number
-    const digits = m.replace(/\D/g, '').length;
+  const input = text.length > MAX_INPUT ? `${text.slice(0, MAX_INPUT)}…` : text;
+  if (!/[@\d]/.test(input)) return input;
+  return input.replace(EMAIL, REDACTED_EMAIL).replace(PHONE, (m) => {
+    if (KEEP.some((k) => k.test(m))) return m;
+    const digits = m.replace(/(?:x|ext\.?)\s?\d+$/, '').replace(/\D/g, '').length;
     return digits >= 7 && digits <= 15 ? REDACTED_PHONE : m;
   });
 }

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { MAX_INPUT, redactPersonalData } from '../../src/util/redactPersonalData.js';
+
+describe('redactPersonalData (text from the service, on its way to logs and last_error)', () => {
+  it.each([
+    ['candidate cand.leak@example.com, +15559998888', 'candidate [email], [phone]'],
+    ['jürgen.müller@example.de wrote', '[email] wrote'],
+    ['call +44 7700 900123.', 'call [phone].'],
+    ['+1 (555) 999-8888 / 0044 7700 900123: invalid', '[phone] / [phone]: invalid'],
+    ['(555) 010-1234', '[phone]'],
+    ['+1-555-123-4567x89 or 555 123 4567 ext. 12', '[phone] or [phone]'],
+    ['01 23 45 67 89', '[phone]'],
+  ])('takes out %j', (text, redacted) => {
+    expect(redactPersonalData(text)).toBe(redacted);
+  });
+
+  it.each([
+    'Application 0f8fad5b-d9cb-469f-a165-708677289501 not found',
+    'id evt_0123456789012',
+    'at 2026-11-25T10:00:00Z, after 2026-11-21 10:00:00',
+    'from 192.168.100.200, port 127.0.0.1:8080',
+    'timestamp 1763719200, body exceeds 1048576 bytes',
+    'ratio 0.123456789, retry after 30000 ms, HTTP 500, v1.2.3',
+  ])('keeps %j as it is', (text) => {
+    expect(redactPersonalData(text)).toBe(text);
+  });
+
+  it('looks only at a bounded prefix of a long text (a 600 KB body of " 1-" took seconds of backtracking before)', () => {
+    const out = redactPersonalData(' 1-'.repeat(200_000) + 'x');
+    expect(out.length).toBeLessThanOrEqual(MAX_INPUT + 1);
+    expect(out.endsWith('…')).toBe(true);
+  });
+});
