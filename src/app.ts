@@ -1,10 +1,11 @@
 import type { Server } from 'node:http';
-import { statSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
+import { DATABASE_SIDECARS, repairSidecarMode } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
@@ -54,6 +55,18 @@ export type App = ReturnType<typeof createApp>;
 
 /** The server's database; an error names the path and the setting it came from. */
 function openServerDatabase(path: string) {
+  // A file this process may not write, refused before SQLite opens it: SQLite would open it
+  // read-only and create its -wal and -shm with the file's read-only mode, which then stop the
+  // next start too, once the file itself is fixed. Side files an earlier start left read-only
+  // get their owner's write back.
+  for (const side of DATABASE_SIDECARS) repairSidecarMode(`${path}${side}`);
+  if (path !== ':memory:' && existsSync(path)) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch (err) {
+      throw readOnlyDatabase(path, err);
+    }
+  }
   let database: OpenDatabase;
   try {
     database = openDatabase(path, { checkpointer: true });
@@ -68,12 +81,19 @@ function openServerDatabase(path: string) {
     const code = (err as { code?: string }).code ?? '';
     if (!isSqliteBusy(err)) {
       void database.close();
-      const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
-      const why = code.startsWith('SQLITE_READONLY') ? `the file is read-only to this process${uid}; the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm` : (err as Error).message;
-      throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${why}`, { cause: err });
+      if (code.startsWith('SQLITE_READONLY')) throw readOnlyDatabase(path, err);
+      throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
     }
   }
   return database;
+}
+
+function readOnlyDatabase(path: string, cause: unknown): Error {
+  const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
+  return new Error(
+    `cannot write the database at ${path} (DATABASE_PATH): the file is read-only to this process${uid}; the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm`,
+    { cause },
+  );
 }
 
 /** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */

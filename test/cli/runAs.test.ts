@@ -1,5 +1,6 @@
 import { chmodSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { freePort, ROOT } from '../helpers/childServer.js';
@@ -92,10 +93,16 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
   });
 
   it('a database file left read-only (chmod 444) stops the start naming it and why; once fixed, the next start works and its side files are writable again', async () => {
+    chmodSync(dir, 0o755);
     const folder = join(dir, 'readonly');
     mkdirSync(folder);
     const db = join(folder, 'receiver.db');
     expect((await cli(['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' })).code).toBe(0);
+    // Stopped cleanly: no -wal or -shm beside it, so a start that opened it would create them.
+    const closing = new BetterSqlite3(db);
+    closing.pragma('wal_checkpoint(TRUNCATE)');
+    closing.close();
+    expect([existsSync(`${db}-wal`), existsSync(`${db}-shm`)]).toEqual([false, false]);
     chmodSync(db, 0o444);
     const env = { DATABASE_PATH: db, RUN_AS: 'nobody', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', HOST: '127.0.0.1' };
     const refused = await cli(['serve'], { ...env, PORT: String(await freePort()) }, 20_000);
@@ -103,6 +110,8 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(refused.stderr).toBe(
       `fatal: cannot write the database at ${db} (DATABASE_PATH): the file is read-only to this process (the receiver runs as uid ${NOBODY}); the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm\n`,
     );
+    // Nothing was made read-only beside it: fixing the file itself is enough.
+    for (const side of ['-wal', '-shm']) expect(existsSync(`${db}${side}`), side).toBe(false);
     chmodSync(db, 0o600);
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, 'serve'], {
