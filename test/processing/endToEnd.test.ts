@@ -316,6 +316,10 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       return { cli, exited: () => exit };
     };
 
+    // Older work on the event that the replay did not cause (a delivery backing off for an hour)
+    // is not waited for.
+    const older = await enqueue(pair.receiver.app.database.db, { kind: 'sink:gone', payload: { event_id: eventId, sink: 'gone' }, eventId, source: 'sink:gone' }, Date.now() + 3_600_000);
+
     // The replay's read waits for the spacing: --wait must not say finished meanwhile.
     const first = await replayWaiting();
     expect(fetches().map((j) => [j.state, j.last_error])).toEqual([['done', null], ['pending', 'waiting for the 30 s poll spacing']]);
@@ -326,6 +330,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect((await first.cli.exited).code, first.cli.stderr.join('')).toBe(0);
     expect(first.cli.stdout.join('')).toMatch(/finished: 1 done, 0 dead/);
     expect(fetches().map((j) => j.state)).toEqual(['done', 'done']);
+    expect(row('SELECT state FROM jobs WHERE id = ?', older)).toEqual({ state: 'pending' });
 
     // The read is refused for good (a redirect is never followed): the replay failed.
     pair.clock.advance(30_000);

@@ -247,13 +247,14 @@ async function immediateTransaction(sqlite: BetterSqlite3.Database, work: () => 
 
 /**
  * `--wait`: until the work the replay queued has finished, bounded by --timeout. A replayed
- * event's processing is finished when its process_event job is, and no job for the event is
- * still open: the result read that job queued (which may wait for the 30 s poll spacing or a
- * result still processing), and the sink deliveries of a new revision that read settled. Each
- * is queued before the job that queues it completes, so "nothing open" cannot be seen early.
- * It failed if one of those jobs was dead-lettered: one made or run again since the replay
- * started (a dead letter of before does not count). A replay to a sink is finished when its
- * (event, sink) delivery is delivered or dead.
+ * event's processing is finished when its process_event job is, and what that job caused is:
+ * the result read it queued (a fetch_result job made after the replay's first job; it may wait
+ * for the 30 s poll spacing or a result still processing), and the deliveries of a new revision
+ * that read settled (deliveries rows whose cycle was queued since the replay started). Each is
+ * queued before the job that queues it completes, so "nothing open" cannot be seen early. Other
+ * work on the event (an older delivery backing off for hours) is not waited for. It failed if
+ * the process_event job, that read or one of those deliveries was dead-lettered. A replay to a
+ * sink is finished when its (event, sink) delivery is delivered or dead.
  */
 async function waitForReplay(
   io: CliIo,
@@ -277,30 +278,46 @@ async function waitForReplay(
       failed = 0;
       // Counted per chunk with IN lists (a query per event, every 200 ms, took CPU the receiver needed).
       for (const chunk of inChunks(replayed)) {
+        const events = chunk.map((r) => r.event);
         const own = new Map(
           (await db.selectFrom('jobs').select(['id', 'state']).where('id', 'in', chunk.map((r) => r.job)).execute()).map((r) => [r.id, r.state]),
         );
-        const followUps = new Map(
-          (
-            await db
-              .selectFrom('jobs')
-              .select([
-                'event_id',
-                sql<number>`sum(state IN ('pending', 'running'))`.as('open'),
-                sql<number>`sum(state = 'dead' AND (id > ${firstJob} OR updated_at >= ${startedIso}))`.as('dead'),
-              ])
-              .where('event_id', 'in', chunk.map((r) => r.event))
-              .where(jobsByEventTerm)
-              .groupBy('event_id')
-              .execute()
-          ).map((r) => [r.event_id, r]),
+        const tally = new Map<string, { open: number; dead: number }>();
+        const add = (rows: { event_id: string | null; open: number; dead: number }[]) => {
+          for (const r of rows) {
+            if (r.event_id === null) continue;
+            const t = tally.get(r.event_id) ?? { open: 0, dead: 0 };
+            t.open += Number(r.open);
+            t.dead += Number(r.dead);
+            tally.set(r.event_id, t);
+          }
+        };
+        add(
+          await db
+            .selectFrom('jobs')
+            .select(['event_id', sql<number>`sum(state IN ('pending', 'running'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
+            .where('event_id', 'in', events)
+            .where(jobsByEventTerm)
+            .where('kind', '=', JobKind.fetchResult)
+            .where('id', '>', firstJob)
+            .groupBy('event_id')
+            .execute(),
+        );
+        add(
+          await db
+            .selectFrom('deliveries')
+            .select(['event_id', sql<number>`sum(state NOT IN ('delivered', 'dead'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
+            .where('event_id', 'in', events)
+            .where('queued_at', '>=', startedIso)
+            .groupBy('event_id')
+            .execute(),
         );
         for (const r of chunk) {
           const state = own.get(r.job);
-          const follow = r.event ? followUps.get(r.event) : undefined;
+          const follow = tally.get(r.event);
           if (state !== 'done' && state !== 'dead') continue;
-          if (follow && Number(follow.open) > 0) continue;
-          if (state === 'dead' || (follow && Number(follow.dead) > 0)) failed++;
+          if (follow && follow.open > 0) continue;
+          if (state === 'dead' || (follow && follow.dead > 0)) failed++;
           else done++;
         }
       }
