@@ -1,12 +1,12 @@
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { runAsOrExit } from './cli/runAs.js';
+import { SERVE_VIA_CLI } from './cli/serveViaCli.js';
 import { runReceiver } from './runReceiver.js';
 
 /** Entry point of the receiver (`npm start` runs it through `hiring-receiver serve`). */
-// Arguments are checked only when this file is the process's entry: `hiring-receiver serve` imports it with its own.
-const entry = process.argv[1] === undefined ? null : realpathOr(process.argv[1]);
-const args = entry === realpathOr(fileURLToPath(import.meta.url)) ? process.argv.slice(2) : [];
+// Arguments are refused unless `hiring-receiver serve` imported this file (with its own arguments,
+// already parsed): it says so through SERVE_VIA_CLI. (Comparing argv[1] with this file missed
+// `node dist/main status`, which Node resolves to dist/main.js.)
+const args = (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] === true ? [] : process.argv.slice(2);
 if (args.length > 0) {
   // `node dist/main.js status` would otherwise start a whole receiver on the database.
   process.stderr.write(
@@ -21,11 +21,3 @@ runReceiver('serve').catch((err: unknown) => {
   process.stderr.write(`fatal: ${(err as Error).message}\n`);
   process.exit(1);
 });
-
-function realpathOr(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
-}

@@ -1,3 +1,4 @@
+import { SERVE_VIA_CLI } from './serveViaCli.js';
 import { Command, CommanderError, Option } from 'commander';
 import { CliError, EXIT } from './errors.js';
 import { FIXTURE_TYPES } from './fixtures.js';
@@ -50,6 +51,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
       if (o.port !== undefined) process.env['PORT'] = String(o.port);
       if (o.host !== undefined) process.env['HOST'] = o.host;
       outcome.running = true;
+      (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] = true;
       await import('../main.js');
     });
 

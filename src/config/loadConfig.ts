@@ -108,7 +108,7 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
   } catch {
     // Never echoed: "user:password@host" and "host/?api_key=..." without a scheme do not parse
     // as http(s) URLs, and the credential check below would never see them.
-    const hint = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? 'its scheme is not http or https' : 'it does not start with http:// or https://';
+    const hint = /^https?:\/\//i.test(value) ? 'it is not a valid URL' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? 'its scheme is not http or https' : 'it does not start with http:// or https://';
     problems.push(`${where}: must be an http(s) URL of the service host, such as https://hiring.example.com (${hint}; the value is not shown, it may hold a credential)`);
     return null;
   }

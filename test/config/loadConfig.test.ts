@@ -94,6 +94,12 @@ describe('loadConfig', () => {
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': file })).toEqual([`CONFIG_FILE sources.0.api_url: ${message}`]);
   });
 
+  it('names a URL with an http scheme that does not parse as not valid, without echoing it', () => {
+    expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example.com:99999', HIRING_API_KEY: 'sk-abc.def' })).toEqual([
+      'HIRING_API_URL: must be an http(s) URL of the service host, such as https://hiring.example.com (it is not a valid URL; the value is not shown, it may hold a credential)',
+    ]);
+  });
+
   it.each([
     ['admin:hunter2@hiring.example.com', 'hunter2'],
     ['hiring.example.com/?api_key=sk-live.REALKEY', 'REALKEY'],

@@ -50,6 +50,10 @@ describe('the receiver as a real process', () => {
       'error: dist/main.js runs the receiver and takes no arguments (got "status --bogus"); for commands run hiring-receiver <command> (node dist/cli/main.js <command>, or npm run cli -- <command>), e.g. hiring-receiver --help\n',
     );
     expect(existsSync(path)).toBe(false);
+    // Named without its extension, as `node dist/main status` resolves it.
+    const bare = runTs('src/main', ['status'], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
+    expect((await bare.exited).code).toBe(2);
+    expect(existsSync(path)).toBe(false);
   });
 
   it('exits non-zero when WEBHOOK_SECRET is missing', async () => {
