@@ -29,7 +29,8 @@ export function parseTime(raw: string, now: number = Date.now()): string {
     const ms = Date.parse(raw);
     // Date.parse rolls an impossible day over (2026-11-31 is 1 December): refused instead.
     const [y, m, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
-    const day = new Date(Date.UTC(y, m - 1, d));
+    const day = new Date(0);
+    day.setUTCFullYear(y, m - 1, d); // Date.UTC would take years 0-99 as 1900-1999
     const real = day.getUTCFullYear() === y && day.getUTCMonth() === m - 1 && day.getUTCDate() === d;
     if (Number.isFinite(ms) && real) return new Date(ms).toISOString();
     if (!real) throw new InvalidArgumentError(`${JSON.stringify(raw)}: ${date[0]} is not a date`);
