@@ -122,7 +122,16 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     // the service, so the read after a restart still waits out the 30 s spacing (spec 8).
     if (ctx.shutdown?.aborted) {
       await ctx.db.updateTable(table).set({ polls: row.polls }).where('application_id', '=', p.application_id).execute();
-      return { rescheduleAt: now + ctx.minPollIntervalMs, note: WAIT_NOTES.interrupted };
+      // A read that was failing before (an outage) keeps its failure in view: `status` counts it
+      // as failing, not as waiting, and shows what failed.
+      const prev = job.last_error;
+      const note =
+        prev === null || (Object.values(WAIT_NOTES) as string[]).includes(prev)
+          ? WAIT_NOTES.interrupted
+          : prev.startsWith(`${WAIT_NOTES.interrupted}; it failed before: `)
+            ? prev
+            : `${WAIT_NOTES.interrupted}; it failed before: ${prev}`;
+      return { rescheduleAt: now + ctx.minPollIntervalMs, note };
     }
     ctx.onApiCall?.(p.resource, outcome.kind);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.

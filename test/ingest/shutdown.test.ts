@@ -1,6 +1,9 @@
-import { Agent, request } from 'node:http';
+import { Agent, createServer, request, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { cli } from '../cli/helpers.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
@@ -67,6 +70,51 @@ describe('stop() and a result read in flight', () => {
     } finally {
       api.close();
       await r.close(); // stop() runs once: this only removes the files
+    }
+  });
+
+  it('a read that was failing before (an outage) and is cut by the shutdown keeps its failure in last_error: status still counts it as failing', async () => {
+    let requests = 0;
+    const held: ServerResponse[] = [];
+    const api = createServer((_req, res) => {
+      if (++requests === 1) res.writeHead(503, { 'content-type': 'application/json' }).end('[{"code":"error","detail":"down for maintenance","attr":null}]');
+      else held.push(res);
+    });
+    await new Promise<void>((ok) => api.listen(0, '127.0.0.1', ok));
+    const clock = new ManualClock(Date.now());
+    const secret = newSecret();
+    const r = await startReceiver(
+      { WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '300', HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}` },
+      { listen: false, clock },
+    );
+    const job = () => r.app.database.ingestSqlite.prepare("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as Record<string, unknown> | undefined;
+    const until = async (what: () => boolean) => {
+      const deadline = Date.now() + 10_000;
+      while (!what() && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 20));
+    };
+    try {
+      const d = signDelivery(secret, JSON.stringify(envelope({ event_type: 'interview.completed' })));
+      expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      await r.app.startWorkers();
+      await until(() => /HTTP 503/.test(String(job()?.last_error)));
+      clock.advance(31_000);
+      await until(() => held.length === 1);
+      expect(held).toHaveLength(1);
+      await r.app.stop();
+      const after = new BetterSqlite3(r.dbPath, { readonly: true });
+      const row = after.prepare("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get();
+      after.close();
+      expect(row).toEqual({
+        state: 'pending',
+        attempts: 1,
+        last_error: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed); it failed before: interview: HTTP 503 server_error (error: down for maintenance)',
+      });
+      const status = await cli(['status', '--json'], { DATABASE_PATH: r.dbPath });
+      expect(JSON.parse(status.stdout).result_reads).toMatchObject({ pending: 1, failing: 1 });
+    } finally {
+      held.forEach((res) => res.destroy());
+      api.close();
+      await r.close();
     }
   });
 });
