@@ -131,39 +131,44 @@ describe('webhooks against the sandbox', () => {
       expect(registered.code, registered.stderr).toBe(0);
       expect(registered.stdout).toMatch(/whsec_/);
 
-      const unset = await cli(['webhooks', 'list', '--source', 'globex'], shell);
-      expect({ code: unset.code, stderr: unset.stderr }).toEqual({ code: 1, stderr: 'config error: CONFIG_FILE sources.1.api_url: environment variable GLOBEX_API_URL is not set\n' });
-      const unknown = await cli(['webhooks', 'list', '--source', 'initech'], shell);
-      expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: 'error: no source named "initech" is configured (known: default, acme, globex)\n' });
-      const noDefault = await cli(['webhooks', 'list', '--source', 'default'], shell);
-      expect(noDefault.code).toBe(1);
-      expect(noDefault.stderr).toMatch(/^config error: HIRING_API_URL: is required/);
-
-      // The sources are the server's: without WEBHOOK_SECRET, HIRING_API_URL/KEY are not a source
-      // `default`, so a file's `default` is the one used; a name used twice, a typo, no source at
-      // all are config errors (exit 1), never a silent choice.
+      // The rest are independent: run together (each is a child process, seconds on a busy machine).
       const write = (name: string, config: unknown) => {
         const path = join(dir, name);
         writeFileSync(path, JSON.stringify(config));
         return path;
       };
+      // The sources are the server's: without WEBHOOK_SECRET, HIRING_API_URL/KEY are not a source
+      // `default`, so a file's `default` is the one used; a name used twice, a typo, no source at
+      // all are config errors (exit 1), never a silent choice.
       const fileDefault = write('default.json', { sources: [{ name: 'default', secrets: { env: 'UNSET' }, api_url: env.HIRING_API_URL, api_key: ACME_KEY }] });
-      const viaFile = await cli(['webhooks', 'list', '--source', 'default', '--json'], { CONFIG_FILE: fileDefault, HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-env.key' });
-      expect(viaFile.code, viaFile.stderr).toBe(0);
       const source = (name: string, url: string) => ({ name, secrets: 'x', api_url: url, api_key: 'sk-a.b' });
       const twice = write('twice.json', { sources: [source('acme', 'http://127.0.0.1:9'), source('acme', 'http://127.0.0.1:8')] });
-      expect(await cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: twice })).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE: source name "acme" is used twice\n' });
       const typo = write('typo.json', { sources: [{ ...source('acme', 'http://127.0.0.1:9'), api_kye: 'sk-a.b' }] });
-      expect(await cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: typo })).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"\n' });
       const none = write('none.json', { sinks: [] });
-      expect(await cli(['webhooks', 'list'], { CONFIG_FILE: none })).toMatchObject({
+      const [unset, unknown, noDefault, viaFile, usedTwice, misspelt, noSource] = await Promise.all([
+        cli(['webhooks', 'list', '--source', 'globex'], shell),
+        cli(['webhooks', 'list', '--source', 'initech'], shell),
+        cli(['webhooks', 'list', '--source', 'default'], shell),
+        cli(['webhooks', 'list', '--source', 'default', '--json'], { CONFIG_FILE: fileDefault, HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-env.key' }),
+        cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: twice }),
+        cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: typo }),
+        cli(['webhooks', 'list'], { CONFIG_FILE: none }),
+      ]);
+      expect({ code: unset.code, stderr: unset.stderr }).toEqual({ code: 1, stderr: 'config error: CONFIG_FILE sources.1.api_url: environment variable GLOBEX_API_URL is not set\n' });
+      expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: 'error: no source named "initech" is configured (known: default, acme, globex)\n' });
+      expect(noDefault.code).toBe(1);
+      expect(noDefault.stderr).toMatch(/^config error: HIRING_API_URL: is required/);
+      expect(viaFile.code, viaFile.stderr).toBe(0);
+      expect(usedTwice).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE: source name "acme" is used twice\n' });
+      expect(misspelt).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"\n' });
+      expect(noSource).toMatchObject({
         code: 1,
         stderr: 'config error: no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE\n',
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 90_000);
 
   it('HIRING_API_URL pointing at another server that answers 200 (a portal page): every command fails, naming it, and nothing is reported done', async () => {
     const requests: string[] = [];
