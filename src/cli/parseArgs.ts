@@ -26,7 +26,8 @@ export function parseTime(raw: string, now: number = Date.now()): string {
   if (rel) return new Date(now - Number(rel[1]) * UNIT_MS[rel[2]!]!).toISOString();
   const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw);
   if (date) {
-    const ms = Date.parse(raw);
+    // "YYYY-MM-DD HH:MM" as "YYYY-MM-DDTHH:MM": Date.parse reads the spaced form's years 0-99 as 19xx.
+    const ms = Date.parse(raw.replace(/^(\d{4}-\d{2}-\d{2}) (?=\d)/, '$1T'));
     // Date.parse rolls an impossible day over (2026-11-31 is 1 December): refused instead.
     const [y, m, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
     const day = new Date(0);

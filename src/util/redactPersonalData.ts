@@ -7,25 +7,37 @@
  *
  * A phone number here is 7 to 15 digits, led by `+` or with spaces, dots,
  * dashes or parentheses between them (an extension `x89` / `ext. 89` after),
- * standing on its own: not part of a word or an id. Kept as they are: plain
- * digit runs (sizes, timestamps, ids), decimals, dates and times, IPv4
- * addresses. Runs are bounded (no quadratic backtracking on hostile text), and
- * at most MAX_INPUT characters are looked at: the rest is cut off.
+ * standing on its own: not part of a word or an id. A plain run of digits is
+ * one when it starts with 0 (07700900123) or follows a word such as "phone" or
+ * "tel"; otherwise it is kept (sizes, timestamps, ids), and so are decimals,
+ * dates and times, and IPv4 addresses. Runs are bounded (no quadratic
+ * backtracking on hostile text), and at most MAX_INPUT characters are looked
+ * at, cut at a space: the rest is dropped.
  */
 const EMAIL = /[\p{L}\p{N}._%+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)+/gu;
-const PHONE = /(?<![\w+\-/.:])(?:\+\s?)?\(?\d[\d\s().-]{5,24}\d(?:\s?(?:x|ext\.?)\s?\d{1,6})?(?![\w\-/])/g;
-const KEEP = [/^\d+$/, /^\d+\.\d+$/, /^\d{4}-\d{2}-\d{2}/, /^\d{1,3}(?:\.\d{1,3}){3}$/];
+const PHONE = /(?<![\w+\-/.]|\d:)(?:\+\s?)?\(?\d[\d\s().-]{5,24}\d(?:\s?(?:x|ext\.?)\s?\d{1,6})?(?![\w\-/])/g;
+/** Dates and times, set aside while phones are looked for, so a run cannot take a date in. */
+const DATE_TIME = /\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?/g;
+const KEEP = [/^\d+\.\d+$/, /^\d{1,3}(?:\.\d{1,3}){3}$/];
+const PHONE_WORD = /(?:phone|tel|mobile|cell|fax|sms|whatsapp)\w*\W{0,4}$/i;
+const SET_ASIDE = 0xe000; // private-use characters stand for the dates meanwhile
 
 export const REDACTED_EMAIL = '[email]';
 export const REDACTED_PHONE = '[phone]';
 export const MAX_INPUT = 2000;
 
 export function redactPersonalData(text: string): string {
-  const input = text.length > MAX_INPUT ? `${text.slice(0, MAX_INPUT)}…` : text;
+  // Cut before the last word and any digits ahead of it, so that an address or a number across
+  // the cut is not left half.
+  const input = text.length > MAX_INPUT ? `${text.slice(0, MAX_INPUT).replace(/[\d\s().+-]*\S*$/, '')}…` : text;
   if (!/[@\d]/.test(input)) return input;
-  return input.replace(EMAIL, REDACTED_EMAIL).replace(PHONE, (m) => {
+  const dates: string[] = [];
+  const masked = input.replace(EMAIL, REDACTED_EMAIL).replace(DATE_TIME, (d) => String.fromCharCode(SET_ASIDE + dates.push(d) - 1));
+  const redacted = masked.replace(PHONE, (m: string, offset: number, whole: string) => {
     if (KEEP.some((k) => k.test(m))) return m;
+    if (/^\d+$/.test(m) && !m.startsWith('0') && !PHONE_WORD.test(whole.slice(Math.max(0, offset - 24), offset))) return m;
     const digits = m.replace(/(?:x|ext\.?)\s?\d+$/, '').replace(/\D/g, '').length;
     return digits >= 7 && digits <= 15 ? REDACTED_PHONE : m;
   });
+  return dates.length === 0 ? redacted : redacted.replace(/[\ue000-\uf8ff]/g, (c) => dates[c.charCodeAt(0) - SET_ASIDE] ?? c);
 }

@@ -10,6 +10,10 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     ['(555) 010-1234', '[phone]'],
     ['+1-555-123-4567x89 or 555 123 4567 ext. 12', '[phone] or [phone]'],
     ['01 23 45 67 89', '[phone]'],
+    ['tel:+15551234567, Phone:555-123-4567', 'tel:[phone], Phone:[phone]'],
+    ['call tel:+44 20 7946 0958 now', 'call tel:[phone] now'],
+    ['invalid phone 5551234567; phone_number "07700900123"', 'invalid phone [phone]; phone_number "[phone]"'],
+    ['2024-01-15 555 1234', '2024-01-15 [phone]'],
   ])('takes out %j', (text, redacted) => {
     expect(redactPersonalData(text)).toBe(redacted);
   });
@@ -23,6 +27,15 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     'ratio 0.123456789, retry after 30000 ms, HTTP 500, v1.2.3',
   ])('keeps %j as it is', (text) => {
     expect(redactPersonalData(text)).toBe(text);
+  });
+
+  it.each([
+    ['x '.repeat(995) + 'jane.candidate@example.com', 'jane'],
+    ['x '.repeat(996) + '+1 555 123 4567', '555'],
+  ])('cuts a long text before an address or a number that crosses the cut', (text, part) => {
+    const out = redactPersonalData(text);
+    expect(out.endsWith('…')).toBe(true);
+    expect(out).not.toContain(part);
   });
 
   it('looks only at a bounded prefix of a long text (a 600 KB body of " 1-" took seconds of backtracking before)', () => {

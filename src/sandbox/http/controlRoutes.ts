@@ -149,8 +149,9 @@ export function controlRoutes(control: SandboxControl): Hono {
     } catch (e) {
       // Not the caller's mistake nor a crash: the wait ended with deliveries still pending (a
       // receiver that is down, retries hours away). Said as such, with how many.
-      if (!/^deliveries still pending after /.test((e as Error).message)) throw e;
-      throw new ApiError(504, [{ code: 'timeout', detail: (e as Error).message, attr: null }], {});
+      const message = e instanceof Error ? e.message : String(e);
+      if (!/^deliveries still pending after /.test(message)) throw e;
+      throw new ApiError(504, [{ code: 'timeout', detail: message, attr: null }], {});
     }
     return c.json({ pending: control.pendingDeliveries() });
   });
