@@ -44,15 +44,20 @@ describe('the receiver as a real process', () => {
 
   it('refuses arguments (it is not the CLI) before touching the database: exit 2, naming the CLI', async () => {
     const path = join(dir, 'untouched.db');
+    // Without the check each would start a whole receiver: stopped by SIGKILL after a bound, then.
+    const exited = (c: ReturnType<typeof runTs>) => {
+      const timer = setTimeout(() => c.proc.kill('SIGKILL'), 15_000);
+      return c.exited.finally(() => clearTimeout(timer));
+    };
     const child = runTs('src/main.ts', ['status', '--bogus'], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
-    expect((await child.exited).code).toBe(2);
+    expect((await exited(child)).code).toBe(2);
     expect(child.stderr.join('')).toBe(
       'error: dist/main.js runs the receiver and takes no arguments (got "status --bogus"); for commands run hiring-receiver <command> (node dist/cli/main.js <command>, or npm run cli -- <command>), e.g. hiring-receiver --help\n',
     );
     expect(existsSync(path)).toBe(false);
     // Named without its extension, as `node dist/main status` resolves it.
     const bare = runTs('src/main', ['status'], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: '0' });
-    expect((await bare.exited).code).toBe(2);
+    expect((await exited(bare)).code).toBe(2);
     expect(existsSync(path)).toBe(false);
   });
 
