@@ -5,7 +5,7 @@ import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
-import { DATABASE_SIDECARS, repairSidecarMode } from './db/databaseFiles.js';
+import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
@@ -57,9 +57,9 @@ export type App = ReturnType<typeof createApp>;
 function openServerDatabase(path: string) {
   // A file this process may not write, refused before SQLite opens it: SQLite would open it
   // read-only and create its -wal and -shm with the file's read-only mode, which then stop the
-  // next start too, once the file itself is fixed. Side files an earlier start left read-only
-  // get their owner's write back.
-  for (const side of DATABASE_SIDECARS) repairSidecarMode(`${path}${side}`);
+  // next start too, once the file itself is fixed. SQLite's files an earlier start left read-only
+  // get their owner's write back (the receiver's own files are repaired where they are opened).
+  for (const side of SQLITE_SIDECARS) repairSidecarMode(`${path}${side}`);
   if (path !== ':memory:' && existsSync(path)) {
     try {
       accessSync(path, constants.W_OK);

@@ -44,7 +44,6 @@ export function printJson(io: CliIo, value: unknown): void {
 }
 
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-const CONTROL_OR_NEWLINE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
 const escaped = (c: string) => {
   const code = c.charCodeAt(0);
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
@@ -63,7 +62,7 @@ export function escapeText(s: string): string {
  * character shown as \xNN, newlines and tabs too. Signed deliveries may carry anything.
  */
 export function oneLine(s: string): string {
-  return s.replace(CONTROL_OR_NEWLINE, escaped);
+  return escapeText(s).replace(/[\t\n]/g, escaped);
 }
 
 /** A plain aligned table; null and undefined print as "-"; values on one line each (oneLine). */

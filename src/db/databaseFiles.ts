@@ -4,12 +4,15 @@ import { chmodSync, statSync } from 'node:fs';
 export const INGEST_WAIT_SUFFIX = '-ingest-wait';
 export const WORKERS_LOCK_SUFFIX = '-workers-lock';
 
+/** SQLite's own files beside the database: made by SQLite when it opens it, with its mode. */
+export const SQLITE_SIDECARS = ['-wal', '-shm', '-journal'] as const;
+
 /**
  * Every file kept beside the database, as suffixes of its path: SQLite's (-wal, -shm, and a
  * rollback -journal, which the workers lock, an SQLite file of its own, may have too) and the
  * receiver's. A file sink must never write to one; RUN_AS gives them to the user.
  */
-export const DATABASE_SIDECARS = ['-wal', '-shm', '-journal', INGEST_WAIT_SUFFIX, WORKERS_LOCK_SUFFIX, `${WORKERS_LOCK_SUFFIX}-journal`] as const;
+export const DATABASE_SIDECARS = [...SQLITE_SIDECARS, INGEST_WAIT_SUFFIX, WORKERS_LOCK_SUFFIX, `${WORKERS_LOCK_SUFFIX}-journal`] as const;
 
 /**
  * The mode for a new file beside the database: the database's own (as SQLite gives its -wal and

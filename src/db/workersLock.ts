@@ -36,7 +36,8 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
   const real = realpathSync(databasePath);
   const path = `${real}${WORKERS_LOCK_SUFFIX}`;
   const created = !existsSync(path);
-  if (!created) repairSidecarMode(path);
+  // The lock is an SQLite file with a rollback journal of its own: both repaired if left read-only.
+  for (const file of [path, `${path}-journal`]) repairSidecarMode(file);
   const lock = new BetterSqlite3(path);
   try {
     // The same permissions as the database, as SQLite gives its -wal and -shm: a `serve` and a

@@ -63,7 +63,7 @@ export async function runQuarantineList(io: CliIo, o: QuarantineListOptions): Pr
       .execute();
     if (o.json) printJson(io, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })));
     else if (rows.length === 0) io.out('nothing in quarantine');
-    else printTable(io, ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], rows.map((r) => [r.id, r.received_at, r.source, escapeText(r.delivery_id), r.bytes, r.reason]));
+    else printTable(io, ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], rows.map((r) => [r.id, r.received_at, r.source, r.delivery_id, r.bytes, r.reason]));
     return 0;
   } finally {
     await database.close();

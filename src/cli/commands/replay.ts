@@ -132,7 +132,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const plain = !io.isTTY && !o.json;
     const bar = io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
     bar?.start(events.length, 0);
-    // Jobs dead-lettered since this moment count as failures of the replay (see waitForReplay).
+    // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
     /** The process_event jobs this replay queued, with their event. */
     const replayed: { job: number; event: string }[] = [];
