@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
 import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
+import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.js';
 import { describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
 import { freePort, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
@@ -271,12 +272,37 @@ async function groupCommitStats(url: string): Promise<{ commits: number; meanBat
   }
 }
 
-const loadgen = (url: string, a: Record<string, unknown>) => runLoadgen(ROOT, secret.secret, { url, ...a });
+const loadgen = (url: string, a: Record<string, unknown>, onSpawn?: (pid: number) => void) => runLoadgen(ROOT, secret.secret, { url, ...a }, onSpawn);
+
+/**
+ * Runs `load` (which spawns the generator and hands its pid to the callback) while sampling the
+ * CPU of `server`'s threads, the generator and the machine; the share is that of the generator's
+ * last `durationS` seconds (its measured period), over `requests(seconds)` requests.
+ */
+async function withCpu<T>(server: Server, durationS: number, load: (onSpawn: (pid: number) => void) => Promise<T>, requests: (r: T, seconds: number) => number): Promise<{ result: T; cpu: CpuShare | null }> {
+  let generator: number | null = null;
+  const recorder = recordCpu(server.pid, () => generator);
+  let result: T;
+  try {
+    result = await load((pid) => (generator = pid));
+  } catch (err) {
+    recorder.stop();
+    throw err;
+  }
+  const w = measuredWindow(recorder.stop(), performance.now(), durationS);
+  return { result, cpu: w ? cpuBetween(w.a, w.b, requests(result, (w.b.at - w.a.at) / 1000)) : null };
+}
 
 /** Warm-up then measured period with the closed-loop generator (wrk, or the Node fallback). */
-async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk' | 'node'): Promise<{ warm: LoadResult; measured: LoadResult }> {
+async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk' | 'node'): Promise<{ warm: LoadResult; measured: LoadResult; cpu: CpuShare | null }> {
   if (gen === 'node') {
-    const r = (await loadgen(s.url, { mode: 'closed', connections: opts.connections, warmupS: opts.warmupS, durationS: opts.durationS, rate: expectedRps, wrap: !unique })) as {
+    const { result, cpu } = await withCpu(
+      s,
+      opts.durationS,
+      (onSpawn) => loadgen(s.url, { mode: 'closed', connections: opts.connections, warmupS: opts.warmupS, durationS: opts.durationS, rate: expectedRps, wrap: !unique }, onSpawn),
+      (res, seconds) => (res as { rps: number }).rps * seconds,
+    );
+    const r = result as {
       rps: number; requests: number; exhausted: number; pool: number;
       warmup: { s2xx: number; non2xx: number; socketErrors: number; accepted: number };
       measured: { p50: number; p99: number; p999: number; max: number; mean: number; s2xx: number; non2xx: number; socketErrors: number; accepted: number };
@@ -284,27 +310,29 @@ async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk'
     const m = r.measured;
     const base = { generator: 'node closed-loop', unanswered: 0, exhausted: r.exhausted, pool: r.pool };
     return {
+      cpu,
       warm: { ...base, requests: 0, durationS: opts.warmupS, rps: 0, latencyMs: { p50: 0, p90: 0, p99: 0, p999: 0, max: 0, mean: 0 }, socketErrors: r.warmup.socketErrors, status2xx: r.warmup.s2xx, non2xx: r.warmup.non2xx, accepted: r.warmup.accepted },
       measured: { ...base, requests: r.requests, durationS: opts.durationS, rps: r.rps, latencyMs: { p50: m.p50, p90: 0, p99: m.p99, p999: m.p999, max: m.max, mean: m.mean }, socketErrors: m.socketErrors, status2xx: m.s2xx, non2xx: m.non2xx, accepted: m.accepted },
     };
   }
   const lua = join(ROOT, 'bench/wrk/deliveries.lua');
-  const run = async (phase: string, durationS: number) => {
+  const run = async (phase: string, durationS: number, onSpawn?: (pid: number) => void) => {
     // Unique pools are signed right before their period (5-minute tolerance) and sized above what the server can take.
     const perThread = unique ? Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000 : 20_000;
     const dir = writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, perThread, s.port);
-    const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !unique, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT });
+    const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !unique, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT, ...(onSpawn ? { onSpawn } : {}) });
     rmSync(dir, { recursive: true, force: true });
     return r;
   };
   const warm = await run('warmup', opts.warmupS);
-  const measured = await run('measured', opts.durationS);
-  return { warm, measured };
+  const { result: measured, cpu } = await withCpu(s, opts.durationS, (onSpawn) => run('measured', opts.durationS, onSpawn), (r, seconds) => r.rps * seconds);
+  return { warm, measured, cpu };
 }
 
-function row(name: string, measured: LoadResult, peakRss: number, extra: Partial<ThroughputRow> = {}): ThroughputRow {
+function row(name: string, measured: LoadResult, peakRss: number, cpu: CpuShare | null, extra: Partial<ThroughputRow> = {}): ThroughputRow {
   return {
     name,
+    cpu,
     generator: measured.generator,
     rps: Math.round(measured.rps),
     p50Ms: measured.latencyMs.p50,
@@ -328,9 +356,9 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
   for (const [name, file, bodyRead] of servers) {
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
     const s = await start(name, [file], { BODY_READ: bodyRead });
-    const { measured } = await drive(s, false, 0, gen);
+    const { measured, cpu } = await drive(s, false, 0, gen);
     const { peak } = await stop(s);
-    rows.push(row(name, measured, peak));
+    rows.push(row(name, measured, peak, cpu));
   }
   const bare = rows[1]!.rps;
   if (bare >= 0.9 * rows[0]!.rps) {
@@ -340,7 +368,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
     const r = await startReceiver(`tp-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
-    const { warm, measured } = await drive(r.server, true, Math.max(bare, 5000), gen);
+    const { warm, measured, cpu } = await drive(r.server, true, Math.max(bare, 5000), gen);
     const f = await r.finish();
     const acked = warm.status2xx + measured.status2xx;
     const acceptedTotal = warm.accepted + measured.accepted;
@@ -350,7 +378,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     // (written, maybe committed, never answered): 2xx <= rows <= 2xx + unanswered.
     const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
     rows.push(
-      row(name, measured, f.peak, {
+      row(name, measured, f.peak, cpu, {
         ratio: Math.round((measured.rps / bare) * 1000) / 1000,
         rowsStored: f.rows,
         acked2xx: acked,
@@ -380,7 +408,13 @@ async function fixedRates(): Promise<RateRow[]> {
       const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
       log(`fixed rate ${rate}/s: ${name}`);
       const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
-      const res = (await loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen })) as OpenResult;
+      const { result, cpu } = await withCpu(
+        r.server,
+        opts.rateDurationS,
+        (onSpawn) => loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen }, onSpawn),
+        (_res, seconds) => rate * seconds,
+      );
+      const res = result as OpenResult;
       const catchUp = await r.catchUp();
       const f = await r.finish();
       const acked = res.warmup.s2xx + res.measured.s2xx;
@@ -408,6 +442,7 @@ async function fixedRates(): Promise<RateRow[]> {
         meanBatch: f.meanBatch,
         meanCommitMs: f.meanCommitMs,
         catchUp,
+        cpu,
       });
     }
   }

@@ -113,22 +113,28 @@ export async function startServer(opts: StartOptions): Promise<Server> {
  * Runs bench/loadgen.ts (through tsx) as its own process with `args` (url, mode, rate, …) and
  * the signing secret, and resolves with its `BENCH_JSON` result.
  */
-export async function runLoadgen(root: string, secret: string, args: Record<string, unknown>): Promise<unknown> {
+export async function runLoadgen(root: string, secret: string, args: Record<string, unknown>, onSpawn?: (pid: number) => void): Promise<unknown> {
   const tsx = join(root, 'node_modules/tsx/dist/loader.mjs');
   const r = await runCommand(process.execPath, ['--import', tsx, join(root, 'bench/loadgen.ts'), JSON.stringify(args)], {
     cwd: root,
     timeoutMs: 180_000,
     env: { PATH: process.env.PATH ?? '', BENCH_SECRET: secret },
+    ...(onSpawn ? { onSpawn } : {}),
   });
   const line = r.stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (!line) throw new Error(`loadgen failed (exit ${r.code}): ${r.stderr}`);
   return JSON.parse(line.slice('BENCH_JSON '.length)) as unknown;
 }
 
-/** Runs a command to completion, bounded in time; resolves with its output. */
-export function runCommand(cmd: string, args: string[], opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs a command to completion, bounded in time; resolves with its output. `onSpawn` gets its pid. */
+export function runCommand(
+  cmd: string,
+  args: string[],
+  opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv; onSpawn?: (pid: number) => void },
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const proc = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (proc.pid !== undefined) opts.onSpawn?.(proc.pid);
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import type { FanOutResult, Pending, ReplayResult } from './later.js';
+import type { CpuShare } from './cpu.js';
 import type { Machine } from './machine.js';
 
 export interface ThroughputRow {
@@ -13,6 +14,8 @@ export interface ThroughputRow {
   status2xx: number;
   peakRssMB: number;
   exhausted: number;
+  /** CPU during the measured period (null where /proc is missing): see bench/lib/cpu.ts */
+  cpu: CpuShare | null;
   /** receiver rows only */
   ratio?: number;
   rowsStored?: number;
@@ -53,6 +56,8 @@ export interface RateRow {
   meanCommitMs: number;
   /** Processing when the load stopped: events not folded, jobs not finished, seconds to clear both (null: not within the bound). Null without workers. */
   catchUp: { unfolded: number; openJobs: number; seconds: number | null } | null;
+  /** CPU during the measured period (null where /proc is missing): see bench/lib/cpu.ts */
+  cpu: CpuShare | null;
 }
 
 export interface Results {
@@ -69,6 +74,13 @@ export interface Results {
 export const TARGETS = { ratio: 0.3, p99AtRateMs: 10, p99Rate: 2500, peakRssMB: 128, fanOutP50Ms: 50, replayPerS: 5000 };
 
 const fmt = (n: number | undefined, d = 0) => (n === undefined ? '' : n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+
+/** "main / other threads / generator, idle": percents of one core, then of the machine; µs of server CPU per request. */
+function cpuCell(c: CpuShare | null | undefined): string {
+  if (!c) return '';
+  const perReq = c.serverUsPerRequest === null ? '' : `; ${fmt(c.serverUsPerRequest)} µs/req`;
+  return `${fmt(c.serverMainPct)} / ${fmt(c.serverOtherPct)} / ${fmt(c.generatorPct)}, idle ${fmt(c.machineIdlePct)}%${perReq}`;
+}
 
 function table(head: string[], rows: string[][]): string[] {
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
@@ -127,10 +139,11 @@ export function renderMarkdown(r: Results): string {
   lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured. Open loop: ${String(r.settings.openGenerator ?? 'node:http client')}.`, '');
   if (r.throughput.length > 0) {
     lines.push(...table(
-      ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'mean batch', 'mean commit ms', 'rows = 2xx'],
+      ['server', 'req/s', 'p50 ms', 'p99 ms', 'errors / non-2xx', 'peak RSS MB', 'vs bare Hono', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'rows = 2xx'],
       r.throughput.map((t) => [
         t.name, fmt(t.rps), fmt(t.p50Ms, 2), fmt(t.p99Ms, 2), `${t.socketErrors} / ${t.non2xx}`, fmt(t.peakRssMB, 1),
         t.ratio === undefined ? '' : `${fmt(t.ratio, 3)}x`,
+        cpuCell(t.cpu),
         fmt(t.meanBatch, 1),
         fmt(t.meanCommitMs, 2),
         t.rowCheck === undefined ? '' : `${t.rowCheck} (${fmt(t.rowsStored)} rows, ${fmt(t.acked2xx)} 2xx, ${fmt(t.unanswered)} in flight at stop)`,
@@ -139,9 +152,9 @@ export function renderMarkdown(r: Results): string {
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'mean batch', 'mean commit ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
       r.fixedRate.map((f) => [
-        fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), fmt(f.meanBatch, 1), fmt(f.meanCommitMs, 2),
+        fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), fmt(f.peakRssMB, 1), cpuCell(f.cpu), fmt(f.meanBatch, 1), fmt(f.meanCommitMs, 2),
         f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
         f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',

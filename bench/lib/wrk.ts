@@ -59,11 +59,13 @@ export interface WrkOptions {
   connections: number;
   durationS: number;
   cwd: string;
+  /** Gets wrk's pid once it is spawned (for the CPU accounting of the measured period). */
+  onSpawn?: (pid: number) => void;
 }
 
 export async function runWrk(o: WrkOptions): Promise<LoadResult> {
   const args = ['-t', String(o.threads), '-c', String(o.connections), '-d', `${o.durationS}s`, '--timeout', '10s', '-s', o.luaScript, `${o.url}/webhooks`, '--', o.poolDir, o.wrap ? '1' : '0'];
-  const { code, stdout, stderr } = await runCommand('wrk', args, { cwd: o.cwd, timeoutMs: (o.durationS + 60) * 1000 });
+  const { code, stdout, stderr } = await runCommand('wrk', args, { cwd: o.cwd, timeoutMs: (o.durationS + 60) * 1000, ...(o.onSpawn ? { onSpawn: o.onSpawn } : {}) });
   const line = stdout.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (code !== 0 || !line) throw new Error(`wrk failed (exit ${code}): ${stderr}\n${stdout}`);
   const j = JSON.parse(line.slice('BENCH_JSON '.length)) as {

@@ -1,0 +1,164 @@
+/**
+ * Where the CPU went during a measured period, read from /proc (Linux): the server's main thread
+ * (its event loop) and its other threads (the WAL checkpointer, V8's GC and compiler helpers,
+ * libuv's pool), the load generator's processes, and the machine as a whole. A row that is slow
+ * with its main thread near 100% is bound by the event loop; one with the main thread well below
+ * 100% and the machine idle waits on something else (the disk, the closed loop's round trips).
+ *
+ * Tick counts are in USER_HZ (100 a second on Linux, whatever the kernel's HZ). Elsewhere (no
+ * /proc), every sample is empty and the figures come out null.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+const TICKS_PER_S = 100;
+
+export interface CpuSample {
+  /** performance.now() when taken. */
+  at: number;
+  /** ticks (user + system) per thread of the server, by thread id; the main thread's id is the pid. */
+  serverThreads: Map<number, number>;
+  serverPid: number;
+  /** ticks of the generator's processes (each with its threads and reaped children). */
+  generator: number;
+  /** /proc/stat's first line: user nice system idle iowait irq softirq steal, in ticks over all CPUs. */
+  machine: number[];
+}
+
+export interface CpuShare {
+  /** Percent of one core: the server's main thread, its other threads together, the generator. */
+  serverMainPct: number;
+  serverOtherPct: number;
+  generatorPct: number;
+  /** Percent of the whole machine (all CPUs) that was idle, and that was idle waiting on I/O. */
+  machineIdlePct: number;
+  machineIowaitPct: number;
+  /** Server CPU (all its threads) per request answered in the window, when `requests` is given. */
+  serverUsPerRequest: number | null;
+  seconds: number;
+}
+
+const readOr = (path: string): string | null => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+};
+
+/** utime + stime of a /proc/.../stat line (fields 14 and 15; the name in parentheses may hold spaces). */
+function statTicks(stat: string | null, withChildren = false): number {
+  if (!stat) return 0;
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const own = Number(f[11]) + Number(f[12]);
+  return withChildren ? own + Number(f[13]) + Number(f[14]) : own;
+}
+
+function threadTicks(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    const stat = readOr(`/proc/${pid}/task/${tid}/stat`);
+    if (stat) out.set(Number(tid), statTicks(stat));
+  }
+  return out;
+}
+
+/** `pid` and every process descending from it (loadgen.ts starts opengen, for instance). */
+function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return [pid];
+  }
+  for (const e of entries) {
+    const stat = readOr(`/proc/${e}/stat`);
+    if (!stat) continue;
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(e));
+    children.set(ppid, list);
+  }
+  const out: number[] = [];
+  const todo = [pid];
+  while (todo.length > 0) {
+    const p = todo.pop()!;
+    out.push(p);
+    todo.push(...(children.get(p) ?? []));
+  }
+  return out;
+}
+
+export function sampleCpu(serverPid: number, generatorPid: number | null): CpuSample {
+  const line = readOr('/proc/stat')?.split('\n')[0] ?? '';
+  return {
+    at: performance.now(),
+    serverPid,
+    serverThreads: threadTicks(serverPid),
+    // A process's own time and that of its reaped children (cutime, cstime).
+    generator: generatorPid === null ? 0 : processTree(generatorPid).reduce((sum, p) => sum + statTicks(readOr(`/proc/${p}/stat`), true), 0),
+    machine: line.split(/\s+/).slice(1, 9).map(Number),
+  };
+}
+
+/** The shares between two samples of the same server and generator. Null when /proc gave nothing. */
+export function cpuBetween(a: CpuSample, b: CpuSample, requests?: number): CpuShare | null {
+  const seconds = (b.at - a.at) / 1000;
+  if (seconds <= 0 || b.serverThreads.size === 0 || b.machine.length < 5) return null;
+  const pct = (ticks: number) => Math.round((ticks / TICKS_PER_S / seconds) * 1000) / 10;
+  let main = 0;
+  let other = 0;
+  for (const [tid, ticks] of b.serverThreads) {
+    // A thread started during the window counts from 0.
+    const d = ticks - (a.serverThreads.get(tid) ?? 0);
+    if (tid === b.serverPid) main += d;
+    else other += d;
+  }
+  const dm = b.machine.map((v, i) => v - (a.machine[i] ?? 0));
+  const total = dm.reduce((s, v) => s + v, 0);
+  const share = (i: number) => (total > 0 ? Math.round(((dm[i] ?? 0) / total) * 1000) / 10 : 0);
+  return {
+    serverMainPct: pct(main),
+    serverOtherPct: pct(other),
+    generatorPct: pct(b.generator - a.generator),
+    machineIdlePct: share(3),
+    machineIowaitPct: share(4),
+    serverUsPerRequest: requests && requests > 0 ? Math.round((((main + other) / TICKS_PER_S) * 1e6) / requests) : null,
+    seconds: Math.round(seconds * 10) / 10,
+  };
+}
+
+/**
+ * Samples every `everyMs` while a load runs; `stop()` ends it. The generator's pid is asked for at
+ * each sample (it is spawned after the recorder starts).
+ */
+export function recordCpu(serverPid: number, generatorPid: () => number | null, everyMs = 500): { stop(): CpuSample[] } {
+  const samples: CpuSample[] = [sampleCpu(serverPid, generatorPid())];
+  const timer = setInterval(() => samples.push(sampleCpu(serverPid, generatorPid())), everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      samples.push(sampleCpu(serverPid, generatorPid()));
+      return samples;
+    },
+  };
+}
+
+/**
+ * The measured period of a generator that ran it last, for `durationS` seconds, and exited at
+ * `endedAt` (performance.now()): the first sample 1 s into that period and the last one at least
+ * 0.5 s before its end, so its start (connections, a generator's warm-up) and its stop are left out.
+ */
+export function measuredWindow(samples: CpuSample[], endedAt: number, durationS: number): { a: CpuSample; b: CpuSample } | null {
+  const from = endedAt - durationS * 1000 + 1000;
+  const to = endedAt - 500;
+  const a = samples.find((s) => s.at >= from);
+  const b = [...samples].reverse().find((s) => s.at <= to);
+  return a && b && b.at - a.at >= 1000 ? { a, b } : null;
+}
