@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
 import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.js';
-import { describeMachine } from './lib/machine.js';
+import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
 import { freePort, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
@@ -484,6 +484,7 @@ async function main() {
     replay: flags['skip-replay'] || (only && !flags.replay) ? { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] } : await measureReplay(laterCtx, { events: num('replay-events', flags['replay-events']) }),
   };
   await stop(stub);
+  machine.calibrationMs.end = calibrateHost();
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(flags.out!, `${JSON.stringify(results, null, 2)}\n`);
   writeMarkdown(join(ROOT, 'bench/results/latest.md'), results);
