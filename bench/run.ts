@@ -12,7 +12,7 @@
  * The fan-out and replay measurements (bench/lib/later.ts) are part of the default run; `--fanout` and/or
  * `--replay` run only them.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -272,24 +272,28 @@ async function groupCommitStats(url: string): Promise<{ commits: number; meanBat
   }
 }
 
-const loadgen = (url: string, a: Record<string, unknown>, onSpawn?: (pid: number) => void) => runLoadgen(ROOT, secret.secret, { url, ...a }, onSpawn);
+const loadgen = (url: string, a: Record<string, unknown>, onSpawn?: (child: ChildProcess) => void) => runLoadgen(ROOT, secret.secret, { url, ...a }, onSpawn);
 
 /**
- * Runs `load` (which spawns the generator and hands its pid to the callback) while sampling the
- * CPU of `server`'s threads, the generator and the machine; the share is that of the generator's
- * last `durationS` seconds (its measured period), over `requests(seconds)` requests.
+ * Runs `load` (which spawns the generator and hands it to the callback) while sampling the CPU of
+ * `server`'s threads, the generator and the machine; the share is that of the generator's last
+ * `durationS` seconds before it exited (its measured period), over `requests(result, seconds)`.
  */
-async function withCpu<T>(server: Server, durationS: number, load: (onSpawn: (pid: number) => void) => Promise<T>, requests: (r: T, seconds: number) => number): Promise<{ result: T; cpu: CpuShare | null }> {
+async function withCpu<T>(server: Server, durationS: number, load: (onSpawn: (child: ChildProcess) => void) => Promise<T>, requests: (r: T, seconds: number) => number): Promise<{ result: T; cpu: CpuShare | null }> {
   let generator: number | null = null;
+  let exitedAt: number | null = null;
   const recorder = recordCpu(server.pid, () => generator);
   let result: T;
   try {
-    result = await load((pid) => (generator = pid));
+    result = await load((child) => {
+      generator = child.pid ?? null;
+      child.once('exit', () => (exitedAt = performance.now()));
+    });
   } catch (err) {
     recorder.stop();
     throw err;
   }
-  const w = measuredWindow(recorder.stop(), performance.now(), durationS);
+  const w = measuredWindow(recorder.stop(), exitedAt ?? performance.now(), durationS);
   return { result, cpu: w ? cpuBetween(w.a, w.b, requests(result, (w.b.at - w.a.at) / 1000)) : null };
 }
 
@@ -316,7 +320,7 @@ async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk'
     };
   }
   const lua = join(ROOT, 'bench/wrk/deliveries.lua');
-  const run = async (phase: string, durationS: number, onSpawn?: (pid: number) => void) => {
+  const run = async (phase: string, durationS: number, onSpawn?: (child: ChildProcess) => void) => {
     // Unique pools are signed right before their period (5-minute tolerance) and sized above what the server can take.
     const perThread = unique ? Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000 : 20_000;
     const dir = writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, perThread, s.port);

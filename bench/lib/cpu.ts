@@ -6,7 +6,7 @@
  * 100% and the machine idle waits on something else (the disk, the closed loop's round trips).
  *
  * Tick counts are in USER_HZ (100 a second on Linux, whatever the kernel's HZ). Elsewhere (no
- * /proc), every sample is empty and the figures come out null.
+ * /proc), samples are empty and the figures come out null.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -15,20 +15,27 @@ const TICKS_PER_S = 100;
 export interface CpuSample {
   /** performance.now() when taken. */
   at: number;
-  /** ticks (user + system) per thread of the server, by thread id; the main thread's id is the pid. */
-  serverThreads: Map<number, number>;
-  serverPid: number;
-  /** ticks of the generator's processes (each with its threads and reaped children). */
-  generator: number;
+  /**
+   * Ticks (user + system) of the whole server process (its exited threads included) and of its
+   * main thread (the thread whose id is the pid); null when the process could not be read.
+   */
+  server: { total: number; main: number } | null;
+  /**
+   * Ticks of the generator's processes, each with its threads and its reaped children; null when
+   * the generator itself could not be read (not spawned yet, or exited: its time then went to its
+   * parent, this bench, which is not counted).
+   */
+  generator: number | null;
   /** /proc/stat's first line: user nice system idle iowait irq softirq steal, in ticks over all CPUs. */
   machine: number[];
 }
 
 export interface CpuShare {
-  /** Percent of one core: the server's main thread, its other threads together, the generator. */
+  /** Percent of one core: the server's main thread and its other threads together. */
   serverMainPct: number;
   serverOtherPct: number;
-  generatorPct: number;
+  /** Percent of one core for the generator's processes; null if either sample could not read it. */
+  generatorPct: number | null;
   /** Percent of the whole machine (all CPUs) that was idle, and that was idle waiting on I/O. */
   machineIdlePct: number;
   machineIowaitPct: number;
@@ -45,27 +52,14 @@ const readOr = (path: string): string | null => {
   }
 };
 
-/** utime + stime of a /proc/.../stat line (fields 14 and 15; the name in parentheses may hold spaces). */
-function statTicks(stat: string | null, withChildren = false): number {
-  if (!stat) return 0;
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+/** The fields of a /proc/.../stat line after the name (which may hold spaces and parentheses). */
+const statFields = (stat: string): string[] => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+
+/** utime + stime (proc(5) fields 14 and 15), with cutime + cstime (16 and 17) when `withChildren`. */
+function statTicks(stat: string, withChildren = false): number {
+  const f = statFields(stat);
   const own = Number(f[11]) + Number(f[12]);
   return withChildren ? own + Number(f[13]) + Number(f[14]) : own;
-}
-
-function threadTicks(pid: number): Map<number, number> {
-  const out = new Map<number, number>();
-  let tids: string[];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return out;
-  }
-  for (const tid of tids) {
-    const stat = readOr(`/proc/${pid}/task/${tid}/stat`);
-    if (stat) out.set(Number(tid), statTicks(stat));
-  }
-  return out;
 }
 
 /** `pid` and every process descending from it (loadgen.ts starts opengen, for instance). */
@@ -80,7 +74,7 @@ function processTree(pid: number): number[] {
   for (const e of entries) {
     const stat = readOr(`/proc/${e}/stat`);
     if (!stat) continue;
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const ppid = Number(statFields(stat)[1]);
     const list = children.get(ppid) ?? [];
     list.push(Number(e));
     children.set(ppid, list);
@@ -95,14 +89,28 @@ function processTree(pid: number): number[] {
   return out;
 }
 
+function serverTicks(pid: number): CpuSample['server'] {
+  const total = readOr(`/proc/${pid}/stat`);
+  const main = readOr(`/proc/${pid}/task/${pid}/stat`);
+  return total && main ? { total: statTicks(total), main: statTicks(main) } : null;
+}
+
+function generatorTicks(pid: number | null): number | null {
+  if (pid === null || readOr(`/proc/${pid}/stat`) === null) return null;
+  // A descendant that exits between the two reads is left out of this sample; one reaped by a
+  // process of the tree is counted from then on in that process's children's time.
+  return processTree(pid).reduce((sum, p) => {
+    const stat = readOr(`/proc/${p}/stat`);
+    return sum + (stat ? statTicks(stat, true) : 0);
+  }, 0);
+}
+
 export function sampleCpu(serverPid: number, generatorPid: number | null): CpuSample {
   const line = readOr('/proc/stat')?.split('\n')[0] ?? '';
   return {
     at: performance.now(),
-    serverPid,
-    serverThreads: threadTicks(serverPid),
-    // A process's own time and that of its reaped children (cutime, cstime).
-    generator: generatorPid === null ? 0 : processTree(generatorPid).reduce((sum, p) => sum + statTicks(readOr(`/proc/${p}/stat`), true), 0),
+    server: serverTicks(serverPid),
+    generator: generatorTicks(generatorPid),
     machine: line.split(/\s+/).slice(1, 9).map(Number),
   };
 }
@@ -110,23 +118,17 @@ export function sampleCpu(serverPid: number, generatorPid: number | null): CpuSa
 /** The shares between two samples of the same server and generator. Null when /proc gave nothing. */
 export function cpuBetween(a: CpuSample, b: CpuSample, requests?: number): CpuShare | null {
   const seconds = (b.at - a.at) / 1000;
-  if (seconds <= 0 || b.serverThreads.size === 0 || b.machine.length < 5) return null;
+  if (seconds <= 0 || !a.server || !b.server || b.machine.length < 5) return null;
   const pct = (ticks: number) => Math.round((ticks / TICKS_PER_S / seconds) * 1000) / 10;
-  let main = 0;
-  let other = 0;
-  for (const [tid, ticks] of b.serverThreads) {
-    // A thread started during the window counts from 0.
-    const d = ticks - (a.serverThreads.get(tid) ?? 0);
-    if (tid === b.serverPid) main += d;
-    else other += d;
-  }
+  const main = b.server.main - a.server.main;
+  const other = b.server.total - a.server.total - main;
   const dm = b.machine.map((v, i) => v - (a.machine[i] ?? 0));
   const total = dm.reduce((s, v) => s + v, 0);
   const share = (i: number) => (total > 0 ? Math.round(((dm[i] ?? 0) / total) * 1000) / 10 : 0);
   return {
     serverMainPct: pct(main),
     serverOtherPct: pct(other),
-    generatorPct: pct(b.generator - a.generator),
+    generatorPct: a.generator === null || b.generator === null ? null : pct(b.generator - a.generator),
     machineIdlePct: share(3),
     machineIowaitPct: share(4),
     serverUsPerRequest: requests && requests > 0 ? Math.round((((main + other) / TICKS_PER_S) * 1e6) / requests) : null,

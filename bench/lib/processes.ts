@@ -113,7 +113,7 @@ export async function startServer(opts: StartOptions): Promise<Server> {
  * Runs bench/loadgen.ts (through tsx) as its own process with `args` (url, mode, rate, …) and
  * the signing secret, and resolves with its `BENCH_JSON` result.
  */
-export async function runLoadgen(root: string, secret: string, args: Record<string, unknown>, onSpawn?: (pid: number) => void): Promise<unknown> {
+export async function runLoadgen(root: string, secret: string, args: Record<string, unknown>, onSpawn?: (child: ChildProcess) => void): Promise<unknown> {
   const tsx = join(root, 'node_modules/tsx/dist/loader.mjs');
   const r = await runCommand(process.execPath, ['--import', tsx, join(root, 'bench/loadgen.ts'), JSON.stringify(args)], {
     cwd: root,
@@ -126,15 +126,15 @@ export async function runLoadgen(root: string, secret: string, args: Record<stri
   return JSON.parse(line.slice('BENCH_JSON '.length)) as unknown;
 }
 
-/** Runs a command to completion, bounded in time; resolves with its output. `onSpawn` gets its pid. */
+/** Runs a command to completion, bounded in time; resolves with its output. `onSpawn` gets the child as it starts. */
 export function runCommand(
   cmd: string,
   args: string[],
-  opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv; onSpawn?: (pid: number) => void },
+  opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv; onSpawn?: (child: ChildProcess) => void },
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const proc = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    if (proc.pid !== undefined) opts.onSpawn?.(proc.pid);
+    opts.onSpawn?.(proc);
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -79,7 +79,7 @@ const fmt = (n: number | undefined, d = 0) => (n === undefined ? '' : n.toLocale
 function cpuCell(c: CpuShare | null | undefined): string {
   if (!c) return '';
   const perReq = c.serverUsPerRequest === null ? '' : `; ${fmt(c.serverUsPerRequest)} µs/req`;
-  return `${fmt(c.serverMainPct)} / ${fmt(c.serverOtherPct)} / ${fmt(c.generatorPct)}, idle ${fmt(c.machineIdlePct)}%${perReq}`;
+  return `${fmt(c.serverMainPct)} / ${fmt(c.serverOtherPct)} / ${c.generatorPct === null ? '?' : fmt(c.generatorPct)}, idle ${fmt(c.machineIdlePct)}%${perReq}`;
 }
 
 function table(head: string[], rows: string[][]): string[] {

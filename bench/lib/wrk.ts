@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { deliveryLine, signDeliveries, type SigningSecret, type Template } from './deliveries.js';
 import { runCommand } from './processes.js';
 
@@ -59,8 +59,8 @@ export interface WrkOptions {
   connections: number;
   durationS: number;
   cwd: string;
-  /** Gets wrk's pid once it is spawned (for the CPU accounting of the measured period). */
-  onSpawn?: (pid: number) => void;
+  /** Gets wrk's process once it is spawned (for the CPU accounting of the measured period). */
+  onSpawn?: (child: ChildProcess) => void;
 }
 
 export async function runWrk(o: WrkOptions): Promise<LoadResult> {
