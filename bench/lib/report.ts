@@ -136,8 +136,7 @@ export function renderMarkdown(r: Results): string {
   const m = r.machine;
   const lines: string[] = [];
   lines.push(`Run ${r.when}; ${m.nproc} CPUs (${m.cpuModel}), ${m.memTotal} RAM, Node ${m.node}, ${m.kernel}; load average at start ${m.loadAvgAtStart}.`);
-  const cal = m.calibrationMs;
-  if (cal) lines.push(`Host calibration (bench/lib/machine.ts, a fixed JSON and SHA-256 workload; lower is faster): ${cal.start ?? '?'} ms at the start, ${cal.end ?? '?'} ms at the end. Compare runs only where these are close.`);
+  lines.push(`Host calibration (bench/lib/machine.ts, a fixed JSON and SHA-256 workload; lower is faster): ${m.calibrationMs.start ?? '?'} ms at the start, ${m.calibrationMs.end ?? '?'} ms at the end. Compare runs only where these are close.`);
   lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured. Open loop: ${String(r.settings.openGenerator ?? 'node:http client')}.`, '');
   if (r.throughput.length > 0) {
     lines.push(...table(
