@@ -62,28 +62,34 @@ function statTicks(stat: string, withChildren = false): number {
   return withChildren ? own + Number(f[13]) + Number(f[14]) : own;
 }
 
-/** `pid` and every process descending from it (loadgen.ts starts opengen, for instance). */
-function processTree(pid: number): number[] {
+/**
+ * The /proc stat lines of `pid` and of every process descending from it (loadgen.ts starts
+ * opengen, for instance), from one scan of /proc; null when `pid` itself is not there.
+ */
+function treeStats(pid: number): string[] | null {
+  const stats = new Map<number, string>();
   const children = new Map<number, number[]>();
   let entries: string[];
   try {
     entries = readdirSync('/proc').filter((e) => /^\d+$/.test(e));
   } catch {
-    return [pid];
+    return null;
   }
   for (const e of entries) {
     const stat = readOr(`/proc/${e}/stat`);
     if (!stat) continue;
+    stats.set(Number(e), stat);
     const ppid = Number(statFields(stat)[1]);
     const list = children.get(ppid) ?? [];
     list.push(Number(e));
     children.set(ppid, list);
   }
-  const out: number[] = [];
+  if (!stats.has(pid)) return null;
+  const out: string[] = [];
   const todo = [pid];
   while (todo.length > 0) {
     const p = todo.pop()!;
-    out.push(p);
+    out.push(stats.get(p)!);
     todo.push(...(children.get(p) ?? []));
   }
   return out;
@@ -95,14 +101,13 @@ function serverTicks(pid: number): CpuSample['server'] {
   return total && main ? { total: statTicks(total), main: statTicks(main) } : null;
 }
 
+/**
+ * The generator's processes, each with its reaped children's time: a descendant reaped by a
+ * process of the tree is counted from then on in that process's children's time.
+ */
 function generatorTicks(pid: number | null): number | null {
-  if (pid === null || readOr(`/proc/${pid}/stat`) === null) return null;
-  // A descendant that exits between the two reads is left out of this sample; one reaped by a
-  // process of the tree is counted from then on in that process's children's time.
-  return processTree(pid).reduce((sum, p) => {
-    const stat = readOr(`/proc/${p}/stat`);
-    return sum + (stat ? statTicks(stat, true) : 0);
-  }, 0);
+  const stats = pid === null ? null : treeStats(pid);
+  return stats === null ? null : stats.reduce((sum, stat) => sum + statTicks(stat, true), 0);
 }
 
 export function sampleCpu(serverPid: number, generatorPid: number | null): CpuSample {
