@@ -19,8 +19,10 @@
  * a delivery per settled event in the database; the running receiver's sink
  * worker writes them (replay.ts; `--wait` polls until they are delivered).
  * So:
- *   1. a receiver with workers on and no sinks ingests N events (open loop)
- *      and processes them until all N are `settled`; it is stopped;
+ *   1. a receiver with workers off ingests N events (open loop); it is
+ *      stopped; a receiver with workers on and no sinks then processes that
+ *      backlog until all N are `settled` and no job is open (reported as
+ *      processing's own throughput and CPU per event); it is stopped;
  *   2. a receiver is started on that database with a CONFIG_FILE naming a
  *      new file sink (a sink added later gets nothing by itself);
  *   3. `node dist/cli/main.js replay --all --sink <name> --wait --json` runs
@@ -33,6 +35,7 @@ import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, 
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { freePort, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
+import { cpuBetween, sampleCpu } from './cpu.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -82,12 +85,31 @@ export interface FanOutResult {
   loadAvg: string;
 }
 
+/**
+ * Processing from a backlog: N events stored with the workers off, then a receiver with workers
+ * (default concurrency; the hiring stub answers at once) runs until every event is settled and no
+ * job is open. Its clock and CPU run from the receiver's first answer to /healthz.
+ */
+export interface ProcessingResult {
+  events: number;
+  /** events whose result was read from the stub (a fetch_result job each) */
+  fetching: number;
+  seconds: number;
+  eventsPerSecond: number;
+  /** receiver CPU (all threads) per event */
+  cpuUsPerEvent: number | null;
+  /** its main thread, in percent of one core */
+  mainPct: number | null;
+  peakRssMB: number;
+}
+
 export interface ReplayResult {
   status: 'measured';
   sinkConcurrency: number | 'default';
   events: number;
   ingestRate: number;
-  settleS: number;
+  /** Step 1b: the stored events processed from a backlog, before the replay. */
+  processing: ProcessingResult;
   /** spawn of the CLI until the sink file holds N lines */
   seconds: number;
   eventsPerSecond: number;
@@ -272,11 +294,15 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   }
 }
 
-function countSettled(dbPath: string): number {
+/** What processing still has to do with the n stored events: unsettled events, open jobs. */
+function processingLeft(dbPath: string, n: number): { unsettled: number; openJobs: number; fetching: number } {
   const db = new BetterSqlite3(dbPath, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 2000');
-    return db.prepare("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'").pluck().get() as number;
+    const settled = db.prepare("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'").pluck().get() as number;
+    const openJobs = db.prepare("SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')").pluck().get() as number;
+    const fetching = db.prepare("SELECT COUNT(*) FROM event_processing WHERE resource IS NOT NULL").pluck().get() as number;
+    return { unsettled: n - settled, openJobs, fetching };
   } finally {
     db.close();
   }
@@ -289,24 +315,47 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
   mkdirSync(dir, { recursive: true });
   const dbPath = join(dir, 'receiver.db');
 
-  // 1. Ingest N events and let the workers settle them (the sink replay needs settled events).
-  ctx.log(`replay: ingesting ${n} events at ${ingestRate}/s (workers on, no sinks) and waiting until all are settled`);
-  const r1 = await startReceiver(ctx, 'replay-ingest', dbPath, {});
-  const t0 = Date.now();
+  // 1. Ingest N events with the workers off, then (1b) a receiver with workers processes that
+  // backlog until all N are settled: processing's own throughput, measured apart from ingest
+  // (the replay below needs settled events anyway).
+  ctx.log(`replay: ingesting ${n} events at ${ingestRate}/s (workers off)`);
+  const r0 = await startReceiver(ctx, 'replay-ingest', dbPath, { WORKER_CONCURRENCY: '0' });
   try {
-    const g = await loadgen(ctx, r1.server.url, { mode: 'open', rate: ingestRate, connections: 128, warmupS: 0, durationS: n / ingestRate });
+    const g = await loadgen(ctx, r0.server.url, { mode: 'open', rate: ingestRate, connections: 128, warmupS: 0, durationS: n / ingestRate });
     const acked = g.warmup.s2xx + g.measured.s2xx;
     if (acked !== n) throw new Error(`replay: ${acked} of ${n} deliveries acknowledged (${g.measured.non2xx} non-2xx, ${g.measured.socketErrors} socket errors)`);
-    const deadline = Date.now() + 180_000;
-    let settled = 0;
-    while ((settled = countSettled(dbPath)) < n) {
-      if (Date.now() > deadline) throw new Error(`replay: only ${settled} of ${n} events settled after 180 s`);
-      await sleep(250);
-    }
   } finally {
-    await r1.stop();
+    await r0.stop();
   }
-  const settleS = (Date.now() - t0) / 1000;
+  ctx.log(`processing: a receiver with workers (default concurrency) processes the ${n} stored events until all are settled`);
+  const r1 = await startReceiver(ctx, 'processing', dbPath, {});
+  const c0 = sampleCpu(r1.server.proc.pid!, null);
+  let processing: ProcessingResult;
+  let processingPeak = 0;
+  try {
+    const deadline = Date.now() + 300_000;
+    let left = processingLeft(dbPath, n);
+    while (left.unsettled > 0 || left.openJobs > 0) {
+      if (Date.now() > deadline) throw new Error(`processing: ${n - left.unsettled} of ${n} events settled after 300 s (${left.openJobs} jobs open)`);
+      await sleep(50);
+      left = processingLeft(dbPath, n);
+    }
+    const c1 = sampleCpu(r1.server.proc.pid!, null);
+    const share = cpuBetween(c0, c1, n);
+    const seconds = (c1.at - c0.at) / 1000;
+    processing = {
+      events: n,
+      fetching: left.fetching,
+      seconds: Math.round(seconds * 100) / 100,
+      eventsPerSecond: Math.round(n / seconds),
+      cpuUsPerEvent: share?.serverUsPerRequest ?? null,
+      mainPct: share?.serverMainPct ?? null,
+      peakRssMB: 0,
+    };
+  } finally {
+    processingPeak = (await r1.stop()).peak;
+  }
+  processing.peakRssMB = mb(processingPeak);
 
   // 2. A receiver with a new file sink, 3. the CLI replaying every event to it.
   const sinkName = 'replay-file';
@@ -363,7 +412,7 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
       sinkConcurrency: ctx.sinkConcurrency ?? 'default',
       events: n,
       ingestRate,
-      settleS: Math.round(settleS * 10) / 10,
+      processing,
       seconds: Math.round(seconds * 1000) / 1000,
       eventsPerSecond: Math.round(n / seconds),
       queueS: Math.round(queueS * 1000) / 1000,

@@ -120,6 +120,14 @@ function sinkTables(r: Results): string[] {
     ), '');
   }
   if (r.replay.status === 'measured') {
+    const q = r.replay.processing;
+    lines.push(...table(
+      ['processing from a backlog (workers on, stub answers at once)', 'events', 'with a result read', 'events/s', 'seconds', 'receiver CPU µs/event', 'main thread %', 'peak RSS MB'],
+      [[
+        'stored events → settled, no job open', fmt(q.events), fmt(q.fetching), fmt(q.eventsPerSecond), fmt(q.seconds, 2),
+        q.cpuUsPerEvent === null ? '?' : fmt(q.cpuUsPerEvent), q.mainPct === null ? '?' : fmt(q.mainPct, 1), fmt(q.peakRssMB, 1),
+      ]],
+    ), '');
     const p = r.replay;
     lines.push(...table(
       ['replay (`replay --all --sink <file> --wait`)', 'events', 'events/s', 'seconds to N lines', 'CLI queueing s', 'CLI exit s', 'distinct ids = N (lines, exit)', 'receiver peak RSS MB', 'load avg'],
