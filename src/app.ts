@@ -183,6 +183,7 @@ export function createApp(deps: AppDeps) {
   const processingShutdown = new AbortController();
   const processing: ProcessingContext = {
     db: database.db,
+    sqlite: database.sqlite,
     clock,
     clients,
     shutdown: processingShutdown.signal,

@@ -1,16 +1,24 @@
-import type { Kysely, Transaction } from 'kysely';
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import { directStatements } from '../db/directStatements.js';
 import type { Database } from '../db/schema.js';
+import { preparedDeliveryWritesOn, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import type { HiringClient } from '../hiring/HiringClient.js';
 import type { Clock } from '../util/clock.js';
 export { resultDigest } from '../util/resultDigest.js';
 
 export interface ProcessingContext {
   db: Kysely<Database>;
+  /**
+   * The connection `db` runs on: processing's hot statements run on it directly, prepared once
+   * (directStatements), inside the transactions `db` holds.
+   */
+  sqlite: BetterSqlite3.Database;
   clock: Clock;
   /** One API client per configured source that has credentials. */
   clients: ReadonlyMap<string, HiringClient>;
   /** Called in the transaction that makes an event's message complete (result final, or none needed). */
-  onSettled: (trx: Transaction<Database>, eventId: string) => Promise<void>;
+  onSettled: (writes: DeliveryWrites, eventId: string) => Promise<void>;
   /** Spec 8: no faster than one poll per 30 s for an (application, resource). */
   minPollIntervalMs: number;
   /** Polling backs off up to this interval. */
@@ -33,7 +41,8 @@ export const DEFAULT_PROCESSING = {
 } as const;
 
 /**
- * Mark an event's processing settled and let the fan-out know, in the caller's transaction.
+ * Mark an event's processing settled and let the fan-out know, in the caller's transaction (held on
+ * ctx.db: the statements run on its connection).
  * `digest`: resultDigest of the event's result now. An event already settled whose digest differs
  * from the one it settled with is fanned out again as its next revision (a new webhook-id per
  * sink): its sinks were sent another result. The same digest sends nothing. For an event settled
@@ -41,29 +50,26 @@ export const DEFAULT_PROCESSING = {
  */
 export async function settleEvent(
   ctx: ProcessingContext,
-  trx: Transaction<Database>,
   eventId: string,
   resource: string | null,
   opts: { digest?: string; changed?: boolean } = {},
 ): Promise<void> {
+  const q = directStatements(ctx.sqlite);
   const now = new Date(ctx.clock.now()).toISOString();
-  const prior = await trx.selectFrom('event_processing').select(['state', 'result_digest']).where('event_id', '=', eventId).executeTakeFirst();
+  const prior = q.get<{ state: string; result_digest: string | null }>('SELECT state, result_digest FROM event_processing WHERE event_id = ?', eventId);
   const revise =
     prior?.state === 'settled' &&
     (prior.result_digest !== null && opts.digest !== undefined ? opts.digest !== prior.result_digest : opts.changed === true);
-  const digest = opts.digest !== undefined ? { result_digest: opts.digest } : {};
-  await trx
-    .insertInto('event_processing')
-    .values({ event_id: eventId, state: 'settled', resource, settled_at: now, updated_at: now, ...digest })
-    .onConflict((oc) =>
-      oc.column('event_id').doUpdateSet((eb) => ({
-        state: 'settled',
-        settled_at: now,
-        updated_at: now,
-        ...digest,
-        ...(revise ? { revision: eb('event_processing.revision', '+', 1) } : {}),
-      })),
-    )
-    .execute();
-  if (prior?.state !== 'settled' || revise) await ctx.onSettled(trx, eventId);
+  q.run(SETTLE, { event_id: eventId, resource, now, digest: opts.digest ?? null, has_digest: opts.digest !== undefined ? 1 : 0, revise: revise ? 1 : 0 });
+  if (prior?.state !== 'settled' || revise) await ctx.onSettled(preparedDeliveryWritesOn(ctx.sqlite), eventId);
 }
+
+/**
+ * Settles the event: a new row, or the row it has, keeping its resource; its digest replaced only
+ * when one is given (@has_digest), its revision counted up when this settle is a new one (@revise).
+ */
+const SETTLE = `INSERT INTO event_processing (event_id, state, resource, settled_at, updated_at, result_digest)
+  VALUES (@event_id, 'settled', @resource, @now, @now, @digest)
+  ON CONFLICT (event_id) DO UPDATE SET state = 'settled', settled_at = excluded.settled_at, updated_at = excluded.updated_at,
+    result_digest = CASE WHEN @has_digest THEN excluded.result_digest ELSE event_processing.result_digest END,
+    revision = event_processing.revision + @revise`;

@@ -1,5 +1,5 @@
-import type { Transaction } from 'kysely';
-import type { Database, ResultState } from '../db/schema.js';
+import { directStatements } from '../db/directStatements.js';
+import type { ResultState } from '../db/schema.js';
 import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, outcomeToError } from '../hiring/outcomeToError.js';
 import { applicationIdProblem } from '../hiring/resourcePath.js';
@@ -81,7 +81,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
     if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
-      await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+      await ctx.db.transaction().execute(() => settleEvent(ctx, p.event_id, p.resource, { digest: resultDigest(row) }));
       return;
     }
     // Give-up is measured from this event's arrival: a result re-announced days later gets its own
@@ -156,7 +156,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
           // A final result read before the deletion stays: the service no longer has it, and a
           // replay must not replace it with nothing. Without one, the answer is final too.
           if (row.state === 'ready' || row.state === 'unavailable' || row.state === 'given_up') {
-            await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+            await ctx.db.transaction().execute(() => settleEvent(ctx, p.event_id, p.resource, { digest: resultDigest(row) }));
             return;
           }
           // Still processing (a replay's read answered "processing" first) over data a ready read
@@ -197,30 +197,34 @@ async function finish(
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
   const dataText = result.data ? JSON.stringify(result.data) : null;
-  await ctx.db.transaction().execute(async (trx: Transaction<Database>) => {
-    const before = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+  await ctx.db.transaction().execute(async () => {
+    const q = directStatements(ctx.sqlite);
+    const before = q.get<ResultText>(`SELECT state, reason, data FROM ${table} WHERE application_id = ?`, p.application_id);
     // fetched_at: when the service last gave this answer (a result reused for a later event is
     // one read at or after that event arrived). ready: the new data and its headline;
     // unavailable: no result, so no data or headline; given_up: whatever was fetched before
     // stays, with the time it was fetched (a later re-announcement timing out does not erase it,
     // nor make it look newly fetched).
-    const columns =
+    const columns: Record<string, unknown> =
       result.state === 'ready' && dataText !== null
         ? { data: dataText, fetched_at: nowIso, ...headlineOf(p.resource, result.data!) }
         : result.state === 'unavailable'
           ? { data: null, fetched_at: nowIso, ...nullHeadline(p.resource) }
           : {};
-    await trx
-      .updateTable(table)
-      .set({ state: result.state, reason: result.reason, updated_at: nowIso, ...columns })
-      .where('application_id', '=', p.application_id)
-      .execute();
-    const after = await trx.selectFrom(table).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+    const set = { state: result.state, reason: result.reason, updated_at: nowIso, ...columns };
+    // The column names are fixed per (table, kind of result): a handful of statement texts.
+    const after = q.get<ResultText>(
+      `UPDATE ${table} SET ${Object.keys(set).map((c) => `${c} = @${c}`).join(', ')} WHERE application_id = @application_id RETURNING state, reason, data`,
+      { ...set, application_id: p.application_id },
+    );
     const changed = before?.state !== after?.state || before?.reason !== after?.reason || before?.data !== after?.data;
-    await rebuildApplication(trx, p.application_id, ctx.clock.now());
-    await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
+    rebuildApplication(q, p.application_id, ctx.clock.now());
+    await settleEvent(ctx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
   });
 }
+
+/** What a result's digest is taken over (resultDigest). */
+type ResultText = { state: ResultState; reason: string | null; data: string | null };
 
 /**
  * A fetch that was dead-lettered (404s, a redirect, 25 failures) would leave
@@ -240,7 +244,7 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
         .where('state', '=', 'processing')
         .execute();
       const row = await trx.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
-      await settleEvent(ctx, trx, p.event_id, p.resource, row ? { digest: resultDigest(row) } : {});
+      await settleEvent(ctx, p.event_id, p.resource, row ? { digest: resultDigest(row) } : {});
     });
   };
 }

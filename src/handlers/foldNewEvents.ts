@@ -1,8 +1,9 @@
 import { sql, type Kysely } from 'kysely';
+import { directStatements } from '../db/directStatements.js';
 import type { Database } from '../db/schema.js';
 import type { Logger } from '../observability/logger.js';
 import { backoffDelay, JOB_BACKOFF } from '../queue/backoff.js';
-import { enqueue, immediateTransaction } from '../queue/JobQueue.js';
+import { immediateTransaction, preparedJobWritesOn } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { WorkSource } from '../queue/Worker.js';
 import { isoTime } from '../util/clock.js';
@@ -40,6 +41,8 @@ export async function processingBacklog(db: Kysely<Database>): Promise<Processin
 }
 
 const NEXT_EVENT = sql<{ n: number }>`SELECT 1 AS n FROM events WHERE rowid > (SELECT last_event_rowid FROM processing_cursor) LIMIT 1`;
+const EVENTS_PAST_CURSOR = `SELECT rowid AS seq, id, source FROM events
+  WHERE rowid > (SELECT last_event_rowid FROM processing_cursor) ORDER BY rowid LIMIT ?`;
 
 /**
  * Folds new events in the order they were stored, from the processing
@@ -65,27 +68,24 @@ export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolde
       if ((await NEXT_EVENT.execute(ctx.db)).rows.length === 0) return 0;
       const now = ctx.clock.now();
       const failures: { jobId: number; eventId: string; error: string; retryInMs: number }[] = [];
-      const taken = await immediateTransaction(ctx.db, async (trx) => {
+      const taken = await immediateTransaction(ctx.db, async () => {
         failures.length = 0;
-        const events = (
-          await sql<{ seq: number; id: string; source: string }>`SELECT rowid AS seq, id, source FROM events
-            WHERE rowid > (SELECT last_event_rowid FROM processing_cursor) ORDER BY rowid LIMIT ${Math.max(1, limit)}`.execute(trx)
-        ).rows;
+        const q = directStatements(ctx.sqlite);
+        const events = q.all<{ seq: number; id: string; source: string }>(EVENTS_PAST_CURSOR, Math.max(1, limit));
         if (events.length === 0) return 0;
-        const results = await foldEvents(ctx, trx, events.map((e) => ({ eventId: e.id })), now);
+        const results = await foldEvents(ctx, events.map((e) => ({ eventId: e.id })), now);
         for (const [i, r] of results.entries()) {
           if (r === undefined || !('error' in r)) continue;
           const e = events[i]!;
           const error = (r.error as Error)?.message ?? String(r.error);
           const retryInMs = backoffDelay(1, JOB_BACKOFF);
-          const jobId = await enqueue(
-            trx,
+          const jobId = preparedJobWritesOn(ctx.sqlite).enqueue(
             { kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source, runAt: now + retryInMs, failed: { attempts: 1, error } },
             now,
           );
           failures.push({ jobId, eventId: e.id, error, retryInMs });
         }
-        await trx.updateTable('processing_cursor').set({ last_event_rowid: events.at(-1)!.seq, updated_at: isoTime(now) }).where('id', '=', 1).execute();
+        q.run('UPDATE processing_cursor SET last_event_rowid = ?, updated_at = ? WHERE id = 1', events.at(-1)!.seq, isoTime(now));
         return events.length;
       });
       for (const f of failures) {

@@ -1,6 +1,6 @@
-import { sql, type Transaction } from 'kysely';
-import type { Database } from '../db/schema.js';
-import { enqueue, immediateTransaction, type ClaimedJob } from '../queue/JobQueue.js';
+import { directStatements } from '../db/directStatements.js';
+import type { HiringResource } from '../hiring/types.js';
+import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
@@ -34,50 +34,41 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
       // BEGIN IMMEDIATE: the write lock is taken before the first read. A deferred BEGIN could
       // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
       // process (a separate `work`'s serve, the CLI) committed in between.
-      const results = await immediateTransaction(ctx.db, (trx) => foldEvents(ctx, trx, jobs.map((job) => parsePayload(job.payload)), now));
+      const results = await immediateTransaction(ctx.db, () => foldEvents(ctx, jobs.map((job) => parsePayload(job.payload)), now));
       return { results };
     },
   };
 }
 
 /**
- * Folds events in the caller's write transaction, each inside its own
+ * Folds events in the caller's write transaction (held on ctx.db, whose
+ * connection the statements run on), each inside its own
  * savepoint, and returns one result per item, in order: undefined when
  * folded, or the error its fold failed with (its own writes rolled back; the
  * others commit). An item that is already an error fails as it is.
  */
 export async function foldEvents(
   ctx: ProcessingContext,
-  trx: Transaction<Database>,
   items: readonly ({ eventId: unknown; refetch?: boolean } | { error: unknown })[],
   now: number,
 ): Promise<BatchItemResult[]> {
+  const q = directStatements(ctx.sqlite);
   const results: BatchItemResult[] = [];
-  const eventIds = items.flatMap((p) => ('eventId' in p && typeof p.eventId === 'string' ? [p.eventId] : []));
   // Linked before the savepoints: an event whose own fold fails (even for good) still
   // counts in its application's row when other events rebuild it, as every stored event did
   // when the link was an index on events (migration 005 moved it here, off the ingest path).
-  if (eventIds.length > 0) {
-    await trx
-      .insertInto('application_events')
-      .columns(['application_id', 'event_id'])
-      .expression((eb) =>
-        eb.selectFrom('events').select(['application_id', 'id']).where('id', 'in', eventIds).where('application_id', 'is not', null),
-      )
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-  }
+  for (const p of items) if ('eventId' in p && typeof p.eventId === 'string') q.run(LINK_EVENT, p.eventId);
   for (const item of items) {
-    await sql`SAVEPOINT process_event`.execute(trx);
+    q.run('SAVEPOINT process_event');
     try {
       if ('error' in item) throw item.error;
-      await processEvent(ctx, trx, item.eventId as string, now, item.refetch === true);
-      await sql`RELEASE process_event`.execute(trx);
+      await processEvent(ctx, item.eventId as string, now, item.refetch === true);
+      q.run('RELEASE process_event');
       results.push(undefined);
     } catch (error) {
       try {
-        await sql`ROLLBACK TO process_event`.execute(trx);
-        await sql`RELEASE process_event`.execute(trx);
+        q.run('ROLLBACK TO process_event');
+        q.run('RELEASE process_event');
       } catch {
         // SQLite already rolled the whole transaction back (disk full, I/O error), savepoint
         // included: the batch fails, with the fold's own error rather than "no such savepoint".
@@ -88,6 +79,9 @@ export async function foldEvents(
   }
   return results;
 }
+
+const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
+  SELECT application_id, id FROM events WHERE id = ? AND application_id IS NOT NULL ON CONFLICT DO NOTHING`;
 
 /**
  * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in
@@ -102,29 +96,24 @@ function parsePayload(payload: string): { eventId: unknown; refetch?: boolean } 
   }
 }
 
-async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number, refetch: boolean): Promise<void> {
-  const event = await trx.selectFrom('events').select(['id', 'event_type', 'source', 'application_id']).where('id', '=', eventId).executeTakeFirst();
+async function processEvent(ctx: ProcessingContext, eventId: string, now: number, refetch: boolean): Promise<void> {
+  const q = directStatements(ctx.sqlite);
+  const event = q.get<{ event_type: string; source: string; application_id: string | null }>(
+    'SELECT event_type, source, application_id FROM events WHERE id = ?',
+    eventId,
+  );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  if (event.application_id) await rebuildApplication(trx, event.application_id, now);
+  if (event.application_id) rebuildApplication(q, event.application_id, now);
   const resource = RESOURCE_OF_EVENT[event.event_type];
-  if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
+  if (!resource || !event.application_id) return settleEvent(ctx, eventId, null);
 
   const nowIso = new Date(now).toISOString();
-  await trx
-    .insertInto(RESULT_TABLE[resource])
-    .values({ application_id: event.application_id, source: event.source, state: 'processing', first_requested_at: nowIso, polls: 0, updated_at: nowIso })
-    .onConflict((oc) => oc.column('application_id').doNothing())
-    .execute();
-  await trx
-    .insertInto('event_processing')
-    .values({ event_id: eventId, state: 'awaiting_result', resource, updated_at: nowIso })
-    // A replay through processing re-reads the result but does not make a settled event new
-    // again: its sinks hear of it again only if the result changed (a new revision, see
-    // settleEvent) or by an explicit replay to them.
-    .onConflict((oc) => oc.column('event_id').doNothing())
-    .execute();
-  await enqueue(
-    trx,
+  q.run(OPEN_RESULT[resource], { id: event.application_id, source: event.source, now: nowIso });
+  // A replay through processing re-reads the result but does not make a settled event new
+  // again: its sinks hear of it again only if the result changed (a new revision, see
+  // settleEvent) or by an explicit replay to them.
+  q.run(AWAIT_RESULT, eventId, resource, nowIso);
+  preparedJobWritesOn(ctx.sqlite).enqueue(
     {
       kind: JobKind.fetchResult,
       payload: { event_id: eventId, application_id: event.application_id, resource, ...(refetch ? { refetch: true } : {}) },
@@ -134,3 +123,15 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     now,
   );
 }
+
+/** The result row an event's read fills, created 'processing' unless the application has one. */
+const OPEN_RESULT = Object.fromEntries(
+  Object.entries(RESULT_TABLE).map(([resource, table]) => [
+    resource,
+    `INSERT INTO ${table} (application_id, source, state, first_requested_at, polls, updated_at) VALUES (@id, @source, 'processing', @now, 0, @now)
+      ON CONFLICT (application_id) DO NOTHING`,
+  ]),
+) as Record<HiringResource, string>;
+
+const AWAIT_RESULT = `INSERT INTO event_processing (event_id, state, resource, updated_at) VALUES (?, 'awaiting_result', ?, ?)
+  ON CONFLICT (event_id) DO NOTHING`;

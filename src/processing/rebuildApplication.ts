@@ -1,5 +1,5 @@
-import type { Transaction } from 'kysely';
-import type { ApplicationsTable, Database } from '../db/schema.js';
+import type { DirectStatements } from '../db/directStatements.js';
+import type { ApplicationsTable } from '../db/schema.js';
 import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, asString as str, type JsonRecord as Obj } from '../util/json.js';
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
@@ -84,6 +84,33 @@ type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' |
   ineligible: boolean;
 };
 
+/** The application's events, linked by processing in application_events (each before its fold). */
+const APPLICATION_EVENTS = `SELECT id, event_type, created_at, received_at, source, envelope FROM events
+  WHERE id IN (SELECT event_id FROM application_events WHERE application_id = ?)`;
+
+/**
+ * The fetched results' verdicts: interview and insights say is_eligible (with reasons); a ready
+ * legacy interview's data holds its knockouts. In this order, so the reasons keep it.
+ */
+const RESULT_VERDICTS = `SELECT * FROM (
+    SELECT 1 AS n, is_eligible, ineligibility_reasons, NULL AS state, NULL AS data FROM interview_results WHERE application_id = @id
+    UNION ALL SELECT 2, is_eligible, ineligibility_reasons, NULL, NULL FROM insights_results WHERE application_id = @id
+    UNION ALL SELECT 3, NULL, NULL, state, data FROM legacy_interview_results WHERE application_id = @id
+  ) ORDER BY n`;
+
+const FOLDED_COLUMNS = [
+  'source', 'external_id', 'status', 'status_changed_at', 'job_id', 'job_title',
+  'candidate_first_name', 'candidate_last_name', 'candidate_email', 'candidate_phone',
+  'created_at', 'deleted_at', 'needs_review', 'review_reasons', 'updated_at',
+] as const satisfies readonly (keyof ApplicationsTable)[];
+
+const UPSERT_APPLICATION = `INSERT INTO applications (id, first_seen_at, ${FOLDED_COLUMNS.join(', ')})
+  VALUES (@id, @first_seen_at, ${FOLDED_COLUMNS.map((c) => `@${c}`).join(', ')})
+  ON CONFLICT (id) DO UPDATE SET ${FOLDED_COLUMNS.map((c) => `${c} = excluded.${c}`).join(', ')}`;
+
+const INSERT_STATUS_CHANGE = `INSERT INTO application_status_history (event_id, application_id, from_status, to_status, changed_at, recorded_at)
+  VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`;
+
 /**
  * The application row is a pure fold over ALL its events (those processing
  * has linked in application_events; each is linked before its fold), sorted by
@@ -92,12 +119,8 @@ type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' |
  * row. The newest event by created_at sets the status; a
  * job_application.deleted marks it deleted for good, whatever arrives later.
  */
-export async function rebuildApplication(trx: Transaction<Database>, applicationId: string, now: number): Promise<void> {
-  const events = await trx
-    .selectFrom('events')
-    .select(['id', 'event_type', 'created_at', 'received_at', 'source', 'envelope'])
-    .where('id', 'in', (eb) => eb.selectFrom('application_events').select('event_id').where('application_id', '=', applicationId))
-    .execute();
+export function rebuildApplication(q: DirectStatements, applicationId: string, now: number): void {
+  const events = q.all<Omit<SortableEvent, 'payload'> & { source: string; envelope: string }>(APPLICATION_EVENTS, applicationId);
   if (events.length === 0) return;
   const parsed = events.map((e) => ({ ...e, payload: obj((JSON.parse(e.envelope) as Obj).payload) }));
   sortEvents(parsed);
@@ -141,40 +164,33 @@ export async function rebuildApplication(trx: Transaction<Database>, application
     }
   }
 
-  // Fetched results may also say is_eligible: false, with the reasons (spec 2.10).
-  for (const table of ['interview_results', 'insights_results'] as const) {
-    const r = await trx.selectFrom(table).select(['is_eligible', 'ineligibility_reasons']).where('application_id', '=', applicationId).executeTakeFirst();
-    if (r?.is_eligible === 0) {
+  // Fetched results may also say is_eligible: false, with the reasons (spec 2.10); a legacy (v1)
+  // interview has no is_eligible, and its knockouts are the same verdict. One read of the three.
+  for (const r of q.all<{ is_eligible: number | null; ineligibility_reasons: string | null; state: string | null; data: string | null }>(RESULT_VERDICTS, { id: applicationId })) {
+    if (r.is_eligible === 0) {
       f.ineligible = true;
       for (const reason of r.ineligibility_reasons ? (JSON.parse(r.ineligibility_reasons) as unknown[]) : []) {
         const label = typeof reason === 'string' ? reason : JSON.stringify(reason);
         if (!f.reasons.includes(label)) f.reasons.push(label);
       }
     }
-  }
-
-  // A legacy (v1) interview has no is_eligible; its knockouts are the same verdict.
-  const legacy = await trx.selectFrom('legacy_interview_results').select(['state', 'data']).where('application_id', '=', applicationId).executeTakeFirst();
-  if (legacy?.state === 'ready' && legacy.data) {
-    for (const reason of legacyKnockoutReasons(JSON.parse(legacy.data))) {
-      f.ineligible = true;
-      if (!f.reasons.includes(reason)) f.reasons.push(reason);
+    if (r.state === 'ready' && r.data) {
+      for (const reason of legacyKnockoutReasons(JSON.parse(r.data))) {
+        f.ineligible = true;
+        if (!f.reasons.includes(reason)) f.reasons.push(reason);
+      }
     }
   }
 
   const nowIso = new Date(now).toISOString();
   const { reasons, ineligible, ...columns } = f;
-  const row = { ...columns, needs_review: ineligible ? 1 : 0, review_reasons: ineligible ? JSON.stringify(reasons) : null, updated_at: nowIso };
-  await trx
-    .insertInto('applications')
-    .values({ id: applicationId, first_seen_at: nowIso, ...row })
-    .onConflict((oc) => oc.column('id').doUpdateSet(row))
-    .execute();
-  for (const h of history) {
-    await trx
-      .insertInto('application_status_history')
-      .values({ event_id: h.event_id, application_id: applicationId, from_status: h.from, to_status: h.to, changed_at: h.at, recorded_at: nowIso })
-      .onConflict((oc) => oc.column('event_id').doNothing())
-      .execute();
-  }
+  q.run(UPSERT_APPLICATION, {
+    ...columns,
+    id: applicationId,
+    needs_review: ineligible ? 1 : 0,
+    review_reasons: ineligible ? JSON.stringify(reasons) : null,
+    first_seen_at: nowIso,
+    updated_at: nowIso,
+  });
+  for (const h of history) q.run(INSERT_STATUS_CHANGE, h.event_id, applicationId, h.from, h.to, h.at, nowIso);
 }

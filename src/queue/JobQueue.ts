@@ -80,8 +80,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
   const insert = sqlite.prepare<Insertable<JobsTable>>(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-     VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @created_at, @updated_at)`,
+    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at)
+     VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @last_error, @created_at, @updated_at)`,
   );
   return {
     findOpenJob: (eventId: string, kind: string): { id: number } | undefined => {
@@ -101,8 +101,20 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
     /** events.rowid of the last event processing has taken: later events are still to be folded. */
     processingCursor: (): number => cursor.get() ?? 0,
-    enqueue: (job: NewJob, now: number): number => Number(insert.run(jobRow(job, now)).lastInsertRowid),
+    enqueue: (job: NewJob, now: number): number => Number(insert.run({ last_error: null, ...jobRow(job, now) }).lastInsertRowid),
   };
+}
+
+const preparedByConnection = new WeakMap<BetterSqlite3.Database, ReturnType<typeof preparedJobWrites>>();
+
+/** preparedJobWrites prepared once per connection (the processing layer's folds queue their reads with it). */
+export function preparedJobWritesOn(sqlite: BetterSqlite3.Database): ReturnType<typeof preparedJobWrites> {
+  let w = preparedByConnection.get(sqlite);
+  if (!w) {
+    w = preparedJobWrites(sqlite);
+    preparedByConnection.set(sqlite, w);
+  }
+  return w;
 }
 
 /**

@@ -10,7 +10,7 @@ import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
-import { enqueueDeliveries, sinkJobKind } from './enqueueDeliveries.js';
+import { enqueueDeliveries, sinkJobKind, type DeliveryWrites } from './enqueueDeliveries.js';
 import { matchesEventType } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -89,8 +89,8 @@ export class FanOut {
   }
 
   /** The processing layer's hook: runs in the transaction that settles the event. */
-  readonly onSettled = async (trx: Transaction<Database>, eventId: string): Promise<void> => {
-    await this.enqueueDeliveries(trx, eventId);
+  readonly onSettled = async (writes: DeliveryWrites, eventId: string): Promise<void> => {
+    await this.enqueueDeliveries(writes, eventId);
   };
 
   /**
@@ -117,7 +117,7 @@ export class FanOut {
   };
 
   /** Queue the event's deliveries (all matching sinks, or only those named: the CLI's replay). */
-  async enqueueDeliveries(trx: Transaction<Database>, eventId: string, opts: { sinks?: readonly string[] } = {}): Promise<string[]> {
+  async enqueueDeliveries(trx: Transaction<Database> | DeliveryWrites, eventId: string, opts: { sinks?: readonly string[] } = {}): Promise<string[]> {
     const queued = await enqueueDeliveries(trx, eventId, this.o.sinks, this.o.clock.now(), opts.sinks ? { only: opts.sinks } : {});
     // The claim waits for the connection, so it runs after this transaction commits.
     for (const lane of this.lanes) if (queued.includes(lane.config.name)) lane.worker.kick();

@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { enqueue, findPendingJob, preparedJobWrites, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
+import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -53,7 +53,22 @@ export function preparedDeliveryWrites(sqlite: BetterSqlite3.Database): Delivery
     `SELECT events.event_type, events.source, event_processing.state, event_processing.revision
      FROM events JOIN event_processing ON event_processing.event_id = events.id WHERE events.id = ?`,
   );
-  return { event: (eventId) => event.get(eventId), resetDelivery: preparedResetDelivery(sqlite), ...preparedJobWrites(sqlite) };
+  return { event: (eventId) => event.get(eventId), resetDelivery: preparedResetDelivery(sqlite), ...preparedJobWritesOn(sqlite) };
+}
+
+const preparedByConnection = new WeakMap<BetterSqlite3.Database, DeliveryWrites>();
+
+/**
+ * preparedDeliveryWrites prepared once per connection: for the processing layer, which settles
+ * events in transactions it holds on kysely's connection (see directStatements).
+ */
+export function preparedDeliveryWritesOn(sqlite: BetterSqlite3.Database): DeliveryWrites {
+  let w = preparedByConnection.get(sqlite);
+  if (!w) {
+    w = preparedDeliveryWrites(sqlite);
+    preparedByConnection.set(sqlite, w);
+  }
+  return w;
 }
 
 /**
