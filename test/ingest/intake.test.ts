@@ -65,6 +65,15 @@ describe('POST /webhooks over real HTTP', () => {
     const twoTimestamps = await send({ ...d.headers, 'webhook-timestamp': [d.headers['webhook-timestamp']!, d.headers['webhook-timestamp']!] }, body);
     expect(twoTimestamps.status).toBe(400);
     expect(JSON.parse(twoTimestamps.body)).toMatchObject({ error: 'malformed_header' });
+    // Two ids (even two copies of the signed one): refused as malformed, not as a bad signature.
+    for (const ids of [[d.headers['webhook-id']!, d.headers['webhook-id']!], ['msg_other', d.headers['webhook-id']!]]) {
+      const twoIds = await send({ ...d.headers, 'webhook-id': ids }, body);
+      expect(twoIds.status, twoIds.body).toBe(400);
+      expect(JSON.parse(twoIds.body)).toMatchObject({ error: 'malformed_header', message: expect.stringMatching(/webhook-id header was sent more than once/) });
+    }
+    // One id with a comma in it is an id like any other (here: not the signed one, so 401).
+    const comma = await send({ ...d.headers, 'webhook-id': 'msg_a, msg_b' }, body);
+    expect(comma.status).toBe(401);
   });
 
   it('dedupes on the envelope id: 3 deliveries with fresh webhook-ids give one row, to be processed once', async () => {
