@@ -1,4 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import type { Transaction } from 'kysely';
+import type { Database } from './schema.js';
 
 type Params = readonly unknown[] | [Record<string, unknown>];
 
@@ -13,8 +15,10 @@ type Params = readonly unknown[] | [Record<string, unknown>];
  * Only inside a transaction that this caller holds through kysely (immediateTransaction, or
  * db.transaction().execute): the connection's mutex keeps kysely's other queries out meanwhile,
  * and better-sqlite3 runs each statement to completion synchronously, so nothing interleaves.
- * Outside one, a statement could land inside another flow's transaction (or bypass the busy
- * retry of BusyRetrySqliteDialect); that is refused with an error rather than run.
+ * The caller's Transaction is asked for as its proof (the type system then keeps a caller
+ * without one out), and a statement run while the connection is in no transaction at all is
+ * refused with an error. What neither can tell is whose transaction is open: a flow that
+ * smuggled statements out of its transaction's callback could write into another flow's.
  * Only fixed texts belong here (no IN lists of varying length): the cache is not bounded.
  */
 export interface DirectStatements {
@@ -25,7 +29,7 @@ export interface DirectStatements {
 
 const byConnection = new WeakMap<BetterSqlite3.Database, DirectStatements>();
 
-export function directStatements(sqlite: BetterSqlite3.Database): DirectStatements {
+export function directStatements(sqlite: BetterSqlite3.Database, _held: Transaction<Database>): DirectStatements {
   const known = byConnection.get(sqlite);
   if (known) return known;
   const cache = new Map<string, BetterSqlite3.Statement>();

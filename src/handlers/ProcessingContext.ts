@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import type { Database } from '../db/schema.js';
 import { preparedDeliveryWritesOn, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
@@ -41,8 +41,8 @@ export const DEFAULT_PROCESSING = {
 } as const;
 
 /**
- * Mark an event's processing settled and let the fan-out know, in the caller's transaction (held on
- * ctx.db: the statements run on its connection).
+ * Mark an event's processing settled and let the fan-out know, in the caller's transaction `trx`
+ * (held on ctx.db; the statements run on its connection, ctx.sqlite).
  * `digest`: resultDigest of the event's result now. An event already settled whose digest differs
  * from the one it settled with is fanned out again as its next revision (a new webhook-id per
  * sink): its sinks were sent another result. The same digest sends nothing. For an event settled
@@ -50,11 +50,12 @@ export const DEFAULT_PROCESSING = {
  */
 export async function settleEvent(
   ctx: ProcessingContext,
+  trx: Transaction<Database>,
   eventId: string,
   resource: string | null,
   opts: { digest?: string; changed?: boolean } = {},
 ): Promise<void> {
-  const q = directStatements(ctx.sqlite);
+  const q = directStatements(ctx.sqlite, trx);
   const now = new Date(ctx.clock.now()).toISOString();
   const prior = q.get<{ state: string; result_digest: string | null }>('SELECT state, result_digest FROM event_processing WHERE event_id = ?', eventId);
   const revise =

@@ -81,7 +81,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
     if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
-      await ctx.db.transaction().execute(() => settleEvent(ctx, p.event_id, p.resource, { digest: resultDigest(row) }));
+      await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
       return;
     }
     // Give-up is measured from this event's arrival: a result re-announced days later gets its own
@@ -156,7 +156,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
           // A final result read before the deletion stays: the service no longer has it, and a
           // replay must not replace it with nothing. Without one, the answer is final too.
           if (row.state === 'ready' || row.state === 'unavailable' || row.state === 'given_up') {
-            await ctx.db.transaction().execute(() => settleEvent(ctx, p.event_id, p.resource, { digest: resultDigest(row) }));
+            await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
             return;
           }
           // Still processing (a replay's read answered "processing" first) over data a ready read
@@ -197,8 +197,8 @@ async function finish(
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
   const dataText = result.data ? JSON.stringify(result.data) : null;
-  await ctx.db.transaction().execute(async () => {
-    const q = directStatements(ctx.sqlite);
+  await ctx.db.transaction().execute(async (trx) => {
+    const q = directStatements(ctx.sqlite, trx);
     const before = q.get<ResultText>(`SELECT state, reason, data FROM ${table} WHERE application_id = ?`, p.application_id);
     // fetched_at: when the service last gave this answer (a result reused for a later event is
     // one read at or after that event arrived). ready: the new data and its headline;
@@ -219,7 +219,7 @@ async function finish(
     );
     const changed = before?.state !== after?.state || before?.reason !== after?.reason || before?.data !== after?.data;
     rebuildApplication(q, p.application_id, ctx.clock.now());
-    await settleEvent(ctx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
+    await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
   });
 }
 
@@ -244,7 +244,7 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
         .where('state', '=', 'processing')
         .execute();
       const row = await trx.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'reason', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
-      await settleEvent(ctx, p.event_id, p.resource, row ? { digest: resultDigest(row) } : {});
+      await settleEvent(ctx, trx, p.event_id, p.resource, row ? { digest: resultDigest(row) } : {});
     });
   };
 }

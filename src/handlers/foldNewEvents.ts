@@ -68,12 +68,12 @@ export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolde
       if ((await NEXT_EVENT.execute(ctx.db)).rows.length === 0) return 0;
       const now = ctx.clock.now();
       const failures: { jobId: number; eventId: string; error: string; retryInMs: number }[] = [];
-      const taken = await immediateTransaction(ctx.db, async () => {
+      const taken = await immediateTransaction(ctx.db, async (trx) => {
         failures.length = 0;
-        const q = directStatements(ctx.sqlite);
+        const q = directStatements(ctx.sqlite, trx);
         const events = q.all<{ seq: number; id: string; source: string }>(EVENTS_PAST_CURSOR, Math.max(1, limit));
         if (events.length === 0) return 0;
-        const results = await foldEvents(ctx, events.map((e) => ({ eventId: e.id })), now);
+        const results = await foldEvents(ctx, trx, events.map((e) => ({ eventId: e.id })), now);
         for (const [i, r] of results.entries()) {
           if (r === undefined || !('error' in r)) continue;
           const e = events[i]!;

@@ -1,4 +1,6 @@
+import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
+import type { Database } from '../db/schema.js';
 import type { HiringResource } from '../hiring/types.js';
 import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
@@ -34,25 +36,26 @@ export function createProcessEventHandler(ctx: ProcessingContext, maxJobs = PROC
       // BEGIN IMMEDIATE: the write lock is taken before the first read. A deferred BEGIN could
       // read, then fail every later write of the batch with SQLITE_BUSY_SNAPSHOT once another
       // process (a separate `work`'s serve, the CLI) committed in between.
-      const results = await immediateTransaction(ctx.db, () => foldEvents(ctx, jobs.map((job) => parsePayload(job.payload)), now));
+      const results = await immediateTransaction(ctx.db, (trx) => foldEvents(ctx, trx, jobs.map((job) => parsePayload(job.payload)), now));
       return { results };
     },
   };
 }
 
 /**
- * Folds events in the caller's write transaction (held on ctx.db, whose
- * connection the statements run on), each inside its own
+ * Folds events in the caller's write transaction `trx` (held on ctx.db; the
+ * statements run on its connection, ctx.sqlite), each inside its own
  * savepoint, and returns one result per item, in order: undefined when
  * folded, or the error its fold failed with (its own writes rolled back; the
  * others commit). An item that is already an error fails as it is.
  */
 export async function foldEvents(
   ctx: ProcessingContext,
+  trx: Transaction<Database>,
   items: readonly ({ eventId: unknown; refetch?: boolean } | { error: unknown })[],
   now: number,
 ): Promise<BatchItemResult[]> {
-  const q = directStatements(ctx.sqlite);
+  const q = directStatements(ctx.sqlite, trx);
   const results: BatchItemResult[] = [];
   // Linked before the savepoints: an event whose own fold fails (even for good) still
   // counts in its application's row when other events rebuild it, as every stored event did
@@ -62,7 +65,7 @@ export async function foldEvents(
     q.run('SAVEPOINT process_event');
     try {
       if ('error' in item) throw item.error;
-      await processEvent(ctx, item.eventId as string, now, item.refetch === true);
+      await processEvent(ctx, trx, item.eventId as string, now, item.refetch === true);
       q.run('RELEASE process_event');
       results.push(undefined);
     } catch (error) {
@@ -96,8 +99,8 @@ function parsePayload(payload: string): { eventId: unknown; refetch?: boolean } 
   }
 }
 
-async function processEvent(ctx: ProcessingContext, eventId: string, now: number, refetch: boolean): Promise<void> {
-  const q = directStatements(ctx.sqlite);
+async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, eventId: string, now: number, refetch: boolean): Promise<void> {
+  const q = directStatements(ctx.sqlite, trx);
   const event = q.get<{ event_type: string; source: string; application_id: string | null }>(
     'SELECT event_type, source, application_id FROM events WHERE id = ?',
     eventId,
@@ -105,7 +108,7 @@ async function processEvent(ctx: ProcessingContext, eventId: string, now: number
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
   if (event.application_id) rebuildApplication(q, event.application_id, now);
   const resource = RESOURCE_OF_EVENT[event.event_type];
-  if (!resource || !event.application_id) return settleEvent(ctx, eventId, null);
+  if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
 
   const nowIso = new Date(now).toISOString();
   q.run(OPEN_RESULT[resource], { id: event.application_id, source: event.source, now: nowIso });

@@ -24,31 +24,32 @@ function open(): OpenDatabase {
 describe('directStatements: processing statements on kysely connection', () => {
   it('run in the transaction kysely holds: committed with it, rolled back with it', async () => {
     const { db, sqlite } = open();
-    const q = directStatements(sqlite);
     await immediateTransaction(db, async (trx) => {
+      const q = directStatements(sqlite, trx);
       q.run("INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, 'a', 401, 'd', 'b')", 'kept');
       // A kysely query of the same transaction sees the row written beside it.
       expect((await sql<{ n: number }>`SELECT COUNT(*) AS n FROM source_pauses`.execute(trx)).rows[0]!.n).toBe(1);
     });
     await expect(
-      immediateTransaction(db, async () => {
-        q.run("INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, 'a', 401, 'd', 'b')", 'undone');
+      immediateTransaction(db, async (trx) => {
+        directStatements(sqlite, trx).run("INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, 'a', 401, 'd', 'b')", 'undone');
         throw new Error('the work failed');
       }),
     ).rejects.toThrow('the work failed');
     expect(sqlite.prepare('SELECT source FROM source_pauses').pluck().all()).toEqual(['kept']);
   });
 
-  it('refuses to run outside a transaction, naming the statement', () => {
-    const { sqlite } = open();
-    const q = directStatements(sqlite);
+  it('refuses to run outside a transaction, naming the statement', async () => {
+    const { db, sqlite } = open();
+    // Statements taken out of a transaction that has ended.
+    const q = await immediateTransaction(db, async (trx) => directStatements(sqlite, trx));
     expect(() => q.get('SELECT source FROM source_pauses WHERE source = ?', 'x')).toThrow(/outside a transaction: SELECT source FROM source_pauses/);
     expect(() => q.run("DELETE FROM source_pauses WHERE source = 'x'")).toThrow(/outside a transaction/);
   });
 
   it('prepares each text once per connection', async () => {
     const { db, sqlite } = open();
-    expect(directStatements(sqlite)).toBe(directStatements(sqlite));
+
     const text = 'SELECT source FROM source_pauses WHERE source = ?';
     let prepared = 0;
     const prepare = sqlite.prepare.bind(sqlite);
@@ -56,8 +57,12 @@ describe('directStatements: processing statements on kysely connection', () => {
       if (sql === text) prepared++;
       return prepare(sql);
     }) as typeof sqlite.prepare;
-    await immediateTransaction(db, async () => {
-      for (let i = 0; i < 3; i++) directStatements(sqlite).all(text, `s${i}`);
+    await immediateTransaction(db, async (trx) => {
+      expect(directStatements(sqlite, trx)).toBe(directStatements(sqlite, trx));
+      for (let i = 0; i < 3; i++) directStatements(sqlite, trx).all(text, `s${i}`);
+    });
+    await db.transaction().execute(async (trx) => {
+      directStatements(sqlite, trx).all(text, 'through the dialect');
     });
     expect(prepared).toBe(1);
   });

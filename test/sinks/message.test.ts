@@ -106,6 +106,27 @@ describe('the message (public contract)', () => {
     expect(h.stdout.messages()).toEqual([expect.objectContaining({ id: 'e-ins', needs_review: true })]);
   });
 
+  it('review reasons gather every result of the application in one order: interview, insights, then legacy knockouts, each once', async () => {
+    const knockedOut = {
+      ...LEGACY, job_application_id: APP, pipeline_phase: 'knocked_out',
+      output: { overall_score: '1.00', questions: [{ id: 'q1', question: 'Work permit?', score: 0, is_knockout: true, is_knocked_out: true }], criteria_scores: [] },
+    };
+    const api = keep(await startFakeHiringApi({
+      [`/api/v2/applications/${APP}/interview`]: { ...INTERVIEW, ineligibility_reasons: ['work permit', { code: 'salary', max: 1 }] },
+      [`/api/v2/applications/${APP}/insights`]: { ...INSIGHTS, is_eligible: false, ineligibility_reasons: ['relocation', 'work permit'] },
+      [`/api/v1/applications/${APP}/interview`]: knockedOut,
+    }));
+    const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
+    // Arrival order opposite to the order of the reasons.
+    await h.post(ev('e-legacy-ko', 'interview_v2.completed', { application_id: APP }));
+    await h.post(ev('e-ins', 'insights.completed', { application, insights: { overall_score: 4 } }));
+    await h.post(ev('e-iv', 'interview.completed', { application, interview: { id: 'iv-1' } }));
+    await h.settle();
+    const app = h.r.app.database.ingestSqlite.prepare('SELECT needs_review, review_reasons FROM applications WHERE id = ?').get(APP) as { needs_review: number; review_reasons: string };
+    expect(app.needs_review).toBe(1);
+    expect(JSON.parse(app.review_reasons)).toEqual(['work permit', '{"code":"salary","max":1}', 'relocation', 'knocked out: Work permit?']);
+  });
+
   it('a legacy interview that knocked the candidate out needs review, with the failed question and criterion as reasons', async () => {
     const knockedOut = {
       ...LEGACY,
