@@ -9,8 +9,9 @@
  * dashes or parentheses between them (an extension `x89` / `ext. 89` after),
  * standing on its own: not part of a word or an id. A plain run of digits is
  * one when it starts with 0 (07700900123) or follows a word such as "phone" or
- * "tel"; otherwise it is kept (sizes, timestamps, ids), and so are decimals,
- * dates and times, and IPv4 addresses. Runs are bounded (no quadratic
+ * "tel"; otherwise it is kept (sizes, timestamps, ids), and so are decimals
+ * and IPv4 addresses (unless such a word comes before them: "phone 555.1234"),
+ * dates and times. Runs are bounded (no quadratic
  * backtracking on hostile text), and at most MAX_INPUT characters are looked
  * at, cut at a space: the rest is dropped.
  */
@@ -34,8 +35,10 @@ export function redactPersonalData(text: string): string {
   const dates: string[] = [];
   const masked = input.replace(EMAIL, REDACTED_EMAIL).replace(DATE_TIME, (d) => String.fromCharCode(SET_ASIDE + dates.push(d) - 1));
   const redacted = masked.replace(PHONE, (m: string, offset: number, whole: string) => {
-    if (KEEP.some((k) => k.test(m))) return m;
-    if (/^\d+$/.test(m) && !m.startsWith('0') && !PHONE_WORD.test(whole.slice(Math.max(0, offset - 24), offset))) return m;
+    const afterPhoneWord = PHONE_WORD.test(whole.slice(Math.max(0, offset - 24), offset));
+    // A decimal or an IPv4 address is kept, unless a word like "phone" says it is one (555.1234).
+    if (!afterPhoneWord && KEEP.some((k) => k.test(m))) return m;
+    if (/^\d+$/.test(m) && !m.startsWith('0') && !afterPhoneWord) return m;
     const digits = m.replace(/(?:x|ext\.?)\s?\d+$/, '').replace(/\D/g, '').length;
     return digits >= 7 && digits <= 15 ? REDACTED_PHONE : m;
   });

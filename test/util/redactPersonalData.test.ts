@@ -14,6 +14,9 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     ['call tel:+44 20 7946 0958 now', 'call tel:[phone] now'],
     ['invalid phone 5551234567; phone_number "07700900123"', 'invalid phone [phone]; phone_number "[phone]"'],
     ['2024-01-15 555 1234', '2024-01-15 [phone]'],
+    ['call 555.123.4567 or 06.12.34.56.78', 'call [phone] or [phone]'],
+    // Shaped like a decimal, but after a word that says it is a phone number.
+    ['phone: 555.1234, mobile 0044.7700', 'phone: [phone], mobile [phone]'],
   ])('takes out %j', (text, redacted) => {
     expect(redactPersonalData(text)).toBe(redacted);
   });
@@ -25,6 +28,7 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     'from 192.168.100.200, port 127.0.0.1:8080',
     'timestamp 1763719200, body exceeds 1048576 bytes',
     'ratio 0.123456789, retry after 30000 ms, HTTP 500, v1.2.3',
+    'phone 3.50 dollars a minute, tel 10.0.0.1',
   ])('keeps %j as it is', (text) => {
     expect(redactPersonalData(text)).toBe(text);
   });
