@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { HiringResource } from '../hiring/types.js';
 import { resultDigest } from '../util/resultDigest.js';
@@ -6,6 +6,17 @@ import { RESULT_TABLE } from './resources.js';
 
 /** Events per transaction: the write lock is never held long enough to make deliveries wait. */
 const CHUNK = 500;
+
+/**
+ * The next chunk of settled events with a result and no digest, in event_id order after `after`.
+ * Its condition is event_processing_undigested's, word for word (migration 008): SQLite uses a
+ * partial index only for a query whose WHERE clause contains the index's.
+ */
+export const undigestedSettled = (after: string) =>
+  sql<{ event_id: string; resource: string; application_id: string | null }>`SELECT ep.event_id, ep.resource, e.application_id
+    FROM event_processing ep INDEXED BY event_processing_undigested JOIN events e ON e.id = ep.event_id
+    WHERE result_digest IS NULL AND state = 'settled' AND resource IS NOT NULL AND ep.event_id > ${after}
+    ORDER BY ep.event_id LIMIT ${CHUNK}`;
 
 /**
  * Events settled before migration 007 have no result_digest, so a later change of their result
@@ -19,17 +30,7 @@ export async function backfillResultDigests(db: Kysely<Database>): Promise<numbe
   let filled = 0;
   let after = '';
   for (;;) {
-    const rows = await db
-      .selectFrom('event_processing')
-      .innerJoin('events', 'events.id', 'event_processing.event_id')
-      .select(['event_processing.event_id', 'event_processing.resource', 'events.application_id'])
-      .where('event_processing.result_digest', 'is', null)
-      .where('event_processing.state', '=', 'settled')
-      .where('event_processing.resource', 'is not', null)
-      .where('event_processing.event_id', '>', after)
-      .orderBy('event_processing.event_id')
-      .limit(CHUNK)
-      .execute();
+    const rows = (await undigestedSettled(after).execute(db)).rows;
     if (rows.length === 0) return filled;
     after = rows.at(-1)!.event_id;
     await db.transaction().execute(async (trx) => {
