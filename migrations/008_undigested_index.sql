@@ -5,7 +5,7 @@
 -- event_processing each time: 82 ms at a million events, on the event loop,
 -- at every start. This partial index holds only the rows still to fill
 -- (usually none), so the search reads only those (0.4 ms at a million); the
--- backfill's query repeats its condition word for word, as SQLite requires
--- to use a partial index. A settle writes to it only in that rare case.
+-- backfill's query states the same condition, as SQLite needs to use a
+-- partial index. A settle writes to it only in that rare case.
 CREATE INDEX event_processing_undigested ON event_processing (event_id)
   WHERE result_digest IS NULL AND state = 'settled' AND resource IS NOT NULL;

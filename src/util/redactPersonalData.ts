@@ -20,7 +20,11 @@ const PHONE = /(?<![\w+\-/.]|\d:)(?:\+\s?)?\(?\d[\d\s().-]{5,24}\d(?:\s?(?:x|ext
 /** Dates and times, set aside while phones are looked for, so a run cannot take a date in. */
 const DATE_TIME = /\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?/g;
 const KEEP = [/^\d+\.\d+$/, /^\d{1,3}(?:\.\d{1,3}){3}$/];
-const PHONE_WORD = /(?:phone|tel|mobile|cell|fax|sms|whatsapp)\w*\W{0,4}$/i;
+/**
+ * A word saying the number after it is a phone number: whole words only (not "hotel", "Intel",
+ * "telnet", "cells"), with "number", "no" and the like after it ("phone number:", "phone_number").
+ */
+const PHONE_WORD = /\b(?:telephone|phone|tel|mobile|cell|cellphone|fax|sms|whatsapp)(?:[ _-]?(?:number|no|nr|num)\.?)?\W{0,4}$/i;
 const SET_ASIDE = 0xe000; // private-use characters stand for the dates meanwhile
 
 export const REDACTED_EMAIL = '[email]';

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -66,10 +67,26 @@ describe('POST /webhooks over real HTTP', () => {
     expect(twoTimestamps.status).toBe(400);
     expect(JSON.parse(twoTimestamps.body)).toMatchObject({ error: 'malformed_header' });
     // Two ids (even two copies of the signed one): refused as malformed, not as a bad signature.
-    for (const ids of [[d.headers['webhook-id']!, d.headers['webhook-id']!], ['msg_other', d.headers['webhook-id']!]]) {
+    const { 'webhook-id': signedId, ...others } = d.headers;
+    for (const ids of [[signedId!, signedId!], ['msg_other', signedId!]]) {
       const twoIds = await send({ ...d.headers, 'webhook-id': ids }, body);
       expect(twoIds.status, twoIds.body).toBe(400);
       expect(JSON.parse(twoIds.body)).toMatchObject({ error: 'malformed_header', message: expect.stringMatching(/webhook-id header was sent more than once/) });
+    }
+    // The two lines spelled differently (Go and others canonicalize names: Webhook-Id), written on a
+    // socket as they are (node:http's client would merge them into one name).
+    {
+      const lines = [...Object.entries(others).map(([k, v]) => `${k}: ${v}`), `Content-Length: ${Buffer.byteLength(body)}`, `Webhook-Id: ${signedId}`, 'webhook-id: msg_other'];
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(r.url).port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString()));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.end(`POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n${lines.join('\r\n')}\r\n\r\n${body}`);
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ error: 'malformed_header', message: expect.stringMatching(/webhook-id header was sent more than once/) });
     }
     // One id with a comma in it is an id like any other (here: not the signed one, so 401).
     const comma = await send({ ...d.headers, 'webhook-id': 'msg_a, msg_b' }, body);

@@ -17,6 +17,7 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     ['call 555.123.4567 or 06.12.34.56.78', 'call [phone] or [phone]'],
     // Shaped like a decimal, but after a word that says it is a phone number.
     ['phone: 555.1234, mobile 0044.7700', 'phone: [phone], mobile [phone]'],
+    ['phone number: 555.1234, Telephone 5551234, mobile_no 5551234', 'phone number: [phone], Telephone [phone], mobile_no [phone]'],
   ])('takes out %j', (text, redacted) => {
     expect(redactPersonalData(text)).toBe(redacted);
   });
@@ -29,6 +30,8 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     'timestamp 1763719200, body exceeds 1048576 bytes',
     'ratio 0.123456789, retry after 30000 ms, HTTP 500, v1.2.3',
     'phone 3.50 dollars a minute, tel 10.0.0.1',
+    // Words that only contain a phone word are not one.
+    'hotel 1234.5678, Intel 10.10.100.200, telnet 192.168.100.200:23, telemetry 0.1234567, cells 10.10.10.10',
   ])('keeps %j as it is', (text) => {
     expect(redactPersonalData(text)).toBe(text);
   });
