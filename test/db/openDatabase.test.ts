@@ -122,7 +122,16 @@ describe('openDatabase', () => {
       }
     };
     const rowCount = () => ingest.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
-    const walFrames = () => (ingest.pragma('wal_checkpoint(PASSIVE)') as { log: number }[])[0]!.log;
+    // Frames in the WAL. While the checkpointer thread runs a checkpoint, this one is refused
+    // (busy, log -1: seen on a loaded machine), so it is asked again.
+    const walFrames = async (): Promise<number> => {
+      for (let i = 0; i < 200; i++) {
+        const { log } = (ingest.pragma('wal_checkpoint(PASSIVE)') as { log: number }[])[0]!;
+        if (log >= 0) return log;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      throw new Error('wal_checkpoint(PASSIVE) stayed busy for 1 s');
+    };
     return { path, commitMany, stats, rowCount, walFrames };
   }
 
@@ -148,13 +157,13 @@ describe('openDatabase', () => {
       reader.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
       await w.commitMany(150);
       // Over 1,000 frames (4x the bound) written while the reader pins its snapshot: no rewind.
-      const pinned = w.walFrames();
+      const pinned = await w.walFrames();
       expect(pinned).toBeGreaterThan(4 * (maxWalBytes / 4096));
       reader.prepare('COMMIT').run();
       // Once it ends, a catch-up pass or the next RESTART (after at most 4 ticks of backoff) lets a
       // writer start the WAL over: its frame count drops.
-      for (; batches < 30 && w.walFrames() >= pinned; batches++) await w.commitMany(10);
-      expect(w.walFrames()).toBeLessThan(pinned);
+      for (; batches < 30 && (await w.walFrames()) >= pinned; batches++) await w.commitMany(10);
+      expect(await w.walFrames()).toBeLessThan(pinned);
     } finally {
       reader.close();
     }
