@@ -44,8 +44,14 @@ export class SourcePauses implements SourceGate {
       .execute();
   }
 
+  /**
+   * Read first: after nearly every successful read nothing is paused, and a DELETE takes the
+   * database's write lock even when it deletes nothing. From a separate `work` process, that was
+   * one more lock taken per result read, which the `serve` process's ingest commit could find held.
+   */
   async resume(source: string): Promise<void> {
-    await this.db.deleteFrom('source_pauses').where('source', '=', source).execute();
+    const paused = await this.db.selectFrom('source_pauses').select('source').where('source', '=', source).executeTakeFirst();
+    if (paused) await this.db.deleteFrom('source_pauses').where('source', '=', source).execute();
   }
 
   async list() {

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 
 let database: OpenDatabase;
 let cleanup: () => void;
@@ -213,6 +214,26 @@ describe('Worker', () => {
     expect(await w.runUntilIdle()).toBe(1);
     expect((await job(id)).state).toBe('done');
     expect(await gate.list()).toEqual([]);
+  });
+
+  it('a success with nothing paused takes no write lock: it does not wait for another process holding it', async () => {
+    const gate = new SourcePauses(database.db, clock);
+    const other = new BetterSqlite3(database.sqlite.name);
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      // A DELETE would wait for the lock on timers (up to the busy timeout) and then fail.
+      const started = performance.now();
+      await gate.resume('acme');
+      expect(performance.now() - started).toBeLessThan(1000);
+      other.exec('COMMIT');
+      // A paused source is still resumed (the lock is free now).
+      await gate.pause('acme', 401, 'authentication_failed');
+      await gate.resume('acme');
+      expect(await gate.list()).toEqual([]);
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+    }
   });
 
   it('a batch handler: done jobs complete together with their records; a failed one backs off, a permanent one is dead, on its own', async () => {
