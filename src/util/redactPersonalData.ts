@@ -21,10 +21,20 @@ const PHONE = /(?<![\w+\-/.]|\d:)(?:\+\s?)?\(?\d[\d\s().-]{5,24}\d(?:\s?(?:x|ext
 const DATE_TIME = /\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?/g;
 const KEEP = [/^\d+\.\d+$/, /^\d{1,3}(?:\.\d{1,3}){3}$/];
 /**
- * A word saying the number after it is a phone number: whole words only (not "hotel", "Intel",
- * "telnet", "cells"), with "number", "no" and the like after it ("phone number:", "phone_number").
+ * Words saying the number after them is a phone number. They are looked for as the parts of the
+ * word or identifier right before the number (split at `_`, `-`, spaces and camelCase humps), so
+ * candidate_phone, mobilePhone and "phone number:" count, and hotel, Intel or telnet do not.
  */
-const PHONE_WORD = /\b(?:telephone|phone|tel|mobile|cell|cellphone|fax|sms|whatsapp)(?:[ _-]?(?:number|no|nr|num)\.?)?\W{0,4}$/i;
+const PHONE_WORDS = new Set(['phone', 'phones', 'telephone', 'tel', 'mobile', 'cell', 'cellular', 'cellphone', 'fax', 'sms', 'whatsapp']);
+const NUMBER_WORDS = new Set(['number', 'no', 'nr', 'num']);
+
+/** Whether `before` (the text right before a number) ends with a phone word, up to 4 separators after it. */
+function afterPhoneWord(before: string): boolean {
+  if (!/[A-Za-z]\W{0,4}$/.test(before)) return false;
+  const parts = before.split(/[^A-Za-z]+|(?<=[a-z])(?=[A-Z])/).filter(Boolean).slice(-2).map((p) => p.toLowerCase());
+  const last = parts.at(-1)!;
+  return PHONE_WORDS.has(last) || (NUMBER_WORDS.has(last) && parts.length === 2 && PHONE_WORDS.has(parts[0]!));
+}
 const SET_ASIDE = 0xe000; // private-use characters stand for the dates meanwhile
 
 export const REDACTED_EMAIL = '[email]';
@@ -39,10 +49,10 @@ export function redactPersonalData(text: string): string {
   const dates: string[] = [];
   const masked = input.replace(EMAIL, REDACTED_EMAIL).replace(DATE_TIME, (d) => String.fromCharCode(SET_ASIDE + dates.push(d) - 1));
   const redacted = masked.replace(PHONE, (m: string, offset: number, whole: string) => {
-    const afterPhoneWord = PHONE_WORD.test(whole.slice(Math.max(0, offset - 24), offset));
+    const labelled = afterPhoneWord(whole.slice(Math.max(0, offset - 24), offset));
     // A decimal or an IPv4 address is kept, unless a word like "phone" says it is one (555.1234).
-    if (!afterPhoneWord && KEEP.some((k) => k.test(m))) return m;
-    if (/^\d+$/.test(m) && !m.startsWith('0') && !afterPhoneWord) return m;
+    if (!labelled && KEEP.some((k) => k.test(m))) return m;
+    if (/^\d+$/.test(m) && !m.startsWith('0') && !labelled) return m;
     const digits = m.replace(/(?:x|ext\.?)\s?\d+$/, '').replace(/\D/g, '').length;
     return digits >= 7 && digits <= 15 ? REDACTED_PHONE : m;
   });

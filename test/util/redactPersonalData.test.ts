@@ -18,6 +18,9 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     // Shaped like a decimal, but after a word that says it is a phone number.
     ['phone: 555.1234, mobile 0044.7700', 'phone: [phone], mobile [phone]'],
     ['phone number: 555.1234, Telephone 5551234, mobile_no 5551234', 'phone number: [phone], Telephone [phone], mobile_no [phone]'],
+    // The phone word as part of an identifier: snake_case, camelCase, plural.
+    ['{"candidate_phone": "4155551234", "mobilePhone": 4155551234}, phones: 4155551234', '{"candidate_phone": "[phone]", "mobilePhone": [phone]}, phones: [phone]'],
+    ['contact_phone: 4155551234; home_phone 555.1234; cellular 4155551234; phoneNumber=4155551234', 'contact_phone: [phone]; home_phone [phone]; cellular [phone]; phoneNumber=[phone]'],
   ])('takes out %j', (text, redacted) => {
     expect(redactPersonalData(text)).toBe(redacted);
   });
