@@ -88,11 +88,14 @@ export interface FanOutResult {
 /**
  * Processing from a backlog: N events stored with the workers off, then a receiver with workers
  * (default concurrency; the hiring stub answers at once) runs until every event is settled and no
- * job is open. Its clock and CPU run from the receiver's first answer to /healthz.
+ * job is open. Its clock and CPU run from the receiver's first answer to /healthz (the events it
+ * settled before are left out) to the first poll that finds nothing left (every 20 ms).
  */
 export interface ProcessingResult {
   events: number;
-  /** events whose result was read from the stub (a fetch_result job each) */
+  /** events still unsettled when the window started (the rate and CPU are over these) */
+  measuredEvents: number;
+  /** events with a result to read (a fetch_result job each; a result already read may be reused) */
   fetching: number;
   seconds: number;
   eventsPerSecond: number;
@@ -294,18 +297,19 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   }
 }
 
-/** What processing still has to do with the n stored events: unsettled events, open jobs. */
-function processingLeft(dbPath: string, n: number): { unsettled: number; openJobs: number; fetching: number } {
+/** What processing still has to do with the n stored events (unsettled events, open jobs), read on one connection. */
+function processingProbe(dbPath: string, n: number) {
   const db = new BetterSqlite3(dbPath, { readonly: true, fileMustExist: true });
-  try {
-    db.pragma('busy_timeout = 2000');
-    const settled = db.prepare("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'").pluck().get() as number;
-    const openJobs = db.prepare("SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')").pluck().get() as number;
-    const fetching = db.prepare("SELECT COUNT(*) FROM event_processing WHERE resource IS NOT NULL").pluck().get() as number;
-    return { unsettled: n - settled, openJobs, fetching };
-  } finally {
-    db.close();
-  }
+  db.pragma('busy_timeout = 2000');
+  const settled = db.prepare("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'").pluck();
+  const openJobs = db.prepare("SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')").pluck();
+  const fetching = db.prepare('SELECT COUNT(*) FROM event_processing WHERE resource IS NOT NULL').pluck();
+  return {
+    // Settled first: it never goes back, so an event settled between the two reads cannot end the wait early.
+    left: () => ({ unsettled: n - (settled.get() as number), openJobs: openJobs.get() as number }),
+    fetching: () => fetching.get() as number,
+    close: () => db.close(),
+  };
 }
 
 export async function measureReplay(ctx: LaterContext, o: { events?: number; ingestRate?: number } = {}): Promise<ReplayResult> {
@@ -329,30 +333,39 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
   }
   ctx.log(`processing: a receiver with workers (default concurrency) processes the ${n} stored events until all are settled`);
   const r1 = await startReceiver(ctx, 'processing', dbPath, {});
+  const probe = processingProbe(dbPath, n);
+  // The window starts once the receiver answers (its workers start right after it listens): what
+  // it settled before is left out of both the count and the CPU.
   const c0 = sampleCpu(r1.server.proc.pid!, null);
+  const atStart = probe.left().unsettled;
   let processing: ProcessingResult;
   let processingPeak = 0;
   try {
     const deadline = Date.now() + 300_000;
-    let left = processingLeft(dbPath, n);
+    let left = probe.left();
     while (left.unsettled > 0 || left.openJobs > 0) {
+      if (r1.server.proc.exitCode !== null || r1.server.proc.signalCode !== null) {
+        throw new Error(`processing: the receiver exited (${r1.server.proc.exitCode ?? r1.server.proc.signalCode}) with ${left.unsettled} of ${n} events unsettled: ${r1.server.stderr.join('').slice(-1000)}`);
+      }
       if (Date.now() > deadline) throw new Error(`processing: ${n - left.unsettled} of ${n} events settled after 300 s (${left.openJobs} jobs open)`);
-      await sleep(50);
-      left = processingLeft(dbPath, n);
+      await sleep(20);
+      left = probe.left();
     }
     const c1 = sampleCpu(r1.server.proc.pid!, null);
-    const share = cpuBetween(c0, c1, n);
+    const share = cpuBetween(c0, c1, atStart);
     const seconds = (c1.at - c0.at) / 1000;
     processing = {
       events: n,
-      fetching: left.fetching,
+      measuredEvents: atStart,
+      fetching: probe.fetching(),
       seconds: Math.round(seconds * 100) / 100,
-      eventsPerSecond: Math.round(n / seconds),
+      eventsPerSecond: Math.round(atStart / seconds),
       cpuUsPerEvent: share?.serverUsPerRequest ?? null,
       mainPct: share?.serverMainPct ?? null,
       peakRssMB: 0,
     };
   } finally {
+    probe.close();
     processingPeak = (await r1.stop()).peak;
   }
   processing.peakRssMB = mb(processingPeak);

@@ -122,9 +122,9 @@ function sinkTables(r: Results): string[] {
   if (r.replay.status === 'measured') {
     const q = r.replay.processing;
     lines.push(...table(
-      ['processing from a backlog (workers on, stub answers at once)', 'events', 'with a result read', 'events/s', 'seconds', 'receiver CPU µs/event', 'main thread %', 'peak RSS MB'],
+      ['processing from a backlog (workers on, stub answers at once)', 'events (measured)', 'with a result to read', 'events/s', 'seconds', 'receiver CPU µs/event', 'main thread %', 'peak RSS MB'],
       [[
-        'stored events → settled, no job open', fmt(q.events), fmt(q.fetching), fmt(q.eventsPerSecond), fmt(q.seconds, 2),
+        'stored events → settled, no job open', `${fmt(q.events)} (${fmt(q.measuredEvents)})`, fmt(q.fetching), fmt(q.eventsPerSecond), fmt(q.seconds, 2),
         q.cpuUsPerEvent === null ? '?' : fmt(q.cpuUsPerEvent), q.mainPct === null ? '?' : fmt(q.mainPct, 1), fmt(q.peakRssMB, 1),
       ]],
     ), '');
