@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from './schema.js';
+import { oncePerConnection } from './sqliteHelpers.js';
 
 type Params = readonly unknown[] | [Record<string, unknown>];
 
@@ -27,11 +28,7 @@ export interface DirectStatements {
   run(sql: string, ...params: Params): BetterSqlite3.RunResult;
 }
 
-const byConnection = new WeakMap<BetterSqlite3.Database, DirectStatements>();
-
-export function directStatements(sqlite: BetterSqlite3.Database, _held: Transaction<Database>): DirectStatements {
-  const known = byConnection.get(sqlite);
-  if (known) return known;
+const statementsOn = oncePerConnection((sqlite): DirectStatements => {
   const cache = new Map<string, BetterSqlite3.Statement>();
   const stmt = (sql: string): BetterSqlite3.Statement => {
     if (!sqlite.inTransaction) throw new Error(`a processing statement ran outside a transaction: ${sql.slice(0, 60)}`);
@@ -42,11 +39,13 @@ export function directStatements(sqlite: BetterSqlite3.Database, _held: Transact
     }
     return s;
   };
-  const statements: DirectStatements = {
+  return {
     get: <T>(sql: string, ...params: Params) => stmt(sql).get(...params) as T | undefined,
     all: <T>(sql: string, ...params: Params) => stmt(sql).all(...params) as T[],
     run: (sql: string, ...params: Params) => stmt(sql).run(...params),
   };
-  byConnection.set(sqlite, statements);
-  return statements;
+});
+
+export function directStatements(sqlite: BetterSqlite3.Database, _held: Transaction<Database>): DirectStatements {
+  return statementsOn(sqlite);
 }

@@ -39,3 +39,19 @@ export function probeWrite(sqlite: BetterSqlite3.Database): void {
     sqlite.exec('ROLLBACK');
   }
 }
+
+/**
+ * `build` run once per connection: its prepared statements (or whatever it makes of the
+ * connection) are kept as long as the connection is, and given back on every later call.
+ */
+export function oncePerConnection<T>(build: (sqlite: BetterSqlite3.Database) => T): (sqlite: BetterSqlite3.Database) => T {
+  const built = new WeakMap<BetterSqlite3.Database, T>();
+  return (sqlite) => {
+    let value = built.get(sqlite);
+    if (value === undefined) {
+      value = build(sqlite);
+      built.set(sqlite, value);
+    }
+    return value;
+  };
+}

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
-import { inChunks, isSqliteBusy } from '../db/sqliteHelpers.js';
+import { inChunks, isSqliteBusy, oncePerConnection } from '../db/sqliteHelpers.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
@@ -105,17 +105,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   };
 }
 
-const preparedByConnection = new WeakMap<BetterSqlite3.Database, ReturnType<typeof preparedJobWrites>>();
-
 /** preparedJobWrites prepared once per connection (the processing layer's folds queue their reads with it). */
-export function preparedJobWritesOn(sqlite: BetterSqlite3.Database): ReturnType<typeof preparedJobWrites> {
-  let w = preparedByConnection.get(sqlite);
-  if (!w) {
-    w = preparedJobWrites(sqlite);
-    preparedByConnection.set(sqlite, w);
-  }
-  return w;
-}
+export const preparedJobWritesOn = oncePerConnection(preparedJobWrites);
 
 /**
  * A pending job starts over, due now with all its attempts: for a new delivery cycle (a replay,

@@ -1,6 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { oncePerConnection } from '../db/sqliteHelpers.js';
 import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
@@ -56,20 +57,11 @@ export function preparedDeliveryWrites(sqlite: BetterSqlite3.Database): Delivery
   return { event: (eventId) => event.get(eventId), resetDelivery: preparedResetDelivery(sqlite), ...preparedJobWritesOn(sqlite) };
 }
 
-const preparedByConnection = new WeakMap<BetterSqlite3.Database, DeliveryWrites>();
-
 /**
  * preparedDeliveryWrites prepared once per connection: for the processing layer, which settles
  * events in transactions it holds on kysely's connection (see directStatements).
  */
-export function preparedDeliveryWritesOn(sqlite: BetterSqlite3.Database): DeliveryWrites {
-  let w = preparedByConnection.get(sqlite);
-  if (!w) {
-    w = preparedDeliveryWrites(sqlite);
-    preparedByConnection.set(sqlite, w);
-  }
-  return w;
-}
+export const preparedDeliveryWritesOn = oncePerConnection(preparedDeliveryWrites);
 
 /**
  * Queues one delivery job per configured sink that wants the event, in the
