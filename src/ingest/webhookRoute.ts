@@ -23,13 +23,6 @@ export interface WebhookRouteDeps {
 /** Node joins repeated headers with ", " (the Fetch API does the same); set-cookie is the only array. */
 const headerValue = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v.join(', ') : v);
 
-/** How many lines of the header the request carried (rawHeaders: name, value, name, value...). */
-function headerLines(raw: readonly string[], name: string): number {
-  let n = 0;
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === name) n++;
-  return n;
-}
-
 /**
  * POST /webhooks: verify on the raw bytes, dedupe on the envelope id, store
  * durably, and only then answer 2xx. Nothing here calls the hiring API or a sink.
@@ -63,8 +56,9 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     };
 
     // Node joins a repeated header's lines with ", ". Two webhook-id lines make an id no sender
-    // signed, which would only fail as a bad signature (401): said as what it is instead.
-    if (incoming && deliveryId?.includes(',') && headerLines(incoming.rawHeaders, 'webhook-id') > 1) {
+    // signed, which would only fail as a bad signature (401): said as what it is instead. Node's
+    // headersDistinct (every line, names lower-cased) is built on first use: only for such an id.
+    if (incoming && deliveryId?.includes(',') && (incoming.headersDistinct['webhook-id']?.length ?? 0) > 1) {
       return reject(400, 'malformed_header', 'webhook-id header was sent more than once; a delivery has exactly one id');
     }
 
