@@ -49,10 +49,11 @@ export function redactPersonalData(text: string): string {
   const dates: string[] = [];
   const masked = input.replace(EMAIL, REDACTED_EMAIL).replace(DATE_TIME, (d) => String.fromCharCode(SET_ASIDE + dates.push(d) - 1));
   const redacted = masked.replace(PHONE, (m: string, offset: number, whole: string) => {
-    const labelled = afterPhoneWord(whole.slice(Math.max(0, offset - 24), offset));
+    // Looked at only for the runs it decides: most matches (with spaces, dashes, a +) need no word.
+    const labelled = () => afterPhoneWord(whole.slice(Math.max(0, offset - 24), offset));
     // A decimal or an IPv4 address is kept, unless a word like "phone" says it is one (555.1234).
-    if (!labelled && KEEP.some((k) => k.test(m))) return m;
-    if (/^\d+$/.test(m) && !m.startsWith('0') && !labelled) return m;
+    if (KEEP.some((k) => k.test(m)) && !labelled()) return m;
+    if (/^\d+$/.test(m) && !m.startsWith('0') && !labelled()) return m;
     const digits = m.replace(/(?:x|ext\.?)\s?\d+$/, '').replace(/\D/g, '').length;
     return digits >= 7 && digits <= 15 ? REDACTED_PHONE : m;
   });
