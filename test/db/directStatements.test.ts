@@ -1,29 +1,12 @@
-import { join } from 'node:path';
 import { sql } from 'kysely';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { directStatements } from '../../src/db/directStatements.js';
-import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { immediateTransaction } from '../../src/queue/JobQueue.js';
-import { tempDir } from '../helpers/receiver.js';
-
-let database: OpenDatabase | undefined;
-let cleanup = () => {};
-afterEach(async () => {
-  await database?.close();
-  database = undefined;
-  cleanup();
-});
-
-function open(): OpenDatabase {
-  const t = tempDir();
-  cleanup = t.cleanup;
-  database = openDatabase(join(t.dir, 'r.db'));
-  return database;
-}
+import { scratchDatabase } from '../helpers/database.js';
 
 describe('directStatements: processing statements on kysely connection', () => {
   it('run in the transaction kysely holds: committed with it, rolled back with it', async () => {
-    const { db, sqlite } = open();
+    const { db, sqlite } = scratchDatabase();
     await immediateTransaction(db, async (trx) => {
       const q = directStatements(sqlite, trx);
       q.run("INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, 'a', 401, 'd', 'b')", 'kept');
@@ -40,7 +23,7 @@ describe('directStatements: processing statements on kysely connection', () => {
   });
 
   it('refuses to run outside a transaction, naming the statement', async () => {
-    const { db, sqlite } = open();
+    const { db, sqlite } = scratchDatabase();
     // Statements taken out of a transaction that has ended.
     const q = await immediateTransaction(db, async (trx) => directStatements(sqlite, trx));
     expect(() => q.get('SELECT source FROM source_pauses WHERE source = ?', 'x')).toThrow(/outside a transaction: SELECT source FROM source_pauses/);
@@ -48,7 +31,7 @@ describe('directStatements: processing statements on kysely connection', () => {
   });
 
   it('prepares each text once per connection', async () => {
-    const { db, sqlite } = open();
+    const { db, sqlite } = scratchDatabase();
 
     const text = 'SELECT source FROM source_pauses WHERE source = ?';
     let prepared = 0;

@@ -1,17 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
-
-let database: OpenDatabase | undefined;
-let cleanup = () => {};
-afterEach(async () => {
-  await database?.close();
-  database = undefined;
-  cleanup();
-});
+import { scratchDatabase } from '../helpers/database.js';
 
 /** The statements of the README's "Example queries" block, each with the comment above it. */
 function exampleQueries(): { title: string; sql: string }[] {
@@ -30,10 +21,7 @@ function exampleQueries(): { title: string; sql: string }[] {
 
 describe("the README's example queries", () => {
   it('run against a database at the latest migration, and the one over an application orders its events by instant', () => {
-    const t = tempDir();
-    cleanup = t.cleanup;
-    database = openDatabase(join(t.dir, 'r.db'));
-    const db = database.sqlite;
+    const db = scratchDatabase().sqlite;
     const queries = exampleQueries();
     expect(queries.length).toBeGreaterThanOrEqual(6);
     for (const q of queries) expect(() => db.prepare(q.sql).all(), q.title).not.toThrow();
