@@ -186,12 +186,14 @@ export class Worker {
     if (!this.running) return;
     this.ticking = true;
     let claimed = 0;
+    let heldWithWork = false;
     try {
       const pacer = this.opts.pacer;
       const held = pacer ? await pacer.turn() : false;
       if (!this.running) return;
       // Held back: one group in flight at most (its completion kicks the next claim).
-      if (held && this.inflightJobs > 0) return;
+      heldWithWork = held && this.inflightJobs > 0;
+      if (heldWithWork) return;
       const free = this.concurrency - this.inflightJobs;
       const started = performance.now();
       const claimLimit = held ? Math.min(free, this.groupSize) : free;
@@ -212,6 +214,13 @@ export class Worker {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
     } finally {
       this.ticking = false;
+      // Asked again meanwhile, not only when that group ends: a group may be a read the service
+      // answers after seconds, and once the loop is no longer busy (a burst of deliveries has
+      // ended) the free slots fill at once instead of after it. Without this, a read that began
+      // during a burst held the other reads back for as long as the service took to answer it
+      // (in one run of the reliability suite's slow-upstream test, the three other reads started
+      // only when the first was answered, 8 s after the interviews were acknowledged).
+      if (heldWithWork && this.running) this.timer = setTimeout(() => void this.tick(true), this.opts.pollIntervalMs ?? 250);
     }
     if (!this.running) return;
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);

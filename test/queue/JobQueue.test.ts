@@ -346,6 +346,38 @@ describe('Worker', () => {
     }
   });
 
+  it('held back with a slow job in flight, a worker asks its pacer again meanwhile and fills its slots once the loop is free', async () => {
+    const q = new JobQueue(database.db, clock);
+    const gate = new SourcePauses(database.db, clock);
+    // A burst of deliveries: the first turns say "held back"; then the loop is free.
+    let held = true;
+    const pacer = { turn: async () => held, charge: () => {} };
+    let running = 0;
+    let most = 0;
+    let release!: () => void;
+    const slow = new Promise<void>((r) => (release = r));
+    // Each job is a read the service answers late: none ends before the test releases them.
+    const handler = async () => {
+      most = Math.max(most, ++running);
+      await slow;
+      running--;
+    };
+    const w = new Worker({ queue: q, clock, logger, gate, concurrency: 4, pacer, pollIntervalMs: 5, handlers: { k: handler } });
+    for (let i = 0; i < 4; i++) await enqueue(database.db, { kind: 'k', payload: {} }, clock.now());
+    w.start();
+    for (let i = 0; i < 200 && running === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    // Held back: one job in flight, and it stays so while the pacer says so.
+    for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(running).toBe(1);
+    held = false;
+    for (let i = 0; i < 200 && running < 4; i++) await new Promise((r) => setTimeout(r, 5));
+    // All four run before the first one ended.
+    expect(most).toBe(4);
+    release();
+    await w.stop();
+    expect(running).toBe(0);
+  });
+
   it('stop() waits for a tick held in its pacer turn, and that tick claims nothing', async () => {
     const q = new JobQueue(database.db, clock);
     const gate = new SourcePauses(database.db, clock);

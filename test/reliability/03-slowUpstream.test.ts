@@ -41,9 +41,14 @@ describe('slow upstream', () => {
     }
     // Eight interviews: every worker (4) ends up waiting on a scoring GET.
     for (let i = 0; i < 8; i++) expect((await deliver(agent, receiver.url, secret, makeEvent('interview.completed', i, 'slow'))).status).toBe(200);
-    const stallDeadline = Date.now() + 10_000;
+    const interviewsAckedAt = Date.now();
+    const stallDeadline = interviewsAckedAt + 10_000;
     while (stub.open < 4 && Date.now() < stallDeadline) await sleep(20);
     expect(stub.open).toBe(4);
+    // The four reads start together once the deliveries stop, not one at a time behind a read
+    // the service answers 8 s later: the stream below must fit inside the stall.
+    const stallReadyMs = Date.now() - interviewsAckedAt;
+    expect(stub.firstAnsweredAt).toBeNull();
 
     // Open loop: each delivery is sent on its schedule and timed from it, so a stall is not hidden.
     // Signed beforehand, so the sender's own work is not in the figure.
@@ -76,6 +81,7 @@ describe('slow upstream', () => {
       max_ms: +Math.max(...lat).toFixed(2),
       over_100ms: lat.filter((l) => l >= 100).length,
       upstream_requests_open_at_end: stillStuck,
+      stall_ready_ms: stallReadyMs,
       lost: answers.filter((a) => a.status === 200).length - stored,
     });
 
