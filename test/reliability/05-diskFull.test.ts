@@ -26,8 +26,9 @@ describe('disk full', () => {
       { leaseMs: 2000, sinks: { pollIntervalMs: 50 } },
     );
     cleanups.push(async () => {
-      saveLogLines('disk-full-inprocess', r.logs.raw);
+      // Saved after close(), so the shutdown's lines are scanned too.
       await r.close();
+      saveLogLines('disk-full-inprocess', r.logs.raw);
     });
     const { ingestSqlite, sqlite } = r.app.database;
     const q = (sql: string, ...p: unknown[]) => count(ingestSqlite, sql, ...p);

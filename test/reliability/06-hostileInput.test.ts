@@ -44,8 +44,9 @@ describe('hostile input', () => {
     cleanups.push(() => stub.close());
     const r = await startReceiver({ WEBHOOK_SECRET: secret, HIRING_API_URL: stub.url, HIRING_API_KEY: 'sk-fuzz0001.hostileKey000000000000', WORKER_CONCURRENCY: '2' });
     cleanups.push(async () => {
-      saveLogLines('hostile-fuzz-inprocess', r.logs.raw);
+      // Saved after close(), so the shutdown's lines are scanned too.
       await r.close();
+      saveLogLines('hostile-fuzz-inprocess', r.logs.raw);
     });
     registerSensitive('api_key', 'sk-fuzz0001.hostileKey000000000000');
     const port = Number(new URL(r.url).port);
@@ -138,8 +139,9 @@ describe('hostile input', () => {
     writeFileSync(configPath, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkPath }] }));
     const r = await startReceiver({ WEBHOOK_SECRET: secret, HIRING_API_URL: stub.url, HIRING_API_KEY: 'sk-fuzz0002.protoKey00000000000000', CONFIG_FILE: configPath });
     cleanups.push(async () => {
-      saveLogLines('hostile-proto-inprocess', r.logs.raw);
+      // Saved after close(), so the shutdown's lines are scanned too.
       await r.close();
+      saveLogLines('hostile-proto-inprocess', r.logs.raw);
     });
     const before = protoSnapshot();
     const p = `"__proto__":{"polluted":"yes","isAdmin":true},"constructor":{"prototype":{"polluted":"yes"}}`;

@@ -11,6 +11,19 @@ import { registerSecret, registerSensitive, reportFigures, runDir, sleep, worksp
 
 const { dir, cleanups } = workspace('reliability-logs-');
 
+/** Each test's figures (`reportFigures` name) and the prefix of the log files it saves (`saveLogLines`, receiver processes). */
+const LOG_OF_TEST: Record<string, string> = {
+  'kill-loop': 'kill-loop-',
+  'duplicate-storm': 'duplicate-storm',
+  'slow-upstream': 'slow-upstream',
+  'lock-held': 'lock-held',
+  'disk-full': 'disk-full-inprocess',
+  'hostile-fuzz': 'hostile-fuzz-inprocess',
+  'hostile-proto': 'hostile-proto-inprocess',
+  'hostile-50mb': 'hostile-50mb',
+  'hostile-slow-client': 'hostile-slowloris',
+};
+
 /** Shapes that must never be in a log, whatever the run's values were. */
 const PATTERNS: [string, RegExp][] = [
   ['whsec_ secret', /whsec_[A-Za-z0-9+/=]{8,}/],
@@ -95,12 +108,14 @@ describe('log hygiene', () => {
     const findings: string[] = [];
     let lines = 0;
     let bytes = 0;
+    const linesOf = new Map<string, number>();
     for (const f of files) {
       const text = readFileSync(join(logDir, f), 'utf8');
       bytes += text.length;
       text.split('\n').forEach((line, i) => {
         if (!line) return;
         lines++;
+        linesOf.set(f, (linesOf.get(f) ?? 0) + 1);
         for (const [what, re] of PATTERNS) if (re.test(line)) findings.push(`${f}:${i + 1}: ${what}: ${line.slice(0, 200)}`);
         for (const s of exact) if (line.includes(s.value)) findings.push(`${f}:${i + 1}: ${s.kind} ${s.value.slice(0, 8)}...: ${line.slice(0, 200)}`);
       });
@@ -116,5 +131,15 @@ describe('log hygiene', () => {
     expect(lines).toBeGreaterThanOrEqual(10);
     // The scan saw the error paths above.
     expect(files).toEqual(expect.arrayContaining(['log-hygiene.log', 'log-hygiene-bad-config.log']));
+    // And the logs of every test that ran before it in this run (each reported its figures): a
+    // test whose receiver's lines were not saved would otherwise leave nothing to scan, unseen.
+    const unscanned = figures
+      .map((f) => String(f.test))
+      .filter((t) => t !== 'log-hygiene')
+      .filter((t) => {
+        const prefix = LOG_OF_TEST[t];
+        return prefix === undefined || ![...linesOf.keys()].some((f) => f.startsWith(prefix));
+      });
+    expect(unscanned).toEqual([]);
   });
 });
