@@ -494,8 +494,13 @@ async function main() {
   writeMarkdown(join(ROOT, 'bench/results/latest.md'), results);
   printReport(results);
   log(`wrote ${flags.out} and bench/results/latest.md`);
-  const failed = [...results.throughput, ...results.fixedRate].some((r) => r.rowCheck === 'FAILED');
-  if (failed) process.exitCode = 2;
+  // Exit 2 when the bench saw data go missing: rows against 2xx answers, an acknowledged event
+  // that never reached the file sink, or a replay that did not write every event once.
+  const lost =
+    [...results.throughput, ...results.fixedRate].some((r) => r.rowCheck === 'FAILED') ||
+    (results.fanOut.status === 'measured' && results.fanOut.notLanded > 0) ||
+    (results.replay.status === 'measured' && results.replay.linesCheck === 'FAILED');
+  if (lost) process.exitCode = 2;
 }
 
 const cleanup = async () => {
