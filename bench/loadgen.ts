@@ -11,7 +11,7 @@
  * Prints one line `BENCH_JSON {...}` on stdout.
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { bodyOf, deliveryLine, headersOf, makeTemplates, signDeliveries, type Delivery, type SigningSecret } from './lib/deliveries.js';
 import { summarize } from './lib/stats.js';
@@ -31,6 +31,8 @@ export interface LoadgenArgs {
    * comparable with another process on the same host). Used by the fan-out measurement.
    */
   ackFile?: string;
+  /** open mode: a file of application ids, one per line, one per delivery in order (the fan-out row's sandbox applications); random ids otherwise */
+  applicationIdsFile?: string;
   /**
    * open mode: the compiled bench/opengen/opengen.c to send with (this process signs the deliveries,
    * hands them over through a pipe, waits, and summarizes its results); without it, node:http's client sends.
@@ -118,7 +120,8 @@ function openTallies(deliveries: Delivery[], warmupCount: number) {
 async function openLoop() {
   const total = Math.ceil(args.rate * (args.warmupS + args.durationS));
   const warmupCount = Math.ceil(args.rate * args.warmupS);
-  const deliveries = signDeliveries(secret, templates, total);
+  const applicationIds = args.applicationIdsFile ? readFileSync(args.applicationIdsFile, 'utf8').split('\n').filter(Boolean) : undefined;
+  const deliveries = signDeliveries(secret, templates, total, applicationIds);
   if (args.opengen) return openLoopC(args.opengen, deliveries, warmupCount);
   const tallies = openTallies(deliveries, warmupCount);
   const interval = 1000 / args.rate;

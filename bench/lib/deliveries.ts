@@ -86,8 +86,15 @@ export function bodyOf(templates: Template[], d: Delivery): string {
   return p[0] + d.eventId + p[1] + d.applicationId + p[2];
 }
 
-/** Signs `count` fresh deliveries now (the receiver accepts timestamps within 5 minutes). */
-export function signDeliveries(secret: SigningSecret, templates: Template[], count: number): Delivery[] {
+/**
+ * Signs `count` fresh deliveries now (the receiver accepts timestamps within 5 minutes). Each names
+ * a new random application, or `applicationIds[i]` when given (applications the sandbox holds:
+ * UUIDs, the same length as the template expects).
+ */
+export function signDeliveries(secret: SigningSecret, templates: Template[], count: number, applicationIds?: readonly string[]): Delivery[] {
+  if (applicationIds && applicationIds.length < count) throw new Error(`signDeliveries: ${count} application ids needed, got ${applicationIds.length}`);
+  const odd = applicationIds?.slice(0, count).find((id) => id.length !== APP_LEN);
+  if (odd !== undefined) throw new Error(`signDeliveries: application ids must be ${APP_LEN} characters (a UUID), got ${JSON.stringify(odd)}`);
   const ts = String(Math.floor(Date.now() / 1000));
   const out: Delivery[] = new Array(count);
   for (let i = 0; i < count; i++) {
@@ -96,7 +103,7 @@ export function signDeliveries(secret: SigningSecret, templates: Template[], cou
       timestamp: ts,
       signature: '',
       eventId: `evt_${randomUUID()}`,
-      applicationId: randomUUID(),
+      applicationId: applicationIds ? applicationIds[i]! : randomUUID(),
       type: i % templates.length,
     };
     d.signature = createHmac('sha256', secret.key).update(`${d.msgId}.${ts}.`).update(bodyOf(templates, d)).digest('base64');

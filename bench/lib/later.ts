@@ -4,7 +4,11 @@
  *
  * Fan-out latency (target: p50 < 50 ms). The built receiver (production
  * settings, default WORKER_CONCURRENCY) with a CONFIG_FILE holding one `file`
- * sink and the hiring stub answering at once. bench/loadgen.ts sends signed
+ * sink, reading its results from the project's sandbox (lib/sandbox.ts; its own
+ * process), whose applications have their interview and CV evaluation complete
+ * before the load, so it answers each read at once. Each delivery names its
+ * own sandbox application: a second event for one application would wait out
+ * the 30 s poll spacing (spec 8). bench/loadgen.ts sends signed
  * deliveries open-loop (default 200/s for 1 s warm-up + 10 s, the usual event
  * mix: 1/3 of them make the worker GET a result) and writes each 2xx's
  * wall-clock arrival time per event id (`ackFile`). This process tails the
@@ -36,6 +40,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { freePort, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
 import { cpuBetween, sampleCpu } from './cpu.js';
+import { startBenchSandbox } from './sandbox.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -66,6 +71,10 @@ const fileSink = (ctx: LaterContext, name: string, path: string) => ({
 
 export interface FanOutResult {
   status: 'measured';
+  /** Who answered the result reads: the sandbox (its own process, results complete beforehand). */
+  upstream: 'sandbox';
+  /** Seconds spent creating the sandbox's applications before the load (not measured). */
+  setupS: number;
   sinkConcurrency: number | 'default';
   rate: number;
   warmupS: number;
@@ -239,7 +248,21 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   const configPath = join(dir, 'config.json');
   writeFileSync(configPath, JSON.stringify(fileSink(ctx, 'bench-file', sinkPath)));
   const la = loadAvg();
-  const r = await startReceiver(ctx, 'fanout', join(dir, 'receiver.db'), { CONFIG_FILE: configPath });
+  const sandbox = await startBenchSandbox(ctx.root);
+  let r: Awaited<ReturnType<typeof startReceiver>>;
+  const applicationIdsFile = join(dir, 'applications.txt');
+  let setupS = 0;
+  try {
+    const total = Math.ceil(rate * (warmupS + durationS));
+    ctx.log(`fan-out: ${total} sandbox applications with a completed interview and CV evaluation`);
+    const setupStart = Date.now();
+    writeFileSync(applicationIdsFile, `${(await sandbox.readyApplications(total)).join('\n')}\n`);
+    setupS = (Date.now() - setupStart) / 1000;
+    r = await startReceiver(ctx, 'fanout', join(dir, 'receiver.db'), { CONFIG_FILE: configPath, HIRING_API_URL: sandbox.url, HIRING_API_KEY: sandbox.apiKey });
+  } catch (err) {
+    await sandbox.stop();
+    throw err;
+  }
   const landed = new Map<string, number>();
   const t = tail(sinkPath, 2, (id, at) => {
     if (!landed.has(id)) landed.set(id, at);
@@ -249,7 +272,7 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   const ackFile = join(dir, 'acks.txt');
   try {
     ctx.log(`fan-out: ${rate}/s open loop, ${warmupS} s warm-up + ${durationS} s, file sink`);
-    gen = await loadgen(ctx, r.server.url, { mode: 'open', rate, connections: 64, warmupS, durationS, ackFile });
+    gen = await loadgen(ctx, r.server.url, { mode: 'open', rate, connections: 64, warmupS, durationS, ackFile, applicationIdsFile });
     const acks = readFileSync(ackFile, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' '));
     // Bounded wait for the last deliveries.
     const deadline = Date.now() + 20_000;
@@ -275,6 +298,8 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
     const s = summarize(all);
     return {
       status: 'measured',
+      upstream: 'sandbox',
+      setupS: Math.round(setupS * 10) / 10,
       sinkConcurrency: ctx.sinkConcurrency ?? 'default',
       rate,
       warmupS,
@@ -294,6 +319,7 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   } finally {
     await t.stop().catch(() => undefined);
     if (r.server.proc.exitCode === null) await r.stop().catch(() => undefined);
+    await sandbox.stop();
   }
 }
 
