@@ -23,7 +23,7 @@ import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.js';
 import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
-import { freePort, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
+import { freePort, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
 
@@ -232,7 +232,10 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
     async finish() {
       const batches = await groupCommitStats(server.url);
       const { peak, exit } = await stop(server);
+      // The `work` process's own high-water mark, read before it exits (its RSS counts as well).
+      let workPeak: number | null = null;
       if (work) {
+        workPeak = work.pid === undefined ? null : readVmHwm(work.pid);
         work.kill('SIGTERM');
         await workExited;
       }
@@ -241,7 +244,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
       const rows = db.prepare('SELECT COUNT(*) FROM events').pluck().get() as number;
       const jobsDone = db.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'done'").pluck().get() as number;
       db.close();
-      return { peak, exit, rows, jobsDone, logBytes: statSync(logPath).size, ...batches };
+      return { peak, workPeak, exit, rows, jobsDone, logBytes: statSync(logPath).size, ...batches };
     },
   };
 }
@@ -383,6 +386,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
     rows.push(
       row(name, measured, f.peak, cpu, {
+        ...(f.workPeak ? { workPeakRssMB: Math.round((f.workPeak / 2 ** 20) * 10) / 10 } : {}),
         ratio: Math.round((measured.rps / bare) * 1000) / 1000,
         rowsStored: f.rows,
         acked2xx: acked,
@@ -435,6 +439,7 @@ async function fixedRates(): Promise<RateRow[]> {
         errors: res.measured.socketErrors + res.measured.non2xx,
         maxInFlight: res.maxInFlight,
         peakRssMB: Math.round((f.peak / 2 ** 20) * 10) / 10,
+        ...(f.workPeak ? { workPeakRssMB: Math.round((f.workPeak / 2 ** 20) * 10) / 10 } : {}),
         floorP50Ms: floor.measured.p50,
         floorP99Ms: floor.measured.p99,
         floorP999Ms: floor.measured.p999,
