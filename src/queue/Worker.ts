@@ -191,38 +191,43 @@ export class Worker {
       const pacer = this.opts.pacer;
       const held = pacer ? await pacer.turn() : false;
       if (!this.running) return;
-      // Held back: one group in flight at most (its completion kicks the next claim).
+      // Held back: one group in flight at most (its completion kicks the next claim; the pacer
+      // is also asked again meanwhile, below).
       heldWithWork = held && this.inflightJobs > 0;
-      if (heldWithWork) return;
-      const free = this.concurrency - this.inflightJobs;
-      const started = performance.now();
-      const claimLimit = held ? Math.min(free, this.groupSize) : free;
-      if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
-      else if (held) {
-        // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
-        const first = this.queueFirst;
-        this.queueFirst = !first;
-        claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
-        if (claimed === 0) claimed = first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
-      } else {
-        const fromSource = await this.runSource();
-        // Jobs (retries, replays) are rare beside new events: looked for with a read first.
-        claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
+      if (!heldWithWork) {
+        const free = this.concurrency - this.inflightJobs;
+        const started = performance.now();
+        const claimLimit = held ? Math.min(free, this.groupSize) : free;
+        if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
+        else if (held) {
+          // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
+          const first = this.queueFirst;
+          this.queueFirst = !first;
+          claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
+          if (claimed === 0) claimed = first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
+        } else {
+          const fromSource = await this.runSource();
+          // Jobs (retries, replays) are rare beside new events: looked for with a read first.
+          claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
+        }
+        pacer?.charge(performance.now() - started);
       }
-      pacer?.charge(performance.now() - started);
     } catch (err) {
       this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
     } finally {
       this.ticking = false;
+    }
+    if (!this.running) return;
+    if (heldWithWork) {
       // Asked again meanwhile, not only when that group ends: a group may be a read the service
       // answers after seconds, and once the loop is no longer busy (a burst of deliveries has
       // ended) the free slots fill at once instead of after it. Without this, a read that began
       // during a burst held the other reads back for as long as the service took to answer it
       // (in one run of the reliability suite's slow-upstream test, the three other reads started
       // only when the first was answered, 8 s after the interviews were acknowledged).
-      if (heldWithWork && this.running) this.timer = setTimeout(() => void this.tick(true), this.opts.pollIntervalMs ?? 250);
+      this.timer = setTimeout(() => void this.tick(true), this.opts.pollIntervalMs ?? 250);
+      return;
     }
-    if (!this.running) return;
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
     if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);

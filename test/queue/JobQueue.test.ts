@@ -365,16 +365,19 @@ describe('Worker', () => {
     const w = new Worker({ queue: q, clock, logger, gate, concurrency: 4, pacer, pollIntervalMs: 5, handlers: { k: handler } });
     for (let i = 0; i < 4; i++) await enqueue(database.db, { kind: 'k', payload: {} }, clock.now());
     w.start();
-    for (let i = 0; i < 200 && running === 0; i++) await new Promise((r) => setTimeout(r, 5));
-    // Held back: one job in flight, and it stays so while the pacer says so.
-    for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 5));
-    expect(running).toBe(1);
-    held = false;
-    for (let i = 0; i < 200 && running < 4; i++) await new Promise((r) => setTimeout(r, 5));
-    // All four run before the first one ended.
-    expect(most).toBe(4);
-    release();
-    await w.stop();
+    try {
+      for (let i = 0; i < 200 && running === 0; i++) await new Promise((r) => setTimeout(r, 5));
+      // Held back: one job in flight, and it stays so while the pacer says so.
+      for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(running).toBe(1);
+      held = false;
+      for (let i = 0; i < 200 && running < 4; i++) await new Promise((r) => setTimeout(r, 5));
+      // All four run before the first one ended.
+      expect(most).toBe(4);
+    } finally {
+      release();
+      await w.stop();
+    }
     expect(running).toBe(0);
   });
 
