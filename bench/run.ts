@@ -23,7 +23,7 @@ import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.js';
 import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
-import { freePort, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
+import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
 
@@ -347,7 +347,7 @@ function row(name: string, measured: LoadResult, peakRss: number, cpu: CpuShare 
     socketErrors: measured.socketErrors,
     non2xx: measured.non2xx,
     status2xx: measured.status2xx,
-    peakRssMB: Math.round((peakRss / 2 ** 20) * 10) / 10,
+    peakRssMB: mb(peakRss),
     exhausted: measured.exhausted,
     ...extra,
   };
@@ -386,7 +386,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
     rows.push(
       row(name, measured, f.peak, cpu, {
-        ...(f.workPeak ? { workPeakRssMB: Math.round((f.workPeak / 2 ** 20) * 10) / 10 } : {}),
+        ...(f.workPeak ? { workPeakRssMB: mb(f.workPeak) } : {}),
         ratio: Math.round((measured.rps / bare) * 1000) / 1000,
         rowsStored: f.rows,
         acked2xx: acked,
@@ -438,8 +438,8 @@ async function fixedRates(): Promise<RateRow[]> {
         maxMs: res.measured.max,
         errors: res.measured.socketErrors + res.measured.non2xx,
         maxInFlight: res.maxInFlight,
-        peakRssMB: Math.round((f.peak / 2 ** 20) * 10) / 10,
-        ...(f.workPeak ? { workPeakRssMB: Math.round((f.workPeak / 2 ** 20) * 10) / 10 } : {}),
+        peakRssMB: mb(f.peak),
+        ...(f.workPeak ? { workPeakRssMB: mb(f.workPeak) } : {}),
         floorP50Ms: floor.measured.p50,
         floorP99Ms: floor.measured.p99,
         floorP999Ms: floor.measured.p999,

@@ -38,9 +38,9 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { freePort, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
+import { freePort, mb, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
 import { cpuBetween, sampleCpu } from './cpu.js';
-import { startBenchSandbox } from './sandbox.js';
+import { startBenchSandbox, type BenchSandbox } from './sandbox.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -142,7 +142,6 @@ export interface ReplayResult {
 const loadAvg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const wall = () => performance.timeOrigin + performance.now();
-const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
 
 /** Polls an NDJSON file every `everyMs`, calling `onLine(id, readAtWallMs)` for each whole new line. */
 function tail(path: string, everyMs: number, onLine: (id: string, at: number) => void) {
@@ -238,7 +237,20 @@ async function loadgen(ctx: LaterContext, url: string, a: Record<string, unknown
 
 const FETCHING = new Set(['interview.completed', 'cv_evaluation.completed']);
 
-export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmupS?: number; durationS?: number } = {}): Promise<FanOutResult> {
+type FanOutOptions = { rate?: number; warmupS?: number; durationS?: number };
+
+export async function measureFanOut(ctx: LaterContext, o: FanOutOptions = {}): Promise<FanOutResult> {
+  const la = loadAvg();
+  const sandbox = await startBenchSandbox(ctx.root);
+  try {
+    return await fanOutAgainst(ctx, sandbox, o, la);
+  } finally {
+    await sandbox.stop();
+  }
+}
+
+/** The fan-out row, its results read from `sandbox` (started and stopped by the caller). */
+async function fanOutAgainst(ctx: LaterContext, sandbox: BenchSandbox, o: FanOutOptions, la: string): Promise<FanOutResult> {
   const rate = o.rate ?? 200;
   const warmupS = o.warmupS ?? 1;
   const durationS = o.durationS ?? 10;
@@ -247,22 +259,13 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   const sinkPath = join(dir, 'sink.ndjson');
   const configPath = join(dir, 'config.json');
   writeFileSync(configPath, JSON.stringify(fileSink(ctx, 'bench-file', sinkPath)));
-  const la = loadAvg();
-  const sandbox = await startBenchSandbox(ctx.root);
-  let r: Awaited<ReturnType<typeof startReceiver>>;
   const applicationIdsFile = join(dir, 'applications.txt');
-  let setupS = 0;
-  try {
-    const total = Math.ceil(rate * (warmupS + durationS));
-    ctx.log(`fan-out: ${total} sandbox applications with a completed interview and CV evaluation`);
-    const setupStart = Date.now();
-    writeFileSync(applicationIdsFile, `${(await sandbox.readyApplications(total)).join('\n')}\n`);
-    setupS = (Date.now() - setupStart) / 1000;
-    r = await startReceiver(ctx, 'fanout', join(dir, 'receiver.db'), { CONFIG_FILE: configPath, HIRING_API_URL: sandbox.url, HIRING_API_KEY: sandbox.apiKey });
-  } catch (err) {
-    await sandbox.stop();
-    throw err;
-  }
+  const total = Math.ceil(rate * (warmupS + durationS));
+  ctx.log(`fan-out: ${total} sandbox applications with a completed interview and CV evaluation`);
+  const setupStart = Date.now();
+  writeFileSync(applicationIdsFile, `${(await sandbox.readyApplications(total)).join('\n')}\n`);
+  const setupS = (Date.now() - setupStart) / 1000;
+  const r = await startReceiver(ctx, 'fanout', join(dir, 'receiver.db'), { CONFIG_FILE: configPath, HIRING_API_URL: sandbox.url, HIRING_API_KEY: sandbox.apiKey });
   const landed = new Map<string, number>();
   const t = tail(sinkPath, 2, (id, at) => {
     if (!landed.has(id)) landed.set(id, at);
@@ -319,7 +322,6 @@ export async function measureFanOut(ctx: LaterContext, o: { rate?: number; warmu
   } finally {
     await t.stop().catch(() => undefined);
     if (r.server.proc.exitCode === null) await r.stop().catch(() => undefined);
-    await sandbox.stop();
   }
 }
 
@@ -364,7 +366,7 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
   // it settled before is left out of both the count and the CPU.
   const c0 = sampleCpu(r1.server.proc.pid!, null);
   const atStart = probe.left().unsettled;
-  let processing: ProcessingResult;
+  let measured: Omit<ProcessingResult, 'peakRssMB'>;
   let processingPeak = 0;
   try {
     const deadline = Date.now() + 300_000;
@@ -380,7 +382,7 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
     const c1 = sampleCpu(r1.server.proc.pid!, null);
     const share = cpuBetween(c0, c1, atStart);
     const seconds = (c1.at - c0.at) / 1000;
-    processing = {
+    measured = {
       events: n,
       measuredEvents: atStart,
       fetching: probe.fetching(),
@@ -388,13 +390,12 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
       eventsPerSecond: Math.round(atStart / seconds),
       cpuUsPerEvent: share?.serverUsPerRequest ?? null,
       mainPct: share?.serverMainPct ?? null,
-      peakRssMB: 0,
     };
   } finally {
     probe.close();
     processingPeak = (await r1.stop()).peak;
   }
-  processing.peakRssMB = mb(processingPeak);
+  const processing: ProcessingResult = { ...measured, peakRssMB: mb(processingPeak) };
 
   // 2. A receiver with a new file sink, 3. the CLI replaying every event to it.
   const sinkName = 'replay-file';

@@ -23,6 +23,9 @@ export interface Server {
 
 export { freePort } from '../../src/util/freePort.js';
 
+/** Bytes as MB (2^20), to one decimal: how the bench reports peak RSS. */
+export const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
+
 /** VmHWM from /proc/<pid>/status (the kernel's own high-water mark of RSS), in bytes. */
 export function readVmHwm(pid: number): number {
   try {
