@@ -1,6 +1,7 @@
 import type { Clock } from './clock.js';
 import type { FaultInjector } from './http/faults.js';
 import type { IdempotencyStore } from './http/idempotency.js';
+import type { ScoringReads } from './http/scoringReads.js';
 import type { Lifecycle } from './scenarios/lifecycle.js';
 import type { SandboxStore } from './store.js';
 
@@ -11,6 +12,8 @@ export interface SandboxContext {
   idempotency: IdempotencyStore;
   faults: FaultInjector;
   lifecycle: Lifecycle;
+  /** Latency and counts of the scoring reads. */
+  reads: ScoringReads;
   /** Largest CV upload accepted, in bytes. */
   cvMaxBytes: number;
 }

@@ -3,6 +3,7 @@ import type { Clock } from './clock.js';
 import type { DeliveryScheduler } from './delivery/scheduler.js';
 import { invalidInput, notFound } from './http/apiError.js';
 import type { FaultInjector, FaultSpec } from './http/faults.js';
+import type { ScoringReadCounts, ScoringReads } from './http/scoringReads.js';
 import { API_KEY_PATTERN, newApiKey } from './ids.js';
 import type { JobInput } from './jobRecord.js';
 import { addMember, compareMembersByName, memberView, type MemberInput } from './organization.js';
@@ -48,6 +49,10 @@ export interface SandboxControl {
   chaos(): ChaosOptions;
   setChaos(patch: Partial<ChaosOptions>): ChaosOptions;
   setResultDelay(ms: number): void;
+  /** Every later scoring read waits `ms` (nominal, divided by timeFactor) before it is answered. */
+  setReadDelay(ms: number): void;
+  /** Scoring reads waiting or being answered now, and answered so far. */
+  reads(): ScoringReadCounts;
   deliveries(filter?: { webhookId?: string; eventId?: string }): DeliveryRecord[];
   pendingDeliveries(): number;
   idle(): Promise<void>;
@@ -62,7 +67,8 @@ export interface ControlDeps {
   lifecycle: Lifecycle;
   scheduler: DeliveryScheduler;
   faults: FaultInjector;
-  settings: { chaos: ChaosOptions; resultDelayMs: number };
+  reads: ScoringReads;
+  settings: { chaos: ChaosOptions; resultDelayMs: number; readDelayMs: number };
   defaultOrganizationId: () => string;
 }
 
@@ -121,6 +127,10 @@ export function createControl(deps: ControlDeps): SandboxControl {
     setResultDelay: (ms) => {
       settings.resultDelayMs = Math.max(0, ms);
     },
+    setReadDelay: (ms) => {
+      settings.readDelayMs = Math.max(0, ms);
+    },
+    reads: () => deps.reads.counts(),
     deliveries: (filter = {}) =>
       store
         .allDeliveries()

@@ -22,6 +22,7 @@ import { organizationRoutes } from './http/organizationRoutes.js';
 import { FaultInjector } from './http/faults.js';
 import { IdempotencyStore } from './http/idempotency.js';
 import { jobsRoutes } from './http/jobsRoutes.js';
+import { ScoringReads } from './http/scoringReads.js';
 import { v1InterviewRoutes, v2ScoringRoutes } from './http/scoringRoutes.js';
 import { webhooksRoutes } from './http/webhooksRoutes.js';
 import { newId } from './ids.js';
@@ -34,13 +35,15 @@ export interface SandboxOptions {
   organizations?: readonly OrganizationSeed[];
   /** Default: the system clock. Pass `createManualClock()` to drive time with `control.advance`. */
   clock?: Clock;
-  /** Real waits (retry backoff, chaos delay, result delay) are divided by this. Default 1. */
+  /** Real waits (retry backoff, chaos delay, result delay, read delay) are divided by this. Default 1. */
   timeFactor?: number;
   fetch?: typeof fetch;
   logger?: SandboxLogger;
   chaos?: Partial<ChaosOptions>;
   /** Nominal delay between a *.completed event and its result becoming readable. Default 0. */
   resultDelayMs?: number;
+  /** Nominal time every scoring read waits before it is answered (a slow service). Default 0. */
+  readDelayMs?: number;
   /** Per-attempt timeout (spec 6.3: 10 s). Not scaled by timeFactor. */
   attemptTimeoutMs?: number;
   /** Seed for fake candidates and scores. Default 1, so runs are reproducible. */
@@ -76,7 +79,11 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   if (!Number.isFinite(timeFactor) || timeFactor <= 0) throw new Error(`createSandbox: timeFactor must be a positive number, got ${timeFactor}`);
   const clock = opts.clock ?? systemClock;
   const random = opts.random ?? Math.random;
-  const settings = { chaos: mergeChaos(NO_CHAOS, opts.chaos ?? {}), resultDelayMs: Math.max(0, opts.resultDelayMs ?? 0) };
+  const settings = {
+    chaos: mergeChaos(NO_CHAOS, opts.chaos ?? {}),
+    resultDelayMs: Math.max(0, opts.resultDelayMs ?? 0),
+    readDelayMs: Math.max(0, opts.readDelayMs ?? 0),
+  };
   const store = new SandboxStore();
   const seeds = opts.organizations ?? DEFAULT_ORGANIZATIONS;
   seedOrganizations(store, seeds, clock.now());
@@ -110,7 +117,8 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     schedule: (lane, delayMs, run) => void scheduler.schedule(lane, delayMs, run),
   });
   const faults = new FaultInjector();
-  const control = createControl({ store, clock, lifecycle, scheduler, faults, settings, defaultOrganizationId });
+  const reads = new ScoringReads(() => settings.readDelayMs / timeFactor);
+  const control = createControl({ store, clock, lifecycle, scheduler, faults, reads, settings, defaultOrganizationId });
   [...store.organizations.keys()].forEach((orgId, i) => {
     const keys = seeds[i]?.apiKeys ?? [];
     if (keys.length === 0) control.addApiKey(orgId, { name: 'default' });
@@ -119,7 +127,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
 
   const cvMaxBytes = opts.cvMaxBytes ?? DEFAULT_CV_MAX_BYTES;
   if (!Number.isInteger(cvMaxBytes) || cvMaxBytes < 1) throw new Error(`createSandbox: cvMaxBytes must be a positive integer, got ${cvMaxBytes}`);
-  const ctx: SandboxContext = { store, clock, idempotency: new IdempotencyStore(), faults, lifecycle, cvMaxBytes };
+  const ctx: SandboxContext = { store, clock, idempotency: new IdempotencyStore(), faults, lifecycle, reads, cvMaxBytes };
   const app = new Hono<AuthEnv>();
   app.onError((err, c) => errorResponse(c, err));
   app.notFound((c) => errorResponse(c, notFound()));
@@ -151,6 +159,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     stop: async () => {
       scheduler.stop();
       dispatcher.stop();
+      reads.releaseAll();
       const s = server;
       server = undefined;
       if (s === undefined) return;

@@ -132,9 +132,20 @@ export function controlRoutes(control: SandboxControl): Hono {
     return c.json(control.setChaos(Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined))));
   });
   app.patch('/settings', async (c) => {
-    const input = await body(c, z.strictObject({ result_delay_ms: z.number().min(0) }));
-    control.setResultDelay(input.result_delay_ms);
+    const input = await body(
+      c,
+      z
+        .strictObject({ result_delay_ms: z.number().min(0), read_delay_ms: z.number().min(0) })
+        .partial()
+        .refine((v) => v.result_delay_ms !== undefined || v.read_delay_ms !== undefined, 'Give result_delay_ms, read_delay_ms or both.'),
+    );
+    if (input.result_delay_ms !== undefined) control.setResultDelay(input.result_delay_ms);
+    if (input.read_delay_ms !== undefined) control.setReadDelay(input.read_delay_ms);
     return c.body(null, 204);
+  });
+  app.get('/reads', (c) => {
+    const { inFlight, answered } = control.reads();
+    return c.json({ in_flight: inFlight, answered });
   });
 
   app.get('/deliveries', (c) => {

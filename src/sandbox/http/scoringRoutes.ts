@@ -10,14 +10,16 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   for (const resource of SCORING_RESOURCES) {
     const path = `/:id/${resource}`;
-    app.get(path, (c) => {
-      const id = c.req.param('id') ?? '';
-      const fault = ctx.faults.take(resource, id);
-      if (fault !== undefined) return fault;
-      // 404 only for an unknown application or another organization's (4.2); never for work in progress.
-      const application = ctx.store.application(c.get('organizationId'), id);
-      return c.json(readScoring(application.scoring[resource as ScoringResource], ctx.clock.now()));
-    });
+    app.get(path, (c) =>
+      ctx.reads.serve(() => {
+        const id = c.req.param('id') ?? '';
+        const fault = ctx.faults.take(resource, id);
+        if (fault !== undefined) return fault;
+        // 404 only for an unknown application or another organization's (4.2); never for work in progress.
+        const application = ctx.store.application(c.get('organizationId'), id);
+        return c.json(readScoring(application.scoring[resource as ScoringResource], ctx.clock.now()));
+      }),
+    );
     app.all(path, methodNotAllowed);
   }
   return app;
@@ -26,15 +28,17 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
 /** Spec 4.1 + 2.3: GET /api/v1/applications/{application_id}/interview. */
 export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.get('/:id/interview', (c) => {
-    const id = c.req.param('id');
-    const fault = ctx.faults.take('v1-interview', id);
-    if (fault !== undefined) return fault;
-    const application = ctx.store.application(c.get('organizationId'), id);
-    // Assumption: before any interview call exists, v1 answers 404 (it has no readiness envelope).
-    if (application.interviewCall === null) throw notFound('No interview for this application yet.');
-    return c.json(application.interviewCall.detail);
-  });
+  app.get('/:id/interview', (c) =>
+    ctx.reads.serve(() => {
+      const id = c.req.param('id');
+      const fault = ctx.faults.take('v1-interview', id);
+      if (fault !== undefined) return fault;
+      const application = ctx.store.application(c.get('organizationId'), id);
+      // Assumption: before any interview call exists, v1 answers 404 (it has no readiness envelope).
+      if (application.interviewCall === null) throw notFound('No interview for this application yet.');
+      return c.json(application.interviewCall.detail);
+    }),
+  );
   app.all('/:id/interview', methodNotAllowed);
   return app;
 }

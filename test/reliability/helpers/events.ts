@@ -7,10 +7,10 @@ export type EventKind = 'application.created' | 'application.status_changed' | '
 /**
  * An envelope like the service sends (spec 6.4). The candidate's email
  * (`@example.org`) and phone (`+44 7700 9xxxxx`) are what the log-hygiene
- * test looks for: personal data must never show up in a log.
+ * test looks for: personal data must never show up in a log. The application id is random
+ * unless given (one the sandbox knows, for a test that reads its results).
  */
-export function makeEvent(kind: EventKind, n: number, tag: string): Record<string, unknown> {
-  const applicationId = randomUUID();
+export function makeEvent(kind: EventKind, n: number, tag: string, applicationId: string = randomUUID()): Record<string, unknown> {
   const now = new Date().toISOString();
   const candidate = {
     id: randomUUID(),

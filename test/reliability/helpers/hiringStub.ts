@@ -1,17 +1,15 @@
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
  * A stand-in of the hiring service's scoring GETs on 127.0.0.1: every known
- * path answers a complete result for any application id, after `delayMs`
- * (the slow-upstream test sets 8 s). Counts requests and how many are open.
+ * path answers a complete result at once for any application id, so the
+ * tests that send thousands of random events need no set-up upstream; `extra`
+ * adds fields to every result. Counts requests. (The slow-upstream test uses
+ * the project's sandbox, with its read delay.)
  */
-export async function startHiringStub(opts: { delayMs?: number; extra?: Record<string, unknown> } = {}) {
-  let delayMs = opts.delayMs ?? 0;
+export async function startHiringStub(opts: { extra?: Record<string, unknown> } = {}) {
   const calls: { path: string; at: number }[] = [];
-  let open = 0;
-  let firstAnsweredAt: number | null = null;
-  const pending = new Set<ServerResponse>();
   const server = createServer((req, res) => {
     const path = req.url ?? '';
     calls.push({ path, at: Date.now() });
@@ -32,32 +30,15 @@ export async function startHiringStub(opts: { delayMs?: number; extra?: Record<s
       ...(resource === 'insights' ? { hiring_recommendation: 'yes' } : {}),
       ...opts.extra,
     };
-    open++;
-    pending.add(res);
-    setTimeout(() => {
-      open--;
-      pending.delete(res);
-      firstAnsweredAt ??= Date.now();
-      if (!res.destroyed) res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-    }, delayMs);
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
     calls,
-    get open() {
-      return open;
-    },
-    get firstAnsweredAt() {
-      return firstAnsweredAt;
-    },
-    setDelay(ms: number) {
-      delayMs = ms;
-    },
     close: () =>
       new Promise<void>((resolve) => {
-        for (const res of pending) res.destroy();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

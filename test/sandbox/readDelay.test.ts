@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startSandbox, type Running } from './helpers.js';
+
+/** A slow service: every scoring read waits the read delay before it is answered, and is counted. */
+describe('read delay and read counts (docs/sandbox.md)', () => {
+  let run: Running | undefined;
+  afterEach(async () => {
+    await run?.sandbox.stop();
+    run = undefined;
+  });
+  const control = (r: Running, path: string, method = 'POST', body?: unknown) =>
+    r.api(`/_sandbox${path}`, { method, key: null, ...(body === undefined ? {} : { body }) });
+  const waitFor = async (r: Running, want: { in_flight: number; answered: number }) => {
+    const deadline = Date.now() + 5_000;
+    let last: unknown;
+    while (Date.now() < deadline) {
+      last = (await control(r, '/reads', 'GET')).body;
+      if (JSON.stringify(last) === JSON.stringify(want)) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(last).toEqual(want);
+  };
+
+  it('holds every scoring read (v2 and v1, results, faults and 404s alike) for the delay over timeFactor, counting it while held', async () => {
+    const r = (run = await startSandbox({ timeFactor: 40 }));
+    const job = r.sandbox.control.createJob({});
+    const id = r.sandbox.control.createApplication({ jobId: job.id }).id;
+    r.sandbox.control.completeInterview(id);
+    expect((await control(r, '/reads', 'GET')).body).toEqual({ in_flight: 0, answered: 0 });
+    // Nominal 8 s, so 200 ms of real time at timeFactor 40.
+    expect((await control(r, '/settings', 'PATCH', { read_delay_ms: 8_000 })).status).toBe(204);
+    r.sandbox.control.injectFault({ target: 'cv-evaluation', status: 503 });
+
+    const started = performance.now();
+    const reads = Promise.all([
+      r.api(`/api/v2/applications/${id}/interview`),
+      r.api(`/api/v2/applications/${id}/cv-evaluation`),
+      r.api('/api/v2/applications/00000000-0000-4000-8000-000000000000/insights'),
+      r.api(`/api/v1/applications/${id}/interview`),
+    ]);
+    await waitFor(r, { in_flight: 4, answered: 0 });
+    const [interview, faulted, unknown, v1] = await reads;
+    const elapsed = performance.now() - started;
+
+    expect([interview.status, interview.body.status]).toEqual([200, 'completed']);
+    expect(faulted.status).toBe(503);
+    expect(unknown.status).toBe(404);
+    expect(v1.status).toBe(200);
+    expect(elapsed).toBeGreaterThanOrEqual(195);
+    expect((await control(r, '/reads', 'GET')).body).toEqual({ in_flight: 0, answered: 4 });
+
+    // Back to 0: answered at once. Other endpoints are never held nor counted.
+    r.sandbox.control.setReadDelay(0);
+    expect((await r.api(`/api/v2/applications/${id}/interview`)).status).toBe(200);
+    expect((await r.api('/api/v2/jobs')).status).toBe(200);
+    expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 5 });
+  });
+
+  it('stop() ends reads still held, so no timer outlives the sandbox', async () => {
+    const r = (run = await startSandbox({ readDelayMs: 3_600_000 }));
+    const job = r.sandbox.control.createJob({});
+    const id = r.sandbox.control.createApplication({ jobId: job.id }).id;
+    const held = r.api(`/api/v2/applications/${id}/interview`).catch((err: unknown) => err);
+    await waitFor(r, { in_flight: 1, answered: 0 });
+    await r.sandbox.stop();
+    run = undefined;
+    // The request was cut with the server; the held read itself was released and finished.
+    expect(await held).toBeInstanceOf(Error);
+    expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 1 });
+  });
+
+  it('PATCH /_sandbox/settings names what is wrong', async () => {
+    const r = (run = await startSandbox());
+    expect((await control(r, '/settings', 'PATCH', {})).body).toEqual([{ code: 'invalid_input', detail: 'Give result_delay_ms, read_delay_ms or both.', attr: null }]);
+    const negative = await control(r, '/settings', 'PATCH', { read_delay_ms: -1 });
+    expect([negative.status, negative.body[0].attr]).toEqual([400, 'read_delay_ms']);
+    expect((await control(r, '/settings', 'PATCH', { result_delay_ms: 10, read_delay_ms: 0 })).status).toBe(204);
+  });
+});
