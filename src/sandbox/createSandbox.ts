@@ -159,7 +159,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     stop: async () => {
       scheduler.stop();
       dispatcher.stop();
-      reads.releaseAll();
+      reads.stop();
       const s = server;
       server = undefined;
       if (s === undefined) return;

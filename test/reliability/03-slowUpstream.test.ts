@@ -102,8 +102,9 @@ describe('slow upstream', () => {
     expect(atEnd).toEqual({ inFlight: 4, answered: 0 });
     expect(percentile(lat, 99)).toBeLessThan(100);
 
-    // Nothing is lost to the stall: the four held reads end, the other four follow (at once now),
-    // and each interview's result is stored as the sandbox scored it.
+    // Nothing is lost to the stall: the four held reads end after their 8 s, the other four are
+    // answered at once (no delay for later reads), and each interview's result is stored as the
+    // sandbox scored it.
     control.setReadDelay(0);
     const resultsDeadline = Date.now() + 30_000;
     const readyResults = () =>

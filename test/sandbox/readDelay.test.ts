@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSandbox, type Running } from './helpers.js';
+import { ACME_KEY, startSandbox, type Running } from './helpers.js';
 
 /** A slow service: every scoring read waits the read delay before it is answered, and is counted. */
 describe('read delay and read counts (docs/sandbox.md)', () => {
@@ -22,12 +22,12 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
   };
 
   it('holds every scoring read (v2 and v1, results, faults and 404s alike) for the delay over timeFactor, counting it while held', async () => {
-    const r = (run = await startSandbox({ timeFactor: 40 }));
+    const r = (run = await startSandbox({ timeFactor: 4 }));
     const job = r.sandbox.control.createJob({});
     const id = r.sandbox.control.createApplication({ jobId: job.id }).id;
     r.sandbox.control.completeInterview(id);
     expect((await control(r, '/reads', 'GET')).body).toEqual({ in_flight: 0, answered: 0 });
-    // Nominal 8 s, so 200 ms of real time at timeFactor 40.
+    // Nominal 8 s, so 2 s of real time at timeFactor 4.
     expect((await control(r, '/settings', 'PATCH', { read_delay_ms: 8_000 })).status).toBe(204);
     r.sandbox.control.injectFault({ target: 'cv-evaluation', status: 503 });
 
@@ -46,18 +46,36 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
     expect(faulted.status).toBe(503);
     expect(unknown.status).toBe(404);
     expect(v1.status).toBe(200);
-    expect(elapsed).toBeGreaterThanOrEqual(195);
+    // Held the 2 s, divided by timeFactor (8 s undivided would pass 6 s).
+    expect(elapsed).toBeGreaterThanOrEqual(1_995);
+    expect(elapsed).toBeLessThan(6_000);
     expect((await control(r, '/reads', 'GET')).body).toEqual({ in_flight: 0, answered: 4 });
 
-    // Back to 0: answered at once. Other endpoints are never held nor counted.
+    // Back to 0: answered at once, not after the 2 s.
     r.sandbox.control.setReadDelay(0);
+    const quick = performance.now();
     expect((await r.api(`/api/v2/applications/${id}/interview`)).status).toBe(200);
-    expect((await r.api('/api/v2/jobs')).status).toBe(200);
+    expect(performance.now() - quick).toBeLessThan(1_000);
     expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 5 });
   });
 
-  it('stop() ends reads still held, so no timer outlives the sandbox', async () => {
-    const r = (run = await startSandbox({ readDelayMs: 3_600_000 }));
+  it('counts HEAD and a v1 read without an interview (404), but not what is refused before the read nor other endpoints', async () => {
+    const r = (run = await startSandbox({ readDelayMs: 1 }));
+    const job = r.sandbox.control.createJob({});
+    const id = r.sandbox.control.createApplication({ jobId: job.id }).id;
+    expect((await r.api(`/api/v2/applications/${id}/interview`, { key: null })).status).toBe(401);
+    expect((await r.api(`/api/v2/applications/${id}/interview`, { method: 'POST', body: {} })).status).toBe(405);
+    expect((await r.api('/api/v2/jobs')).status).toBe(200);
+    expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 0 });
+    const v1 = await r.api(`/api/v1/applications/${id}/interview`);
+    expect([v1.status, v1.body[0].detail]).toEqual([404, 'No interview for this application yet.']);
+    expect((await fetch(`${r.url}/api/v2/applications/${id}/interview`, { method: 'HEAD', headers: { authorization: `Bearer ${ACME_KEY}` } })).status).toBe(200);
+    expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 2 });
+  });
+
+  it('stop() ends reads still held and later ones do not wait, so no timer outlives the sandbox; a delay past setTimeout\'s range still holds', async () => {
+    // About 35 days: beyond 2^31-1 ms, where a bare setTimeout would fire at once.
+    const r = (run = await startSandbox({ readDelayMs: 3e9 }));
     const job = r.sandbox.control.createJob({});
     const id = r.sandbox.control.createApplication({ jobId: job.id }).id;
     const held = r.api(`/api/v2/applications/${id}/interview`).catch((err: unknown) => err);
@@ -67,6 +85,10 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
     // The request was cut with the server; the held read itself was released and finished.
     expect(await held).toBeInstanceOf(Error);
     expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 1 });
+    // Through the app after stop(): answered, not held for the delay.
+    const late = await r.sandbox.app.request(`/api/v2/applications/${id}/interview`, { headers: { authorization: `Bearer ${ACME_KEY}` } });
+    expect(late.status).toBe(200);
+    expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 2 });
   });
 
   it('PATCH /_sandbox/settings names what is wrong', async () => {

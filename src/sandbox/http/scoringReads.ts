@@ -1,21 +1,28 @@
 /**
  * The scoring reads' latency and counts: every scoring read (the three v2 reads and the v1
- * interview read) waits `delayMs()` real milliseconds before it is answered, as a slow service
- * would, and is counted while it waits and once it is answered. The wait is on the real clock,
- * not the sandbox clock: it stands for time on the wire and in the service, which a receiver
- * measures with its own timers.
+ * interview read, HEAD included, which Hono answers with the GET handler) waits `delayMs()` real
+ * milliseconds before it is answered, as a slow service would, and is counted while it waits and
+ * once its handler has finished. The answer is decided when the wait ends (a fault injected or a
+ * result made ready meanwhile applies). The wait is on the real clock, not the sandbox clock: it
+ * stands for time on the wire and in the service, which a receiver measures with its own timers.
  */
 export interface ScoringReadCounts {
   /** Reads received (past authentication) and not yet answered. */
   inFlight: number;
-  /** Reads answered, with any status (a fault's, a 404, a result). */
+  /**
+   * Reads whose handler has finished, with any status (a fault's, a 404, a result); a read whose
+   * client went away, or that stop() released, counts too.
+   */
   answered: number;
 }
+
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class ScoringReads {
   private inFlight = 0;
   private answered = 0;
   private readonly waiting = new Set<() => void>();
+  private stopped = false;
 
   constructor(private readonly delayMs: () => number) {}
 
@@ -28,7 +35,7 @@ export class ScoringReads {
     this.inFlight++;
     try {
       const ms = this.delayMs();
-      if (ms > 0) await this.wait(ms);
+      if (ms > 0 && !this.stopped) await this.wait(ms);
       return await answer();
     } finally {
       this.inFlight--;
@@ -36,8 +43,12 @@ export class ScoringReads {
     }
   }
 
-  /** Ends every wait now (the sandbox is stopping): nothing is left holding a timer. */
-  releaseAll(): void {
+  /**
+   * The sandbox is stopping: every wait ends now, and later reads (through `app.request()`) do not
+   * wait, so nothing is left holding a timer.
+   */
+  stop(): void {
+    this.stopped = true;
     for (const release of [...this.waiting]) release();
   }
 
@@ -48,7 +59,8 @@ export class ScoringReads {
         this.waiting.delete(release);
         resolve();
       };
-      const timer = setTimeout(release, ms);
+      // setTimeout fires at once beyond 2^31-1 ms (about 24.8 days); hold that long instead.
+      const timer = setTimeout(release, Math.min(ms, MAX_TIMER_MS));
       this.waiting.add(release);
     });
   }
