@@ -28,58 +28,106 @@ import { printReport, writeMarkdown, type Results, type ThroughputRow, type Rate
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const { values: flags } = parseArgs({
-  options: {
-    warmup: { type: 'string', default: '5' },
-    duration: { type: 'string', default: '15' },
-    connections: { type: 'string', default: '50' },
-    threads: { type: 'string', default: '1' },
-    // LOG_LEVEL[:WORKER_CONCURRENCY] per receiver run; the worker count defaults to the production default (4).
-    receivers: { type: 'string', default: 'info,warn,info:0,info:split' },
-    rates: { type: 'string', default: '1000,2500' },
-    // Receivers driven at each fixed rate, same LOG_LEVEL[:WORKER_CONCURRENCY] syntax as --receivers.
-    'rate-receivers': { type: 'string', default: 'info,info:0,info:split' },
-    'rate-warmup': { type: 'string', default: '3' },
-    'rate-duration': { type: 'string', default: '15' },
-    'no-build': { type: 'boolean', default: false },
-    'cpu-prof': { type: 'boolean', default: false },
-    'skip-throughput': { type: 'boolean', default: false },
-    'skip-rates': { type: 'boolean', default: false },
-    'skip-web-body': { type: 'boolean', default: false },
-    generator: { type: 'string', default: 'auto' },
-    // Open loop (fixed rates, fan-out, replay's ingest): the C generator (bench/opengen/opengen.c, compiled with `cc`) or node:http's client.
-    'open-generator': { type: 'string', default: 'auto' },
-    // Fan-out and replay run by default (about 45 s together); --fanout / --replay run only them (with --skip-* for the others).
-    fanout: { type: 'boolean', default: false },
-    replay: { type: 'boolean', default: false },
-    'skip-fanout': { type: 'boolean', default: false },
-    'skip-replay': { type: 'boolean', default: false },
-    'fanout-rate': { type: 'string', default: '200' },
-    'fanout-duration': { type: 'string', default: '10' },
-    // Events stored, processed from a backlog (about 5 s for 5,000 here), then replayed to a file sink.
-    'replay-events': { type: 'string', default: '5000' },
-    // CONFIG_FILE `concurrency` of the bench's file sink (default: the kind's default, 512).
-    'sink-concurrency': { type: 'string' },
-    out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
-    // Another checkout (built, with node_modules) whose receiver runs for specs ending in `@base`,
-    // so two builds are compared in one run: --baseline ../base --receivers info:0@base,info:0
-    baseline: { type: 'string' },
-    // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10:
-    // to measure a configuration knob, alternate runs with and without it.
-    'receiver-env': { type: 'string' },
-    // Each receiver row starts after a `sync`, so the previous row's dirty pages are not written back during it.
-    'no-sync': { type: 'boolean', default: false },
-  },
-});
+const USAGE = `Usage: npm run bench -- [options]   (or: npx tsx bench/run.ts [options])
+
+Ingest throughput against a bare Hono endpoint (wrk), latency at fixed rates (open loop),
+fan-out and replay, in one run; bench/README.md says what each figure means.
+
+  --no-build                 use dist/ as it is (default: npm run build first)
+  --warmup 5 --duration 15   wrk's warm-up and measured seconds
+  --connections 50 --threads 1
+  --receivers LIST           receivers under wrk, LOG_LEVEL[:WORKER_CONCURRENCY|:split][@base],
+                             default info,warn,info:0,info:split
+  --rates 1000,2500          fixed rates (deliveries/s)
+  --rate-receivers LIST      receivers at the fixed rates, default info,info:0,info:split
+  --rate-warmup 3 --rate-duration 15
+  --fanout / --replay        run only the fan-out and/or replay rows
+  --skip-throughput --skip-rates --skip-web-body --skip-fanout --skip-replay
+  --fanout-rate 200 --fanout-duration 10 --replay-events 5000 --sink-concurrency N
+  --generator auto|wrk|node  closed-loop generator (auto: wrk if installed)
+  --open-generator auto|c|node
+  --baseline DIR             another built checkout, run for receiver specs ending in @base
+  --receiver-env K=V,...     extra environment for every receiver
+  --cpu-prof                 write CPU profiles to bench/results/profiles/
+  --no-sync                  no sync before each receiver row
+  --out FILE                 the JSON results (default bench/results/latest.json)
+  -h, --help                 this text
+
+Exit code: 0 done, 1 the bench could not run (a bad option, a server that would not start),
+2 data went missing (rows against 2xx answers, fan-out or replay lines).
+`;
+/** A mistake in the options: said in one line, before anything is built or started. */
+function usageError(message: string): never {
+  process.stderr.write(`bench: ${message}\nRun \`npm run bench -- --help\` for the options.\n`);
+  process.exit(1);
+}
+let parsed: ReturnType<typeof parseOptions>;
+try {
+  parsed = parseOptions();
+} catch (err) {
+  usageError((err as Error).message);
+}
+const { values: flags } = parsed;
+if (flags.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+function parseOptions() {
+  return parseArgs({
+    options: {
+      help: { type: 'boolean', short: 'h', default: false },
+      warmup: { type: 'string', default: '5' },
+      duration: { type: 'string', default: '15' },
+      connections: { type: 'string', default: '50' },
+      threads: { type: 'string', default: '1' },
+      // LOG_LEVEL[:WORKER_CONCURRENCY] per receiver run; the worker count defaults to the production default (4).
+      receivers: { type: 'string', default: 'info,warn,info:0,info:split' },
+      rates: { type: 'string', default: '1000,2500' },
+      // Receivers driven at each fixed rate, same LOG_LEVEL[:WORKER_CONCURRENCY] syntax as --receivers.
+      'rate-receivers': { type: 'string', default: 'info,info:0,info:split' },
+      'rate-warmup': { type: 'string', default: '3' },
+      'rate-duration': { type: 'string', default: '15' },
+      'no-build': { type: 'boolean', default: false },
+      'cpu-prof': { type: 'boolean', default: false },
+      'skip-throughput': { type: 'boolean', default: false },
+      'skip-rates': { type: 'boolean', default: false },
+      'skip-web-body': { type: 'boolean', default: false },
+      generator: { type: 'string', default: 'auto' },
+      // Open loop (fixed rates, fan-out, replay's ingest): the C generator (bench/opengen/opengen.c, compiled with `cc`) or node:http's client.
+      'open-generator': { type: 'string', default: 'auto' },
+      // Fan-out and replay run by default (about 45 s together); --fanout / --replay run only them (with --skip-* for the others).
+      fanout: { type: 'boolean', default: false },
+      replay: { type: 'boolean', default: false },
+      'skip-fanout': { type: 'boolean', default: false },
+      'skip-replay': { type: 'boolean', default: false },
+      'fanout-rate': { type: 'string', default: '200' },
+      'fanout-duration': { type: 'string', default: '10' },
+      // Events stored, processed from a backlog (about 5 s for 5,000 here), then replayed to a file sink.
+      'replay-events': { type: 'string', default: '5000' },
+      // CONFIG_FILE `concurrency` of the bench's file sink (default: the kind's default, 512).
+      'sink-concurrency': { type: 'string' },
+      out: { type: 'string', default: join(ROOT, 'bench/results/latest.json') },
+      // Another checkout (built, with node_modules) whose receiver runs for specs ending in `@base`,
+      // so two builds are compared in one run: --baseline ../base --receivers info:0@base,info:0
+      baseline: { type: 'string' },
+      // Extra environment for every receiver (serve and work) of the run, e.g. PROCESSING_SHARE=10:
+      // to measure a configuration knob, alternate runs with and without it.
+      'receiver-env': { type: 'string' },
+      // Each receiver row starts after a `sync`, so the previous row's dirty pages are not written back during it.
+      'no-sync': { type: 'boolean', default: false },
+    },
+  });
+}
 /** LOG_LEVEL[:WORKER_CONCURRENCY|:split]; `split` = `serve` with WORKER_CONCURRENCY=0 beside a `work` process. */
 type Workers = number | 'split' | null;
 function receiverList(name: string, v: string): { level: string; workers: Workers; base: boolean }[] {
   return v.split(',').filter(Boolean).map((spec) => {
     const base = spec.endsWith('@base');
-    if (base && !flags.baseline) throw new Error(`--${name}: ${spec} needs --baseline <dir>`);
+    if (base && !flags.baseline) usageError(`--${name}: ${spec} needs --baseline <dir>`);
     const r = base ? spec.slice(0, -'@base'.length) : spec;
     const [level, workers] = r.split(':');
-    if (workers !== undefined && workers !== 'split' && !/^\d+$/.test(workers)) throw new Error(`--${name}: bad worker count in ${r}`);
+    if (workers !== undefined && workers !== 'split' && !/^\d+$/.test(workers)) usageError(`--${name}: bad worker count in ${r} (a number or split)`);
+    if (!/^(trace|debug|info|warn|error|fatal|silent)$/.test(level!)) usageError(`--${name}: ${JSON.stringify(level)} is not a LOG_LEVEL (info, warn, error, debug, ...)`);
     return { level: level!, workers: workers === undefined ? null : workers === 'split' ? 'split' : Number(workers), base };
   });
 }
@@ -87,7 +135,7 @@ const workersLabel = (w: Workers, base = false) =>
   (w === null ? '' : w === 'split' ? ' + separate `work` process' : `, WORKER_CONCURRENCY=${w}`) + (base ? ' (baseline)' : '');
 const num = (name: string, v: string | undefined) => {
   const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} must be a positive number, got ${v}`);
+  if (!Number.isFinite(n) || n <= 0) usageError(`--${name} must be a positive number, got ${JSON.stringify(v)}`);
   return n;
 };
 const opts = {
@@ -100,13 +148,23 @@ const opts = {
   rates: flags.rates!.split(',').filter(Boolean).map((r) => num('rates', r)),
   rateWarmupS: num('rate-warmup', flags['rate-warmup']),
   rateDurationS: num('rate-duration', flags['rate-duration']),
+  fanOutRate: num('fanout-rate', flags['fanout-rate']),
+  fanOutDurationS: num('fanout-duration', flags['fanout-duration']),
+  replayEvents: num('replay-events', flags['replay-events']),
+  sinkConcurrency: flags['sink-concurrency'] === undefined ? undefined : num('sink-concurrency', flags['sink-concurrency']),
 };
+const oneOf = (name: string, v: string | undefined, choices: readonly string[]) => {
+  if (!choices.includes(v!)) usageError(`--${name} must be one of ${choices.join(', ')}, got ${JSON.stringify(v)}`);
+  return v!;
+};
+oneOf('generator', flags.generator, ['auto', 'wrk', 'node']);
+oneOf('open-generator', flags['open-generator'], ['auto', 'c', 'node']);
 
 /** `--receiver-env K=V,K2=V2`: added to every receiver's environment. */
 const RECEIVER_ENV: Record<string, string> = Object.fromEntries(
   (flags['receiver-env'] ?? '').split(',').filter(Boolean).map((kv) => {
     const i = kv.indexOf('=');
-    if (i <= 0) throw new Error(`--receiver-env: expected KEY=VALUE, got ${kv}`);
+    if (i <= 0) usageError(`--receiver-env: expected KEY=VALUE, got ${JSON.stringify(kv)}`);
     return [kv.slice(0, i), kv.slice(i + 1)];
   }),
 );
@@ -133,7 +191,6 @@ async function ensureBuilt(): Promise<void> {
 let opengen: string | null = null;
 async function buildOpengen(): Promise<string | null> {
   const choice = flags['open-generator'];
-  if (choice !== 'auto' && choice !== 'c' && choice !== 'node') throw new Error(`--open-generator must be auto, c or node, got ${choice}`);
   if (choice === 'node') return null;
   const out = join(tmp, 'opengen');
   const r = await runCommand('cc', ['-O2', '-std=gnu11', '-Wall', '-o', out, join(ROOT, 'bench/opengen/opengen.c')], { cwd: ROOT, timeoutMs: 60_000 }).catch(
@@ -482,15 +539,15 @@ async function main() {
   }
   const stub = await start('hiring stub', ['bench/servers/hiringStub.mjs'], {}, undefined);
   stubUrl = stub.url;
-  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, opengen, ...(flags['sink-concurrency'] ? { sinkConcurrency: num('sink-concurrency', flags['sink-concurrency']) } : {}), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
+  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, opengen, ...(opts.sinkConcurrency === undefined ? {} : { sinkConcurrency: opts.sinkConcurrency }), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
   const results: Results = {
     when: new Date().toISOString(),
     machine,
     settings: { ...opts, receiverEnv: RECEIVER_ENV, generator: wrk ?? 'node closed-loop (wrk missing)', openGenerator: opengen ? 'bench/opengen/opengen.c' : 'node:http client', bodyBytes: 2048, workerConcurrency: 4 },
     throughput: flags['skip-throughput'] || only ? [] : await throughput(wrk ? 'wrk' : 'node'),
     fixedRate: flags['skip-rates'] || only ? [] : await fixedRates(),
-    fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: num('fanout-rate', flags['fanout-rate']), durationS: num('fanout-duration', flags['fanout-duration']) }),
-    replay: flags['skip-replay'] || (only && !flags.replay) ? { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] } : await measureReplay(laterCtx, { events: num('replay-events', flags['replay-events']) }),
+    fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: opts.fanOutRate, durationS: opts.fanOutDurationS }),
+    replay: flags['skip-replay'] || (only && !flags.replay) ? { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] } : await measureReplay(laterCtx, { events: opts.replayEvents }),
   };
   await stop(stub);
   machine.calibrationMs.end = calibrateHost();
