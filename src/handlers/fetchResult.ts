@@ -82,19 +82,17 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
     if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
       await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
-      return;
+      // No request: says nothing of whether the source's key works (a paused source stays paused).
+      return { untested: true };
     }
-    // Give-up is measured from this event's arrival: a result re-announced days later gets its own
-    // window. A replay's read has its own, from when it was queued; a retried dead letter from the retry.
+    // The read's age, for its poll spacing and its give-up: from this event's arrival (a result
+    // re-announced days later gets its own window), a replay's from when it was queued, a retried
+    // dead letter's from the retry.
     const since = Math.max(
       Date.parse(event.received_at),
       p.refetch ? Date.parse(job.created_at) : 0,
       p.requeued_at ? Date.parse(p.requeued_at) : 0,
     );
-    if (now - since > ctx.giveUpAfterMs) {
-      await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
-      return;
-    }
     // An id no request can name (".." would change the request's path): no retry will read it.
     const idProblem = applicationIdProblem(p.application_id);
     if (idProblem !== null) throw new PermanentError(`application id ${JSON.stringify(p.application_id)} cannot be read from the service: it ${idProblem}`);
@@ -113,7 +111,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     if (reserved.numUpdatedRows === 0n) {
       const last = await ctx.db.selectFrom(table).select('last_polled_at').where('application_id', '=', p.application_id).executeTakeFirst();
       const allowedAt = (last?.last_polled_at ? Date.parse(last.last_polled_at) : now) + ctx.minPollIntervalMs;
-      return { rescheduleAt: Math.max(allowedAt, now + 1), note: WAIT_NOTES.spacing };
+      return { rescheduleAt: Math.max(allowedAt, now + 1), note: WAIT_NOTES.spacing, untested: true };
     }
 
     let outcome = await client.fetchResource(p.resource, p.application_id, ctx.shutdown ? { signal: ctx.shutdown } : {});
@@ -131,7 +129,7 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
           : prev.startsWith(`${WAIT_NOTES.interrupted}; it failed before: `)
             ? prev
             : `${WAIT_NOTES.interrupted}; it failed before: ${prev}`;
-      return { rescheduleAt: now + ctx.minPollIntervalMs, note };
+      return { rescheduleAt: now + ctx.minPollIntervalMs, note, untested: true };
     }
     ctx.onApiCall?.(p.resource, outcome.kind);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
@@ -146,6 +144,12 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         await finish(ctx, p, { state: 'unavailable', reason: outcome.reason ?? 'unavailable', data: null }, nowIso);
         return;
       case 'processing': {
+        // Given up only on the service's own word that it is still processing: time spent paused
+        // (a revoked key), in an outage or behind a backlog never gives up a result unread.
+        if (now - since > ctx.giveUpAfterMs) {
+          await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
+          return;
+        }
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
         return { rescheduleAt: now + pollDelay(now - since, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
       }

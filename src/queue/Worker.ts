@@ -7,8 +7,14 @@ import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
 
-/** What a handler may ask for instead of "done": run again later (polling), without it counting as a failure. */
-export type HandlerResult = void | { rescheduleAt: number; note?: string };
+/**
+ * What a handler returns: nothing when the job is done, or
+ * - `{ rescheduleAt, note? }`: run again later (polling), without it counting as a failure;
+ * - `untested: true`, on its own (done) or with a reschedule: the job sent no request to its
+ *   source (it waited for the poll spacing, or reused a stored result), so it does not prove
+ *   that a paused source's key works again.
+ */
+export type HandlerResult = void | { untested: true } | { rescheduleAt: number; note?: string; untested?: true };
 export type JobHandler = (job: ClaimedJob) => Promise<HandlerResult>;
 
 /** One job's result in a batch: done (undefined), run again later (as HandlerResult), or the error it failed with. */
@@ -338,14 +344,18 @@ export class Worker {
       out = { results: jobs.map(() => ({ error: err })) };
     }
 
-    const done = jobs.filter((_, i) => out.results[i] === undefined);
+    const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
+    const untested = (r: BatchItemResult): boolean => r !== undefined && 'untested' in r && r.untested === true;
+    const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
+    const done = jobs.filter((job) => isDone(resultOf.get(job)));
+    /** Jobs that went through after a request to their source: they prove it works. */
     const worked: ClaimedJob[] = [];
     if (done.length > 0) {
       try {
         const completed = new Set((await queue.completeMany(done, out.onComplete)).map((j) => j.id));
         for (const job of done) {
-          if (completed.has(job.id)) worked.push(job);
-          else this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
+          if (!completed.has(job.id)) this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
+          else if (!untested(resultOf.get(job))) worked.push(job);
           settle(job, completed.has(job.id) ? 'done' : 'lost');
         }
       } catch (recordErr) {
@@ -357,15 +367,16 @@ export class Worker {
     }
     for (const [i, job] of jobs.entries()) {
       const r = out.results[i];
-      if (r === undefined) continue;
+      if (r === undefined || isDone(r)) continue;
       try {
         if ('error' in r) {
           await this.fail(job, r.error, this.logFor(job), (o) => settle(job, o));
           continue;
         }
+        if (!('rescheduleAt' in r)) continue;
         const ok = await queue.reschedule(job, r.rescheduleAt, { refund: true, error: r.note ?? null });
         settle(job, ok ? 'rescheduled' : 'lost');
-        worked.push(job);
+        if (!untested(r)) worked.push(job);
       } catch (recordErr) {
         this.logFor(job).error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
         settle(job, 'lost');

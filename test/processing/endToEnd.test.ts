@@ -444,6 +444,32 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(all('SELECT * FROM source_pauses')).toEqual([]);
   });
 
+  it('a key revoked for longer than RESULT_GIVE_UP_HOURS gives up nothing unread: with a working key, the results are read', async () => {
+    pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '24' } });
+    const c = pair.sandbox.control;
+    c.revokeKey(ACME_KEY);
+    const apps = [0, 1].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    apps.forEach((a) => c.completeInterview(a.id));
+    await pair.settle();
+    // A day and more with the key refused: the probes are refused too, nothing is read.
+    for (let h = 0; h < 26; h += 13) {
+      pair.clock.advance(13 * 3_600_000);
+      await pair.settle();
+    }
+    expect(pair.calls.filter((x) => x.status === 401).length).toBeGreaterThanOrEqual(3);
+    expect(pair.calls.filter((x) => x.status === 200)).toEqual([]);
+    for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'processing' });
+
+    await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
+    await pair.receiver.app.startWorkers();
+    await pair.settle();
+    pair.clock.advance(30_000);
+    await pair.settle();
+    // Read, not given up for the time the key was refused: the service had them ready all along.
+    for (const a of apps) expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready', reason: null });
+    expect(all('SELECT * FROM source_pauses')).toEqual([]);
+  });
+
   it('retries 5xx with backoff and honours 429 Retry-After', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;

@@ -216,6 +216,30 @@ describe('Worker', () => {
     expect(await gate.list()).toEqual([]);
   });
 
+  it('a job that sent no request (untested: a wait for the poll spacing, a stored result reused) does not lift the pause; one that did, does', async () => {
+    const answers: ({ untested: true } | { rescheduleAt: number; untested: true } | undefined)[] = [
+      { rescheduleAt: T0 + 10 * 60_000, untested: true },
+      { untested: true },
+      undefined,
+    ];
+    const { w, gate, add } = make(async () => answers.shift());
+    await gate.pause('acme', 401, 'authentication_failed');
+    const [pausedAt] = (await gate.list()).map((p) => p.paused_at);
+    clock.advance(5 * 60_000 + 1); // the probe period: the source's jobs are let through
+    const waiting = await add('acme');
+    const reused = await add('acme');
+    expect(await w.runUntilIdle()).toBe(2);
+    expect(await job(waiting)).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(await job(reused)).toMatchObject({ state: 'done' });
+    // Neither proved the key: still paused, since the same moment.
+    expect((await gate.list()).map((p) => [p.source, p.paused_at])).toEqual([['acme', pausedAt]]);
+    // The waiting job, due again at the next probe, reads this time: the pause is lifted.
+    clock.advance(5 * 60_000 + 1);
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(await job(waiting)).toMatchObject({ state: 'done' });
+    expect(await gate.list()).toEqual([]);
+  });
+
   it('a success with nothing paused takes no write lock: it does not wait for another process holding it', async () => {
     const gate = new SourcePauses(database.db, clock);
     const other = new BetterSqlite3(database.sqlite.name);
