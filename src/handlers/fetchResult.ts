@@ -179,10 +179,13 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       case 'unauthorized':
         throw Object.assign(new PauseSourceError(describeOutcome(outcome)), { status: outcome.status });
       case 'rate_limited':
-        throw new RetryAfterError(describeOutcome(outcome), Math.max(outcome.retryAfterMs ?? 60_000, ctx.minPollIntervalMs));
+        // The whole source waits (the key's limit, not this read's): see Worker's throttle.
+        throw new RetryAfterError(describeOutcome(outcome), Math.max(outcome.retryAfterMs ?? 60_000, ctx.minPollIntervalMs), { throttlesSource: true });
       default: {
         const err = outcomeToError(outcome);
-        if (err instanceof RetryAfterError) throw new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs));
+        if (err instanceof RetryAfterError) {
+          throw new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs), { throttlesSource: err.throttlesSource });
+        }
         // 5xx, network errors, timeouts: the worker's backoff, but never sooner than the poll
         // spacing. Retried sooner, the job would only find the spacing unmet and wait anyway,
         // with its log saying a retry in 5 s and last_error hiding the failure behind the wait.

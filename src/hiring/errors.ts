@@ -40,13 +40,19 @@ export class RetryAfterError extends DecisionError {
   readonly decision = 'retry_after' as const;
   /** Minimum wait before the next attempt, in milliseconds. */
   readonly retryAfterMs: number;
+  /**
+   * The remote asked the whole source to slow down (a 429, a 503 with Retry-After), not only
+   * this request: its other work waits too, instead of each job finding out for itself.
+   */
+  readonly throttlesSource: boolean;
 
-  constructor(message: string, retryAfterMs: number, options?: DecisionErrorOptions) {
+  constructor(message: string, retryAfterMs: number, options?: DecisionErrorOptions & { throttlesSource?: boolean }) {
     super(message, options);
     if (!Number.isFinite(retryAfterMs) || retryAfterMs < 0) {
       throw new RangeError(`retryAfterMs must be a finite number >= 0, got ${retryAfterMs}`);
     }
     this.retryAfterMs = retryAfterMs;
+    this.throttlesSource = options?.throttlesSource === true;
   }
 }
 

@@ -19,7 +19,8 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
     case 'retry':
       return new RetryableError(message, options);
     case 'retry_after':
-      return new RetryAfterError(message, decision.retryAfterMs, options);
+      // A 429, or a 5xx that said when to come back: the service as a whole asked for the wait.
+      return new RetryAfterError(message, decision.retryAfterMs, { ...options, throttlesSource: true });
     case 'permanent':
       return new PermanentError(message, options);
     case 'pause_source':

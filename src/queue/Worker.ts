@@ -4,7 +4,7 @@ import type { Database } from '../db/schema.js';
 import { isDecisionError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { backoffDelay, JOB_BACKOFF, type BackoffOptions } from './backoff.js';
+import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
 
 /**
@@ -119,6 +119,12 @@ export class Worker {
   private queueFirst = false;
   /** After a failed source run, the source is not tried again before this time (the worker's clock). */
   private sourceRetryAt = 0;
+  /**
+   * Sources the remote asked to slow down (a 429, a 503 with Retry-After): none of their jobs of
+   * a gated kind is claimed before this time (the worker's clock). In memory: after a restart,
+   * the first read is told again.
+   */
+  private readonly throttledUntil = new Map<string, number>();
 
   private readonly kinds: string[];
 
@@ -288,8 +294,18 @@ export class Worker {
     const now = this.opts.clock.now();
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
-    const blocked = this.opts.gatedKinds?.length === 0 ? [] : await this.opts.gate.blockedSources(now);
+    const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now)), ...this.throttled(now)];
     return this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+  }
+
+  /** Sources still throttled at `now` (expired entries are dropped). */
+  private throttled(now: number): string[] {
+    const out: string[] = [];
+    for (const [source, until] of this.throttledUntil) {
+      if (until > now) out.push(source);
+      else this.throttledUntil.delete(source);
+    }
+    return out;
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
@@ -411,9 +427,21 @@ export class Worker {
       if (ok) await this.opts.onDeadLetter?.(job, message);
       return settle(ok ? 'dead' : 'lost');
     }
-    let delay = backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF);
+    const backoff = this.opts.backoff ?? JOB_BACKOFF;
+    let delay = backoffDelay(job.attempts, backoff);
     if (isDecisionError(err) && err.decision === 'retry_after') {
-      delay = Math.max(delay, (err as unknown as { retryAfterMs: number }).retryAfterMs);
+      const { retryAfterMs, throttlesSource } = err as unknown as { retryAfterMs: number; throttlesSource?: boolean };
+      const told = Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
+      // The wait the remote set, spread a little (jobs told the same time must not return
+      // together), unless the backoff is longer anyway.
+      if (told >= delay) delay = told + retryAfterJitter(told, backoff.random);
+      if (throttlesSource === true && job.source && this.gated(job.kind) && told > 0) {
+        const until = now + told;
+        if ((this.throttledUntil.get(job.source) ?? 0) < now) {
+          log.warn({ source: job.source, wait_ms: told }, 'the service asked to slow down: no reads for this source until the wait has passed');
+        }
+        this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, until));
+      }
     }
     const ok = await queue.reschedule(job, now + delay, { error: message });
     log.warn({ err: message, retry_in_ms: delay }, 'job failed; will retry');

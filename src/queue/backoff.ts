@@ -1,3 +1,15 @@
+/** A Retry-After longer than this is cut down to it: a value sent in the wrong unit must not park work for a year (or past the dates a job's run_at can hold). */
+export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
+
+/**
+ * Added to a wait the remote set (a Retry-After, or the 30 s poll spacing's floor), which the
+ * backoff's own jitter would not spread: jobs told the same time do not all come back in the
+ * same instant. Up to a quarter of the wait, at most a minute; never shorter than it was told.
+ */
+export function retryAfterJitter(waitMs: number, random: () => number = Math.random): number {
+  return Math.round(random() * Math.min(waitMs * 0.25, 60_000));
+}
+
 export interface BackoffOptions {
   baseMs: number;
   capMs: number;

@@ -492,13 +492,35 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     await pair.settle();
     const job = row("SELECT run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
     expect(job.last_error).toMatch(/HTTP 429/);
-    expect(Date.parse(job.run_at) - pair.clock.now()).toBeGreaterThanOrEqual(120_000);
+    // Never sooner than told; spread by up to a quarter so reads told together do not return together.
+    const wait = Date.parse(job.run_at) - pair.clock.now();
+    expect(wait).toBeGreaterThanOrEqual(120_000);
+    expect(wait).toBeLessThanOrEqual(150_000);
     pair.clock.advance(119_000);
     await pair.settle();
     expect(pair.calls.filter((x) => x.path.endsWith('/interview'))).toHaveLength(2);
-    pair.clock.advance(1_000);
+    pair.clock.advance(wait - 119_000);
     await pair.settle();
     expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
+  it('a 429 holds every read of the source until its Retry-After has passed, not only the read it answered', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const apps = [0, 1, 2].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    c.injectFault({ target: 'interview', status: 429, times: 1, headers: { 'Retry-After': '120' } });
+    apps.forEach((a) => c.completeInterview(a.id));
+    await pair.settle();
+    // One read was told to wait; the other two were not sent meanwhile.
+    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    expect(pair.receiver.logs.lines.some((l) => l.level === 40 && /asked to slow down/.test(String(l.msg)) && l.wait_ms === 120_000)).toBe(true);
+    pair.clock.advance(119_000);
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    pair.clock.advance(31_000);
+    await pair.settle();
+    for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready' });
+    expect(pair.calls.map((x) => x.status)).toEqual([429, 200, 200, 200]);
   });
 
   it('does not follow a redirect: the bearer key never reaches the other host', async () => {

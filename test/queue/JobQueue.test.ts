@@ -158,10 +158,10 @@ describe('JobQueue', () => {
 });
 
 describe('Worker', () => {
-  const make = (handler: JobHandler, maxAttempts = 3) => {
+  const make = (handler: JobHandler, maxAttempts = 3, random: () => number = () => 0) => {
     const q = new JobQueue(database.db, clock);
     const gate = new SourcePauses(database.db, clock);
-    const w = new Worker({ queue: q, clock, logger, gate, handlers: { k: handler }, backoff: { baseMs: 1000, capMs: 8000, jitter: 0 } });
+    const w = new Worker({ queue: q, clock, logger, gate, handlers: { k: handler }, backoff: { baseMs: 1000, capMs: 8000, jitter: 0, random } });
     return { q, w, gate, add: (source: string | null = null) => enqueue(database.db, { kind: 'k', payload: {}, source, maxAttempts }, clock.now()) };
   };
 
@@ -195,6 +195,54 @@ describe('Worker', () => {
     const p = await perm.add();
     await perm.w.runUntilIdle();
     expect(await job(p)).toMatchObject({ state: 'dead', last_error: 'never', attempts: 1 });
+  });
+
+  it('a Retry-After is spread by up to a quarter (at most a minute) and never shortened; one past a day is cut to a day', async () => {
+    const told = make(async () => {
+      throw new RetryAfterError('slow down', 45_000);
+    }, 3, () => 1);
+    const a = await told.add();
+    await told.w.runUntilIdle();
+    expect(Date.parse((await job(a)).run_at) - clock.now()).toBe(45_000 + 11_250);
+    // Milliseconds sent as seconds: 3e12 ms is about 95 years, past any date run_at can hold.
+    const huge = make(async () => {
+      throw new RetryAfterError('slow down', 3e12);
+    }, 3, () => 1);
+    const h = await huge.add();
+    await huge.w.runUntilIdle();
+    expect(await job(h)).toMatchObject({ state: 'pending', last_error: 'slow down' });
+    expect(Date.parse((await job(h)).run_at) - clock.now()).toBe(24 * 3_600_000 + 60_000);
+  });
+
+  it('a wait that throttles the source (a 429) holds its other jobs too, not other sources\' jobs, until it has passed', async () => {
+    const reads: string[] = [];
+    let limited = true;
+    const q = new JobQueue(database.db, clock);
+    // One job per claim (WORKER_CONCURRENCY=1): reads already in flight when the 429 comes finish as they may.
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1,
+      backoff: { baseMs: 1000, capMs: 8000, jitter: 0, random: () => 0 },
+      handlers: {
+        k: async (j) => {
+          reads.push(`${j.source}:${j.id}`);
+          if (limited && j.source === 'acme') throw new RetryAfterError('HTTP 429 rate_limited', 120_000, { throttlesSource: true });
+        },
+      },
+    });
+    const add = (source: string) => enqueue(database.db, { kind: 'k', payload: {}, source }, clock.now());
+    const first = await add('acme');
+    const second = await add('acme');
+    const other = await add('globex');
+    // The first acme read is told to wait; the second is then not claimed, globex's is.
+    expect(await w.runUntilIdle()).toBe(2);
+    expect(reads).toEqual([`acme:${first}`, `globex:${other}`]);
+    expect(await job(second)).toMatchObject({ state: 'pending', attempts: 0 });
+    clock.advance(119_000);
+    expect(await w.runUntilIdle()).toBe(0);
+    limited = false;
+    clock.advance(1_000);
+    expect(await w.runUntilIdle()).toBe(2);
+    expect(await job(second)).toMatchObject({ state: 'done' });
   });
 
   it('pauses the source on PauseSourceError without burning attempts, and resumes on success', async () => {

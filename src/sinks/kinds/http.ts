@@ -16,8 +16,7 @@ export interface HttpSinkOptions {
   timeoutMs: number;
 }
 
-/** A Retry-After longer than this is cut down to it: a typo on the consumer's side must not park deliveries for a year. */
-export const MAX_RETRY_AFTER_MS = 24 * 60 * 60_000;
+import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
 
 /** Only the status of a sink's answer matters: its body is drained in the background up to this (the connection is kept), past it the connection is dropped. */
 const ANSWER_BODY_LIMIT = 64 * 1024;
