@@ -158,8 +158,9 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
         const app = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
         if (app?.deleted_at) {
           // A final result read before the deletion stays: the service no longer has it, and a
-          // replay must not replace it with nothing. Without one, the answer is final too.
-          if (row.state === 'ready' || row.state === 'unavailable' || row.state === 'given_up') {
+          // replay must not replace it with nothing. Without one, the answer is final too (a read
+          // given up on earlier 404s, before the deletion arrived, included).
+          if (row.state === 'ready' || row.state === 'unavailable' || (row.state === 'given_up' && row.data !== null)) {
             await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
             return;
           }

@@ -83,6 +83,14 @@ export async function foldEvents(
   return results;
 }
 
+/** Dead result reads of an application that failed on 404s, due again (as an operator's retry: requeued_at). */
+const REQUEUE_DELETED_404S = `UPDATE jobs
+  SET state = 'pending', run_at = @now, attempts = 0, finished_at = NULL, updated_at = @now,
+      payload = CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', @now) ELSE payload END
+  WHERE kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}' AND state = 'dead'
+    AND last_error LIKE '%HTTP 404 not_found%'
+    AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
+
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
   SELECT application_id, id FROM events WHERE id = ? AND application_id IS NOT NULL ON CONFLICT DO NOTHING`;
 
@@ -107,6 +115,13 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
   if (event.application_id) rebuildApplication(q, event.application_id, now);
+  // Deliveries are unordered (spec 6.1): reads of this application that gave up on 404s before
+  // its deletion arrived (dead letters) run again, now that the 404 is known to be final, and
+  // settle as the deleted branch of fetchResult decides.
+  if (event.event_type === 'job_application.deleted' && event.application_id) {
+    const nowIso = new Date(now).toISOString();
+    q.run(REQUEUE_DELETED_404S, { application_id: event.application_id, now: nowIso });
+  }
   const resource = RESOURCE_OF_EVENT[event.event_type];
   if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
 

@@ -174,6 +174,38 @@ describe('message revisions', () => {
     expect(interviews().map((m) => [m.revision, m.result.state, m.result.reason])).toEqual([[1, 'unavailable', 'application_deleted']]);
   });
 
+  it('a read given up on 404s before the deletion arrived (deliveries are unordered) settles as unavailable, application_deleted once it does', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    const result = (id: string) => sqlite.prepare('SELECT state, reason FROM interview_results WHERE application_id = ?').get(id) as { state: string; reason: string };
+    const deadJobs = () => sqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'dead'").pluck().get();
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 404, times: 20 });
+    c.completeInterview(app.id);
+    for (let i = 0; i < 8; i++) {
+      await p.settle();
+      p.clock.advance(5 * 60_000);
+    }
+    expect(result(app.id)).toEqual({ state: 'given_up', reason: expect.stringMatching(/^fetch failed: interview: HTTP 404 not_found.*gave up after 4 tries/) });
+    expect(deadJobs()).toBe(1);
+    await p.receiver.app.fanOut.runUntilIdle();
+
+    c.clearFaults();
+    c.deleteApplication(app.id); // job_application.deleted, delivered after the read gave up
+    for (let i = 0; i < 3; i++) {
+      await p.settle();
+      p.clock.advance(60_000);
+    }
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(result(app.id)).toEqual({ state: 'unavailable', reason: 'application_deleted' });
+    expect(deadJobs()).toBe(0);
+    expect(interviews().map((m) => [m.revision, m.result.state])).toEqual([
+      [1, 'given_up'],
+      [2, 'unavailable'],
+    ]);
+  });
+
   it('a replay to a sink after a later event changed the result sends the next revision under a new id, never the new body under the old one', async () => {
     const { dir, cleanup } = tempDir('revisions-second-');
     cleanups.push(cleanup);
