@@ -23,7 +23,12 @@ const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, min: 60_000, h: 3_
  */
 export function parseTime(raw: string, now: number = Date.now()): string {
   const rel = RELATIVE.exec(raw.trim());
-  if (rel) return new Date(now - Number(rel[1]) * UNIT_MS[rel[2]!]!).toISOString();
+  if (rel) {
+    const at = now - Number(rel[1]) * UNIT_MS[rel[2]!]!;
+    // Past the dates JavaScript holds (about 273,000 years back): named, not "Invalid time value".
+    if (!Number.isFinite(new Date(at).getTime())) throw new InvalidArgumentError(`${JSON.stringify(raw)}: an age that long ago is not a date`);
+    return new Date(at).toISOString();
+  }
   const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw);
   if (date) {
     // "YYYY-MM-DD HH:MM" as "YYYY-MM-DDTHH:MM": Date.parse reads the spaced form's years 0-99 as 19xx.

@@ -283,11 +283,31 @@ describe('operations on a running receiver', () => {
     const job = one<{ id: number }>('SELECT id FROM jobs WHERE kind = ? AND event_id = ? ORDER BY id DESC LIMIT 1', `sink:${d.sink}`, d.event_id);
     db.prepare("UPDATE jobs SET state = 'dead', last_error = 'consumer down (simulated)' WHERE id = ?").run(job.id);
     db.prepare("UPDATE deliveries SET state = 'dead', last_error = 'consumer down (simulated)' WHERE event_id = ? AND sink = ?").run(d.event_id, d.sink);
-    const retry = await cli(['dead-letters', 'retry', '--kind', `sink:${d.sink}`], { DATABASE_PATH: dbPath });
+    // With the configuration that has the sink: no warning.
+    const retry = await cli(['dead-letters', 'retry', '--kind', `sink:${d.sink}`], { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! });
     expect(retry.code, retry.stderr).toBe(0);
+    expect(retry.stderr).toBe('');
     const row = one<{ state: string; last_error: string | null }>('SELECT state, last_error FROM deliveries WHERE event_id = ? AND sink = ?', d.event_id, d.sink);
     expect(row.state).not.toBe('dead');
     expect(row.last_error).toBeNull();
+  });
+
+  it('dead-letters retry of a sink the configuration no longer has says its jobs will wait', async () => {
+    const d = one<{ event_id: string; sink: string }>('SELECT event_id, sink FROM deliveries ORDER BY event_id LIMIT 1');
+    const job = one<{ id: number }>('SELECT id FROM jobs WHERE kind = ? AND event_id = ? ORDER BY id DESC LIMIT 1', `sink:${d.sink}`, d.event_id);
+    db.prepare("UPDATE jobs SET state = 'dead', last_error = 'consumer down (simulated)' WHERE id = ?").run(job.id);
+    const { dir, cleanup } = tempDir('cli-nosink-');
+    try {
+      const other = join(dir, 'config.json');
+      writeFileSync(other, JSON.stringify({ sinks: [{ name: 'elsewhere', type: 'file', path: join(dir, 'out.ndjson') }] }));
+      const retry = await cli(['dead-letters', 'retry', '--kind', `sink:${d.sink}`], { DATABASE_PATH: dbPath, CONFIG_FILE: other });
+      expect(retry.code, retry.stderr).toBe(0);
+      expect(retry.stderr).toBe(
+        `warning: no sink named ${JSON.stringify(d.sink)} is configured in CONFIG_FILE (known: elsewhere): its jobs stay pending until a receiver with that sink runs\n`,
+      );
+    } finally {
+      cleanup();
+    }
   });
 
   it('replays every event to every sink and through processing at once, --wait counting each job and delivery once', async () => {

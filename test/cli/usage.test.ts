@@ -41,6 +41,9 @@ describe('CLI usage', () => {
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
       [['replay', '--since', '2026-11-31T00:00:00Z'], 2, /"2026-11-31T00:00:00Z": 2026-11-31 is not a date/],
+      [['replay', '--since', '999999999d'], 2, /"999999999d": an age that long ago is not a date/],
+      // The ages swapped: an empty window is a mistake, said before the database is opened.
+      [['replay', '--since', '2h', '--until', '3h'], 2, /--since \(.*\) must be before --until \(.*\)/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
       [['webhooks', 'register'], 2, /required option '--url <url>'/],
       [['webhooks', 'deliveries', 'wh_1', '--status', 'bogus'], 2, /option '--status <status>' argument 'bogus' is invalid\. Allowed choices are succeeded, failed/],

@@ -117,6 +117,8 @@ interface Counts {
 export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source);
   if (!filtered && !o.all) throw new UsageError('choose events with --id, --type, --since, --until, --application or --source (or --all for every event)');
+  // An empty window is a mistake (the ages swapped: --since 2h --until 3h), not "nothing to do".
+  if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
   const targets = resolveTargetSinks(io, o.sink);
   const processing = o.processing ?? targets.length === 0;
   const database = openCliDatabase(databasePathOf(io.env, o.database));
