@@ -57,6 +57,8 @@ export function configuredSinks(env: Env): ConfiguredSinks {
 export interface SinkRow extends SinkStatus {
   /** False for a sink found in the database that the configuration no longer lists. */
   configured: boolean;
+  /** The most recent failure among its failing and dead deliveries: what to act on. Null when none. */
+  last_error: { error: string; status_code: number | null; at: string | null; event_id: string } | null;
 }
 
 /** Status of every configured sink, plus sinks the database knows but the configuration does not. */
@@ -70,7 +72,27 @@ export async function sinkRows(db: Kysely<Database>, sinks: readonly SinkConfig[
   const extra = inDb.map((r) => r.sink).filter((n) => !sinks.some((s) => s.name === n));
   const all = [...sinks.map((s) => ({ name: s.name, type: s.type })), ...extra.map((name) => ({ name, type: 'unknown' }))];
   const rows = await sinkStatuses(db, all, now);
-  return rows.map((r) => ({ ...r, configured: sinks.some((s) => s.name === r.name) }));
+  const out: SinkRow[] = [];
+  for (const r of rows) {
+    // Through deliveries_sink_state (sink, state): the failing and dead rows only, newest attempt first.
+    const failed = r.failing + r.dead === 0
+      ? undefined
+      : await db
+          .selectFrom('deliveries')
+          .select(['last_error', 'last_status_code', 'last_attempt_at', 'event_id'])
+          .where('sink', '=', r.name)
+          .where('state', 'in', ['retrying', 'dead'])
+          .where('last_error', 'is not', null)
+          .orderBy('last_attempt_at', 'desc')
+          .limit(1)
+          .executeTakeFirst();
+    out.push({
+      ...r,
+      configured: sinks.some((s) => s.name === r.name),
+      last_error: failed ? { error: failed.last_error!, status_code: failed.last_status_code, at: failed.last_attempt_at, event_id: failed.event_id } : null,
+    });
+  }
+  return out;
 }
 
 /** Whether the sink would take the event (its `events` and `sources` filters). */

@@ -226,6 +226,33 @@ describe('operations on a running receiver', () => {
     }
   });
 
+  it('sinks list shows each failing sink\'s latest failure: what to act on', async () => {
+    const d = one<{ event_id: string; state: string; last_error: string | null; last_attempt_at: string | null }>(
+      "SELECT event_id, state, last_error, last_attempt_at FROM deliveries WHERE sink = 'archive' ORDER BY event_id LIMIT 1",
+    );
+    const at = new Date(Date.now() - 5 * 60_000).toISOString();
+    db.prepare("UPDATE deliveries SET state = 'retrying', last_error = ?, last_attempt_at = ? WHERE event_id = ? AND sink = 'archive'").run(
+      'cannot append to /srv/out.ndjson: EPERM',
+      at,
+      d.event_id,
+    );
+    try {
+      const cfg = { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! };
+      const listed = await cli(['sinks', 'list', '--json'], cfg);
+      expect(listed.code, listed.stderr).toBe(0);
+      const rows = JSON.parse(listed.stdout) as { name: string; failing: number; last_error: unknown }[];
+      expect(rows.find((r) => r.name === 'archive')).toMatchObject({
+        failing: 1,
+        last_error: { error: 'cannot append to /srv/out.ndjson: EPERM', status_code: null, at, event_id: d.event_id },
+      });
+      expect(rows.find((r) => r.name === 'scores')?.last_error).toBeNull();
+      const plain = await cli(['sinks', 'list'], cfg);
+      expect(plain.stdout).toMatch(/cannot append to \/srv\/out\.ndjson: EPERM \(5 min ago\)/);
+    } finally {
+      db.prepare('UPDATE deliveries SET state = ?, last_error = ?, last_attempt_at = ? WHERE event_id = ? AND sink = ?').run(d.state, d.last_error, d.last_attempt_at, d.event_id, 'archive');
+    }
+  });
+
   it('sinks list shows a sink a 410 disabled; sinks enable re-enables it, and names the known sinks for an unknown one (exit 2)', async () => {
     db.prepare(
       `INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at)

@@ -15,8 +15,19 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
     else {
       printTable(
         io,
-        ['sink', 'type', 'enabled', 'pending', 'failing', 'delivered', 'dead', 'oldest undelivered', 'disabled because'],
-        rows.map((s) => [s.name, s.type, s.configured ? (s.enabled ? 'yes' : 'NO') : 'not configured', s.pending, s.failing, s.delivered, s.dead, s.oldest_undelivered_ms === null ? null : formatAge(s.oldest_undelivered_ms), s.disabled_reason]),
+        ['sink', 'type', 'enabled', 'pending', 'failing', 'delivered', 'dead', 'oldest undelivered', 'disabled because', 'last failure'],
+        rows.map((s) => [
+          s.name,
+          s.type,
+          s.configured ? (s.enabled ? 'yes' : 'NO') : 'not configured',
+          s.pending,
+          s.failing,
+          s.delivered,
+          s.dead,
+          s.oldest_undelivered_ms === null ? null : formatAge(s.oldest_undelivered_ms),
+          s.disabled_reason,
+          s.last_error === null ? null : `${s.last_error.error}${s.last_error.at === null ? '' : ` (${formatAge(Math.max(0, Date.now() - Date.parse(s.last_error.at)))} ago)`}`,
+        ]),
       );
     }
     return 0;
