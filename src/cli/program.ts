@@ -152,7 +152,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
 
   program
     .command('status')
-    .description('health at a glance: events by type, jobs by state, dead letters, quarantine, sinks, paused sources, oldest pending job')
+    .description('health at a glance: events by type, jobs by state, results by state, dead letters, quarantine, sinks, paused sources, oldest pending job')
     .addOption(databaseOption())
     .addOption(jsonOption())
     .addHelpText('after', examples(['DATABASE_PATH=./data/receiver.db hiring-receiver status', 'hiring-receiver status --json | jq .dead_letters']) + '\nNeeds only DATABASE_PATH (sinks are read from CONFIG_FILE when set).')

@@ -192,6 +192,15 @@ describe('operations on a running receiver', () => {
       });
       const plain = await cli(['status'], { DATABASE_PATH: own });
       expect(plain.stdout).toMatch(/^result reads {3}4 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)$/m);
+      // Results by final state, over the four result tables, with what to do about the given up ones.
+      const result = w.prepare(`INSERT INTO interview_results (application_id, source, state, reason, first_requested_at, updated_at) VALUES (?, 'default', ?, ?, ?, ?)`);
+      result.run('app-1', 'given_up', 'still processing after 168 h', now, now);
+      result.run('app-2', 'unavailable', 'scoring_failed', now, now);
+      w.prepare(`INSERT INTO insights_results (application_id, source, state, reason, first_requested_at, updated_at) VALUES ('app-1', 'default', 'ready', NULL, ?, ?)`).run(now, now);
+      expect(JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout).results).toEqual({ ready: 1, processing: 0, unavailable: 1, given_up: 1 });
+      expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(
+        /^results {8}ready 1, processing 0, unavailable 1, given up 1 {3}\(given up: `replay --application <id>` reads one again\)$/m,
+      );
     } finally {
       w.close();
     }

@@ -57,6 +57,14 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       .orderBy('updated_at', 'desc')
       .limit(1)
       .executeTakeFirst();
+    // Results by state over the four result tables: given_up and unavailable are final answers a
+    // consumer was told, and given_up ones may be worth reading again (replay).
+    const resultStates = await sql<{ state: string; n: number }>`SELECT state, COUNT(*) AS n FROM (
+        SELECT state FROM interview_results UNION ALL SELECT state FROM cv_evaluation_results
+        UNION ALL SELECT state FROM insights_results UNION ALL SELECT state FROM legacy_interview_results)
+      GROUP BY state`.execute(db);
+    const results: Record<string, number> = { ready: 0, processing: 0, unavailable: 0, given_up: 0 };
+    for (const r of resultStates.rows) results[r.state] = Number(r.n);
     const backlog = await processingBacklog(db);
     const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
     const sinkList = await sinkRows(db, sinks, now);
@@ -72,6 +80,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       },
       jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })) },
       result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
+      results,
       dead_letters: jobsByState['dead'] ?? 0,
       quarantined: await count('quarantine'),
       conflicts: await count('event_conflicts'),
@@ -96,6 +105,11 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         report.result_reads.pending === 0
           ? 'none waiting'
           : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${oneLine(latestFailure.last_error ?? '')})` : ''}`
+      }`,
+    );
+    io.out(
+      `results        ready ${results['ready']}, processing ${results['processing']}, unavailable ${results['unavailable']}, given up ${results['given_up']}${
+        (results['given_up'] ?? 0) > 0 ? '   (given up: `replay --application <id>` reads one again)' : ''
       }`,
     );
     io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
