@@ -196,6 +196,15 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver quarantine show 3', 'hiring-receiver quarantine show 3 --json | jq -r .body_base64 | base64 -d > body.bin']))
     .action((id: string, o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineShow(io, id, o))));
+  q.command('replay')
+    .description("parse quarantined deliveries again with this version's rules: one that now parses is stored as an event (or found a duplicate) and leaves the quarantine; one still refused stays")
+    .argument('[ids...]', 'quarantine ids (from `quarantine list`)')
+    .addOption(databaseOption())
+    .option('--all', 'every quarantined delivery')
+    .option('--dry-run', 'say what would happen; change nothing')
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver quarantine replay 3 --dry-run', 'hiring-receiver quarantine replay --all']) + '\nExit code 1 when a delivery is still refused (its reason is shown) or an id is not in quarantine.')
+    .action((ids: string[], o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineReplay(io, ids, o))));
 
   const sk = program.command('sinks').description('where settled events are fanned out (CONFIG_FILE "sinks")');
   sk.command('list')

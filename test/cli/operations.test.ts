@@ -206,6 +206,54 @@ describe('operations on a running receiver', () => {
     }
   });
 
+  it('quarantine replay stores what this version parses (out of quarantine in the same transaction) and leaves what it still refuses', async () => {
+    const own = join(dir, 'quarantine-replay.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
+    const w = new BetterSqlite3(own);
+    try {
+      const at = '2026-11-20T08:00:00.000Z';
+      const q = w.prepare('INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES (?, ?, ?, ?, ?, ?)');
+      // As an older version with stricter rules would have left them: two that parse now, one that never will.
+      const fresh = JSON.stringify({ id: 'evt-q1', event_type: 'application.created', created_at: at, webhook_id: 'wh_1', payload: { application: { id: 'app-q1' } } });
+      const dup = JSON.stringify({ id: 'evt-q0', event_type: 'application.created', payload: {} });
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-q0', 'application.created', 'default', ?, 'msg-q0', ?)`).run(at, dup);
+      const fid = Number(q.run(at, 'default', 'msg-q1', 'an older rule', '{}', Buffer.from(fresh)).lastInsertRowid);
+      const did = Number(q.run(at, 'default', 'msg-q0b', 'an older rule', '{}', Buffer.from(dup)).lastInsertRowid);
+      const bad = Number(q.run(at, 'default', 'msg-q2', 'body is not valid JSON', '{}', Buffer.from('{"id": oops')).lastInsertRowid);
+      const env = { DATABASE_PATH: own };
+
+      expect((await cli(['quarantine', 'replay'], env))).toMatchObject({ code: 2, stderr: expect.stringMatching(/quarantine ids .* or --all/) });
+      const dry = await cli(['quarantine', 'replay', '--all', '--dry-run', '--json'], env);
+      expect(dry.code).toBe(1);
+      expect(JSON.parse(dry.stdout).results).toEqual([
+        { id: fid, outcome: 'accepted', event_id: 'evt-q1' },
+        { id: did, outcome: 'duplicate', event_id: 'evt-q0' },
+        { id: bad, outcome: 'still refused', reason: 'body is not valid JSON' },
+      ]);
+      expect(w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get()).toBe(3);
+
+      const r = await cli(['quarantine', 'replay', '--all'], env);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe(
+        [
+          `quarantine ${fid}: event evt-q1 was stored as a new event; out of quarantine`,
+          `quarantine ${did}: event evt-q0 was already stored (a duplicate); out of quarantine`,
+          `quarantine ${bad}: still refused (body is not valid JSON); left in quarantine`,
+          '',
+        ].join('\n'),
+      );
+      // Stored as the receiver would have: its source, webhook-id, arrival time and exact body.
+      expect(w.prepare("SELECT source, delivery_id, received_at, webhook_id, application_id, envelope FROM events WHERE id = 'evt-q1'").get()).toEqual({
+        source: 'default', delivery_id: 'msg-q1', received_at: at, webhook_id: 'wh_1', application_id: 'app-q1', envelope: fresh,
+      });
+      expect(w.prepare('SELECT id FROM quarantine').pluck().all()).toEqual([bad]);
+      const gone = await cli(['quarantine', 'replay', String(fid)], env);
+      expect({ code: gone.code, stderr: gone.stderr }).toEqual({ code: 1, stderr: `error: no quarantined delivery with id ${fid}\n` });
+    } finally {
+      w.close();
+    }
+  });
+
   it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
     // A database of its own, with no receiver running: stored events wait past the processing cursor.
     const own = join(dir, 'waiting.db');

@@ -3,6 +3,8 @@ import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { escapeText, printJson, printTable, type CliIo } from '../io.js';
 import { isCredentialHeader } from '../../util/credentialHeaders.js';
+import { createIngestWriter, type IngestOutcome } from '../../ingest/eventStore.js';
+import { parseEnvelope } from '../../ingest/parseEnvelope.js';
 
 export interface QuarantineListOptions {
   database?: string;
@@ -96,6 +98,80 @@ export async function runQuarantineShow(io: CliIo, idRaw: string, o: QuarantineS
     const shownText = text === null ? null : decodeUtf8(shown) ?? new TextDecoder('utf-8').decode(shown);
     io.out(shownText === null ? hexDump(shown) : escapeText(shownText));
     return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+export interface QuarantineReplayOptions {
+  database?: string;
+  all?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+type ReplayOutcome = IngestOutcome | 'still refused';
+
+/**
+ * `quarantine replay`: parses quarantined deliveries again with this version's rules (after an
+ * upgrade that accepts what an older one refused, or a row an older version quarantined). One
+ * that now parses is stored as the receiver would have stored it (its original source,
+ * webhook-id and arrival time; a duplicate or a conflict as ingest treats them), and leaves the
+ * quarantine in the same transaction: its body is then in `events` (or `event_conflicts`), so
+ * nothing is dropped. One still refused stays, with its reason; the exit code is then 1.
+ */
+export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: QuarantineReplayOptions): Promise<number> {
+  if (idsRaw.length > 0 && o.all) throw new UsageError('give quarantine ids or --all, not both');
+  if (idsRaw.length === 0 && !o.all) throw new UsageError('choose what to replay: quarantine ids (from `quarantine list`) or --all');
+  const ids = idsRaw.map((v) => {
+    if (!/^\d+$/.test(v)) throw new UsageError(`expected quarantine ids (integers), got ${JSON.stringify(v)}`);
+    return Number(v);
+  });
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    let q = database.db.selectFrom('quarantine').selectAll().orderBy('id');
+    if (ids.length > 0) q = q.where('id', 'in', ids);
+    const rows = await q.execute();
+    const missing = ids.filter((id) => !rows.some((r) => r.id === id));
+    const write = createIngestWriter(database.sqlite);
+    const leave = database.sqlite.prepare('DELETE FROM quarantine WHERE id = ?');
+    const results: { id: number; outcome: ReplayOutcome; event_id?: string; reason?: string }[] = [];
+    for (const row of rows) {
+      const parsed = parseEnvelope(Buffer.from(row.body));
+      if (!parsed.ok) {
+        results.push({ id: row.id, outcome: 'still refused', reason: parsed.reason });
+        continue;
+      }
+      const item = { type: 'event' as const, source: row.source, deliveryId: row.delivery_id, receivedAt: row.received_at, envelope: parsed.envelope, text: parsed.text };
+      let outcome: IngestOutcome = 'accepted';
+      if (o.dryRun) {
+        const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?').get(parsed.envelope.id);
+        outcome = stored === undefined ? 'accepted' : 'duplicate';
+      } else {
+        // Stored (or found a duplicate / conflict) and out of quarantine together, or neither.
+        outcome = database.sqlite.transaction(() => {
+          const [o1] = write([item]);
+          leave.run(row.id);
+          return o1!;
+        }).immediate();
+      }
+      results.push({ id: row.id, outcome, event_id: parsed.envelope.id });
+    }
+    const refused = results.filter((r) => r.outcome === 'still refused');
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), results, ...(missing.length ? { not_in_quarantine: missing } : {}) });
+    else {
+      const verb = o.dryRun ? 'would be' : 'was';
+      for (const r of results) {
+        if (r.outcome === 'still refused') io.out(`quarantine ${r.id}: still refused (${r.reason}); left in quarantine`);
+        else {
+          const what = r.outcome === 'accepted' ? 'stored as a new event' : r.outcome === 'duplicate' ? 'already stored (a duplicate)' : 'a conflict: kept in event_conflicts, the stored event unchanged';
+          io.out(`quarantine ${r.id}: event ${escapeText(r.event_id!)} ${verb} ${what}${o.dryRun ? '' : '; out of quarantine'}`);
+        }
+      }
+      if (results.length === 0 && missing.length === 0) io.out('nothing in quarantine');
+    }
+    for (const id of missing) io.err(`error: no quarantined delivery with id ${id}`);
+    return refused.length > 0 || missing.length > 0 ? 1 : 0;
   } finally {
     await database.close();
   }
