@@ -43,7 +43,9 @@ export function printJson(io: CliIo, value: unknown): void {
   io.out(JSON.stringify(value, null, 2));
 }
 
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+// Also the invisible ones an operator must see to understand a body: zero-width characters and the
+// byte order mark (a body "not valid JSON" because of a leading BOM shows it).
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]/g;
 const escaped = (c: string) => {
   const code = c.charCodeAt(0);
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;

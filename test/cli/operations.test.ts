@@ -247,6 +247,9 @@ describe('operations on a running receiver', () => {
         source: 'default', delivery_id: 'msg-q1', received_at: at, webhook_id: 'wh_1', application_id: 'app-q1', envelope: fresh,
       });
       expect(w.prepare('SELECT id FROM quarantine').pluck().all()).toEqual([bad]);
+      // A body refused for a leading byte order mark shows it, escaped, instead of dropping it from view.
+      const bom = Number(q.run(at, 'default', 'msg-q3', 'body is not valid JSON', '{}', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"id":"x"}')])).lastInsertRowid);
+      expect((await cli(['quarantine', 'show', String(bom)], env)).stdout).toContain('\\ufeff{"id":"x"}');
       const gone = await cli(['quarantine', 'replay', String(fid)], env);
       expect({ code: gone.code, stderr: gone.stderr }).toEqual({ code: 1, stderr: `error: no quarantined delivery with id ${fid}\n` });
     } finally {

@@ -48,7 +48,8 @@ function hexDump(buf: Buffer): string {
 
 function decodeUtf8(buf: Buffer): string | null {
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(buf);
+    // ignoreBOM: a leading byte order mark is kept (and shown escaped), not silently dropped.
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(buf);
   } catch {
     return null;
   }
