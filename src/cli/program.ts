@@ -206,6 +206,22 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addHelpText('after', examples(['hiring-receiver quarantine replay 3 --dry-run', 'hiring-receiver quarantine replay --all']) + '\nExit code 1 when a delivery is still refused (its reason is shown) or an id is not in quarantine.')
     .action((ids: string[], o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineReplay(io, ids, o))));
 
+  const cf = program.command('conflicts').description('bodies sent later under an event id already stored with another body (the stored one is kept)');
+  cf.command('list')
+    .description('conflicts, newest first')
+    .addOption(databaseOption())
+    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver conflicts list']))
+    .action((o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsList(io, o))));
+  cf.command('show')
+    .description('one conflict: the JSON paths where it differs from the stored event, then both bodies, escaped for the terminal')
+    .argument('<id>', 'conflict id (from `conflicts list`)')
+    .addOption(databaseOption())
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver conflicts show 2', 'hiring-receiver conflicts show 2 --json | jq .differing_paths']))
+    .action((id: string, o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsShow(io, id, o))));
+
   const sk = program.command('sinks').description('where settled events are fanned out (CONFIG_FILE "sinks")');
   sk.command('list')
     .description('each sink: enabled or disabled, pending, failing, delivered, dead')

@@ -257,6 +257,33 @@ describe('operations on a running receiver', () => {
     }
   });
 
+  it('conflicts list and show: where a body sent later under a stored id differs, and both bodies', async () => {
+    const own = join(dir, 'conflicts.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
+    const w = new BetterSqlite3(own);
+    try {
+      const first = { id: 'evt-c1', event_type: 'application.status_changed', payload: { application: { id: 'app-c', status: 'screened' }, tags: ['a'] } };
+      const later = { id: 'evt-c1', event_type: 'application.status_changed', payload: { application: { id: 'app-c', status: 'hired' }, tags: ['a', 'b'], note: '\u001b[31m' } };
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-c1', 'application.status_changed', 'default', '2026-11-20T08:00:00.000Z', 'msg-1', ?)`).run(JSON.stringify(first));
+      const cid = Number(
+        w.prepare(`INSERT INTO event_conflicts (event_id, source, received_at, delivery_id, envelope) VALUES ('evt-c1', 'default', '2026-11-20T09:00:00.000Z', 'msg-2', ?)`).run(JSON.stringify(later)).lastInsertRowid,
+      );
+      const env = { DATABASE_PATH: own };
+      expect((await cli(['status'], env)).stdout).toMatch(/^conflicts {6}1 {3}\(conflicts list\)$/m);
+      const list = JSON.parse((await cli(['conflicts', 'list', '--json'], env)).stdout) as Record<string, unknown>[];
+      expect(list).toEqual([{ id: cid, event_id: 'evt-c1', received_at: '2026-11-20T09:00:00.000Z', source: 'default', delivery_id: 'msg-2', bytes: JSON.stringify(later).length }]);
+      const show = await cli(['conflicts', 'show', String(cid), '--json'], env);
+      expect(JSON.parse(show.stdout)).toMatchObject({ differing_paths: ['$.payload.application.status', '$.payload.tags[1]', '$.payload.note'], stored: { delivery_id: 'msg-1' } });
+      const plain = await cli(['conflicts', 'show', String(cid)], env);
+      expect(plain.stdout).toMatch(/^differs at {2}\$\.payload\.application\.status, \$\.payload\.tags\[1\], \$\.payload\.note$/m);
+      expect(plain.stdout).toContain('"note": "\\u001b[31m"');
+      expect(plain.stdout).not.toContain('\u001b');
+      expect(await cli(['conflicts', 'show', '99'], env)).toMatchObject({ code: 1, stderr: 'error: no conflict with id 99\n' });
+    } finally {
+      w.close();
+    }
+  });
+
   it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
     // A database of its own, with no receiver running: stored events wait past the processing cursor.
     const own = join(dir, 'waiting.db');

@@ -114,7 +114,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     );
     io.out(`dead letters   ${report.dead_letters}${report.dead_letters > 0 ? '   (dead-letters list)' : ''}`);
     io.out(`quarantined    ${report.quarantined}${report.quarantined > 0 ? '   (quarantine list)' : ''}`);
-    io.out(`conflicts      ${report.conflicts}`);
+    io.out(`conflicts      ${report.conflicts}${report.conflicts > 0 ? '   (conflicts list)' : ''}`);
     io.out(`applications   ${report.applications.total} (${report.applications.needs_review} ${report.applications.needs_review === 1 ? 'needs' : 'need'} review)`);
     io.out(
       `oldest pending ${

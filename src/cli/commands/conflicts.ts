@@ -1,0 +1,94 @@
+import { databasePathOf } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { CliError, UsageError } from '../errors.js';
+import { escapeText, printJson, printTable, type CliIo } from '../io.js';
+
+/** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
+const MAX_PATHS = 50;
+
+/**
+ * The JSON paths at which two documents differ (`$.payload.application.status`), leaves and
+ * shapes alike, in document order; at most `limit`.
+ */
+export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS, path = '$', out: string[] = []): string[] {
+  if (out.length >= limit) return out;
+  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (Array.isArray(a) && Array.isArray(b)) {
+    for (let i = 0; i < Math.max(a.length, b.length) && out.length < limit; i++) differingPaths(a[i], b[i], limit, `${path}[${i}]`, out);
+  } else if (isObj(a) && isObj(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])];
+    for (const k of keys) {
+      if (out.length >= limit) break;
+      const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `.${k}` : `[${JSON.stringify(k)}]`;
+      if (!Object.hasOwn(a, k) || !Object.hasOwn(b, k)) out.push(`${path}${seg}`);
+      else differingPaths(a[k], b[k], limit, `${path}${seg}`, out);
+    }
+  } else if (JSON.stringify(a) !== JSON.stringify(b)) out.push(path);
+  return out;
+}
+
+const parse = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+};
+
+export async function runConflictsList(io: CliIo, o: { database?: string; limit: number; json?: boolean }): Promise<number> {
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const rows = await database.db
+      .selectFrom('event_conflicts')
+      .select(['id', 'event_id', 'received_at', 'source', 'delivery_id', (eb) => eb.fn<number>('length', ['envelope']).as('bytes')])
+      .orderBy('id', 'desc')
+      .limit(o.limit)
+      .execute();
+    if (o.json) printJson(io, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })));
+    else if (rows.length === 0) io.out('no conflicts');
+    else printTable(io, ['id', 'received', 'event', 'source', 'delivery', 'bytes'], rows.map((r) => [r.id, r.received_at, r.event_id, r.source, r.delivery_id, r.bytes]));
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** One conflict: where the body sent later differs from the stored event's, then both bodies. */
+export async function runConflictsShow(io: CliIo, idRaw: string, o: { database?: string; json?: boolean }): Promise<number> {
+  if (!/^\d+$/.test(idRaw)) throw new UsageError(`expected a conflict id (an integer), got ${JSON.stringify(idRaw)}`);
+  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  try {
+    const row = await database.db.selectFrom('event_conflicts').selectAll().where('id', '=', Number(idRaw)).executeTakeFirst();
+    if (!row) throw new CliError(`no conflict with id ${idRaw}`);
+    const stored = await database.db.selectFrom('events').select(['envelope', 'received_at', 'delivery_id']).where('id', '=', row.event_id).executeTakeFirst();
+    const paths = stored ? differingPaths(parse(stored.envelope), parse(row.envelope)) : [];
+    if (o.json) {
+      printJson(io, {
+        id: row.id,
+        event_id: row.event_id,
+        received_at: row.received_at,
+        source: row.source,
+        delivery_id: row.delivery_id,
+        differing_paths: paths,
+        envelope: row.envelope,
+        stored: stored ? { received_at: stored.received_at, delivery_id: stored.delivery_id, envelope: stored.envelope } : null,
+      });
+      return 0;
+    }
+    const pretty = (text: string) => escapeText(JSON.stringify(parse(text), null, 2));
+    io.out(`id          ${row.id}`);
+    io.out(`event       ${escapeText(row.event_id)}`);
+    io.out(`received    ${row.received_at} (delivery ${escapeText(row.delivery_id)}, source ${row.source})`);
+    io.out(stored ? `stored      ${stored.received_at} (delivery ${escapeText(stored.delivery_id)}): kept as it was` : 'stored      (the event is no longer stored)');
+    if (stored) io.out(`differs at  ${paths.length === 0 ? '(no path: the same JSON)' : paths.map(escapeText).join(', ')}${paths.length >= MAX_PATHS ? ', …' : ''}`);
+    io.out('sent later (not stored as the event)');
+    io.out(pretty(row.envelope));
+    if (stored) {
+      io.out('stored');
+      io.out(pretty(stored.envelope));
+    }
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
