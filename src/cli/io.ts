@@ -67,6 +67,13 @@ export function oneLine(s: string): string {
   return escapeText(s).replace(/[\t\n]/g, escaped);
 }
 
+/** A `list` command's answer: the rows as JSON (`--json`), a line saying there are none, or a table. */
+export function printRows<T>(io: CliIo, json: boolean | undefined, rows: readonly T[], none: string, headers: readonly string[], cells: (row: T) => readonly unknown[]): void {
+  if (json) printJson(io, rows);
+  else if (rows.length === 0) io.out(none);
+  else printTable(io, headers, rows.map(cells));
+}
+
 /** A plain aligned table; null and undefined print as "-"; values on one line each (oneLine). */
 export function printTable(io: CliIo, headers: readonly string[], rows: readonly (readonly unknown[])[]): void {
   const cells = rows.map((r) => r.map((v) => (v === null || v === undefined ? '-' : oneLine(String(v)))));

@@ -1,7 +1,7 @@
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { escapeText, printJson, printTable, type CliIo } from '../io.js';
+import { escapeText, printJson, printRows, type CliIo } from '../io.js';
 
 /** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
 const MAX_PATHS = 50;
@@ -44,9 +44,7 @@ export async function runConflictsList(io: CliIo, o: { database?: string; limit:
       .orderBy('id', 'desc')
       .limit(o.limit)
       .execute();
-    if (o.json) printJson(io, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })));
-    else if (rows.length === 0) io.out('no conflicts');
-    else printTable(io, ['id', 'received', 'event', 'source', 'delivery', 'bytes'], rows.map((r) => [r.id, r.received_at, r.event_id, r.source, r.delivery_id, r.bytes]));
+    printRows(io, o.json, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'no conflicts', ['id', 'received', 'event', 'source', 'delivery', 'bytes'], (r) => [r.id, r.received_at, r.event_id, r.source, r.delivery_id, r.bytes]);
     return 0;
   } finally {
     await database.close();

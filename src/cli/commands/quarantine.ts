@@ -1,7 +1,7 @@
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { escapeText, printJson, printTable, type CliIo } from '../io.js';
+import { escapeText, printJson, printRows, type CliIo } from '../io.js';
 import { isCredentialHeader } from '../../util/credentialHeaders.js';
 import { createIngestWriter, type IngestOutcome } from '../../ingest/eventStore.js';
 import { parseEnvelope } from '../../ingest/parseEnvelope.js';
@@ -64,9 +64,7 @@ export async function runQuarantineList(io: CliIo, o: QuarantineListOptions): Pr
       .orderBy('id', 'desc')
       .limit(o.limit)
       .execute();
-    if (o.json) printJson(io, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })));
-    else if (rows.length === 0) io.out('nothing in quarantine');
-    else printTable(io, ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], rows.map((r) => [r.id, r.received_at, r.source, r.delivery_id, r.bytes, r.reason]));
+    printRows(io, o.json, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'nothing in quarantine', ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], (r) => [r.id, r.received_at, r.source, r.delivery_id, r.bytes, r.reason]);
     return 0;
   } finally {
     await database.close();
