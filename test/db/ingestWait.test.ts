@@ -127,12 +127,19 @@ describe('processing lets a waiting ingest commit go first', () => {
   ] as const)('holds %s until the commit', async (_name, start) => {
     const { database, serve } = setUp();
     const s = serveWaits(serve);
-    const write = start(database.db);
-    expect(await settledWithin(write, 30)).toBe(false);
-    expect(database.sqlite.inTransaction).toBe(false);
-    expect(count(database)).toBe(0);
+    const t0 = performance.now();
+    const write = start(database.db).then(() => performance.now());
+    const settledEarly = await settledWithin(write, 30);
+    // On a loaded machine this process may get no CPU for longer than the 50 ms bound; the check
+    // at 30 ms only means something when the loop was on time (the bound is tested below).
+    if (performance.now() - t0 < 45) {
+      expect(settledEarly).toBe(false);
+      expect(database.sqlite.inTransaction).toBe(false);
+      expect(count(database)).toBe(0);
+    }
     s.stop();
-    await write;
+    // Held, whatever the machine did: a write that did not wait would be done in a millisecond or two.
+    expect((await write) - t0).toBeGreaterThanOrEqual(25);
     expect(count(database)).toBe(1);
   });
 
