@@ -98,7 +98,11 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
     if (idProblem !== null) throw new PermanentError(`application id ${JSON.stringify(p.application_id)} cannot be read from the service: it ${idProblem}`);
     const client = job.source ? ctx.clients.get(job.source) : undefined;
     if (!client) {
-      throw Object.assign(new PauseSourceError(`source ${job.source ?? '(none)'} has no HIRING_API_URL / HIRING_API_KEY configured`), { status: 0 });
+      const missing = `source ${job.source ?? '(none)'} has no HIRING_API_URL / HIRING_API_KEY configured`;
+      // No read can ever answer: past the give-up window it is a dead letter (given_up, visible,
+      // retried once the source is configured), not a pause for ever.
+      if (now - since > ctx.giveUpAfterMs) throw new PermanentError(`${missing} for ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`);
+      throw Object.assign(new PauseSourceError(missing), { status: 0 });
     }
     // Reserve the poll slot before the request, atomically: two jobs for the same (application,
     // resource) (a duplicate event, a replay) cannot both pass the 30 s check (spec 8).
@@ -244,6 +248,16 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
   return async (job: ClaimedJob, error: string): Promise<void> => {
     const p = JSON.parse(job.payload) as Payload;
     const nowIso = new Date(ctx.clock.now()).toISOString();
+    // 404s, and the deletion folded meanwhile (between the read and this dead letter, so its
+    // requeue of dead 404 reads did not see this one): the 404 is final, as in the read itself.
+    if (/HTTP 404 not_found/.test(error)) {
+      const deleted = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
+      const row = await ctx.db.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
+      if (deleted?.deleted_at && row?.state === 'processing' && row.data === null) {
+        await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
+        return;
+      }
+    }
     await ctx.db.transaction().execute(async (trx) => {
       await trx
         .updateTable(RESULT_TABLE[p.resource])

@@ -87,8 +87,8 @@ export async function foldEvents(
 const REQUEUE_DELETED_404S = `UPDATE jobs
   SET state = 'pending', run_at = @now, attempts = 0, finished_at = NULL, updated_at = @now,
       payload = CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', @now) ELSE payload END
-  WHERE kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}' AND state = 'dead'
-    AND last_error LIKE '%HTTP 404 not_found%'
+  WHERE +kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}' AND +state = 'dead'
+    AND last_error LIKE '%HTTP 404 not\\_found%' ESCAPE '\\'
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)

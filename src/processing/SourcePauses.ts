@@ -18,11 +18,11 @@ export class SourcePauses implements SourceGate {
     private readonly probeMs = 5 * 60_000,
   ) {}
 
-  async blockedSources(now: number): Promise<string[]> {
+  async blockedSources(now: number, alsoBlocked: readonly string[] = []): Promise<string[]> {
     const rows = await this.db.selectFrom('source_pauses').select(['source', 'probe_after']).execute();
     const blocked: string[] = [];
     for (const r of rows) {
-      if (Date.parse(r.probe_after) > now) blocked.push(r.source);
+      if (Date.parse(r.probe_after) > now || alsoBlocked.includes(r.source)) blocked.push(r.source);
       else {
         // Let this claim through as the probe; block again for the next period.
         await this.db

@@ -65,8 +65,11 @@ export interface WorkSource {
 }
 
 export interface SourceGate {
-  /** Sources whose jobs must not be claimed now (paused after a 401/403). */
-  blockedSources(now: number): Promise<string[]>;
+  /**
+   * Sources whose jobs must not be claimed now (paused after a 401/403). `alsoBlocked` (throttled
+   * ones) are blocked anyway: their probe, if due, is kept for a claim that can use it.
+   */
+  blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<string[]>;
   /** Record a refused key; the job is put back without burning an attempt. */
   pause(source: string, status: number, detail: string): Promise<void>;
   /** A job of the source succeeded against the API: the key works. */
@@ -294,7 +297,10 @@ export class Worker {
     const now = this.opts.clock.now();
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
-    const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now)), ...this.throttled(now)];
+    // Throttled sources first: a paused source that is also throttled must not spend its probe
+    // on a claim that cannot take its jobs.
+    const throttled = this.throttled(now);
+    const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now, throttled)), ...throttled];
     return this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
   }
 
@@ -420,6 +426,15 @@ export class Worker {
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');
     }
+    const backoff = this.opts.backoff ?? JOB_BACKOFF;
+    const told = isDecisionError(err) && err.decision === 'retry_after' ? Math.min((err as unknown as { retryAfterMs: number }).retryAfterMs, MAX_RETRY_AFTER_MS) : null;
+    // The source holds even when this job ends here (its last attempt): its other reads wait too.
+    if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
+      if ((this.throttledUntil.get(job.source) ?? 0) < now) {
+        log.warn({ source: job.source, wait_ms: told }, 'the service asked to slow down: no reads for this source until the wait has passed');
+      }
+      this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, now + told));
+    }
     const permanent = (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
     if (permanent || job.attempts >= job.max_attempts) {
       const ok = await queue.deadLetter(job, message);
@@ -427,22 +442,10 @@ export class Worker {
       if (ok) await this.opts.onDeadLetter?.(job, message);
       return settle(ok ? 'dead' : 'lost');
     }
-    const backoff = this.opts.backoff ?? JOB_BACKOFF;
     let delay = backoffDelay(job.attempts, backoff);
-    if (isDecisionError(err) && err.decision === 'retry_after') {
-      const { retryAfterMs, throttlesSource } = err as unknown as { retryAfterMs: number; throttlesSource?: boolean };
-      const told = Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
-      // The wait the remote set, spread a little (jobs told the same time must not return
-      // together), unless the backoff is longer anyway.
-      if (told >= delay) delay = told + retryAfterJitter(told, backoff.random);
-      if (throttlesSource === true && job.source && this.gated(job.kind) && told > 0) {
-        const until = now + told;
-        if ((this.throttledUntil.get(job.source) ?? 0) < now) {
-          log.warn({ source: job.source, wait_ms: told }, 'the service asked to slow down: no reads for this source until the wait has passed');
-        }
-        this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, until));
-      }
-    }
+    // The wait the remote set, spread a little (jobs told the same time must not return
+    // together), unless the backoff is longer anyway.
+    if (told !== null && told >= delay) delay = told + retryAfterJitter(told, backoff.random);
     const ok = await queue.reschedule(job, now + delay, { error: message });
     log.warn({ err: message, retry_in_ms: delay }, 'job failed; will retry');
     settle(ok ? 'retry' : 'lost');

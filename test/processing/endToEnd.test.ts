@@ -470,6 +470,26 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(all('SELECT * FROM source_pauses')).toEqual([]);
   });
 
+  it('a source no longer configured is not paused for ever: past RESULT_GIVE_UP_HOURS its reads are dead letters, given up visibly', async () => {
+    pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '1' } });
+    const c = pair.sandbox.control;
+    c.revokeKey(ACME_KEY); // the first read is refused, so the job waits, unread
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await pair.settle();
+    // As if its source had been removed from the configuration since.
+    db().prepare("UPDATE jobs SET source = 'gone' WHERE kind = 'fetch_result'").run();
+    pair.clock.advance(5 * 60_000 + 1);
+    await pair.settle();
+    expect(all("SELECT source, status FROM source_pauses WHERE source = 'gone'")).toEqual([{ source: 'gone', status: 0 }]);
+    pair.clock.advance(2 * 3_600_000);
+    await pair.settle();
+    const missing = 'source gone has no HIRING_API_URL / HIRING_API_KEY configured for 1 h';
+    expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual({ state: 'dead', last_error: missing });
+    expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'given_up', reason: `fetch failed: ${missing}` });
+    expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
+  });
+
   it('retries 5xx with backoff and honours 429 Retry-After', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;
@@ -504,23 +524,58 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
-  it('a 429 holds every read of the source until its Retry-After has passed, not only the read it answered', async () => {
+  it.each([429, 503])('a %i with Retry-After holds every read of the source until the wait has passed, not only the read it answered', async (status) => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const apps = [0, 1, 2].map(() => c.createApplication({ jobId: c.createJob({}).id }));
-    c.injectFault({ target: 'interview', status: 429, times: 1, headers: { 'Retry-After': '120' } });
+    c.injectFault({ target: 'interview', status, times: 1, headers: { 'Retry-After': '120' } });
     apps.forEach((a) => c.completeInterview(a.id));
     await pair.settle();
     // One read was told to wait; the other two were not sent meanwhile.
-    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    expect(pair.calls.map((x) => x.status)).toEqual([status]);
     expect(pair.receiver.logs.lines.some((l) => l.level === 40 && /asked to slow down/.test(String(l.msg)) && l.wait_ms === 120_000)).toBe(true);
     pair.clock.advance(119_000);
     await pair.settle();
-    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    expect(pair.calls.map((x) => x.status)).toEqual([status]);
     pair.clock.advance(31_000);
     await pair.settle();
     for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready' });
-    expect(pair.calls.map((x) => x.status)).toEqual([429, 200, 200, 200]);
+    expect(pair.calls.map((x) => x.status)).toEqual([status, 200, 200, 200]);
+  });
+
+  it('a 503 without Retry-After holds only its own read', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const apps = [0, 1].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    c.injectFault({ target: 'interview', applicationId: apps[0]!.id, status: 503, times: 1 });
+    apps.forEach((a) => c.completeInterview(a.id));
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([503, 200]);
+  });
+
+  it('a read that only waited for the 30 s spacing while the key was refused does not lift the pause', async () => {
+    pair = await startPair({ env: { WORKER_CONCURRENCY: '2' } });
+    const c = pair.sandbox.control;
+    c.revokeKey(ACME_KEY);
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    await pair.settle();
+    const [pause] = all('SELECT source, paused_at FROM source_pauses');
+    expect(pause).toMatchObject({ source: 'default' });
+    // The same result announced again: a second read, held back by the pause meanwhile.
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null } } });
+    await pair.settle();
+    expect(all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'")).toHaveLength(2);
+    // At the probe both are claimed together: one reads (refused again), the other finds the
+    // 30 s spacing taken and waits, which says nothing of the key.
+    const before = pair.calls.length;
+    pair.clock.advance(5 * 60_000 + 1);
+    await pair.settle();
+    expect(pair.calls.slice(before).map((x) => x.status)).toEqual([401]);
+    expect(all("SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'pending' ORDER BY id").map((r) => r.last_error)).toEqual(
+      expect.arrayContaining(['waiting for the 30 s poll spacing']),
+    );
+    expect(all('SELECT source, paused_at FROM source_pauses')).toEqual([pause]);
   });
 
   it('does not follow a redirect: the bearer key never reaches the other host', async () => {

@@ -245,6 +245,39 @@ describe('Worker', () => {
     expect(await job(second)).toMatchObject({ state: 'done' });
   });
 
+  it('a throttle holds the source even when the job it came with is dead-lettered (its last attempt)', async () => {
+    const reads: number[] = [];
+    const w = new Worker({
+      queue: new JobQueue(database.db, clock), clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1,
+      handlers: {
+        k: async (j) => {
+          reads.push(j.id);
+          throw new RetryAfterError('HTTP 429 rate_limited', 60_000, { throttlesSource: true });
+        },
+      },
+    });
+    const last = await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme', maxAttempts: 1 }, clock.now());
+    const next = await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(await job(last)).toMatchObject({ state: 'dead' });
+    expect(await job(next)).toMatchObject({ state: 'pending', attempts: 0 });
+    clock.advance(60_000);
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(reads).toEqual([last, next]);
+  });
+
+  it('a paused source that is also throttled keeps its probe for a claim that can use it', async () => {
+    const gate = new SourcePauses(database.db, clock);
+    await gate.pause('acme', 401, 'authentication_failed');
+    const probeAt = (await gate.list())[0]!.probe_after;
+    clock.advance(5 * 60_000 + 1); // the probe is due
+    expect(await gate.blockedSources(clock.now(), ['acme'])).toEqual(['acme']);
+    expect((await gate.list())[0]!.probe_after).toBe(probeAt);
+    // Not throttled: this claim is the probe, and the next one is 5 minutes on.
+    expect(await gate.blockedSources(clock.now())).toEqual([]);
+    expect(Date.parse((await gate.list())[0]!.probe_after)).toBe(clock.now() + 5 * 60_000);
+  });
+
   it('pauses the source on PauseSourceError without burning attempts, and resumes on success', async () => {
     let keyWorks = false;
     const { w, gate, add } = make(async () => {
