@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { enqueue } from '../../src/queue/JobQueue.js';
+import { createFetchDeadLetterHandler } from '../../src/handlers/fetchResult.js';
+import { DEFAULT_PROCESSING, type ProcessingContext } from '../../src/handlers/ProcessingContext.js';
+import { enqueue, type ClaimedJob } from '../../src/queue/JobQueue.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
@@ -204,6 +206,27 @@ describe('message revisions', () => {
       [1, 'given_up'],
       [2, 'unavailable'],
     ]);
+  });
+
+  it('a deletion folded between a 404 read and its dead letter: the dead letter itself settles the read as unavailable, application_deleted', async () => {
+    const { p } = await withArchive();
+    const c = p.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 404, times: 20 });
+    c.completeInterview(app.id);
+    await p.settle(); // the first 404: the read is to be tried again
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    const job = sqlite.prepare("SELECT * FROM jobs WHERE kind = 'fetch_result'").get() as ClaimedJob;
+    expect(job.state).toBe('pending');
+    // The deletion arrives and is folded while that read is (as it were) failing for the last time.
+    c.deleteApplication(app.id);
+    await c.idle();
+    await p.receiver.app.worker.runUntilIdle();
+    expect(sqlite.prepare('SELECT deleted_at FROM applications WHERE id = ?').pluck().get(app.id)).not.toBeNull();
+    const { database, fanOut } = p.receiver.app;
+    const ctx: ProcessingContext = { db: database.db, sqlite: database.sqlite, clock: p.clock, clients: new Map(), onSettled: fanOut.onSettled, ...DEFAULT_PROCESSING };
+    await createFetchDeadLetterHandler(ctx)(job, 'interview: HTTP 404 not_found (not_found: Not found.); gave up after 4 tries');
+    expect(sqlite.prepare('SELECT state, reason FROM interview_results WHERE application_id = ?').get(app.id)).toEqual({ state: 'unavailable', reason: 'application_deleted' });
   });
 
   it('a replay to a sink after a later event changed the result sends the next revision under a new id, never the new body under the old one', async () => {
