@@ -1,5 +1,5 @@
 import { ConfigError, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
-import { CliError } from './errors.js';
+import { CliError, UsageError } from './errors.js';
 
 /**
  * Configuration for the CLI. `serve` reads everything, exactly like the server
@@ -25,7 +25,9 @@ export function configProblems(problems: readonly string[]): CliError {
 }
 
 export function databasePathOf(env: Env, override?: string): string {
-  if (override !== undefined && override !== '') return override;
+  // An empty --database (an unset shell variable, --database "$DB") is a mistake, not "the default".
+  if (override === '') throw new UsageError('--database: the path is empty (leave the option out for DATABASE_PATH or the default)');
+  if (override !== undefined) return override;
   const v = env['DATABASE_PATH'];
   return v !== undefined && v !== '' ? v : DEFAULT_DATABASE_PATH;
 }

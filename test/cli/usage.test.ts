@@ -42,6 +42,7 @@ describe('CLI usage', () => {
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
       [['replay', '--since', '2026-11-31T00:00:00Z'], 2, /"2026-11-31T00:00:00Z": 2026-11-31 is not a date/],
       [['replay', '--since', '999999999d'], 2, /"999999999d": an age that long ago is not a date/],
+      [['status', '--database', ''], 2, /--database: the path is empty/],
       // The ages swapped: an empty window is a mistake, said before the database is opened.
       [['replay', '--since', '2h', '--until', '3h'], 2, /--since \(.*\) must be before --until \(.*\)/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
