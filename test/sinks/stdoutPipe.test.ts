@@ -63,4 +63,45 @@ describe('stdout sink whose reader goes away', () => {
       await child.exited;
     }
   });
+
+  it('a reader that stops reading (a full pipe, not a closed one) does not hold the receiver past SHUTDOWN_GRACE_MS', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const configFile = join(dir, 'stall.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'console', type: 'stdout' }] }));
+    const child = runTs('src/cli/main.ts', ['serve'], {
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-test.unused',
+      WEBHOOK_SECRET: secret,
+      DATABASE_PATH: join(dir, 'stall.db'),
+      CONFIG_FILE: configFile,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      SHUTDOWN_GRACE_MS: '1000',
+    });
+    try {
+      await waitForHttp(`${url}/healthz`);
+      // The reader stops reading: the pipe (64 KB) fills with the first messages, the next write never completes.
+      child.proc.stdout!.pause();
+      // About 8 KB a message, 80 of them: well past the pipe's buffer and the reading side's.
+      const big = 'x'.repeat(8000);
+      for (let i = 0; i < 80; i++) {
+        const base = envelope({ event_type: 'application.created' });
+        const e = { ...base, payload: { ...(base.payload as Record<string, unknown>), note: big } };
+        expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
+      }
+      await new Promise((r) => setTimeout(r, 1000)); // the sink's write is stuck by now
+      const started = Date.now();
+      child.proc.kill('SIGTERM');
+      const exited = await Promise.race([child.exited, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);
+      expect(exited, 'still running 10 s after SIGTERM').not.toBeNull();
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGKILL');
+      child.proc.stdout!.resume();
+      await child.exited;
+    }
+  });
 });

@@ -8,7 +8,7 @@ import type { Sink, SinkKind, SinkMessage } from '../types.js';
  * receiver's own logs also go to stdout as JSON lines: tell them apart by
  * `event_type` (messages) versus `level`/`msg` (logs), or set LOG_LEVEL=silent.
  */
-export function createStdoutSink(stream: Writable): Sink {
+export function createStdoutSink(stream: Writable, shutdown?: AbortSignal): Sink {
   // A reader that goes away (`serve | head -n 1`, a closed pipe) makes the stream emit 'error'
   // (EPIPE), which with no listener ends the whole process, ingest included. Here it fails this
   // sink's deliveries instead: each is retried and recorded, then dead-lettered, like any sink
@@ -19,8 +19,19 @@ export function createStdoutSink(stream: Writable): Sink {
     async deliver(message: SinkMessage) {
       if (closed) throw new RetryableError(`stdout is closed (${(closed as { code?: string }).code ?? closed.message})`);
       const line = `${serializeMessage(message)}\n`;
+      // A reader that stops reading (a full pipe, not a closed one) never completes the write: at
+      // shutdown, once SHUTDOWN_GRACE_MS has passed, it is cut like an http request, so the
+      // receiver exits in time. The delivery is retried after the restart (the line may then
+      // appear twice: consumers dedupe on the message id).
       await new Promise<void>((resolve, reject) => {
-        stream.write(line, (err) => (err ? reject(new RetryableError(`stdout write failed: ${err.message}`)) : resolve()));
+        const interrupted = () => reject(new RetryableError('interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)'));
+        if (shutdown?.aborted) return interrupted();
+        shutdown?.addEventListener('abort', interrupted, { once: true });
+        stream.write(line, (err) => {
+          shutdown?.removeEventListener('abort', interrupted);
+          if (err) reject(new RetryableError(`stdout write failed: ${err.message}`));
+          else resolve();
+        });
       });
       return {};
     },
@@ -32,5 +43,5 @@ export const stdoutSinkKind: SinkKind<Record<string, never>, Record<string, neve
   defaultConcurrency: 1,
   resolve: () => ({}),
   target: () => 'stdout',
-  create: (_name, _options, deps) => createStdoutSink(deps.stdout),
+  create: (_name, _options, deps) => createStdoutSink(deps.stdout, deps.shutdown),
 };
