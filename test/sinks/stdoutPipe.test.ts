@@ -9,6 +9,20 @@ import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 const { dir, cleanup } = tempDir('receiver-stdout-');
 afterAll(cleanup);
 
+/** `serve` as a child process, with the sinks of `configFile`, its stdout a pipe to this test. */
+const serveWithStdoutSink = (o: { secret: string; dbPath: string; configFile: string; port: number }, extra: Record<string, string> = {}) =>
+  runTs('src/cli/main.ts', ['serve'], {
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    WEBHOOK_SECRET: o.secret,
+    DATABASE_PATH: o.dbPath,
+    CONFIG_FILE: o.configFile,
+    PORT: String(o.port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    ...extra,
+  });
+
 describe('stdout sink whose reader goes away', () => {
   it('keeps the receiver up (ingest answers, health is fine) and records the deliveries as failing, not lost', async () => {
     const secret = newSecret();
@@ -18,16 +32,7 @@ describe('stdout sink whose reader goes away', () => {
     const configFile = join(dir, 'sinks.json');
     writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'console', type: 'stdout' }] }));
     // As `serve | head -n 1`: the reader takes the first line, then closes the pipe.
-    const child = runTs('src/cli/main.ts', ['serve'], {
-      HIRING_API_URL: 'http://127.0.0.1:9',
-      HIRING_API_KEY: 'sk-test.unused',
-      WEBHOOK_SECRET: secret,
-      DATABASE_PATH: dbPath,
-      CONFIG_FILE: configFile,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'silent',
-    });
+    const child = serveWithStdoutSink({ secret, dbPath, configFile, port });
     try {
       await waitForHttp(`${url}/healthz`);
       const post = async () => {
@@ -70,17 +75,7 @@ describe('stdout sink whose reader goes away', () => {
     const url = `http://127.0.0.1:${port}`;
     const configFile = join(dir, 'stall.json');
     writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'console', type: 'stdout' }] }));
-    const child = runTs('src/cli/main.ts', ['serve'], {
-      HIRING_API_URL: 'http://127.0.0.1:9',
-      HIRING_API_KEY: 'sk-test.unused',
-      WEBHOOK_SECRET: secret,
-      DATABASE_PATH: join(dir, 'stall.db'),
-      CONFIG_FILE: configFile,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'silent',
-      SHUTDOWN_GRACE_MS: '1000',
-    });
+    const child = serveWithStdoutSink({ secret, dbPath: join(dir, 'stall.db'), configFile, port }, { SHUTDOWN_GRACE_MS: '1000' });
     try {
       await waitForHttp(`${url}/healthz`);
       // The reader stops reading: the pipe (64 KB) fills with the first messages, the next write never completes.
