@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { readMigrations } from '../db/migrate.js';
-import { openDatabase, type OpenDatabase } from '../db/openDatabase.js';
+import { openDatabase, openDatabaseReadOnly, type OpenDatabase } from '../db/openDatabase.js';
 import { CliError } from './errors.js';
 
 /**
@@ -10,13 +10,14 @@ import { CliError } from './errors.js';
  * The busy timeout is longer than the server's: a CLI may block for a moment
  * while the server commits, rather than fail.
  */
-export function openCliDatabase(path: string): OpenDatabase {
+export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {}): OpenDatabase {
   if (path !== ':memory:' && !existsSync(path)) {
     throw new CliError(`no database at ${path} (set DATABASE_PATH or --database; \`migrate\` creates one)`);
   }
   let database: OpenDatabase;
   try {
-    database = openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
+    // Commands that only look open it read-only: `status` on a backup must not turn it into WAL.
+    database = opts.readOnly ? openDatabaseReadOnly(path, 5000) : openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
   } catch (err) {
     throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
   }

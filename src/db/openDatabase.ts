@@ -211,6 +211,33 @@ export interface OpenOptions {
 }
 
 /**
+ * One read-only connection, for the commands that only look (`status`, the `list` and `show`
+ * commands): nothing is created, migrated or converted (a backup in rollback-journal mode stays
+ * so; a read-only file can be inspected). SQLite may still create the -wal and -shm files of a
+ * WAL database it reads, as any reader does. `ingestSqlite` is the same connection; writes fail
+ * with SQLITE_READONLY.
+ */
+export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDatabase {
+  const sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });
+  try {
+    sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+    sqlite.pragma(`cache_size = -${CACHE_KIB}`);
+  } catch (err) {
+    sqlite.close();
+    throw err;
+  }
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+  return {
+    db,
+    sqlite,
+    ingestSqlite: sqlite,
+    ingestWait: NO_INGEST_WAIT,
+    migrated: [],
+    close: () => db.destroy(),
+  };
+}
+
+/**
  * A new database file is created readable by its owner only (0600): it holds candidate names,
  * emails and phone numbers. SQLite gives its -wal and -shm the database file's mode, and so does
  * the receiver for its own files beside it. An existing file keeps its mode (an operator may

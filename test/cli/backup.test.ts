@@ -94,6 +94,15 @@ describe('backup', () => {
     } finally {
       copy.close();
     }
+    // Inspecting the backup changes nothing in it: status opens it read-only (it stays a
+    // rollback-journal database, with nothing created beside it).
+    const looked = await cli(['status', '--json', '--database', target]);
+    expect(looked.code, looked.stderr).toBe(0);
+    expect(JSON.parse(looked.stdout).events.total).toBe(report.events);
+    expect(readdirSync(dir).filter((f) => f.startsWith('copy.db'))).toEqual(['copy.db']);
+    const after = openCopy(target);
+    expect(after.pragma('journal_mode', { simple: true })).toBe('delete');
+    after.close();
   }, 40_000);
 
   it('finishes while another process commits back to back (a copy in steps would restart after every commit, forever)', async () => {

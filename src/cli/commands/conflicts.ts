@@ -36,7 +36,7 @@ const parse = (text: string): unknown => {
 };
 
 export async function runConflictsList(io: CliIo, o: { database?: string; limit: number; json?: boolean }): Promise<number> {
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const rows = await database.db
       .selectFrom('event_conflicts')
@@ -54,7 +54,7 @@ export async function runConflictsList(io: CliIo, o: { database?: string; limit:
 /** One conflict: where the body sent later differs from the stored event's, then both bodies. */
 export async function runConflictsShow(io: CliIo, idRaw: string, o: { database?: string; json?: boolean }): Promise<number> {
   if (!/^\d+$/.test(idRaw)) throw new UsageError(`expected a conflict id (an integer), got ${JSON.stringify(idRaw)}`);
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const row = await database.db.selectFrom('event_conflicts').selectAll().where('id', '=', Number(idRaw)).executeTakeFirst();
     if (!row) throw new CliError(`no conflict with id ${idRaw}`);

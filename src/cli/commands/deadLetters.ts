@@ -26,7 +26,7 @@ export interface DeadLetterRetryOptions {
 }
 
 export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): Promise<number> {
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     let q = database.db
       .selectFrom('jobs')

@@ -56,7 +56,7 @@ function decodeUtf8(buf: Buffer): string | null {
 }
 
 export async function runQuarantineList(io: CliIo, o: QuarantineListOptions): Promise<number> {
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const rows = await database.db
       .selectFrom('quarantine')
@@ -74,7 +74,7 @@ export async function runQuarantineList(io: CliIo, o: QuarantineListOptions): Pr
 /** One quarantined delivery: headers (signature hidden) and the body as escaped text, or hex when it is not UTF-8. */
 export async function runQuarantineShow(io: CliIo, idRaw: string, o: QuarantineShowOptions): Promise<number> {
   if (!/^\d+$/.test(idRaw)) throw new UsageError(`expected a quarantine id (an integer), got ${JSON.stringify(idRaw)}`);
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const row = await database.db.selectFrom('quarantine').selectAll().where('id', '=', Number(idRaw)).executeTakeFirst();
     if (!row) throw new CliError(`no quarantined delivery with id ${idRaw}`);

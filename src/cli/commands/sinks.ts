@@ -7,7 +7,7 @@ import { configuredSinks, enableSinkNamed, sinkRows } from '../sinkOps.js';
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env);
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const rows = await sinkRows(database.db, sinks, Date.now());
     if (o.json) printJson(io, rows);

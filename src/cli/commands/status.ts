@@ -17,7 +17,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env);
   // A broken sink configuration does not hide the rest of the picture.
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
-  const database = openCliDatabase(path);
+  const database = openCliDatabase(path, { readOnly: true });
   try {
     const { db } = database;
     const now = Date.now();
