@@ -133,12 +133,15 @@ export function createApp(deps: AppDeps) {
   }
   const metrics = createMetrics();
 
+  /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
+  let storageFailure: { code: string; atMs: number } | null = null;
   const committer = new GroupCommitter<IngestItem, IngestOutcome>({
     write: createIngestWriter(database.ingestSqlite),
     isBusy: isSqliteBusy,
     clock,
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size, durationMs) => {
+      storageFailure = null;
       database.ingestWait.committed();
       metrics.batchSize.observe(size);
       metrics.commitDuration.observe(durationMs / 1000);
@@ -153,8 +156,12 @@ export function createApp(deps: AppDeps) {
         database.ingestWait.waiting(Date.now());
         pacer.noteLockWait();
         logger.debug({ batch: size }, 'ingest write lock busy; retrying');
-      } else logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
+      } else {
+        storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: Date.now() };
+        logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
+      }
     },
+    onBatchError: (err) => logger.error({ err: (err as Error).message }, 'bookkeeping after an ingest commit failed (its deliveries were answered)'),
   });
 
   const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
@@ -287,7 +294,7 @@ export function createApp(deps: AppDeps) {
     // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
     'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
   );
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }));
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }), () => storageFailure);
   const metricsRoute = async (c: Context) => {
     const sqlite = database.ingestSqlite;
     metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);

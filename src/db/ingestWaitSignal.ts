@@ -70,7 +70,13 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   let closed = false;
   const write = (v: number) => {
     buf.writeDoubleLE(v, 0);
-    writeSync(file, buf, 0, 8, 0);
+    try {
+      writeSync(file, buf, 0, 8, 0);
+    } catch {
+      // A full disk (the file's first block), an I/O error: nothing durable depends on these
+      // 8 bytes, and this runs right after an ingest commit whose deliveries are still to be
+      // answered. The other processes see a stale value, which stops counting after staleMs.
+    }
   };
   return {
     waiting(nowMs) {

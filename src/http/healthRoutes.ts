@@ -8,8 +8,18 @@ export interface ReadinessExtras {
   (): Record<string, unknown>;
 }
 
+/** The last ingest transaction failed for want of storage (disk full, I/O error), and when (Unix ms); null once one commits. */
+export type StorageFailure = () => { code: string; atMs: number } | null;
+
+/**
+ * How long a failed ingest commit keeps /readyz at 503. Not until the next commit: a probe that
+ * writes nothing cannot tell a full disk, and an instance taken out of routing gets no delivery
+ * that could commit. After this, it is ready again, and the next delivery says how things are.
+ */
+export const STORAGE_FAILURE_NOT_READY_MS = 30_000;
+
 /** GET /healthz: the process is up. GET /readyz: database open, writable and migrated. */
-export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, extras: ReadinessExtras = () => ({})): void {
+export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, extras: ReadinessExtras = () => ({}), storageFailure: StorageFailure = () => null): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', (c) => {
     const checks: Record<string, string> = {};
@@ -23,9 +33,17 @@ export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, ext
       checks.database = 'open';
       checks.migrations = isMigrated(sqlite) ? 'applied' : 'pending';
       if (checks.migrations !== 'applied') ready = false;
+      const failed = storageFailure();
+      const ago = failed === null ? Infinity : Date.now() - failed.atMs;
       try {
         probeWrite(sqlite);
         checks.writable = 'yes';
+        // The probe takes the lock and writes nothing, so a full disk passes it: the last ingest
+        // commit that failed for want of storage says so for a while (it answered 503 itself).
+        if (ago < STORAGE_FAILURE_NOT_READY_MS) {
+          checks.writable = `no (the last delivery's commit failed: ${failed!.code}, ${Math.round(ago / 1000)} s ago)`;
+          ready = false;
+        }
       } catch (err) {
         if (isSqliteBusy(err)) checks.writable = 'yes (write lock busy)';
         else {

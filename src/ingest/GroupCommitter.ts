@@ -26,6 +26,8 @@ export interface GroupCommitterOptions<T, R> {
   maxBatch?: number;
   onBatch?: (size: number, durationMs: number) => void;
   onError?: (err: unknown, batchSize: number) => void;
+  /** onBatch threw (after the commit, with the batch already answered). */
+  onBatchError?: (err: unknown) => void;
 }
 
 /**
@@ -85,8 +87,13 @@ export class GroupCommitter<T, R> {
       return this.onWriteError(batch, err);
     }
     this.busyStreak = 0;
-    this.opts.onBatch?.(batch.length, performance.now() - started);
+    // Committed: answered whatever the bookkeeping after it does (metrics, signals, wake-ups).
     batch.forEach((p, i) => p.resolve(results[i]!));
+    try {
+      this.opts.onBatch?.(batch.length, performance.now() - started);
+    } catch (err) {
+      this.opts.onBatchError?.(err);
+    }
     if (this.queue.length > 0) this.schedule();
     else this.notifyIdle();
   }

@@ -25,10 +25,16 @@ describe('a write that cannot commit is answered 503, never 2xx', () => {
     expect(await res.json()).toMatchObject({ error: 'storage_unavailable' });
     expect(count('SELECT COUNT(*) FROM events WHERE id = ?', env.id)).toBe(0);
     expect(await (await fetch(`${r.url}/metrics`)).text()).toMatch(/receiver_storage_errors_total\{reason="SQLITE_FULL"\} 1/);
+    // Not ready meanwhile, saying why: a probe that writes nothing would pass on a full disk.
+    const notReady = await fetch(`${r.url}/readyz`);
+    expect(notReady.status).toBe(503);
+    expect(((await notReady.json()) as { checks: { writable: string } }).checks.writable).toMatch(/^no \(the last delivery's commit failed: SQLITE_FULL, \d+ s ago\)$/);
 
     ingest.pragma('max_page_count = 1073741823');
     const retry = await post(JSON.stringify(env));
     expect(retry.status).toBe(200);
+    // A commit clears it at once.
+    expect((await fetch(`${r.url}/readyz`)).status).toBe(200);
     // Stored once, and past the processing cursor: processing will take it.
     expect(count('SELECT COUNT(*) FROM events WHERE id = ? AND rowid > (SELECT last_event_rowid FROM processing_cursor)', env.id)).toBe(1);
   });
