@@ -305,6 +305,11 @@ export function createApp(deps: AppDeps) {
     const backlog = await processingBacklog(database.db);
     metrics.unprocessedEvents.set(backlog.events);
     metrics.queueDepth.reset();
+    // Every kind's pending, running and dead series exist, at 0 when empty: `sum()` of no series is
+    // no value in PromQL, and an alert adding it to another (the backlog one) would never fire.
+    for (const kind of [JobKind.processEvent, JobKind.fetchResult, ...config.sinks.map((s) => `sink:${s.name}`)]) {
+      for (const state of ['pending', 'running', 'dead']) metrics.queueDepth.set({ state, kind }, 0);
+    }
     const depth = sqlite.prepare('SELECT state, kind, COUNT(*) AS n FROM jobs GROUP BY state, kind').all() as { state: string; kind: string; n: number }[];
     for (const d of depth) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
     metrics.sinkLag.reset();

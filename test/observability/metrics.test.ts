@@ -52,6 +52,10 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="archive"\} 0/);
     expect(text).toMatch(/receiver_sink_lag_seconds\{sink="crm"\} [0-9.]+/);
     expect(text).toMatch(/receiver_jobs\{state="done",kind="fetch_result"\} 3/);
+    // Every kind's pending, running and dead series, 0 when empty: a PromQL sum over them is 0, not empty.
+    for (const kind of ['process_event', 'fetch_result', 'sink:archive', 'sink:crm']) {
+      for (const state of ['pending', 'running', 'dead']) expect(text).toMatch(new RegExp(`^receiver_jobs\\{state="${state}",kind="${kind}"\\} \\d+$`, 'm'));
+    }
     // One commit-duration observation per ingest transaction, each a real (non-zero) time.
     const histogram = (name: string, part: 'count' | 'sum') => Number(new RegExp(`^${name}_${part} ([0-9.e-]+)$`, 'm').exec(text)?.[1]);
     expect(histogram('receiver_group_commit_duration_seconds', 'count')).toBeGreaterThan(0);
