@@ -480,7 +480,14 @@ export function createApp(deps: AppDeps) {
         s.closeIdleConnections();
       });
     }
+    // Deliveries still waiting for the write lock (another process holds it) wait within the
+    // grace, not each up to WRITE_TIMEOUT_MS: past it they fail uncommitted, and are redelivered.
+    const cutCommits = setTimeout(
+      () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free'),
+      Math.max(0, graceEnds - performance.now()),
+    );
     await Promise.all([committer.drain(), metricsClosed]);
+    clearTimeout(cutCommits);
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     try {

@@ -63,6 +63,22 @@ export class GroupCommitter<T, R> {
     });
   }
 
+  /**
+   * Fails every item still waiting (for the write lock) with StorageUnavailableError: at
+   * shutdown, once the grace has passed, rather than waiting out each item's deadline. None of
+   * them was committed; their senders retry.
+   */
+  abandon(reason: string): void {
+    if (this.retryTimer) {
+      clearTimeout(this.retryTimer);
+      this.retryTimer = null;
+    }
+    const waiting = this.queue;
+    this.queue = [];
+    for (const p of waiting) p.reject(new StorageUnavailableError(reason));
+    this.notifyIdle();
+  }
+
   /** Resolves once every submitted item has been committed or failed. */
   drain(): Promise<void> {
     if (this.queue.length === 0) return Promise.resolve();

@@ -43,6 +43,32 @@ describe('stop() and keep-alive connections', () => {
 });
 
 describe('stop() and a result read in flight', () => {
+  it('a delivery waiting for a write lock another process holds does not hold stop() past SHUTDOWN_GRACE_MS: it fails uncommitted, to be redelivered', async () => {
+    const secret = newSecret();
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '500', WRITE_TIMEOUT_MS: '8000', WORKER_CONCURRENCY: '0' });
+    const other = new BetterSqlite3(r.dbPath);
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const e = envelope();
+      const answer = fetch(`${r.url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) }).then(
+        (res) => res.status,
+        () => 'cut',
+      );
+      await new Promise((ok) => setTimeout(ok, 200)); // it waits for the lock
+      const started = performance.now();
+      await r.app.stop();
+      // The grace (500 ms), not WRITE_TIMEOUT_MS (8 s).
+      expect(performance.now() - started).toBeLessThan(3_000);
+      expect(await answer).toBe('cut');
+      other.exec('ROLLBACK');
+      expect(other.prepare('SELECT COUNT(*) FROM events WHERE id = ?').pluck().get(e.id)).toBe(0);
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await r.close();
+    }
+  });
+
   it('a hiring API that never answers does not hold stop() past SHUTDOWN_GRACE_MS; the read runs again later, no attempt counted', async () => {
     const api = await startSilentServer();
     const secret = newSecret();
