@@ -402,6 +402,20 @@ export function createApp(deps: AppDeps) {
    * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
    * touches the queue.
    */
+  /**
+   * /metrics on METRICS_PORT, when it is set (a no-op otherwise): by start(), and by a `work`
+   * process, whose counters (job runs, result reads, sink deliveries) exist only in it.
+   */
+  async function startMetrics(): Promise<string | null> {
+    if (!metricsApp || config.metricsPort === null || metricsServer) return null;
+    const m = await listen(metricsApp.fetch, config.metricsPort, 'METRICS_PORT');
+    m.requestTimeout = config.requestTimeoutMs;
+    m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
+    metricsServer = m;
+    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+    return `http://${host}:${(m.address() as AddressInfo).port}/metrics`;
+  }
+
   async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
     let s: Server;
     try {
@@ -417,11 +431,7 @@ export function createApp(deps: AppDeps) {
     s.keepAliveTimeout = 65_000;
     server = s;
     try {
-      if (metricsApp && config.metricsPort !== null) {
-        metricsServer = await listen(metricsApp.fetch, config.metricsPort, 'METRICS_PORT');
-        metricsServer.requestTimeout = config.requestTimeoutMs;
-        metricsServer.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
-      }
+      await startMetrics();
       if (config.workerConcurrency > 0) await startWorkers();
     } catch (err) {
       // Leave nothing running: the workers that did start, the servers with their connections,
@@ -504,5 +514,5 @@ export function createApp(deps: AppDeps) {
     logger.info('receiver stopped');
   }
 
-  return { app, start, startWorkers, stop, database, metrics, logger, queue, worker, pauses, fanOut };
+  return { app, start, startWorkers, startMetrics, stop, database, metrics, logger, queue, worker, pauses, fanOut };
 }

@@ -60,7 +60,12 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
   const receiver = createApp({ config, ...(workersLock ? { workersLock } : {}) });
   if (mode === 'serve') await receiver.start();
-  else await receiver.startWorkers();
+  else {
+    await receiver.startWorkers();
+    // Its own counters (job runs, result reads, sink deliveries) are in this process only.
+    const metricsUrl = await receiver.startMetrics();
+    if (metricsUrl) receiver.logger.info({ metricsUrl }, 'metrics served');
+  }
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;

@@ -269,7 +269,9 @@ describe('ingest and workers in separate processes', () => {
     expect((await refused.exited).code).toBe(1);
     expect(refused.stderr.join('')).toMatch(/WORKER_CONCURRENCY: must be at least 1 for `work`/);
 
-    const worker = runTs('src/cli/main.ts', ['work'], env);
+    // With METRICS_PORT, `work` serves the counters that exist only in it.
+    const workMetrics = await freePort();
+    const worker = runTs('src/cli/main.ts', ['work'], { ...env, METRICS_PORT: String(workMetrics) });
     const e = envelope();
     expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
     const deadline = Date.now() + 15_000;
@@ -277,6 +279,11 @@ describe('ingest and workers in separate processes', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(readFileSync(sinkFile, 'utf8')).toContain(e.id as string);
+    const workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
+    expect(workText).toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
+    expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
+    // The serve process did none of that work, and says so.
+    expect(await (await fetch(`${url}/metrics`)).text()).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
     worker.proc.kill('SIGTERM');
     server.proc.kill('SIGTERM');
     expect(await worker.exited).toEqual({ code: 0, signal: null });
