@@ -1,10 +1,18 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/**
+ * Label values the runbook's alerts match, present at 0 from the start: a counter series that
+ * appears only at its first increment has no earlier sample, so `rate()` over it stays empty and
+ * a single refused delivery or failed commit would never fire the alert.
+ */
+const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable'];
+const STORAGE_ERROR_REASONS = ['lock_timeout', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
+
 /** One registry per app instance, so tests running several apps in one process do not collide. */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  return {
+  const metrics = {
     registry,
     deliveriesReceived: new Counter({
       name: 'receiver_deliveries_received_total',
@@ -99,6 +107,10 @@ export function createMetrics() {
       registers: [registry],
     }),
   };
+  // Refused deliveries carry no source (they were not verified as one): 'unknown'.
+  for (const reason of REJECTION_REASONS) metrics.deliveriesReceived.inc({ outcome: `rejected:${reason}`, source: 'unknown' }, 0);
+  for (const reason of STORAGE_ERROR_REASONS) metrics.storageErrors.inc({ reason }, 0);
+  return metrics;
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

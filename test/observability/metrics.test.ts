@@ -69,6 +69,22 @@ describe('/metrics and /readyz report the whole pipeline', () => {
 });
 
 describe('METRICS_PORT', () => {
+  it('has the series the runbook alerts on from the start, at 0, so a first refused delivery or failed commit raises their rate', async () => {
+    const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' });
+    try {
+      const text = await (await fetch(`${r.url}/metrics`)).text();
+      for (const reason of ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable']) {
+        expect(text).toContain(`receiver_deliveries_received_total{outcome="rejected:${reason}",source="unknown"} 0`);
+      }
+      for (const reason of ['lock_timeout', 'SQLITE_FULL', 'SQLITE_IOERR']) expect(text).toContain(`receiver_storage_errors_total{reason="${reason}"} 0`);
+      // A refused delivery counts on the series that was there.
+      await fetch(`${r.url}/webhooks`, { method: 'POST', body: '{}' });
+      expect(await (await fetch(`${r.url}/metrics`)).text()).toContain('receiver_deliveries_received_total{outcome="rejected:missing_header",source="unknown"} 1');
+    } finally {
+      await r.close();
+    }
+  });
+
   it('serves /metrics on its own port only: the webhook port answers 404 for it, and the metrics port takes no deliveries', async () => {
     const receiver = await startReceiver({ WEBHOOK_SECRET: newSecret(), METRICS_PORT: '0', WORKER_CONCURRENCY: '0' }, { listen: false });
     try {
