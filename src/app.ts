@@ -19,6 +19,7 @@ import { createNewEventFolder, processingBacklog } from './handlers/foldNewEvent
 import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
+import pino from 'pino';
 import { createLogger, type Logger } from './observability/logger.js';
 import { backfillResultDigests } from './processing/backfillDigests.js';
 import { IngestFirst } from './processing/IngestFirst.js';
@@ -114,7 +115,10 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
 export function createApp(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
-  const logger = deps.logger ?? createLogger(config.logLevel);
+  // With a stdout sink, stdout is that sink's NDJSON stream: the logs go to stderr, so a reader
+  // that stops reading the messages cannot block the process's logging (pino writes fd 1 in
+  // place), and the stream holds messages only.
+  const logger = deps.logger ?? createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
   // The workers lock, when the caller took it before the database was opened and migrated
   // (runReceiver: an upgrade started beside the old version must not migrate under it).
   let earlyLock: WorkersLock | null = deps.workersLock ?? null;
@@ -402,13 +406,28 @@ export function createApp(deps: AppDeps) {
    * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
    * touches the queue.
    */
-  /**
-   * /metrics on METRICS_PORT, when it is set (a no-op otherwise): by start(), and by a `work`
-   * process, whose counters (job runs, result reads, sink deliveries) exist only in it.
-   */
+  /** /metrics on METRICS_PORT, when it is set (a no-op otherwise), for start(). */
   async function startMetrics(): Promise<string | null> {
     if (!metricsApp || config.metricsPort === null || metricsServer) return null;
-    const m = await listen(metricsApp.fetch, config.metricsPort, 'METRICS_PORT');
+    return listenMetrics(metricsApp, config.metricsPort, 'METRICS_PORT');
+  }
+
+  /**
+   * For a `work` process: its own counters (job runs, result reads, sink deliveries, its process
+   * and event loop) on their own port, WORK_METRICS_PORT. Not the database-derived gauges
+   * (queue depth, backlog, sink lag...): `serve` reports those, and scraping both processes
+   * would count them twice in the runbook's sums.
+   */
+  async function startWorkMetrics(port: number): Promise<string> {
+    const workApp = new Hono();
+    workApp.get('/metrics', async (c) => c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
+    workApp.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (WORK_METRICS_PORT serves GET /metrics only)` }, 404));
+    workApp.onError(onError);
+    return listenMetrics(workApp, port, 'WORK_METRICS_PORT');
+  }
+
+  async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
+    const m = await listen(metricsHono.fetch, port, portVar);
     m.requestTimeout = config.requestTimeoutMs;
     m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     metricsServer = m;
@@ -514,5 +533,5 @@ export function createApp(deps: AppDeps) {
     logger.info('receiver stopped');
   }
 
-  return { app, start, startWorkers, startMetrics, stop, database, metrics, logger, queue, worker, pauses, fanOut };
+  return { app, start, startWorkers, startWorkMetrics, stop, database, metrics, logger, queue, worker, pauses, fanOut };
 }

@@ -51,6 +51,12 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     }
     throw err;
   }
+  const rawWorkPort = process.env['WORK_METRICS_PORT'];
+  const workMetricsPort = mode === 'work' && rawWorkPort !== undefined && rawWorkPort !== '' ? Number(rawWorkPort) : null;
+  if (workMetricsPort !== null && (!/^\d+$/.test(rawWorkPort!) || workMetricsPort > 65535)) {
+    process.stderr.write(`config error: WORK_METRICS_PORT: must be an integer 0-65535, got ${JSON.stringify(rawWorkPort)}\n`);
+    process.exit(1);
+  }
   if (mode === 'work' && config.workerConcurrency === 0) {
     process.stderr.write('config error: WORKER_CONCURRENCY: must be at least 1 for `work`\n');
     process.exit(1);
@@ -61,10 +67,14 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   const receiver = createApp({ config, ...(workersLock ? { workersLock } : {}) });
   if (mode === 'serve') await receiver.start();
   else {
+    // Its own counters (job runs, result reads, sink deliveries) are in this process only: on
+    // WORK_METRICS_PORT (not METRICS_PORT, which `serve` in the same environment listens on),
+    // bound before the workers start, so a port in use fails before any job is claimed.
+    if (workMetricsPort !== null) {
+      const metricsUrl = await receiver.startWorkMetrics(workMetricsPort);
+      receiver.logger.info({ metricsUrl }, 'metrics served');
+    }
     await receiver.startWorkers();
-    // Its own counters (job runs, result reads, sink deliveries) are in this process only.
-    const metricsUrl = await receiver.startMetrics();
-    if (metricsUrl) receiver.logger.info({ metricsUrl }, 'metrics served');
   }
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -38,18 +38,18 @@ export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, ext
       try {
         probeWrite(sqlite);
         checks.writable = 'yes';
-        // The probe takes the lock and writes nothing, so a full disk passes it: the last ingest
-        // commit that failed for want of storage says so for a while (it answered 503 itself).
-        if (ago < STORAGE_FAILURE_NOT_READY_MS) {
-          checks.writable = `no (the last delivery's commit failed: ${failed!.code}, ${Math.round(ago / 1000)} s ago)`;
-          ready = false;
-        }
       } catch (err) {
         if (isSqliteBusy(err)) checks.writable = 'yes (write lock busy)';
         else {
           checks.writable = `no (${(err as { code?: string }).code ?? 'error'})`;
           ready = false;
         }
+      }
+      // The probe takes the lock and writes nothing, so a full disk passes it: the last ingest
+      // commit that failed for want of storage says so for a while (it answered 503 itself).
+      if (ready && ago < STORAGE_FAILURE_NOT_READY_MS) {
+        checks.writable = `no (the last delivery's commit failed: ${failed!.code}, ${Math.round(ago / 1000)} s ago)`;
+        ready = false;
       }
     }
     return c.json({ status: ready ? 'ready' : 'not_ready', checks, ...extras() }, ready ? 200 : 503);

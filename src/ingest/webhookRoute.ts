@@ -106,7 +106,9 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     } catch (err) {
       if (err instanceof StorageUnavailableError) {
         // Bounded label values: lock_timeout, an SQLite error code, or 'error'.
-        const reason = err.reason.startsWith('database write lock') ? 'lock_timeout' : /^SQLITE_[A-Z_]+$/.test(err.reason) ? err.reason : 'error';
+        // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, _FSYNC...): a small set.
+        const primary = /^SQLITE_[A-Z]+/.exec(err.reason)?.[0];
+        const reason = err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
         metrics.storageErrors.inc({ reason });
         return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source });
       }

@@ -100,6 +100,12 @@ describe('backup', () => {
     expect(looked.code, looked.stderr).toBe(0);
     expect(JSON.parse(looked.stdout).events.total).toBe(report.events);
     expect(readdirSync(dir).filter((f) => f.startsWith('copy.db'))).toEqual(['copy.db']);
+    // Nor do the dry runs.
+    for (const args of [['replay', '--all', '--dry-run'], ['quarantine', 'replay', '--all', '--dry-run']]) {
+      const dry = await cli([...args, '--database', target]);
+      expect(dry.code, `${args.join(' ')}: ${dry.stderr}`).toBe(0);
+    }
+    expect(readdirSync(dir).filter((f) => f.startsWith('copy.db'))).toEqual(['copy.db']);
     const after = openCopy(target);
     expect(after.pragma('journal_mode', { simple: true })).toBe('delete');
     after.close();

@@ -263,15 +263,20 @@ describe('ingest and workers in separate processes', () => {
     const configFile = join(dir, 'split.json');
     writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
     const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'split.db'), CONFIG_FILE: configFile, HOST: '127.0.0.1' };
-    const server = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), WORKER_CONCURRENCY: '0' });
+    // One environment for both, METRICS_PORT included (fly.toml's [env] gives every process the same).
+    const serveMetrics = await freePort();
+    const server = runTs('src/cli/main.ts', ['serve'], { ...env, METRICS_PORT: String(serveMetrics), PORT: String(port), WORKER_CONCURRENCY: '0' });
     await waitForHttp(`${url}/healthz`);
     const refused = runTs('src/cli/main.ts', ['work'], { ...env, WORKER_CONCURRENCY: '0' });
+    const badPort = runTs('src/cli/main.ts', ['work'], { ...env, WORK_METRICS_PORT: 'nine' });
+    expect((await badPort.exited).code).toBe(1);
+    expect(badPort.stderr.join('')).toMatch(/^config error: WORK_METRICS_PORT: must be an integer 0-65535, got "nine"/);
     expect((await refused.exited).code).toBe(1);
     expect(refused.stderr.join('')).toMatch(/WORKER_CONCURRENCY: must be at least 1 for `work`/);
 
-    // With METRICS_PORT, `work` serves the counters that exist only in it.
+    // With WORK_METRICS_PORT, `work` serves the counters that exist only in it (METRICS_PORT is serve's).
     const workMetrics = await freePort();
-    const worker = runTs('src/cli/main.ts', ['work'], { ...env, METRICS_PORT: String(workMetrics) });
+    const worker = runTs('src/cli/main.ts', ['work'], { ...env, METRICS_PORT: String(serveMetrics), WORK_METRICS_PORT: String(workMetrics) });
     const e = envelope();
     expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
     const deadline = Date.now() + 15_000;
@@ -282,8 +287,12 @@ describe('ingest and workers in separate processes', () => {
     const workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
     expect(workText).toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
     expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
+    // Not the database's gauges: serve reports those, and scraping both must not count them twice.
+    expect(workText).not.toMatch(/^receiver_jobs\{/m);
     // The serve process did none of that work, and says so.
-    expect(await (await fetch(`${url}/metrics`)).text()).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
+    const serveText = await (await fetch(`http://127.0.0.1:${serveMetrics}/metrics`)).text();
+    expect(serveText).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
+    expect(serveText).toMatch(/^receiver_jobs\{state="done",kind="sink:archive"\} 1$/m);
     worker.proc.kill('SIGTERM');
     server.proc.kill('SIGTERM');
     expect(await worker.exited).toEqual({ code: 0, signal: null });

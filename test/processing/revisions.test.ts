@@ -225,8 +225,12 @@ describe('message revisions', () => {
     expect(sqlite.prepare('SELECT deleted_at FROM applications WHERE id = ?').pluck().get(app.id)).not.toBeNull();
     const { database, fanOut } = p.receiver.app;
     const ctx: ProcessingContext = { db: database.db, sqlite: database.sqlite, clock: p.clock, clients: new Map(), onSettled: fanOut.onSettled, ...DEFAULT_PROCESSING };
+    // As the worker leaves it just before calling the handler: dead.
+    sqlite.prepare("UPDATE jobs SET state = 'dead' WHERE id = ?").run(job.id);
     await createFetchDeadLetterHandler(ctx)(job, 'interview: HTTP 404 not_found (not_found: Not found.); gave up after 4 tries');
     expect(sqlite.prepare('SELECT state, reason FROM interview_results WHERE application_id = ?').get(app.id)).toEqual({ state: 'unavailable', reason: 'application_deleted' });
+    // A final answer, not a dead letter for an operator.
+    expect(sqlite.prepare('SELECT state FROM jobs WHERE id = ?').pluck().get(job.id)).toBe('done');
   });
 
   it('a replay to a sink after a later event changed the result sends the next revision under a new id, never the new body under the old one', async () => {

@@ -75,7 +75,8 @@ describe('stdout sink whose reader goes away', () => {
     const url = `http://127.0.0.1:${port}`;
     const configFile = join(dir, 'stall.json');
     writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'console', type: 'stdout' }] }));
-    const child = serveWithStdoutSink({ secret, dbPath: join(dir, 'stall.db'), configFile, port }, { SHUTDOWN_GRACE_MS: '1000' });
+    // At the default log level: the receiver's own logs must not block on the stalled stdout either.
+    const child = serveWithStdoutSink({ secret, dbPath: join(dir, 'stall.db'), configFile, port }, { SHUTDOWN_GRACE_MS: '1000', LOG_LEVEL: 'info' });
     try {
       await waitForHttp(`${url}/healthz`);
       // The reader stops reading: the pipe (64 KB) fills with the first messages, the next write never completes.
@@ -93,6 +94,8 @@ describe('stdout sink whose reader goes away', () => {
       const exited = await Promise.race([child.exited, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);
       expect(exited, 'still running 10 s after SIGTERM').not.toBeNull();
       expect(Date.now() - started).toBeLessThan(10_000);
+      // With a stdout sink the logs are on stderr: stdout holds messages only.
+      expect(child.stderr.join('')).toMatch(/"msg":"receiver stopped"/);
     } finally {
       if (child.proc.exitCode === null && child.proc.signalCode === null) child.proc.kill('SIGKILL');
       child.proc.stdout!.resume();

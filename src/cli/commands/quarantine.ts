@@ -126,7 +126,7 @@ export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: Quaran
     if (!/^\d+$/.test(v)) throw new UsageError(`expected quarantine ids (integers), got ${JSON.stringify(v)}`);
     return Number(v);
   });
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     let q = database.db.selectFrom('quarantine').selectAll().orderBy('id');
     if (ids.length > 0) q = q.where('id', 'in', ids);

@@ -121,7 +121,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
   const targets = resolveTargetSinks(io, o.sink);
   const processing = o.processing ?? targets.length === 0;
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const { db } = database;
     const events = await selectEvents(db, o);

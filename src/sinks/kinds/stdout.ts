@@ -4,9 +4,8 @@ import { serializeMessage } from '../serializeMessage.js';
 import type { Sink, SinkKind, SinkMessage } from '../types.js';
 
 /**
- * NDJSON lines on standard output, for container logs and piping. The
- * receiver's own logs also go to stdout as JSON lines: tell them apart by
- * `event_type` (messages) versus `level`/`msg` (logs), or set LOG_LEVEL=silent.
+ * NDJSON lines on standard output, for container logs and piping. With this sink configured the
+ * receiver's own logs go to standard error (createApp), so stdout holds messages only.
  */
 export function createStdoutSink(stream: Writable, shutdown?: AbortSignal): Sink {
   // A reader that goes away (`serve | head -n 1`, a closed pipe) makes the stream emit 'error'
