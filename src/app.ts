@@ -329,13 +329,18 @@ export function createApp(deps: AppDeps) {
     return c.json({ error: 'internal_error', message: 'internal error' }, 500);
   };
   // With METRICS_PORT, /metrics is served on that port only: the webhook port is public.
+  /** An app that serves GET /metrics only, on a port of its own (`portVar` names it in the 404). */
+  const metricsOnlyApp = (route: (c: Context) => Promise<Response>, portVar: string): Hono => {
+    const h = new Hono();
+    h.get('/metrics', route);
+    h.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (${portVar} serves GET /metrics only)` }, 404));
+    h.onError(onError);
+    return h;
+  };
   let metricsApp: Hono | null = null;
   if (config.metricsPort === null) app.get('/metrics', metricsRoute);
   else {
-    metricsApp = new Hono();
-    metricsApp.get('/metrics', metricsRoute);
-    metricsApp.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (METRICS_PORT serves GET /metrics only)` }, 404));
-    metricsApp.onError(onError);
+    metricsApp = metricsOnlyApp(metricsRoute, 'METRICS_PORT');
   }
   app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError(onError);
@@ -402,14 +407,12 @@ export function createApp(deps: AppDeps) {
     });
   }
 
-  /**
-   * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
-   * touches the queue.
-   */
+  /** Where this process can be reached on its own host (a wildcard listen answers on 127.0.0.1). */
+  const reachableHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+
   /** /metrics on METRICS_PORT, when it is set (a no-op otherwise), for start(). */
-  async function startMetrics(): Promise<string | null> {
-    if (!metricsApp || config.metricsPort === null || metricsServer) return null;
-    return listenMetrics(metricsApp, config.metricsPort, 'METRICS_PORT');
+  async function startMetrics(): Promise<void> {
+    if (metricsApp && config.metricsPort !== null && !metricsServer) await listenMetrics(metricsApp, config.metricsPort, 'METRICS_PORT');
   }
 
   /**
@@ -419,11 +422,8 @@ export function createApp(deps: AppDeps) {
    * would count them twice in the runbook's sums.
    */
   async function startWorkMetrics(port: number): Promise<string> {
-    const workApp = new Hono();
-    workApp.get('/metrics', async (c) => c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }));
-    workApp.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (WORK_METRICS_PORT serves GET /metrics only)` }, 404));
-    workApp.onError(onError);
-    return listenMetrics(workApp, port, 'WORK_METRICS_PORT');
+    const ownCounters = async (c: Context) => c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
+    return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT'), port, 'WORK_METRICS_PORT');
   }
 
   async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
@@ -431,10 +431,13 @@ export function createApp(deps: AppDeps) {
     m.requestTimeout = config.requestTimeoutMs;
     m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     metricsServer = m;
-    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-    return `http://${host}:${(m.address() as AddressInfo).port}/metrics`;
+    return `http://${reachableHost}:${(m.address() as AddressInfo).port}/metrics`;
   }
 
+  /**
+   * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
+   * touches the queue.
+   */
   async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
     let s: Server;
     try {
@@ -463,14 +466,13 @@ export function createApp(deps: AppDeps) {
       await Promise.all([closeNow(s), m && closeNow(m)]);
       throw err;
     }
-    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
     const { port } = s.address() as AddressInfo;
     const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : port;
     logger.info(
       { port, host: config.host, ...(metricsServer ? { metricsPort } : {}), sources: config.sources.map((src) => src.name) },
       'receiver listening',
     );
-    return { port, url: `http://${host}:${port}`, metricsUrl: `http://${host}:${metricsPort}/metrics` };
+    return { port, url: `http://${reachableHost}:${port}`, metricsUrl: `http://${reachableHost}:${metricsPort}/metrics` };
   }
 
   /** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */

@@ -212,10 +212,10 @@ export interface OpenOptions {
 
 /**
  * One read-only connection, for the commands that only look (`status`, the `list` and `show`
- * commands): nothing is created, migrated or converted (a backup in rollback-journal mode stays
- * so). SQLite may still create the -wal and -shm files of a WAL database it reads, as any reader
- * does, so such a database in a folder this process cannot write is not readable either. `ingestSqlite` is the same connection; writes fail
- * with SQLITE_READONLY.
+ * commands, dry runs): nothing is created, migrated or converted (a backup in rollback-journal
+ * mode stays so). SQLite may still create the -wal and -shm files of a WAL database it reads, as
+ * any reader does, so such a database in a folder this process cannot write is not readable
+ * either. `ingestSqlite` is the same connection; writes fail with SQLITE_READONLY.
  */
 export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDatabase {
   const sqlite = new BetterSqlite3(path, { readonly: true, fileMustExist: true });

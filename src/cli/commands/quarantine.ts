@@ -134,6 +134,7 @@ export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: Quaran
     const missing = ids.filter((id) => !rows.some((r) => r.id === id));
     const write = createIngestWriter(database.sqlite);
     const leave = database.sqlite.prepare('DELETE FROM quarantine WHERE id = ?');
+    const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?');
     const results: { id: number; outcome: ReplayOutcome; event_id?: string; reason?: string }[] = [];
     for (const row of rows) {
       const parsed = parseEnvelope(Buffer.from(row.body));
@@ -144,8 +145,7 @@ export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: Quaran
       const item = { type: 'event' as const, source: row.source, deliveryId: row.delivery_id, receivedAt: row.received_at, envelope: parsed.envelope, text: parsed.text };
       let outcome: IngestOutcome = 'accepted';
       if (o.dryRun) {
-        const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?').get(parsed.envelope.id);
-        outcome = stored === undefined ? 'accepted' : 'duplicate';
+        outcome = stored.get(parsed.envelope.id) === undefined ? 'accepted' : 'duplicate';
       } else {
         // Stored (or found a duplicate / conflict) and out of quarantine together, or neither.
         outcome = database.sqlite.transaction(() => {
