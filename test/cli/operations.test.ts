@@ -79,6 +79,18 @@ afterAll(async () => {
   cleanup();
 });
 
+/** A database of the test's own (migrated by the CLI, no receiver on it), open for its writes meanwhile. */
+async function withOwnDatabase(name: string, body: (own: string, w: BetterSqlite3.Database) => Promise<void>): Promise<void> {
+  const own = join(dir, name);
+  expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
+  const w = new BetterSqlite3(own);
+  try {
+    await body(own, w);
+  } finally {
+    w.close();
+  }
+}
+
 describe('operations on a running receiver', () => {
   it('status --json matches the database; dry runs and quarantine reads change nothing', async () => {
     const jobsBefore = one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs').n;
@@ -170,10 +182,7 @@ describe('operations on a running receiver', () => {
   });
 
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
-    const own = join(dir, 'reads.db');
-    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
-    const w = new BetterSqlite3(own);
-    try {
+    await withOwnDatabase('reads.db', async (own, w) => {
       const job = w.prepare(
         `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, last_error)
          VALUES ('fetch_result', '{}', ?, 'default', 'pending', ?, ?, 25, ?, ?, ?)`,
@@ -201,16 +210,11 @@ describe('operations on a running receiver', () => {
       expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(
         /^results {8}ready 1, processing 0, unavailable 1, given up 1 {3}\(given up: `replay --application <id>` reads one again\)$/m,
       );
-    } finally {
-      w.close();
-    }
+    });
   });
 
   it('quarantine replay stores what this version parses (out of quarantine in the same transaction) and leaves what it still refuses', async () => {
-    const own = join(dir, 'quarantine-replay.db');
-    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
-    const w = new BetterSqlite3(own);
-    try {
+    await withOwnDatabase('quarantine-replay.db', async (own, w) => {
       const at = '2026-11-20T08:00:00.000Z';
       const q = w.prepare('INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES (?, ?, ?, ?, ?, ?)');
       // As an older version with stricter rules would have left them: two that parse now, one that never will.
@@ -252,16 +256,11 @@ describe('operations on a running receiver', () => {
       expect((await cli(['quarantine', 'show', String(bom)], env)).stdout).toContain('\\ufeff{"id":"x"}');
       const gone = await cli(['quarantine', 'replay', String(fid)], env);
       expect({ code: gone.code, stderr: gone.stderr }).toEqual({ code: 1, stderr: `error: no quarantined delivery with id ${fid}\n` });
-    } finally {
-      w.close();
-    }
+    });
   });
 
   it('conflicts list and show: where a body sent later under a stored id differs, and both bodies', async () => {
-    const own = join(dir, 'conflicts.db');
-    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
-    const w = new BetterSqlite3(own);
-    try {
+    await withOwnDatabase('conflicts.db', async (own, w) => {
       const first = { id: 'evt-c1', event_type: 'application.status_changed', payload: { application: { id: 'app-c', status: 'screened' }, tags: ['a'] } };
       const later = { id: 'evt-c1', event_type: 'application.status_changed', payload: { application: { id: 'app-c', status: 'hired' }, tags: ['a', 'b'], note: '\u001b[31m' } };
       w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-c1', 'application.status_changed', 'default', '2026-11-20T08:00:00.000Z', 'msg-1', ?)`).run(JSON.stringify(first));
@@ -279,17 +278,12 @@ describe('operations on a running receiver', () => {
       expect(plain.stdout).toContain('"note": "\\u001b[31m"');
       expect(plain.stdout).not.toContain('\u001b');
       expect(await cli(['conflicts', 'show', '99'], env)).toMatchObject({ code: 1, stderr: 'error: no conflict with id 99\n' });
-    } finally {
-      w.close();
-    }
+    });
   });
 
   it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
     // A database of its own, with no receiver running: stored events wait past the processing cursor.
-    const own = join(dir, 'waiting.db');
-    expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
-    const w = new BetterSqlite3(own);
-    try {
+    await withOwnDatabase('waiting.db', async (own, w) => {
       const insert = w.prepare(
         `INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`,
       );
@@ -308,9 +302,7 @@ describe('operations on a running receiver', () => {
       expect(plain.stdout).toMatch(/^nothing for evt-w2 application\.created; skipped: processing \(not processed yet: it will be\), sink archive \(not settled yet\)$/m);
       const status = await cli(['status'], { DATABASE_PATH: own });
       expect(status.stdout).toMatch(/^processing {5}2 events waiting, oldest stored \d+ \w+ ago$/m);
-    } finally {
-      w.close();
-    }
+    });
   });
 
   it('sinks list shows each failing sink\'s latest failure: what to act on', async () => {
