@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { sameJson } from '../util/json.js';
+import { sameJsonText } from '../util/json.js';
 import type { Envelope } from './parseEnvelope.js';
 
 export type IngestItem =
@@ -46,10 +46,20 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
     );
     if (changes === 1) return 'accepted';
     const stored = storedEnvelope.get(e.id) as string;
-    // The same envelope serialized otherwise (key order, spacing) is the same event, not a conflict.
-    if (stored === item.text || sameJson(JSON.parse(stored), JSON.parse(item.text))) return 'duplicate';
+    // The same envelope serialized otherwise (key order, spacing, escapes) is the same event, not
+    // a conflict. A comparison that fails in any way keeps the body as a conflict: this runs inside
+    // the batch's transaction, and an error here would fail every delivery of the batch with 503.
+    if (stored === item.text || sameBody(stored, item.text)) return 'duplicate';
     insertConflict.run(e.id, item.source, item.receivedAt, item.deliveryId, item.text);
     return 'conflict';
+  };
+
+  const sameBody = (stored: string, text: string): boolean => {
+    try {
+      return sameJsonText(stored, text);
+    } catch {
+      return false;
+    }
   };
 
   const batch = sqlite.transaction((items: IngestItem[]) => items.map(writeOne));

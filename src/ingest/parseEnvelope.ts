@@ -37,6 +37,12 @@ export function applicationIdOf(eventType: string, payload: Record<string, unkno
  * quarantine table, so it names the problem.
  */
 export function parseEnvelope(body: Buffer): EnvelopeParse {
+  if (body.length === 0) return { ok: false, reason: 'body is empty' };
+  // Kept in the text (ignoreBOM) so the stored body is the bytes as received, and named: JSON.parse
+  // refuses it, and "not valid JSON" would send an operator looking for a syntax error.
+  if (body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) {
+    return { ok: false, reason: 'body starts with a UTF-8 byte order mark (U+FEFF), which JSON sent over a network must not have (RFC 8259, 8.1)' };
+  }
   let text: string;
   try {
     text = utf8.decode(body);

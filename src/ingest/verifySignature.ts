@@ -72,7 +72,12 @@ export function createVerifier(sources: readonly SigningSource[], clock: Clock, 
     if (!TIMESTAMP.test(timestamp!)) {
       return fail(400, 'malformed_header', 'webhook-timestamp header must be a non-negative integer number of Unix seconds');
     }
-    const entries = signature!.split(' ').filter((e) => e.length > 0);
+    // Space-separated; a header sent on several lines reaches us joined with ", " (node:http and
+    // the Fetch API alike), which leaves a comma at the end of each line's last entry.
+    const entries = signature!
+      .split(' ')
+      .filter((e) => e.length > 0)
+      .map((e) => (/^v[0-9a-z]+,.+,$/.test(e) ? e.slice(0, -1) : e));
     if (!entries.some((e) => /^v[0-9a-z]+,/.test(e))) {
       return fail(400, 'malformed_header', 'webhook-signature header must be a space-separated list of "<version>,<signature>"');
     }

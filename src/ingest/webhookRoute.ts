@@ -56,10 +56,15 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     };
 
     // Node joins a repeated header's lines with ", ". Two webhook-id lines make an id no sender
-    // signed, which would only fail as a bad signature (401): said as what it is instead. Node's
-    // headersDistinct (every line, names lower-cased) is built on first use: only for such an id.
-    if (incoming && deliveryId?.includes(',') && (incoming.headersDistinct['webhook-id']?.length ?? 0) > 1) {
-      return reject(400, 'malformed_header', 'webhook-id header was sent more than once; a delivery has exactly one id');
+    // signed, which would only fail as a bad signature (401), and two timestamp lines one that is
+    // no number: each said as what it is instead. Node's headersDistinct (every line, names
+    // lower-cased) is built on first use: only for such a value.
+    if (incoming) {
+      for (const [name, what] of [['webhook-id', 'id'], ['webhook-timestamp', 'timestamp']] as const) {
+        if (header(name)?.includes(',') && (incoming.headersDistinct[name]?.length ?? 0) > 1) {
+          return reject(400, 'malformed_header', `${name} header was sent more than once; a delivery has exactly one ${what}`);
+        }
+      }
     }
 
     const checked = verifier.check({

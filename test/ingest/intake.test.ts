@@ -58,6 +58,9 @@ describe('POST /webhooks over real HTTP', () => {
 
     const twoLines = await send({ ...d.headers, 'webhook-signature': [wrong, d.headers['webhook-signature']!] }, body);
     expect(twoLines.status, twoLines.body).toBe(200);
+    // The valid one on the first line: joined as "v1,<valid>, v1,<wrong>", the comma is the join's.
+    const firstLine = await send({ ...d.headers, 'webhook-signature': [d.headers['webhook-signature']!, wrong] }, body);
+    expect(firstLine.status, firstLine.body).toBe(200);
     const padded = await send({ ...d.headers, 'webhook-id': `  ${d.headers['webhook-id']}  ` }, body);
     expect(padded.status, padded.body).toBe(200);
     expect(JSON.parse(padded.body)).toMatchObject({ outcome: 'duplicate' });
@@ -65,7 +68,7 @@ describe('POST /webhooks over real HTTP', () => {
     expect(onlyWrong.status).toBe(401);
     const twoTimestamps = await send({ ...d.headers, 'webhook-timestamp': [d.headers['webhook-timestamp']!, d.headers['webhook-timestamp']!] }, body);
     expect(twoTimestamps.status).toBe(400);
-    expect(JSON.parse(twoTimestamps.body)).toMatchObject({ error: 'malformed_header' });
+    expect(JSON.parse(twoTimestamps.body)).toMatchObject({ error: 'malformed_header', message: 'webhook-timestamp header was sent more than once; a delivery has exactly one timestamp' });
     // Two ids (even two copies of the signed one): refused as malformed, not as a bad signature.
     const { 'webhook-id': signedId, ...others } = d.headers;
     for (const ids of [[signedId!, signedId!], ['msg_other', signedId!]]) {
@@ -127,6 +130,19 @@ describe('POST /webhooks over real HTTP', () => {
     expect(one('SELECT COUNT(*) FROM event_conflicts WHERE event_id = ?', env.id)).toBe(0);
   });
 
+  it('a redelivery of a deeply nested event, serialized otherwise, is a duplicate, and the deliveries committed with it are not touched', async () => {
+    // JSON.parse takes 20,000 levels; a recursive comparison overflowed the stack inside the
+    // batch's transaction, which failed every delivery of the batch with 503 and /readyz with it.
+    const deep = `{"id":"evt_${randomUUID()}","event_type":"application.created","payload":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    expect((await post(signDelivery(secret, deep))).status).toBe(200);
+    const other = envelope();
+    const [again, mate] = await Promise.all([post(signDelivery(secret, `${deep}\n`)), post(signDelivery(secret, JSON.stringify(other)))]);
+    expect([again.status, mate.status]).toEqual([200, 200]);
+    expect(await again.json()).toMatchObject({ outcome: 'duplicate' });
+    expect(await mate.json()).toMatchObject({ outcome: 'accepted' });
+    expect((await fetch(`${r.url}/readyz`)).status).toBe(200);
+  });
+
   it('same id with a different body keeps the original and records the conflict', async () => {
     const env = envelope();
     await post(signDelivery(secret, JSON.stringify(env)));
@@ -138,6 +154,15 @@ describe('POST /webhooks over real HTTP', () => {
     expect(one('SELECT envelope FROM event_conflicts WHERE event_id = ?', env.id)).toBe(changed);
     expect(r.logs.lines.some((l) => l.outcome === 'conflict' && l.event_id === env.id)).toBe(true);
     expect(await (await fetch(`${r.url}/metrics`)).text()).toMatch(/receiver_event_conflicts_total 1/);
+  });
+
+  it('numbers are compared as written: bodies differing only past 2^53 are a conflict, not a duplicate', async () => {
+    const env = envelope();
+    const body = (n: string) => JSON.stringify({ ...env, payload: { ...(env.payload as object), seq: 0 } }).replace('"seq":0', `"seq":${n}`);
+    expect(await (await post(signDelivery(secret, body('9007199254740993')))).json()).toMatchObject({ outcome: 'accepted' });
+    const later = body('9007199254740992');
+    expect(await (await post(signDelivery(secret, later))).json()).toMatchObject({ outcome: 'conflict' });
+    expect(one('SELECT envelope FROM event_conflicts WHERE event_id = ?', env.id)).toBe(later);
   });
 
   it('stores and acknowledges an unknown event type', async () => {
@@ -154,6 +179,12 @@ describe('POST /webhooks over real HTTP', () => {
     ['JSON without an id', Buffer.from('{"event_type":"application.created"}'), 'envelope has no "id" string'],
     ['a JSON array', Buffer.from('[1,2]'), 'body is not a JSON object'],
     ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), 'body is not valid UTF-8'],
+    ['empty', Buffer.alloc(0), 'body is empty'],
+    [
+      'JSON after a byte order mark',
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"id":"evt_bom","event_type":"application.created"}')]),
+      'body starts with a UTF-8 byte order mark (U+FEFF), which JSON sent over a network must not have (RFC 8259, 8.1)',
+    ],
   ])('quarantines a signed body that is %s, whole, and answers 2xx', async (_label, body, reason) => {
     const msgId = `msg_${randomUUID()}`;
     const ts = Math.floor(Date.now() / 1000);
