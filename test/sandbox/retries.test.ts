@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
 import type { SandboxOptions } from '../../src/sandbox/createSandbox.js';
 import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+import { collectGarbage } from '../helpers/gc.js';
 
 const MIN = 60_000;
 
@@ -111,5 +112,21 @@ describe('delivery retries (spec 6.3, 8)', () => {
     await run.sandbox.control.idle();
     const errors = run.sandbox.control.deliveries().map((d) => [d.error, d.response_code, d.status]).sort();
     expect(errors).toEqual([['network_error', null, 'failed'], ['timeout', null, 'failed']]);
+  });
+
+  it('6.3, 8: the attempt timeout holds through a garbage collection: a receiver that never answers is timed out, not waited for', async () => {
+    // AbortSignal.any over AbortSignal.timeout loses the timeout at the first collection on Node 20
+    // (nodejs/node#57736): the attempt then stayed open, and the endpoint's later events behind it.
+    const { run, receiver } = await setup({ attemptTimeoutMs: 400 }, () => undefined /* never answers */);
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    for (let i = 0; i < 500 && receiver.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(receiver.requests).toHaveLength(1);
+    collectGarbage();
+    const settled = await Promise.race([
+      run.sandbox.control.idle().then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still waiting after 5 s'), 5000).unref()),
+    ]);
+    expect(settled).toBe('settled');
+    expect(run.sandbox.control.deliveries().map((d) => [d.error, d.response_code, d.status])).toEqual([['timeout', null, 'failed']]);
   });
 });

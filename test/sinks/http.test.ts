@@ -8,6 +8,7 @@ import { httpTarget } from '../../src/sinks/kinds/http.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
+import { collectGarbage } from '../helpers/gc.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 import { startServer } from '../hiring/testServer.js';
 import { startConsumer, startHarness, type Consumer, type Harness } from './helpers.js';
@@ -105,6 +106,24 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     h.clock.advance(1000);
     await h.settle();
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
+  });
+
+  it('the timeout holds through a garbage collection: a consumer that never answers is timed out, not waited for until the shutdown', async () => {
+    // AbortSignal.any over AbortSignal.timeout loses the timeout at the first collection on Node 20
+    // (nodejs/node#57736): the delivery then stayed in flight, holding one of the sink's slots.
+    const { h, consumer } = await setup({ timeout_ms: 400 });
+    consumer.reply(() => ({ status: 200, hangMs: 20_000 }));
+    await h.post(envelope());
+    const settling = h.settle();
+    for (let i = 0; i < 500 && consumer.received.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(consumer.received).toHaveLength(1);
+    collectGarbage();
+    const outcome = await Promise.race([
+      settling.then(() => 'settled'),
+      new Promise((r) => setTimeout(() => r('still waiting after 5 s'), 5000).unref()),
+    ]);
+    expect(outcome).toBe('settled');
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'retrying', last_status_code: null, last_error: 'no response within 400 ms' });
   });
 
   it('a 3xx is a failure and the redirect is not followed', async () => {

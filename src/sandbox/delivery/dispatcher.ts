@@ -102,7 +102,15 @@ export class Dispatcher {
     const timestamp = new Date(attemptedAt + this.deps.chaos().timestampOffsetMs);
     // Signed by the standardwebhooks package, never by our own code (issue 3).
     const signature = new Webhook(endpoint.secret).sign(message.messageId, timestamp, message.body);
-    const signal = AbortSignal.any([AbortSignal.timeout(this.deps.attemptTimeoutMs), this.abort.signal]);
+    // Not AbortSignal.any over AbortSignal.timeout: on Node 20 the combined signal holds its
+    // sources weakly, a garbage collection loses the timeout (nodejs/node#57736), and a receiver
+    // that never answers would hold this endpoint's deliveries for ever. The timer is ours here.
+    const attempt = new AbortController();
+    const timer = setTimeout(() => attempt.abort(new DOMException('attempt timed out', 'TimeoutError')), this.deps.attemptTimeoutMs);
+    const onStop = () => attempt.abort(this.abort.signal.reason);
+    if (this.abort.signal.aborted) onStop();
+    else this.abort.signal.addEventListener('abort', onStop, { once: true });
+    const signal = attempt.signal;
     try {
       const res = await this.deps.fetch(endpoint.url, {
         method: 'POST',
@@ -123,6 +131,9 @@ export class Dispatcher {
     } catch (err) {
       const timedOut = (err as Error).name === 'TimeoutError';
       return { responseCode: null, error: timedOut ? 'timeout' : 'network_error' };
+    } finally {
+      clearTimeout(timer);
+      this.abort.signal.removeEventListener('abort', onStop);
     }
   }
 }

@@ -16,6 +16,7 @@ export interface HttpSinkOptions {
   timeoutMs: number;
 }
 
+import { deadlineSignal } from '../../util/deadlineSignal.js';
 import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
 
 /** Only the status of a sink's answer matters: its body is drained in the background up to this (the connection is kept), past it the connection is dropped. */
@@ -42,13 +43,16 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
         'webhook-signature': signer.sign(ctx.messageId, new Date(now), body),
       };
       let res: HttpResponse;
+      // Not AbortSignal.any over AbortSignal.timeout: on Node 20 a garbage collection loses that
+      // timeout, and a consumer that never answers would hold this delivery until the shutdown.
+      const deadline = deadlineSignal(options.timeoutMs, deps.shutdown);
       try {
         // A redirect is a failure (the consumer must configure its final URL), never followed with our signature.
         res = await deps.http.request(options.url, {
           method: 'POST',
           headers,
           body,
-          signal: deps.shutdown ? AbortSignal.any([AbortSignal.timeout(options.timeoutMs), deps.shutdown]) : AbortSignal.timeout(options.timeoutMs),
+          signal: deadline.signal,
           maxBodyBytes: ANSWER_BODY_LIMIT,
           // Settled on the status: a consumer that accepted the message and then cut or botched its body has it.
           readBody: false,
@@ -58,6 +62,8 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
         if (deps.shutdown?.aborted) throw new RetryableError('interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)');
         if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RetryableError(`no response within ${options.timeoutMs} ms`);
         throw new RetryableError(`request failed (${e.code ?? e.cause?.code ?? e.message})`);
+      } finally {
+        deadline.dispose();
       }
       const status = res.status;
       if (status >= 200 && status < 300) return { statusCode: status };
