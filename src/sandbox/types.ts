@@ -86,6 +86,11 @@ export type InterviewOutcome = 'completed' | 'unreachable' | 'failed' | 'opted_o
 export interface InterviewCall {
   status: InterviewOutcome;
   detail: Record<string, unknown>;
+  /**
+   * When a finished call's scores become readable (resultDelayMs after its completion, as the
+   * v2 read's result): until then the v1 read shows the call still being evaluated.
+   */
+  readyAt?: number;
 }
 
 export interface ApplicationRecord {

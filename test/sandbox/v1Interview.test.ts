@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/sandbox/clock.js';
 import { GLOBEX_KEY, startSandbox, type Running } from './helpers.js';
 
 /** Decimal string with at most `int` integer digits and exactly `frac` decimals (spec 2.3). */
@@ -87,5 +88,25 @@ describe('v1 interview read (spec 2.3, 4.1)', () => {
     const { application } = run.sandbox.control.runScenario('opted_out');
     const res = await read(application.id);
     expect(res.body).toMatchObject({ status: 'opted_out', pipeline_phase: 'opted_out', output: null, last_activity_note: expect.stringContaining('opted out') });
+  });
+
+  it('resultDelayMs: a finished call reads as still being evaluated (status processing, phase evaluating, no output) until its scores are ready, legacy or not', async () => {
+    const clock = createManualClock(Date.parse('2026-03-01T09:00:00Z'));
+    const slow = await startSandbox({ clock, resultDelayMs: 60_000 });
+    try {
+      for (const name of ['legacy', 'ineligible'] as const) {
+        const { application } = slow.sandbox.control.runScenario(name);
+        const early = await slow.api(`/api/v1/applications/${application.id}/interview`);
+        expect(early.status).toBe(200);
+        expect(early.body).toMatchObject({ status: 'processing', pipeline_phase: 'evaluating', output: null, job_application_id: application.id });
+        clock.advance(60_000);
+        const ready = await slow.api(`/api/v1/applications/${application.id}/interview`);
+        expect(ready.body.status).toBe('completed');
+        expect(ready.body.pipeline_phase).toBe(name === 'ineligible' ? 'knocked_out' : 'completed');
+        expect(ready.body.output).not.toBeNull();
+      }
+    } finally {
+      await slow.sandbox.stop();
+    }
   });
 });

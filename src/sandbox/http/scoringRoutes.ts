@@ -36,7 +36,13 @@ export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
       const application = ctx.store.application(c.get('organizationId'), id);
       // Assumption: before any interview call exists, v1 answers 404 (it has no readiness envelope).
       if (application.interviewCall === null) throw notFound('No interview for this application yet.');
-      return c.json(application.interviewCall.detail);
+      const call = application.interviewCall;
+      // Finished but not scored yet (resultDelayMs): the record as it is while the call is being
+      // evaluated (spec 3.1, 3.2: status processing, phase evaluating, no output yet).
+      if (call.readyAt !== undefined && call.readyAt > ctx.clock.now()) {
+        return c.json({ ...call.detail, status: 'processing', pipeline_phase: 'evaluating', output: null });
+      }
+      return c.json(call.detail);
     }),
   );
   app.all('/:id/interview', methodNotAllowed);

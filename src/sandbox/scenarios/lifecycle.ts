@@ -117,16 +117,19 @@ export class Lifecycle {
     else if (app.interviewCall?.status === 'opted_out') throw ApiError.of(409, 'conflict', `The interview call of application ${app.id} ended: the candidate opted out.`);
     const now = this.deps.clock.now();
     const result = buildInterviewResult(job, app.id, input, now, this.deps.random);
+    // One ready time for both reads: the v1 record is evaluated as long as the v2 read says processing.
+    const readyAt = this.readyAt();
     app.interviewCall = {
       status: result.status,
       detail: buildV1InterviewDetail({ job, application: app, status: result.status, result, completedAt: now, lastActivityNote: null, random: this.deps.random }),
+      readyAt,
     };
     const interview = { id: result.id, completed_at: result.completed_at };
     if (job.engine === 'legacy') {
       // Body of interview_v2.completed is "not shown" (6.4): the sandbox's choice, see docs/sandbox.md.
       this.emit(app.organizationId, 'interview_v2.completed', { ...applicationPayload(app, job), interview: { ...interview, status: result.status, overall_score: result.overall_score } });
     } else {
-      app.scoring.interview = { kind: 'ready', readyAt: this.readyAt(), result };
+      app.scoring.interview = { kind: 'ready', readyAt, result };
       this.emit(app.organizationId, 'interview.completed', { ...applicationPayload(app, job), interview: { ...interview, result: interviewEventResult(result) } });
     }
     return result;
