@@ -21,12 +21,15 @@ interface SortableEvent {
  * as +02:00 becomes Z, so stored times compare as text), or when it arrived if created_at is
  * missing or not a date (such an event must not sort as 1970).
  */
-const timeOf = (e: SortableEvent): string => {
+const timeOf = (e: SortableEvent): string => isoUtc(e.created_at) ?? e.received_at;
+
+/** A date-time the service sent, as ISO 8601 UTC (`+02:00` becomes `Z`); null if it is not one. */
+function isoUtc(value: string | null): string | null {
   // A date-time without an offset is UTC here (JavaScript would read it as local time).
-  const text = e.created_at !== null && /T\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(e.created_at) ? `${e.created_at}Z` : e.created_at;
+  const text = value !== null && /T\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
   const t = text === null ? Number.NaN : Date.parse(text);
-  return Number.isFinite(t) ? new Date(t).toISOString() : e.received_at;
-};
+  return Number.isFinite(t) ? new Date(t).toISOString() : null;
+}
 const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);
 const fromStatus = (e: SortableEvent) => str(e.payload?.previous_status);
 
@@ -139,7 +142,8 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     // The deleted event's payload IS the application snapshot (spec 6.4).
     const app = deleted ? payload : obj(payload?.application);
     if (has(app, 'external_id')) f.external_id = str(app.external_id);
-    if (has(app, 'created_at')) f.created_at = str(app.created_at) ?? f.created_at;
+    // Normalized like every time the receiver writes (the envelope keeps the value as sent).
+    if (has(app, 'created_at')) f.created_at = isoUtc(str(app.created_at)) ?? f.created_at;
     // Status comes from the events about status; other events' application block is a snapshot that may lag.
     if (STATUS_EVENTS.has(e.event_type) && has(app, 'status') && str(app.status)) {
       f.status = str(app.status);

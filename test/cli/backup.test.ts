@@ -182,6 +182,11 @@ describe('backup', () => {
     const noFolder = await cli(['backup', join(dir, 'no', 'such', 'x.db'), '--database', dbPath]);
     expect(noFolder.code).toBe(1);
     expect(noFolder.stderr).toBe(`error: no folder ${join(dir, 'no', 'such')} for the backup: create it first\n`);
+    // A destination ending in / names a folder: made when missing (0700), as on a new volume.
+    const made = await cli(['backup', `${join(dir, 'new', 'backups')}/`, '--database', dbPath, '--json']);
+    expect(made.code, made.stderr).toBe(0);
+    expect((JSON.parse(made.stdout) as { backup: string }).backup.startsWith(join(dir, 'new', 'backups', 'receiver-'))).toBe(true);
+    expect(statSync(join(dir, 'new', 'backups')).mode & 0o777).toBe(0o700);
     // A -wal left beside the destination by another database would be applied to the copy.
     writeFileSync(join(dir, 'crashed.db-wal'), 'leftover');
     const leftover = await cli(['backup', join(dir, 'crashed.db'), '--database', dbPath, '--force']);

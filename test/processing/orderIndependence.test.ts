@@ -129,6 +129,8 @@ describe('created_at as senders write it', () => {
         // No offset: UTC (JavaScript alone would read it in the machine's local time).
         { id: 'c2b', created_at: '2026-11-01T09:02:00', event_type: 'application.status_changed', payload: { application: application('interviewed'), candidate: cand, job: JOB, previous_status: 'screened' } },
         { id: 'c3', created_at: 'yesterday', event_type: 'application.status_changed', payload: { application: application('rejected'), candidate: cand, job: JOB, previous_status: 'interviewed' } },
+        // The application's own created_at with an offset, in the latest snapshot (of a type unknown to us; after c3, which sorts at its arrival, at(10)): stored as UTC too (10:00 at +01:00 is 09:00Z, at(0)).
+        { id: 'c4', created_at: at(30), event_type: 'application.tagged', payload: { application: { ...application('rejected'), created_at: '2026-11-01T10:00:00+01:00' }, candidate: cand, job: JOB } },
       ];
       for (const e of events) {
         const d = signDelivery(secret, JSON.stringify({ ...e, webhook_id: 'wh_1' }), { timestampSeconds: Math.floor(clock.now() / 1000) });
@@ -137,7 +139,7 @@ describe('created_at as senders write it', () => {
       await r.app.worker.runUntilIdle();
       const db = r.app.database.ingestSqlite;
       const received = db.prepare("SELECT received_at FROM events WHERE id = 'c3'").pluck().get();
-      expect(db.prepare('SELECT status, status_changed_at FROM applications').get()).toEqual({ status: 'rejected', status_changed_at: received });
+      expect(db.prepare('SELECT status, status_changed_at, created_at FROM applications').get()).toEqual({ status: 'rejected', status_changed_at: received, created_at: at(0) });
       expect(db.prepare('SELECT event_id, changed_at FROM application_status_history ORDER BY changed_at').all()).toEqual([
         { event_id: 'c2', changed_at: at(1) },
         { event_id: 'c2b', changed_at: at(2) },

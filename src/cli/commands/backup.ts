@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
@@ -59,6 +59,15 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   if (destination.endsWith('/')) {
     const folder = destination.replace(/\/+$/, '') || '/';
     if (existsSync(folder) && !isDir(folder)) throw new CliError(`${folder} is not a folder`);
+    // A path ending in / names a folder: made if missing (as `mkdir -p`, 0700: backups hold
+    // candidate data), so `backup /data/backups/` works on a new volume as the runbook shows it.
+    if (!existsSync(folder)) {
+      try {
+        mkdirSync(folder, { recursive: true, mode: 0o700 });
+      } catch (err) {
+        throw new CliError(`cannot create the folder ${folder} for the backup: ${(err as Error).message}`);
+      }
+    }
   }
   if (destination.endsWith('/') || isDir(destination)) target = join(destination, backupName(new Date()));
   else if (isDir(dirname(resolve(target))) === false && existsSync(dirname(resolve(target)))) throw new CliError(`${dirname(resolve(target))} is not a folder`);
