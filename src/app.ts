@@ -27,7 +27,8 @@ import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
 import { JobKind } from './queue/jobKinds.js';
 import { Worker, type WorkerOptions } from './queue/Worker.js';
-import { createMetrics } from './observability/metrics.js';
+import { createMetrics, WORK_METRICS } from './observability/metrics.js';
+import { Registry } from 'prom-client';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 
@@ -422,7 +423,13 @@ export function createApp(deps: AppDeps) {
    * would count them twice in the runbook's sums.
    */
   async function startWorkMetrics(port: number): Promise<string> {
-    const ownCounters = async (c: Context) => c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
+    // Only what a `work` process counts, and Node's process and event-loop series: the ingest
+    // series and the database's gauges would sit at 0 here, and read wrong in any min() or avg().
+    const own = new Registry();
+    for (const { name } of metrics.registry.getMetricsAsArray()) {
+      if (!name.startsWith('receiver_') || WORK_METRICS.has(name)) own.registerMetric(metrics.registry.getSingleMetric(name)!);
+    }
+    const ownCounters = async (c: Context) => c.text(await own.metrics(), 200, { 'Content-Type': own.contentType });
     return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT'), port, 'WORK_METRICS_PORT');
   }
 

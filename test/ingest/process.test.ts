@@ -289,6 +289,12 @@ describe('ingest and workers in separate processes', () => {
     expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
     // Not the database's gauges: serve reports those, and scraping both must not count them twice.
     expect(workText).not.toMatch(/^receiver_jobs\{/m);
+    // Nor the ingest series or any other gauge of serve's, which would sit at 0 here.
+    for (const name of ['receiver_events_unprocessed', 'receiver_quarantined', 'receiver_sqlite_wal_bytes', 'receiver_deliveries_received_total', 'receiver_group_commit_batch_size']) {
+      expect(workText).not.toContain(name);
+    }
+    // Its own process's series are there.
+    expect(workText).toMatch(/^nodejs_eventloop_lag_seconds /m);
     // The serve process did none of that work, and says so.
     const serveText = await (await fetch(`http://127.0.0.1:${serveMetrics}/metrics`)).text();
     expect(serveText).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
