@@ -317,7 +317,7 @@ interface CatchUp {
  * Group-commit transactions, their mean size and their mean duration (fsync included; NaN for a
  * baseline build without `receiver_group_commit_duration_seconds`), from the receiver's own /metrics.
  */
-async function groupCommitStats(url: string): Promise<{ commits: number; meanBatch: number; meanCommitMs: number }> {
+async function groupCommitStats(url: string): Promise<{ commits: number; meanBatch: number; meanCommitMs: number; lockWaits: number; meanLockWaitMs: number }> {
   try {
     const text = await (await fetch(`${url}/metrics`)).text();
     const get = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
@@ -326,9 +326,13 @@ async function groupCommitStats(url: string): Promise<{ commits: number; meanBat
       commits,
       meanBatch: Math.round((get('receiver_group_commit_batch_size_sum') / commits) * 10) / 10,
       meanCommitMs: Math.round((get('receiver_group_commit_duration_seconds_sum') / get('receiver_group_commit_duration_seconds_count')) * 1e5) / 100,
+      // Transactions that found the write lock held by another connection (a `work` process), and
+      // their mean wait from the first refusal to the commit (NaN for a build without the metric).
+      lockWaits: get('receiver_ingest_lock_wait_seconds_count'),
+      meanLockWaitMs: Math.round((get('receiver_ingest_lock_wait_seconds_sum') / get('receiver_ingest_lock_wait_seconds_count')) * 1e5) / 100,
     };
   } catch {
-    return { commits: NaN, meanBatch: NaN, meanCommitMs: NaN };
+    return { commits: NaN, meanBatch: NaN, meanCommitMs: NaN, lockWaits: NaN, meanLockWaitMs: NaN };
   }
 }
 
@@ -507,6 +511,8 @@ async function fixedRates(): Promise<RateRow[]> {
         rowCheck: f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked ? 'ok' : 'FAILED',
         meanBatch: f.meanBatch,
         meanCommitMs: f.meanCommitMs,
+        lockWaits: f.lockWaits,
+        meanLockWaitMs: f.meanLockWaitMs,
         catchUp,
         cpu,
       });

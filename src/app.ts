@@ -166,6 +166,7 @@ export function createApp(deps: AppDeps) {
         logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
       }
     },
+    onLockWaited: (waitedMs) => metrics.ingestLockWait.observe(waitedMs / 1000),
     onBatchError: (err) => logger.error({ err: (err as Error).message }, 'bookkeeping after an ingest commit failed (its deliveries were answered)'),
   });
 

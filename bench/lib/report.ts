@@ -58,6 +58,9 @@ export interface RateRow {
   rowCheck: 'ok' | 'FAILED';
   meanBatch: number;
   meanCommitMs: number;
+  /** ingest transactions that found the write lock held by another connection, and their mean wait to the commit (ms); NaN for a build without the metric */
+  lockWaits?: number;
+  meanLockWaitMs?: number;
   /** Processing when the load stopped: events not folded, jobs not finished, seconds to clear both (null: not within the bound). Null without workers. */
   catchUp: { unfolded: number; openJobs: number; seconds: number | null } | null;
   /** CPU during the measured period (null where /proc is missing): see bench/lib/cpu.ts */
@@ -78,6 +81,12 @@ export interface Results {
 export const TARGETS = { ratio: 0.3, p99AtRateMs: 10, p99Rate: 2500, peakRssMB: 128, fanOutP50Ms: 50, replayPerS: 5000 };
 
 const fmt = (n: number | undefined, d = 0) => (n === undefined ? '' : n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+
+/** "n, mean ms": ingest transactions that waited for another connection's write lock; '?' for a build without the metric. */
+function lockWaitCell(f: RateRow): string {
+  if (f.lockWaits === undefined || Number.isNaN(f.lockWaits)) return '?';
+  return f.lockWaits === 0 ? '0' : `${fmt(f.lockWaits)}, ${fmt(f.meanLockWaitMs, 2)}`;
+}
 
 /** "main / other threads / generator, idle": percents of one core, then of the machine; µs of server CPU per request. */
 function cpuCell(c: CpuShare | null | undefined): string {
@@ -172,9 +181,10 @@ export function renderMarkdown(r: Results): string {
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'lock waits: n, mean ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
       r.fixedRate.map((f) => [
         fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), rssCell(f), cpuCell(f.cpu), fmt(f.meanBatch, 1), fmt(f.meanCommitMs, 2),
+        lockWaitCell(f),
         f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
         f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',

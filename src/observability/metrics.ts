@@ -41,6 +41,12 @@ export function createMetrics() {
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers: [registry],
     }),
+    ingestLockWait: new Histogram({
+      name: 'receiver_ingest_lock_wait_seconds',
+      help: 'Ingest transactions that found the write lock held by another connection (a `work` process, the CLI): time from the first refusal to the commit',
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers: [registry],
+    }),
     eventConflicts: new Counter({
       name: 'receiver_event_conflicts_total',
       help: 'Deliveries reusing a stored event id with a different body (the first body is kept)',

@@ -222,5 +222,9 @@ describe('the ingest committer writes the signal', () => {
     }
     expect((await answer).status).toBe(200);
     expect(work.isWaiting(Date.now())).toBe(false);
+    // And the operator sees the wait: one ingest transaction that waited for another connection's lock.
+    const text = await (await fetch(`${r.url}/metrics`)).text();
+    expect(text).toMatch(/^receiver_ingest_lock_wait_seconds_count 1$/m);
+    expect(Number(/^receiver_ingest_lock_wait_seconds_sum (\S+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
   });
 });
