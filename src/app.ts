@@ -202,6 +202,7 @@ export function createApp(deps: AppDeps) {
     shutdown: processingShutdown.signal,
     onSettled: fanOut.onSettled,
     onApiCall: (resource, outcome) => metrics.apiCalls.inc({ resource, outcome }),
+    logger,
     ...DEFAULT_PROCESSING,
     giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,

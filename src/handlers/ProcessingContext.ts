@@ -5,6 +5,7 @@ import type { Database } from '../db/schema.js';
 import { preparedDeliveryWritesOn, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import type { HiringClient } from '../hiring/HiringClient.js';
 import type { Clock } from '../util/clock.js';
+import type { Logger } from '../observability/logger.js';
 export { resultDigest } from '../util/resultDigest.js';
 
 export interface ProcessingContext {
@@ -31,6 +32,8 @@ export interface ProcessingContext {
   onApiCall?: (resource: string, outcome: string) => void;
   /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */
   notFoundAttempts: number;
+  /** For what an operator must hear about and no record says (a result event naming no application). */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 export const DEFAULT_PROCESSING = {

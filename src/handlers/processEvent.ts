@@ -123,6 +123,11 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     q.run(REQUEUE_DELETED_404S, { application_id: event.application_id, now: nowIso });
   }
   const resource = RESOURCE_OF_EVENT[event.event_type];
+  if (resource && !event.application_id) {
+    // No application to read the result of: the message goes out without it, which nothing else
+    // would tell (the envelope is kept in events as sent).
+    ctx.logger?.warn({ event_id: eventId, event_type: event.event_type, resource }, 'result event names no application: its message is sent without the result');
+  }
   if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
 
   const nowIso = new Date(now).toISOString();

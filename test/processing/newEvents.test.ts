@@ -80,6 +80,20 @@ describe('new events are folded from the processing cursor, with no job per even
     }
   });
 
+  it('a result event that names no application settles without a result, and says so in the log', async () => {
+    const orphan = { id: 'evt_orphan', webhook_id: 'wh_1', created_at: at(1), event_type: 'interview.completed', payload: { interview: { id: 'int-1' } } };
+    const { r, q } = await receiverWith([orphan]);
+    try {
+      await r.app.worker.runUntilIdle();
+      expect(q("SELECT event_id FROM event_processing WHERE event_id = 'evt_orphan'")).toHaveLength(1);
+      expect(r.logs.lines.filter((l) => l.event_id === 'evt_orphan' && l.level === 40)).toEqual([
+        expect.objectContaining({ event_type: 'interview.completed', resource: 'interview', msg: 'result event names no application: its message is sent without the result' }),
+      ]);
+    } finally {
+      await r.close();
+    }
+  });
+
   it('hands a fold that fails to the queue as a process_event job, backed off, and moves on; the job folds it later', async () => {
     const { r, clock, post, q } = await receiverWith([]);
     try {
