@@ -77,6 +77,7 @@ export class GroupCommitter<T, R> {
       clearTimeout(this.retryTimer);
       this.retryTimer = null;
     }
+    this.busyStreak = 0;
     const waiting = this.queue;
     this.queue = [];
     for (const p of waiting) p.reject(new StorageUnavailableError(reason));
@@ -129,6 +130,8 @@ export class GroupCommitter<T, R> {
     this.opts.onError?.(err, batch.length);
     if (!this.opts.isBusy(err)) {
       // Disk full, I/O error, ...: nothing was committed (the transaction rolled back). Fail fast.
+      // Whatever lock wait came before ended with this batch: the next one starts afresh.
+      this.busyStreak = 0;
       const reason = (err as { code?: string }).code ?? (err as Error).message;
       batch.forEach((p) => p.reject(new StorageUnavailableError(reason)));
       if (this.queue.length > 0) this.schedule();

@@ -23,11 +23,20 @@ interface SortableEvent {
  */
 const timeOf = (e: SortableEvent): string => isoUtc(e.created_at) ?? e.received_at;
 
-/** A date-time the service sent, as ISO 8601 UTC (`+02:00` becomes `Z`); null if it is not one. */
+/** RFC 3339 / ISO 8601 shapes only: `Date.parse` alone takes "1" or "Nov 1, 2026", some in local time. */
+const DATE_TIME = /^(\d{4}-\d\d-\d\d)(?:[Tt ](\d\d:\d\d(?::\d\d(?:\.\d+)?)?)([Zz]|[+-]\d\d:?\d\d)?)?$/;
+
+/**
+ * A date-time the service sent, as ISO 8601 UTC (`+02:00` becomes `Z`); null if it is not one.
+ * Without an offset it is UTC here, whatever the machine's time zone (JavaScript would read a
+ * date-time without one as local time).
+ */
 function isoUtc(value: string | null): string | null {
-  // A date-time without an offset is UTC here (JavaScript would read it as local time).
-  const text = value !== null && /T\d\d:\d\d(:\d\d(\.\d+)?)?$/.test(value) ? `${value}Z` : value;
-  const t = text === null ? Number.NaN : Date.parse(text);
+  const m = value === null ? null : DATE_TIME.exec(value.trim());
+  if (!m) return null;
+  const [, date, time, offset] = m;
+  const zone = offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset.toUpperCase();
+  const t = Date.parse(time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${zone}`);
   return Number.isFinite(t) ? new Date(t).toISOString() : null;
 }
 const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);

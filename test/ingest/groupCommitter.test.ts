@@ -60,25 +60,40 @@ describe('GroupCommitter', () => {
       expect(waited).toHaveLength(1);
     });
 
-    it('a holder that keeps it past the deadline: the delivery fails uncommitted, and no wait is reported', async () => {
+    it('a wait that ends without a commit (every item timed out, or a storage error) is not carried into the next batch', async () => {
+      const timers = vi.spyOn(globalThis, 'setTimeout');
       const clock = new ManualClock(0);
-      let tries = 0;
+      const plan: ('busy' | 'full' | 'ok')[] = [];
       const waited: number[] = [];
       const g = new GroupCommitter<string, string>({
-        write: () => {
-          tries++;
-          throw busy();
+        write: (items) => {
+          const step = plan.shift() ?? 'ok';
+          if (step === 'busy') throw busy();
+          if (step === 'full') throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+          return items.map((i) => `stored ${i}`);
         },
         isBusy,
         clock,
         timeoutMs: 1000,
         onLockWaited: (ms) => waited.push(ms),
       });
-      const answer = g.submit('a');
-      for (let i = 0; i < 1000 && tries < 2; i++) await new Promise<void>((r) => setImmediate(r));
+      // 1. Busy until the deadline: the delivery fails uncommitted.
+      plan.push('busy', 'busy', 'busy');
+      const first = g.submit('a');
+      for (let i = 0; i < 10_000 && timers.mock.calls.length < 2; i++) await new Promise<void>((r) => setImmediate(r));
       clock.advance(1001);
-      await expect(answer).rejects.toThrow(StorageUnavailableError);
+      await expect(first).rejects.toThrow(StorageUnavailableError);
+      // 2. Busy once, then a storage error: 503, and the wait ends there.
+      plan.length = 0;
+      plan.push('busy', 'full');
+      await expect(g.submit('b')).rejects.toThrow(StorageUnavailableError);
+      // 3. A clean commit: no lock wait reported for it.
+      await expect(g.submit('c')).resolves.toBe('stored c');
       expect(waited).toEqual([]);
+      // Each new wait started on the 1 ms timer, not where the last one left off.
+      const delays = timers.mock.calls.map((c) => c[1]);
+      expect(delays.slice(0, 2)).toEqual([1, 2]);
+      expect(delays.at(-1)).toBe(1);
     });
   });
 });

@@ -131,6 +131,9 @@ describe('created_at as senders write it', () => {
         { id: 'c3', created_at: 'yesterday', event_type: 'application.status_changed', payload: { application: application('rejected'), candidate: cand, job: JOB, previous_status: 'interviewed' } },
         // The application's own created_at with an offset, in the latest snapshot (of a type unknown to us; after c3, which sorts at its arrival, at(10)): stored as UTC too (10:00 at +01:00 is 09:00Z, at(0)).
         { id: 'c4', created_at: at(30), event_type: 'application.tagged', payload: { application: { ...application('rejected'), created_at: '2026-11-01T10:00:00+01:00' }, candidate: cand, job: JOB } },
+        // A space and no offset: UTC too, not the machine's zone (Tokyo here). Then one that is no date at all: left out.
+        { id: 'c5', created_at: at(35), event_type: 'application.tagged', payload: { application: { ...application('rejected'), created_at: '2026-11-01 09:00:00' }, candidate: cand, job: JOB } },
+        { id: 'c6', created_at: at(40), event_type: 'application.tagged', payload: { application: { ...application('rejected'), created_at: '1' }, candidate: cand, job: JOB } },
       ];
       for (const e of events) {
         const d = signDelivery(secret, JSON.stringify({ ...e, webhook_id: 'wh_1' }), { timestampSeconds: Math.floor(clock.now() / 1000) });
