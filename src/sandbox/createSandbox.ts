@@ -93,7 +93,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     return first.value;
   };
 
-  const scheduler = new DeliveryScheduler(clock, timeFactor, () => settings.chaos.reorder, (err) =>
+  const scheduler = new DeliveryScheduler(clock, timeFactor, () => settings.chaos, (err) =>
     opts.logger?.warn({ err }, 'delivery task failed'),
   );
   const dispatcher = new Dispatcher({

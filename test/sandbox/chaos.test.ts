@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/sandbox/clock.js';
 import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
@@ -18,7 +19,7 @@ describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timest
   });
 
   it('is off by default', () => {
-    expect(run.sandbox.control.chaos()).toEqual({ duplicateRate: 0, reorder: false, delayMs: 0, timestampOffsetMs: 0 });
+    expect(run.sandbox.control.chaos()).toEqual({ duplicateRate: 0, reorder: false, parallel: false, delayMs: 0, timestampOffsetMs: 0 });
   });
 
   it('duplicate: the same event id arrives twice with fresh webhook-ids, both validly signed', async () => {
@@ -36,6 +37,32 @@ describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timest
     const ids = ['one', 'two', 'three'].map((n) => run.sandbox.control.emitEvent({ eventType: 'application.created', payload: { n } }).id);
     await run.sandbox.control.idle();
     expect(receiver.requests.map((r) => r.body.id)).toEqual([...ids].reverse());
+  });
+
+  it('parallel: deliveries to one endpoint that fall due together go out at once, so a duplicate overlaps its original', async () => {
+    run.sandbox.control.setChaos({ duplicateRate: 1, parallel: true });
+    // Holds each request until a second one is open (or 1 s has passed), then answers both.
+    let open = 0;
+    let most = 0;
+    const held: ServerResponse[] = [];
+    const release = () => {
+      for (const res of held.splice(0)) {
+        open--;
+        res.writeHead(204).end();
+      }
+    };
+    receiver.respond = (_req, res) => {
+      open++;
+      most = Math.max(most, open);
+      held.push(res);
+      if (held.length === 2) release();
+      else setTimeout(release, 1000).unref();
+    };
+    const { id } = run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(receiver.requests.map((r) => r.body.id)).toEqual([id, id]);
+    expect(most).toBe(2);
+    expect(run.sandbox.control.deliveries().map((d) => d.status)).toEqual(['succeeded', 'succeeded']);
   });
 
   it('delay: nothing is sent before the delay has passed on the sandbox clock', async () => {

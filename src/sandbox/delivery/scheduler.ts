@@ -19,7 +19,7 @@ const MAX_STEPS = 100_000;
  * - With a manual clock nothing fires on its own: `advance(ms)` moves the clock task by task, so
  *   each attempt happens exactly at its due time on the sandbox clock and tests never sleep.
  * Due tasks of different lanes run concurrently; within a lane they run in order (oldest first,
- * or newest first when `reorder()` says so).
+ * or newest first when `order().reorder` says so), or all at once when `order().parallel` does.
  */
 export class DeliveryScheduler {
   private readonly tasks: Task[] = [];
@@ -32,7 +32,7 @@ export class DeliveryScheduler {
   constructor(
     private readonly clock: Clock,
     private readonly timeFactor: number,
-    private readonly reorder: () => boolean,
+    private readonly order: () => { reorder: boolean; parallel: boolean },
     private readonly onError: (err: unknown) => void,
   ) {}
 
@@ -114,22 +114,25 @@ export class DeliveryScheduler {
   }
 
   private startBatch(due: Task[]): void {
-    const newestFirst = this.reorder();
+    const { reorder: newestFirst, parallel } = this.order();
     const lanes = new Map<string, Task[]>();
     for (const t of due) lanes.set(t.lane, [...(lanes.get(t.lane) ?? []), t]);
     for (const laneTasks of lanes.values()) {
       laneTasks.sort((a, b) => (newestFirst ? b.seq - a.seq : a.seq - b.seq));
-      const p = (async () => {
-        for (const t of laneTasks) {
-          if (this.stopped) return;
-          await t.run().catch(this.onError);
-        }
-      })();
-      this.inFlight.add(p);
-      void p.finally(() => {
-        this.inFlight.delete(p);
-        this.notifyIdle();
-      });
+      // One after another, or (parallel) each task on its own, started in that order.
+      for (const group of parallel ? laneTasks.map((t) => [t]) : [laneTasks]) {
+        const p = (async () => {
+          for (const t of group) {
+            if (this.stopped) return;
+            await t.run().catch(this.onError);
+          }
+        })();
+        this.inFlight.add(p);
+        void p.finally(() => {
+          this.inFlight.delete(p);
+          this.notifyIdle();
+        });
+      }
     }
   }
 

@@ -128,7 +128,7 @@ export function controlRoutes(control: SandboxControl): Hono {
 
   app.get('/chaos', (c) => c.json(control.chaos()));
   app.patch('/chaos', async (c) => {
-    const input = await body(c, z.strictObject({ duplicateRate: z.number().min(0).max(1), reorder: z.boolean(), delayMs: z.number().min(0), timestampOffsetMs: z.number() }).partial());
+    const input = await body(c, z.strictObject({ duplicateRate: z.number().min(0).max(1), reorder: z.boolean(), parallel: z.boolean(), delayMs: z.number().min(0), timestampOffsetMs: z.number() }).partial());
     return c.json(control.setChaos(Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined))));
   });
   app.patch('/settings', async (c) => {

@@ -20,7 +20,7 @@ export interface ScenarioResult {
  * Named stories from issue 3, each a short script of lifecycle steps. Events are emitted in
  * the order listed. With chaos off, each is delivered once, one at a time per endpoint, in that
  * order; the real service is at-least-once and unordered (spec 6.1), which the chaos knobs
- * (`duplicateRate`, `reorder`, `delayMs`) approximate (docs/sandbox.md).
+ * (`duplicateRate`, `reorder`, `parallel`, `delayMs`) approximate (docs/sandbox.md).
  */
 export function runScenario(lifecycle: Lifecycle, name: ScenarioName, opts: ScenarioOptions = {}): ScenarioResult {
   const base = opts.organizationId === undefined ? {} : { organizationId: opts.organizationId };
