@@ -1,4 +1,6 @@
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
@@ -24,10 +26,28 @@ describe('duplicate storm', () => {
     registerSensitive('api_key', apiKey);
     const stub = await startHiringStub();
     cleanups.push(() => stub.close());
+    // A consumer on 127.0.0.1 behind an http sink: the message id is what it sees as webhook-id.
+    const hookSecret = newSecret();
+    registerSecret(hookSecret);
+    const posts: { eventId: string; messageId: string }[] = [];
+    const consumer = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        posts.push({ eventId: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, messageId: String(req.headers['webhook-id']) });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => consumer.listen(0, '127.0.0.1', () => r()));
+    cleanups.push(() => new Promise<void>((r) => (consumer.closeAllConnections(), consumer.close(() => r()))));
+    const hookUrl = `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`;
     const dbPath = join(dir, 'receiver.db');
     const sinkPath = join(dir, 'archive.ndjson');
     const configPath = join(dir, 'config.json');
-    writeFileSync(configPath, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkPath }] }));
+    writeFileSync(
+      configPath,
+      JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkPath }, { name: 'hook', type: 'http', url: hookUrl, secret: hookSecret }] }),
+    );
     const port = await freePort();
     const receiver: ReceiverProcess = await startReceiverProcess('duplicate-storm', {
       WEBHOOK_SECRET: secret,
@@ -70,7 +90,7 @@ describe('duplicate storm', () => {
     while (Date.now() < deadline) {
       fileIds = sinkFileIds(sinkPath);
       open = withDb(dbPath, (db) => count(db, "SELECT COUNT(*) FROM jobs WHERE state IN ('pending', 'running')"));
-      if (open === 0 && new Set(fileIds).size >= ids.length) break;
+      if (open === 0 && new Set(fileIds).size >= ids.length && new Set(posts.map((p) => p.eventId)).size >= ids.length) break;
       await sleep(250);
     }
     // Each event folded once: the receiver counts every fold (event_processing would hide a second one).
@@ -84,25 +104,35 @@ describe('duplicate storm', () => {
       settled: count(d, "SELECT COUNT(*) FROM event_processing WHERE state = 'settled'"),
       conflicts: count(d, 'SELECT COUNT(*) FROM event_conflicts'),
       deliveryRows: d.prepare("SELECT event_id, message_id, state FROM deliveries WHERE sink = 'archive'").all() as { event_id: string; message_id: string; state: string }[],
+      hookRows: d.prepare("SELECT event_id, message_id, state FROM deliveries WHERE sink = 'hook'").all() as { event_id: string; message_id: string; state: string }[],
       stuck: stuckJobs(d, new Date().toISOString()),
     }));
     const fileSet = new Set(fileIds);
+    const ackedIds = ids.filter((id) => (outcomes.get(id) ?? []).some((o) => o === 'accepted' || o === 'duplicate'));
+    const storedIds = new Set(withDb(dbPath, (d) => d.prepare('SELECT id FROM events').pluck().all() as string[]));
     const messageIds = new Set(db.deliveryRows.map((r) => r.message_id));
+    // What the consumer saw: every webhook-id it was sent, per event.
+    const hookIdsPerEvent = new Map<string, Set<string>>();
+    for (const p of posts) hookIdsPerEvent.set(p.eventId, (hookIdsPerEvent.get(p.eventId) ?? new Set()).add(p.messageId));
     const interviews = events.filter((e) => e.event_type === 'interview.completed').length;
     const accepted = [...outcomes.values()].map((o) => o.filter((x) => x === 'accepted').length);
     reportFigures('duplicate-storm', {
       seed,
       events_sent: EVENTS,
       deliveries: copies.length,
-      acknowledged: copies.length - non200,
-      stored: db.eventRows,
+      deliveries_acknowledged: copies.length - non200,
+      // Events: those with a 2xx answer, and of those, the ones stored.
+      acknowledged: ackedIds.length,
+      stored: ackedIds.filter((id) => storedIds.has(id)).length,
       processed: db.settled,
       folds,
       delivered: [...fileSet].filter((id) => ids.includes(id)).length,
       sink_lines: fileIds.length,
       sink_message_ids: messageIds.size,
+      http_posts: posts.length,
+      http_message_ids: new Set(posts.map((p) => p.messageId)).size,
       hiring_api_reads: stub.calls.length,
-      lost: ids.filter((id) => !fileSet.has(id)).length,
+      lost: ackedIds.filter((id) => !storedIds.has(id) || !fileSet.has(id)).length,
     });
 
     expect(non200).toBe(0);
@@ -115,12 +145,20 @@ describe('duplicate storm', () => {
     expect(db.settled).toBe(EVENTS);
     expect(folds).toBe(EVENTS);
     expect(stub.calls.length).toBe(interviews);
-    // One sink message id per event, all delivered; the file's lines repeat an event only with the same id.
+    // One sink message id per event, as the sinks see it: the http consumer got each event once,
+    // under one webhook-id of its own, and the file has one line per event.
+    expect([...hookIdsPerEvent.keys()].sort()).toEqual([...ids].sort());
+    expect([...hookIdsPerEvent.values()].every((set) => set.size === 1)).toBe(true);
+    expect(new Set(posts.map((p) => p.messageId)).size).toBe(EVENTS);
+    expect(posts).toHaveLength(EVENTS);
+    expect(fileIds).toHaveLength(EVENTS);
+    expect([...fileSet].sort()).toEqual([...ids].sort());
+    // And the receiver's own record says the same, for both sinks.
     expect(db.deliveryRows).toHaveLength(EVENTS);
     expect(messageIds.size).toBe(EVENTS);
     expect(db.deliveryRows.every((r) => r.state === 'delivered')).toBe(true);
-    expect(fileSet.size).toBe(EVENTS);
-    expect([...fileSet].sort()).toEqual([...ids].sort());
+    expect(db.hookRows.filter((r) => r.state === 'delivered')).toHaveLength(EVENTS);
+    expect(new Set(db.hookRows.map((r) => r.message_id))).toEqual(new Set(posts.map((p) => p.messageId)));
     expect(db.stuck).toMatchObject({ running: 0, pending: 0, dead: 0, eventsNotTaken: 0 });
   });
 });

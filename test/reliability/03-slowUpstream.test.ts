@@ -84,6 +84,7 @@ describe('slow upstream', () => {
     const lat = answers.map((a) => a.lateMs);
     const stored = withDb(dbPath, (db) => answers.filter((a) => count(db, 'SELECT COUNT(*) FROM events WHERE id = ?', a.id) === 1).length);
     reportFigures('slow-upstream', {
+      events_sent: STREAM,
       deliveries: STREAM,
       acknowledged: answers.filter((a) => a.status === 200).length,
       stored,

@@ -13,7 +13,7 @@ const WARM = 60;
 const { dir, cleanups } = workspace('reliability-full-');
 
 describe('disk full', () => {
-  it(`max_page_count pinned on both of the receiver's connections under ${STREAM} concurrent deliveries: 503, nothing half-written, workers survive, recovery after`, async () => {
+  it(`max_page_count pinned on both of the receiver's connections under ${STREAM} concurrent deliveries: 503, nothing half-written, the process keeps serving, recovery after`, async () => {
     const secret = newSecret();
     registerSecret(secret);
     const sinkPath = join(dir, 'archive.ndjson');
@@ -37,7 +37,8 @@ describe('disk full', () => {
     const padded = (i: number, tag: string): Record<string, unknown> => ({ ...makeEvent('application.created', i, tag), padding: 'p'.repeat(20_000) });
 
     // Stored just before the disk fills, so the workers are mid-way through them when it does.
-    const warm = await Promise.all(Array.from({ length: WARM }, (_, i) => deliver(agent, r.url, secret, padded(i, 'full-warm'))));
+    const warmEvents = Array.from({ length: WARM }, (_, i) => padded(i, 'full-warm'));
+    const warm = await Promise.all(warmEvents.map((e) => deliver(agent, r.url, secret, e)));
     expect(warm.every((a) => a.status === 200)).toBe(true);
 
     const pages = ingestSqlite.pragma('page_count', { simple: true }) as number;
@@ -93,17 +94,29 @@ describe('disk full', () => {
     const after = halfWritten();
     const settled = q("SELECT COUNT(*) FROM event_processing WHERE state = 'settled'");
     const stuck = stuckJobs(ingestSqlite, new Date().toISOString());
+    // Events: the warm-up's and the stream's; acknowledged at the first try or when redelivered.
+    const allIds = [...warmEvents, ...events].map((e) => e.id as string);
+    const ackedIds = [
+      ...warm.map((a, i) => (a.status === 200 ? (warmEvents[i]!.id as string) : null)),
+      ...okIds,
+      ...refusedIdx.map((i, k) => (redelivered[k]!.status === 200 ? (events[i]!.id as string) : null)),
+    ].filter((id): id is string => id !== null);
+    const storedAcked = ackedIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1).length;
+    const fileIdSet = new Set(sinkFileIds(sinkPath));
     reportFigures('disk-full', {
-      deliveries: STREAM,
-      acknowledged: okIds.length,
+      events_sent: allIds.length,
+      deliveries: WARM + STREAM + redelivered.length,
+      acknowledged: ackedIds.length,
+      stored: storedAcked,
+      delivered: ackedIds.filter((id) => fileIdSet.has(id)).length,
+      acknowledged_while_full: okIds.length,
       refused_503: refusedIdx.length,
       other: answers.filter((a) => a.status !== 200 && a.status !== 503).length,
-      stored: okStored,
+      stored_while_full: okStored,
       refused_but_stored: refusedStored,
       recovered: redelivered.filter((a) => a.status === 200).length,
       processed: settled,
-      delivered: inFile,
-      lost: okIds.length - okStored,
+      lost: ackedIds.length - ackedIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1 && fileIdSet.has(id)).length,
       worker_errors_while_full: workerErrors,
       while_full: whileFull,
       stuck,

@@ -124,8 +124,28 @@ describe('log hygiene', () => {
     const figDir = join(root, 'figures');
     const figures = existsSync(figDir) ? readdirSync(figDir).map((f) => JSON.parse(readFileSync(join(figDir, f), 'utf8')) as Record<string, unknown>) : [];
     reportFigures('log-hygiene', { files: files.length, lines, megabytes: +(bytes / 1048576).toFixed(1), sensitive_values: exact.length, findings: findings.length });
-    const sum = (k: string) => figures.reduce((a, f) => a + (typeof f[k] === 'number' ? (f[k] as number) : 0), 0);
-    console.log(JSON.stringify({ test: 'suite-total', tests_reporting: figures.length, events_sent: sum('events_sent'), deliveries: sum('deliveries'), acknowledged: sum('acknowledged'), stored: sum('stored'), delivered: sum('delivered'), lost: sum('lost') }));
+    // Totals over the tests that send a stream of events, each reporting the same fields in the
+    // same unit (events): sent, acknowledged (a 2xx at the first try or a redelivery), stored (of
+    // those acknowledged), delivered (of those acknowledged, where the test has a sink), lost.
+    const streams = figures.filter((f) => typeof f.events_sent === 'number');
+    const sum = (k: string) => streams.reduce((a, f) => a + (typeof f[k] === 'number' ? (f[k] as number) : 0), 0);
+    const total = {
+      test: 'suite-total',
+      tests_reporting: streams.map((f) => String(f.test)).sort(),
+      events_sent: sum('events_sent'),
+      acknowledged: sum('acknowledged'),
+      stored: sum('stored'),
+      delivered: sum('delivered'),
+      delivered_of_tests_with_a_sink: streams.filter((f) => typeof f.delivered === 'number').map((f) => String(f.test)).sort(),
+      lost: sum('lost'),
+    };
+    console.log(JSON.stringify(total));
+    for (const f of streams) {
+      expect(typeof f.acknowledged === 'number' && typeof f.stored === 'number' && typeof f.lost === 'number', `${String(f.test)} reports events acknowledged, stored and lost`).toBe(true);
+    }
+    expect(total.acknowledged).toBeLessThanOrEqual(total.events_sent);
+    expect(total.stored).toBeLessThanOrEqual(total.acknowledged);
+    expect(total.lost).toBe(0);
 
     expect(findings.slice(0, 20)).toEqual([]);
     expect(lines).toBeGreaterThanOrEqual(10);
