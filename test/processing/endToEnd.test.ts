@@ -556,21 +556,30 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
   it('a read that only waited for the 30 s spacing while the key was refused does not lift the pause', async () => {
     pair = await startPair({ env: { WORKER_CONCURRENCY: '2' } });
     const c = pair.sandbox.control;
+    // With workers of its own running, the receiver may still hold a job when settle() returns
+    // (runUntilIdle found nothing to claim): settle again until the state is reached, bounded.
+    const settleUntil = async (reached: () => boolean) => {
+      for (let i = 0; i < 100 && !reached(); i++) {
+        await pair!.settle();
+        if (!reached()) await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const running = () => all("SELECT id FROM jobs WHERE state = 'running'").length;
     c.revokeKey(ACME_KEY);
     const app = c.createApplication({ jobId: c.createJob({}).id });
     c.completeInterview(app.id);
-    await pair.settle();
+    await settleUntil(() => all('SELECT source FROM source_pauses').length === 1 && running() === 0);
     const [pause] = all('SELECT source, paused_at FROM source_pauses');
     expect(pause).toMatchObject({ source: 'default' });
     // The same result announced again: a second read, held back by the pause meanwhile.
     c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null } } });
-    await pair.settle();
+    await settleUntil(() => all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").length === 2);
     expect(all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'")).toHaveLength(2);
     // At the probe both are claimed together: one reads (refused again), the other finds the
     // 30 s spacing taken and waits, which says nothing of the key.
     const before = pair.calls.length;
     pair.clock.advance(5 * 60_000 + 1);
-    await pair.settle();
+    await settleUntil(() => pair!.calls.length > before && running() === 0);
     expect(pair.calls.slice(before).map((x) => x.status)).toEqual([401]);
     expect(all("SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'pending' ORDER BY id").map((r) => r.last_error)).toEqual(
       expect.arrayContaining(['waiting for the 30 s poll spacing']),
