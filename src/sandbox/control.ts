@@ -3,7 +3,7 @@ import type { Clock } from './clock.js';
 import type { DeliveryScheduler } from './delivery/scheduler.js';
 import { invalidInput, notFound } from './http/apiError.js';
 import type { FaultInjector, FaultSpec } from './http/faults.js';
-import type { ScoringReadCounts, ScoringReads } from './http/scoringReads.js';
+import type { ScoringReadCounts, ScoringReadGap, ScoringReads } from './http/scoringReads.js';
 import { API_KEY_PATTERN, newApiKey } from './ids.js';
 import type { JobInput } from './jobRecord.js';
 import { addMember, compareMembersByName, memberView, type MemberInput } from './organization.js';
@@ -53,6 +53,8 @@ export interface SandboxControl {
   setReadDelay(ms: number): void;
   /** Scoring reads waiting or being answered now, and answered so far. */
   reads(): ScoringReadCounts;
+  /** Per (application, resource) read: how many reads, and the shortest gap between two (spec 8: 30 s). */
+  readGaps(): ScoringReadGap[];
   deliveries(filter?: { webhookId?: string; eventId?: string }): DeliveryRecord[];
   pendingDeliveries(): number;
   idle(): Promise<void>;
@@ -131,6 +133,7 @@ export function createControl(deps: ControlDeps): SandboxControl {
       settings.readDelayMs = Math.max(0, ms);
     },
     reads: () => deps.reads.counts(),
+    readGaps: () => deps.reads.readGaps(),
     deliveries: (filter = {}) =>
       store
         .allDeliveries()

@@ -96,6 +96,10 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const polls = pair.calls.filter((x) => x.path === `/api/v2/applications/${app2.id}/interview`).map((x) => x.at);
     expect(polls.length).toBeGreaterThanOrEqual(3);
     for (let i = 1; i < polls.length; i++) expect(polls[i]! - polls[i - 1]!).toBeGreaterThanOrEqual(30_000);
+    // The service's side agrees (spec 8): the sandbox saw the same reads, 30 s apart at least.
+    const seen = c.readGaps().find((g) => g.applicationId === app2.id && g.resource === 'interview');
+    expect(seen).toMatchObject({ reads: polls.length });
+    expect(seen!.shortestGapMs).toBeGreaterThanOrEqual(30_000);
     expect(application.id).toBeTruthy();
   });
 

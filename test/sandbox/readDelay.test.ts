@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/sandbox/clock.js';
 import { ACME_KEY, startSandbox, type Running } from './helpers.js';
 
 /** A slow service: every scoring read waits the read delay before it is answered, and is counted. */
@@ -89,6 +90,34 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
     const late = await r.sandbox.app.request(`/api/v2/applications/${id}/interview`, { headers: { authorization: `Bearer ${ACME_KEY}` } });
     expect(late.status).toBe(200);
     expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 2 });
+  });
+
+  it('read gaps (spec 8): per application and resource, the reads and the shortest time between two on the sandbox clock', async () => {
+    const clock = createManualClock(Date.parse('2026-03-01T09:00:00Z'));
+    const r = (run = await startSandbox({ clock }));
+    const job = r.sandbox.control.createJob({});
+    const a = r.sandbox.control.createApplication({ jobId: job.id }).id;
+    const b = r.sandbox.control.createApplication({ jobId: job.id }).id;
+    expect(r.sandbox.control.readGaps()).toEqual([]);
+    await r.api(`/api/v2/applications/${a}/interview`);
+    clock.advance(45_000);
+    await r.api(`/api/v2/applications/${a}/interview`);
+    clock.advance(12_000);
+    await r.api(`/api/v2/applications/${a}/interview`);
+    await r.api(`/api/v2/applications/${a}/insights`);
+    await r.api(`/api/v1/applications/${b}/interview`);
+    // Refused before the read: not counted.
+    await r.api(`/api/v2/applications/${b}/interview`, { key: null });
+    expect(r.sandbox.control.readGaps()).toEqual([
+      { applicationId: a, resource: 'interview', reads: 3, shortestGapMs: 12_000 },
+      { applicationId: a, resource: 'insights', reads: 1, shortestGapMs: null },
+      { applicationId: b, resource: 'v1-interview', reads: 1, shortestGapMs: null },
+    ]);
+    expect((await control(r, '/read-gaps', 'GET')).body).toEqual([
+      { application_id: a, resource: 'interview', reads: 3, shortest_gap_ms: 12_000 },
+      { application_id: a, resource: 'insights', reads: 1, shortest_gap_ms: null },
+      { application_id: b, resource: 'v1-interview', reads: 1, shortest_gap_ms: null },
+    ]);
   });
 
   it('PATCH /_sandbox/settings names what is wrong', async () => {

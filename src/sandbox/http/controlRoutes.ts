@@ -143,6 +143,9 @@ export function controlRoutes(control: SandboxControl): Hono {
     if (input.read_delay_ms !== undefined) control.setReadDelay(input.read_delay_ms);
     return c.body(null, 204);
   });
+  app.get('/read-gaps', (c) =>
+    c.json(control.readGaps().map((g) => ({ application_id: g.applicationId, resource: g.resource, reads: g.reads, shortest_gap_ms: g.shortestGapMs }))),
+  );
   app.get('/reads', (c) => {
     const { inFlight, answered } = control.reads();
     return c.json({ in_flight: inFlight, answered });

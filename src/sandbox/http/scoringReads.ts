@@ -16,6 +16,21 @@ export interface ScoringReadCounts {
   answered: number;
 }
 
+/**
+ * Spec 8: a scoring sub-resource is polled no faster than every 30 seconds. The service's way of
+ * enforcing it is not shown, so the sandbox answers every read; it records when each
+ * (application, resource) was read, on the sandbox clock, so a test can check a receiver's spacing.
+ */
+export interface ScoringReadGap {
+  applicationId: string;
+  /** `interview`, `cv-evaluation`, `insights`, or `v1-interview`. */
+  resource: string;
+  /** Reads received (past authentication). */
+  reads: number;
+  /** Shortest time between two consecutive reads, in sandbox-clock ms; null after one read. */
+  shortestGapMs: number | null;
+}
+
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class ScoringReads {
@@ -23,15 +38,29 @@ export class ScoringReads {
   private answered = 0;
   private readonly waiting = new Set<() => void>();
   private stopped = false;
+  private readonly gaps = new Map<string, { applicationId: string; resource: string; reads: number; lastAt: number; shortestGapMs: number | null }>();
 
-  constructor(private readonly delayMs: () => number) {}
+  /** `now`: the sandbox clock, on which the gaps between reads are measured. */
+  constructor(
+    private readonly delayMs: () => number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Per (application, resource) read, the count and the shortest gap between two of them, in the order first read. */
+  readGaps(): ScoringReadGap[] {
+    return [...this.gaps.values()].map(({ applicationId, resource, reads, shortestGapMs }) => ({ applicationId, resource, reads, shortestGapMs }));
+  }
 
   counts(): ScoringReadCounts {
     return { inFlight: this.inFlight, answered: this.answered };
   }
 
-  /** Runs `answer` after the delay, counting the read from now until it is answered. */
-  async serve<T>(answer: () => T | Promise<T>): Promise<T> {
+  /**
+   * Runs `answer` after the delay, counting the read from now until it is answered; `of` names
+   * what is read, for readGaps() (the time it arrived, not the time it is answered).
+   */
+  async serve<T>(answer: () => T | Promise<T>, of?: { applicationId: string; resource: string }): Promise<T> {
+    if (of) this.noteRead(of.applicationId, of.resource);
     this.inFlight++;
     try {
       const ms = this.delayMs();
@@ -50,6 +79,20 @@ export class ScoringReads {
   stop(): void {
     this.stopped = true;
     for (const release of [...this.waiting]) release();
+  }
+
+  private noteRead(applicationId: string, resource: string): void {
+    const at = this.now();
+    const key = `${resource} ${applicationId}`;
+    const seen = this.gaps.get(key);
+    if (!seen) {
+      this.gaps.set(key, { applicationId, resource, reads: 1, lastAt: at, shortestGapMs: null });
+      return;
+    }
+    const gap = at - seen.lastAt;
+    seen.reads++;
+    seen.lastAt = at;
+    seen.shortestGapMs = seen.shortestGapMs === null ? gap : Math.min(seen.shortestGapMs, gap);
   }
 
   private wait(ms: number): Promise<void> {

@@ -18,7 +18,7 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
         // 404 only for an unknown application or another organization's (4.2); never for work in progress.
         const application = ctx.store.application(c.get('organizationId'), id);
         return c.json(readScoring(application.scoring[resource as ScoringResource], ctx.clock.now()));
-      }),
+      }, { applicationId: c.req.param('id') ?? '', resource }),
     );
     app.all(path, methodNotAllowed);
   }
@@ -43,7 +43,7 @@ export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
         return c.json({ ...call.detail, status: 'processing', pipeline_phase: 'evaluating', output: null });
       }
       return c.json(call.detail);
-    }),
+    }, { applicationId: c.req.param('id'), resource: 'v1-interview' }),
   );
   app.all('/:id/interview', methodNotAllowed);
   return app;
