@@ -7,7 +7,8 @@ import { NameOrderSequencer } from './test/reliability/sequencer.js';
  * hostile input. Files run one after another (latency figures need the
  * two cores to themselves). About 1.5 minutes when every test passes; every
  * loop stops by count or deadline, and a test that hangs fails at its 2-minute
- * timeout, so the suite ends within about 25 minutes whatever the receiver does.
+ * timeout (the kill loop's: 2.5), so the suite ends within about 25 minutes
+ * whatever the receiver does.
  */
 export default defineConfig({
   test: {

@@ -157,7 +157,9 @@ describe('kill loop', () => {
         network_errors: figures.networkErrors,
         acknowledged: acked.size,
         acked_as_duplicate: figures.answeredAfterCommit,
-        stored: check.stored.length,
+        // Of the acknowledged events (the suite total's unit); rows: every event row, acknowledged or not.
+        stored: ackedIds.length - check.notStored.length,
+        rows: check.stored.length,
         processed: ackedIds.length - check.notSettled.length,
         delivered: ackedIds.length - notInFile.length,
         sink_lines: fileIds.length,

@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
-import { ACME_KEY, startSandbox, type Running } from './helpers.js';
+import { randomUUID } from 'node:crypto';
+import { ACME_KEY, ACME_ORG, GLOBEX_KEY, startSandbox, type Running } from './helpers.js';
 
 /** A slow service: every scoring read waits the read delay before it is answered, and is counted. */
 describe('read delay and read counts (docs/sandbox.md)', () => {
@@ -92,7 +93,7 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
     expect(r.sandbox.control.reads()).toEqual({ inFlight: 0, answered: 2 });
   });
 
-  it('read gaps (spec 8): per application and resource, the reads and the shortest time between two on the sandbox clock', async () => {
+  it('read gaps (spec 8): per organization, application and resource, the GETs and the shortest time between two on the sandbox clock', async () => {
     const clock = createManualClock(Date.parse('2026-03-01T09:00:00Z'));
     const r = (run = await startSandbox({ clock }));
     const job = r.sandbox.control.createJob({});
@@ -100,23 +101,30 @@ describe('read delay and read counts (docs/sandbox.md)', () => {
     const b = r.sandbox.control.createApplication({ jobId: job.id }).id;
     expect(r.sandbox.control.readGaps()).toEqual([]);
     await r.api(`/api/v2/applications/${a}/interview`);
-    clock.advance(45_000);
+    clock.advance(1_000);
+    // Not polls of this organization's result: another organization's read (404), an unknown id,
+    // a HEAD (no result read), a read refused before it (no key).
+    expect((await r.api(`/api/v2/applications/${a}/interview`, { key: GLOBEX_KEY })).status).toBe(404);
+    expect((await r.api(`/api/v2/applications/${randomUUID()}/interview`)).status).toBe(404);
+    expect((await fetch(`${r.url}/api/v2/applications/${a}/interview`, { method: 'HEAD', headers: { authorization: `Bearer ${ACME_KEY}` } })).status).toBe(200);
+    await r.api(`/api/v2/applications/${b}/interview`, { key: null });
+    clock.advance(44_000);
     await r.api(`/api/v2/applications/${a}/interview`);
     clock.advance(12_000);
-    await r.api(`/api/v2/applications/${a}/interview`);
+    // A fault answered instead of the result is still a poll.
+    r.sandbox.control.injectFault({ target: 'interview', applicationId: a, status: 503, times: 1 });
+    expect((await r.api(`/api/v2/applications/${a}/interview`)).status).toBe(503);
     await r.api(`/api/v2/applications/${a}/insights`);
     await r.api(`/api/v1/applications/${b}/interview`);
-    // Refused before the read: not counted.
-    await r.api(`/api/v2/applications/${b}/interview`, { key: null });
     expect(r.sandbox.control.readGaps()).toEqual([
-      { applicationId: a, resource: 'interview', reads: 3, shortestGapMs: 12_000 },
-      { applicationId: a, resource: 'insights', reads: 1, shortestGapMs: null },
-      { applicationId: b, resource: 'v1-interview', reads: 1, shortestGapMs: null },
+      { organizationId: ACME_ORG, applicationId: a, resource: 'interview', reads: 3, shortestGapMs: 12_000 },
+      { organizationId: ACME_ORG, applicationId: a, resource: 'insights', reads: 1, shortestGapMs: null },
+      { organizationId: ACME_ORG, applicationId: b, resource: 'v1-interview', reads: 1, shortestGapMs: null },
     ]);
     expect((await control(r, '/read-gaps', 'GET')).body).toEqual([
-      { application_id: a, resource: 'interview', reads: 3, shortest_gap_ms: 12_000 },
-      { application_id: a, resource: 'insights', reads: 1, shortest_gap_ms: null },
-      { application_id: b, resource: 'v1-interview', reads: 1, shortest_gap_ms: null },
+      { organization_id: ACME_ORG, application_id: a, resource: 'interview', reads: 3, shortest_gap_ms: 12_000 },
+      { organization_id: ACME_ORG, application_id: a, resource: 'insights', reads: 1, shortest_gap_ms: null },
+      { organization_id: ACME_ORG, application_id: b, resource: 'v1-interview', reads: 1, shortest_gap_ms: null },
     ]);
   });
 

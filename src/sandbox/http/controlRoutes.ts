@@ -144,7 +144,7 @@ export function controlRoutes(control: SandboxControl): Hono {
     return c.body(null, 204);
   });
   app.get('/read-gaps', (c) =>
-    c.json(control.readGaps().map((g) => ({ application_id: g.applicationId, resource: g.resource, reads: g.reads, shortest_gap_ms: g.shortestGapMs }))),
+    c.json(control.readGaps().map((g) => ({ organization_id: g.organizationId, application_id: g.applicationId, resource: g.resource, reads: g.reads, shortest_gap_ms: g.shortestGapMs }))),
   );
   app.get('/reads', (c) => {
     const { inFlight, answered } = control.reads();

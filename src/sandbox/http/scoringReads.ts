@@ -22,10 +22,12 @@ export interface ScoringReadCounts {
  * (application, resource) was read, on the sandbox clock, so a test can check a receiver's spacing.
  */
 export interface ScoringReadGap {
+  /** The organization whose key read it. */
+  organizationId: string;
   applicationId: string;
   /** `interview`, `cv-evaluation`, `insights`, or `v1-interview`. */
   resource: string;
-  /** Reads received (past authentication). */
+  /** GET reads of an application of the reader's organization (others are 404s and not polls of a result). */
   reads: number;
   /** Shortest time between two consecutive reads, in sandbox-clock ms; null after one read. */
   shortestGapMs: number | null;
@@ -38,7 +40,7 @@ export class ScoringReads {
   private answered = 0;
   private readonly waiting = new Set<() => void>();
   private stopped = false;
-  private readonly gaps = new Map<string, { applicationId: string; resource: string; reads: number; lastAt: number; shortestGapMs: number | null }>();
+  private readonly gaps = new Map<string, { organizationId: string; applicationId: string; resource: string; reads: number; lastAt: number; shortestGapMs: number | null }>();
 
   /** `now`: the sandbox clock, on which the gaps between reads are measured. */
   constructor(
@@ -48,19 +50,15 @@ export class ScoringReads {
 
   /** Per (application, resource) read, the count and the shortest gap between two of them, in the order first read. */
   readGaps(): ScoringReadGap[] {
-    return [...this.gaps.values()].map(({ applicationId, resource, reads, shortestGapMs }) => ({ applicationId, resource, reads, shortestGapMs }));
+    return [...this.gaps.values()].map(({ organizationId, applicationId, resource, reads, shortestGapMs }) => ({ organizationId, applicationId, resource, reads, shortestGapMs }));
   }
 
   counts(): ScoringReadCounts {
     return { inFlight: this.inFlight, answered: this.answered };
   }
 
-  /**
-   * Runs `answer` after the delay, counting the read from now until it is answered; `of` names
-   * what is read, for readGaps() (the time it arrived, not the time it is answered).
-   */
-  async serve<T>(answer: () => T | Promise<T>, of?: { applicationId: string; resource: string }): Promise<T> {
-    if (of) this.noteRead(of.applicationId, of.resource);
+  /** Runs `answer` after the delay, counting the read from now until it is answered. */
+  async serve<T>(answer: () => T | Promise<T>): Promise<T> {
     this.inFlight++;
     try {
       const ms = this.delayMs();
@@ -81,12 +79,21 @@ export class ScoringReads {
     for (const release of [...this.waiting]) release();
   }
 
-  private noteRead(applicationId: string, resource: string): void {
-    const at = this.now();
-    const key = `${resource} ${applicationId}`;
+  /** When a read arrived: the sandbox clock's time, to pass to noteRead() once the application is known. */
+  arrivedAt(): number {
+    return this.now();
+  }
+
+  /**
+   * A GET of an application that exists for the reader's organization, which arrived at `at`
+   * (arrivedAt(), before the read delay): one poll of that result, for readGaps().
+   */
+  noteRead(of: { organizationId: string; applicationId: string; resource: string }, at: number): void {
+    const { organizationId, applicationId, resource } = of;
+    const key = `${organizationId} ${resource} ${applicationId}`;
     const seen = this.gaps.get(key);
     if (!seen) {
-      this.gaps.set(key, { applicationId, resource, reads: 1, lastAt: at, shortestGapMs: null });
+      this.gaps.set(key, { organizationId, applicationId, resource, reads: 1, lastAt: at, shortestGapMs: null });
       return;
     }
     const gap = at - seen.lastAt;

@@ -5,21 +5,39 @@ import { SCORING_RESOURCES, type ScoringResource } from '../types.js';
 import { methodNotAllowed, notFound } from './apiError.js';
 import type { AuthEnv } from './auth.js';
 
+/**
+ * One poll of a result, for readGaps() (spec 8): a GET of an application of the reader's
+ * organization, whatever it was answered (an injected fault too). Not a HEAD (Hono answers it
+ * with the GET handler, but it reads no result), nor a read of an id the organization does not
+ * have (a 404: no poll of any result of its own, and nothing to grow the record with).
+ */
+function notePoll(ctx: SandboxContext, method: string, of: { organizationId: string; applicationId: string; resource: string }, arrivedAt: number): void {
+  if (method !== 'GET') return;
+  try {
+    ctx.store.application(of.organizationId, of.applicationId);
+  } catch {
+    return;
+  }
+  ctx.reads.noteRead(of, arrivedAt);
+}
+
 /** Spec 4.2 + 3.6: v2 scoring reads under /api/v2/applications/{id}/… */
 export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   for (const resource of SCORING_RESOURCES) {
     const path = `/:id/${resource}`;
-    app.get(path, (c) =>
-      ctx.reads.serve(() => {
+    app.get(path, (c) => {
+      const arrivedAt = ctx.reads.arrivedAt();
+      return ctx.reads.serve(() => {
         const id = c.req.param('id') ?? '';
+        notePoll(ctx, c.req.method, { organizationId: c.get('organizationId'), applicationId: id, resource }, arrivedAt);
         const fault = ctx.faults.take(resource, id);
         if (fault !== undefined) return fault;
         // 404 only for an unknown application or another organization's (4.2); never for work in progress.
         const application = ctx.store.application(c.get('organizationId'), id);
         return c.json(readScoring(application.scoring[resource as ScoringResource], ctx.clock.now()));
-      }, { applicationId: c.req.param('id') ?? '', resource }),
-    );
+      });
+    });
     app.all(path, methodNotAllowed);
   }
   return app;
@@ -28,9 +46,11 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
 /** Spec 4.1 + 2.3: GET /api/v1/applications/{application_id}/interview. */
 export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.get('/:id/interview', (c) =>
-    ctx.reads.serve(() => {
+  app.get('/:id/interview', (c) => {
+    const arrivedAt = ctx.reads.arrivedAt();
+    return ctx.reads.serve(() => {
       const id = c.req.param('id');
+      notePoll(ctx, c.req.method, { organizationId: c.get('organizationId'), applicationId: id, resource: 'v1-interview' }, arrivedAt);
       const fault = ctx.faults.take('v1-interview', id);
       if (fault !== undefined) return fault;
       const application = ctx.store.application(c.get('organizationId'), id);
@@ -43,8 +63,8 @@ export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
         return c.json({ ...call.detail, status: 'processing', pipeline_phase: 'evaluating', output: null });
       }
       return c.json(call.detail);
-    }, { applicationId: c.req.param('id'), resource: 'v1-interview' }),
-  );
+    });
+  });
   app.all('/:id/interview', methodNotAllowed);
   return app;
 }
