@@ -20,7 +20,9 @@ FROM node:20-bookworm-slim AS runtime
 # RUN_AS: the process starts as root, makes the database folder the node user's and drops to it
 # for good before anything else (src/cli/runAs.ts). Not `USER node`: a volume mounted from
 # outside (Fly.io volumes, bind mounts) is owned by root, where node could not create the database.
-ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 DATABASE_PATH=/data/receiver.db RUN_AS=node
+# METRICS_PORT: /metrics on its own port, not on the webhook port that `-p 8080:8080` publishes
+# (it names sources and sinks and counts deliveries); scrape 9091 over a private network.
+ENV NODE_ENV=production PORT=8080 HOST=0.0.0.0 DATABASE_PATH=/data/receiver.db RUN_AS=node METRICS_PORT=9091
 WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules

@@ -146,12 +146,15 @@ async function main(): Promise<void> {
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
     const port = await freePort();
+    // The image's METRICS_PORT, moved to a free port here as PORT is.
+    const metricsPort = env[runtime]!.METRICS_PORT ? await freePort() : null;
     const secret = `whsec_${randomBytes(24).toString('base64')}`;
     const runEnv: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       ...env[runtime],
       DATABASE_PATH: (env[runtime]!.DATABASE_PATH ?? '/data/receiver.db').replace(/^\/data/, dataDir),
       PORT: String(port),
+      ...(metricsPort === null ? {} : { METRICS_PORT: String(metricsPort) }),
       HOST: '127.0.0.1',
       WEBHOOK_SECRET: secret,
       HIRING_API_URL: 'http://127.0.0.1:9',
@@ -174,6 +177,15 @@ async function main(): Promise<void> {
 
     const ready = await waitFor(`${base}/readyz`, 20_000);
     log(`GET /readyz → ${ready.status} ${JSON.stringify(await ready.json())}`);
+
+    if (metricsPort !== null) {
+      // /metrics on its own port, not on the webhook port `docker run -p 8080:8080` publishes.
+      const onPublic = (await fetch(`${base}/metrics`)).status;
+      const onOwn = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+      if (onPublic !== 404) throw new Error(`GET /metrics on the webhook port answered ${onPublic}, not 404`);
+      if (onOwn.status !== 200 || !(await onOwn.text()).includes('receiver_deliveries_received_total')) throw new Error(`GET /metrics on METRICS_PORT answered ${onOwn.status}`);
+      log(`GET /metrics → 404 on the webhook port, 200 on METRICS_PORT`);
+    }
 
     const hc = spawnSync(healthcheck[0]!, healthcheck.slice(1), { cwd: app, env: runEnv });
     if (hc.status !== 0) throw new Error(`HEALTHCHECK command exited ${hc.status}`);

@@ -136,7 +136,7 @@ export function createApp(deps: AppDeps) {
     // waiting deliveries across processes is lost.
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
-  const metrics = createMetrics();
+  const metrics = createMetrics(config.sources.map((s) => s.name));
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;

@@ -26,8 +26,21 @@ describe('Dockerfile', () => {
     expect(env).toContain('RUN_AS=node');
     expect(env).toContain('DATABASE_PATH=/data/receiver.db');
     expect(env).toContain('PORT=8080');
+    // /metrics off the published webhook port, as on Fly (it names sources and sinks).
+    expect(env).toContain('METRICS_PORT=9091');
+    expect(runtime.find((i) => i.op === 'EXPOSE')?.args).toBe('8080');
     expect(runtime.find((i) => i.op === 'HEALTHCHECK')?.args).toContain('/healthz');
     expect(runtime.find((i) => i.op === 'STOPSIGNAL')?.args).toBe('SIGTERM');
+  });
+});
+
+describe('.dockerignore', () => {
+  it('keeps local databases (candidate data), dependencies and build output out of the build context', () => {
+    const ignored = readFileSync(`${ROOT}.dockerignore`, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    expect(ignored).toEqual(expect.arrayContaining(['node_modules', 'dist', 'data', '*.db', '*.db-*', '.git']));
+    // Nothing the Dockerfile copies is ignored.
+    const copied = dockerfile.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
+    expect(copied.filter((f) => ignored.includes(f))).toEqual([]);
   });
 });
 

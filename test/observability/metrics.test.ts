@@ -77,6 +77,8 @@ describe('METRICS_PORT', () => {
         expect(text).toContain(`receiver_deliveries_received_total{outcome="rejected:${reason}",source="unknown"} 0`);
       }
       for (const reason of ['lock_timeout', 'SQLITE_FULL', 'SQLITE_IOERR']) expect(text).toContain(`receiver_storage_errors_total{reason="${reason}"} 0`);
+      // The quarantine alert's series, for the configured source.
+      expect(text).toContain('receiver_deliveries_received_total{outcome="quarantined",source="default"} 0');
       // A refused delivery counts on the series that was there.
       await fetch(`${r.url}/webhooks`, { method: 'POST', body: '{}' });
       expect(await (await fetch(`${r.url}/metrics`)).text()).toContain('receiver_deliveries_received_total{outcome="rejected:missing_header",source="unknown"} 1');
