@@ -47,7 +47,16 @@ export function sameJson(a: unknown, b: unknown): boolean {
  * never lost). Both texts must already have parsed (this reads them as valid JSON).
  */
 export function sameJsonText(a: string, b: string): boolean {
-  return sameJson(JSON.parse(numbersAsText(a)), JSON.parse(numbersAsText(b)));
+  return sameJson(parseForComparison(a), parseForComparison(b));
+}
+
+/**
+ * A valid JSON text parsed for comparing with another, as sameJsonText compares: every string
+ * (keys too) carries a leading `s`, every number is the string `n` + its digits as written. Only
+ * for comparison (and for paths, with each key's first character dropped), never to read values.
+ */
+export function parseForComparison(text: string): unknown {
+  return JSON.parse(numbersAsText(text));
 }
 
 /**

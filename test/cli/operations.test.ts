@@ -278,6 +278,13 @@ describe('operations on a running receiver', () => {
       expect(plain.stdout).toContain('"note": "\\u001b[31m"');
       expect(plain.stdout).not.toContain('\u001b');
       expect(await cli(['conflicts', 'show', '99'], env)).toMatchObject({ code: 1, stderr: 'error: no conflict with id 99\n' });
+      // A conflict ingest kept because a number is written otherwise (digits past 2^53 that JSON.parse
+      // rounds to one double): shown at that path, not as "the same JSON".
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-c2', 'application.status_changed', 'default', '2026-11-20T08:00:00.000Z', 'msg-3', '{"id":"evt-c2","payload":{"seq":9007199254740993}}')`).run();
+      const big = Number(
+        w.prepare(`INSERT INTO event_conflicts (event_id, source, received_at, delivery_id, envelope) VALUES ('evt-c2', 'default', '2026-11-20T09:00:00.000Z', 'msg-4', '{"id":"evt-c2","payload":{"seq":9007199254740992}}')`).run().lastInsertRowid,
+      );
+      expect(JSON.parse((await cli(['conflicts', 'show', String(big), '--json'], env)).stdout)).toMatchObject({ differing_paths: ['$.payload.seq'] });
     });
   });
 

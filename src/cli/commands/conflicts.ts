@@ -2,13 +2,16 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { escapeText, printJson, printRows, type CliIo } from '../io.js';
+import { parseForComparison } from '../../util/json.js';
 
 /** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
 const MAX_PATHS = 50;
 
 /**
  * The JSON paths at which two documents differ (`$.payload.application.status`), leaves and
- * shapes alike, in document order; at most `limit`.
+ * shapes alike, in document order; at most `limit`. The documents are as parseForComparison
+ * gives them (as ingest compared them: numbers by their digits as written), so each key's first
+ * character is its mark.
  */
 export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS, path = '$', out: string[] = []): string[] {
   if (out.length >= limit) return out;
@@ -19,7 +22,8 @@ export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS, path =
     const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])];
     for (const k of keys) {
       if (out.length >= limit) break;
-      const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? `.${k}` : `[${JSON.stringify(k)}]`;
+      const key = k.slice(1);
+      const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
       if (!Object.hasOwn(a, k) || !Object.hasOwn(b, k)) out.push(`${path}${seg}`);
       else differingPaths(a[k], b[k], limit, `${path}${seg}`, out);
     }
@@ -59,7 +63,15 @@ export async function runConflictsShow(io: CliIo, idRaw: string, o: { database?:
     const row = await database.db.selectFrom('event_conflicts').selectAll().where('id', '=', Number(idRaw)).executeTakeFirst();
     if (!row) throw new CliError(`no conflict with id ${idRaw}`);
     const stored = await database.db.selectFrom('events').select(['envelope', 'received_at', 'delivery_id']).where('id', '=', row.event_id).executeTakeFirst();
-    const paths = stored ? differingPaths(parse(stored.envelope), parse(row.envelope)) : [];
+    // Compared as ingest compared them when it kept this body as a conflict.
+    const comparable = (text: string): unknown => {
+      try {
+        return parseForComparison(text);
+      } catch {
+        return `s${text}`;
+      }
+    };
+    const paths = stored ? differingPaths(comparable(stored.envelope), comparable(row.envelope)) : [];
     if (o.json) {
       printJson(io, {
         id: row.id,
