@@ -117,7 +117,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     schedule: (lane, delayMs, run) => void scheduler.schedule(lane, delayMs, run),
   });
   const faults = new FaultInjector();
-  const reads = new ScoringReads(() => settings.readDelayMs / timeFactor, () => clock.now());
+  const reads = new ScoringReads(() => settings.readDelayMs / timeFactor);
   const control = createControl({ store, clock, lifecycle, scheduler, faults, reads, settings, defaultOrganizationId });
   [...store.organizations.keys()].forEach((orgId, i) => {
     const keys = seeds[i]?.apiKeys ?? [];

@@ -42,11 +42,7 @@ export class ScoringReads {
   private stopped = false;
   private readonly gaps = new Map<string, { organizationId: string; applicationId: string; resource: string; reads: number; lastAt: number; shortestGapMs: number | null }>();
 
-  /** `now`: the sandbox clock, on which the gaps between reads are measured. */
-  constructor(
-    private readonly delayMs: () => number,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(private readonly delayMs: () => number) {}
 
   /** Per (application, resource) read, the count and the shortest gap between two of them, in the order first read. */
   readGaps(): ScoringReadGap[] {
@@ -79,14 +75,9 @@ export class ScoringReads {
     for (const release of [...this.waiting]) release();
   }
 
-  /** When a read arrived: the sandbox clock's time, to pass to noteRead() once the application is known. */
-  arrivedAt(): number {
-    return this.now();
-  }
-
   /**
-   * A GET of an application that exists for the reader's organization, which arrived at `at`
-   * (arrivedAt(), before the read delay): one poll of that result, for readGaps().
+   * A GET of an application that exists for the reader's organization, which arrived at `at` (the
+   * sandbox clock's time, before the read delay): one poll of that result, for readGaps().
    */
   noteRead(of: { organizationId: string; applicationId: string; resource: string }, at: number): void {
     const { organizationId, applicationId, resource } = of;

@@ -27,7 +27,7 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   for (const resource of SCORING_RESOURCES) {
     const path = `/:id/${resource}`;
     app.get(path, (c) => {
-      const arrivedAt = ctx.reads.arrivedAt();
+      const arrivedAt = ctx.clock.now();
       return ctx.reads.serve(() => {
         const id = c.req.param('id') ?? '';
         notePoll(ctx, c.req.method, { organizationId: c.get('organizationId'), applicationId: id, resource }, arrivedAt);
@@ -47,7 +47,7 @@ export function v2ScoringRoutes(ctx: SandboxContext): Hono<AuthEnv> {
 export function v1InterviewRoutes(ctx: SandboxContext): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   app.get('/:id/interview', (c) => {
-    const arrivedAt = ctx.reads.arrivedAt();
+    const arrivedAt = ctx.clock.now();
     return ctx.reads.serve(() => {
       const id = c.req.param('id');
       notePoll(ctx, c.req.method, { organizationId: c.get('organizationId'), applicationId: id, resource: 'v1-interview' }, arrivedAt);

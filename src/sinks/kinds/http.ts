@@ -8,6 +8,8 @@ import { serializeMessage } from '../serializeMessage.js';
 import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 import { secretRef } from '../../config/secretRef.js';
 import type { HttpResponse } from '../../http/httpClient.js';
+import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
+import { deadlineSignal } from '../../util/deadlineSignal.js';
 
 export interface HttpSinkOptions {
   url: string;
@@ -15,9 +17,6 @@ export interface HttpSinkOptions {
   secret: string;
   timeoutMs: number;
 }
-
-import { deadlineSignal } from '../../util/deadlineSignal.js';
-import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
 
 /** Only the status of a sink's answer matters: its body is drained in the background up to this (the connection is kept), past it the connection is dropped. */
 const ANSWER_BODY_LIMIT = 64 * 1024;
