@@ -101,13 +101,13 @@ describe('disk full', () => {
       ...okIds,
       ...refusedIdx.map((i, k) => (redelivered[k]!.status === 200 ? (events[i]!.id as string) : null)),
     ].filter((id): id is string => id !== null);
-    const storedAcked = ackedIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1).length;
+    const ackedStored = ackedIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1);
     const fileIdSet = new Set(sinkFileIds(sinkPath));
     reportFigures('disk-full', {
       events_sent: allIds.length,
       deliveries: WARM + STREAM + redelivered.length,
       acknowledged: ackedIds.length,
-      stored: storedAcked,
+      stored: ackedStored.length,
       delivered: ackedIds.filter((id) => fileIdSet.has(id)).length,
       acknowledged_while_full: okIds.length,
       refused_503: refusedIdx.length,
@@ -116,7 +116,7 @@ describe('disk full', () => {
       refused_but_stored: refusedStored,
       recovered: redelivered.filter((a) => a.status === 200).length,
       processed: settled,
-      lost: ackedIds.length - ackedIds.filter((id) => q('SELECT COUNT(*) FROM events WHERE id = ?', id) === 1 && fileIdSet.has(id)).length,
+      lost: ackedIds.length - ackedStored.filter((id) => fileIdSet.has(id)).length,
       worker_errors_while_full: workerErrors,
       while_full: whileFull,
       stuck,
