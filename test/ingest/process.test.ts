@@ -284,8 +284,15 @@ describe('ingest and workers in separate processes', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(readFileSync(sinkFile, 'utf8')).toContain(e.id as string);
-    const workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
-    expect(workText).toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
+    // The line is in the file before the delivery is recorded and counted: scrape until the count is there.
+    const delivered = /receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/;
+    let workText = '';
+    const scrapeDeadline = Date.now() + 15_000;
+    while (Date.now() < scrapeDeadline && !delivered.test(workText)) {
+      if (workText) await new Promise((r) => setTimeout(r, 100));
+      workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
+    }
+    expect(workText).toMatch(delivered);
     expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
     // Not the database's gauges: serve reports those, and scraping both must not count them twice.
     expect(workText).not.toMatch(/^receiver_jobs\{/m);
