@@ -1,7 +1,7 @@
 import { directStatements } from '../db/directStatements.js';
 import type { ResultState } from '../db/schema.js';
 import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
-import { describeOutcome, outcomeToError } from '../hiring/outcomeToError.js';
+import { describeOutcome, NOT_FOUND_MARK, outcomeToError } from '../hiring/outcomeToError.js';
 import { applicationIdProblem } from '../hiring/resourcePath.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
@@ -250,7 +250,7 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
     const nowIso = new Date(ctx.clock.now()).toISOString();
     // 404s, and the deletion folded meanwhile (between the read and this dead letter, so its
     // requeue of dead 404 reads did not see this one): the 404 is final, as in the read itself.
-    if (/HTTP 404 not_found/.test(error)) {
+    if (error.includes(NOT_FOUND_MARK)) {
       const deleted = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
       const row = await ctx.db.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
       if (deleted?.deleted_at && row?.state === 'processing' && row.data === null) {

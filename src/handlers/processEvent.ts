@@ -2,6 +2,7 @@ import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import type { Database } from '../db/schema.js';
 import type { HiringResource } from '../hiring/types.js';
+import { NOT_FOUND_MARK } from '../hiring/outcomeToError.js';
 import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
@@ -88,7 +89,7 @@ const REQUEUE_DELETED_404S = `UPDATE jobs
   SET state = 'pending', run_at = @now, attempts = 0, finished_at = NULL, updated_at = @now,
       payload = CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', @now) ELSE payload END
   WHERE +kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}' AND +state = 'dead'
-    AND last_error LIKE '%HTTP 404 not\\_found%' ESCAPE '\\'
+    AND last_error LIKE '%${NOT_FOUND_MARK.replaceAll('_', '\\_')}%' ESCAPE '\\'
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)

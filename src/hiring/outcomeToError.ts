@@ -29,6 +29,12 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
 }
 
 /**
+ * What describeOutcome writes for a read the service answered 404: processing finds dead 404
+ * reads by it in `last_error` (the dead-letter handler, and the requeue when a deletion arrives).
+ */
+export const NOT_FOUND_MARK = 'HTTP 404 not_found';
+
+/**
  * One line for logs and `last_error` columns, e.g. `interview: HTTP 404 not_found (not_found: Not found.)`.
  * What the service wrote (details, reasons, a body) has emails and phone numbers taken out
  * (before a body is cut to 200 characters: an address across the cut is not left half).
