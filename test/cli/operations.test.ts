@@ -91,7 +91,8 @@ async function withOwnDatabase(name: string, body: (own: string, w: BetterSqlite
   }
 }
 
-describe('operations on a running receiver', () => {
+// Up to nine CLI runs a test, each a Node start-up (about a second here, more on a busy runner).
+describe('operations on a running receiver', { timeout: 60_000 }, () => {
   it('status --json matches the database; dry runs and quarantine reads change nothing', async () => {
     const jobsBefore = one<{ n: number }>('SELECT COUNT(*) AS n FROM jobs').n;
     const [status, dry, qlist] = await Promise.all([

@@ -106,7 +106,7 @@ describe('CLI output into a closed pipe', () => {
       closeSync(full);
       let stderr = '';
       child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-      expect(await new Promise((r) => child.on('exit', r))).toBe(1);
+      expect(await new Promise((r) => child.on('close', r))).toBe(1);
       expect(stderr).toMatch(/^error: cannot write to stdout: ENOSPC[^\n]*\n$/);
     } finally {
       cleanup();

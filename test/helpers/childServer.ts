@@ -22,8 +22,9 @@ export function runTs(entry: string, args: string[], env: Record<string, string>
   const stderr: string[] = [];
   proc.stdout!.on('data', (d: Buffer) => stdout.push(d.toString()));
   proc.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
+  // 'close', not 'exit': the pipes may still hold the last lines the child wrote when it exits.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    proc.on('exit', (code, signal) => resolve({ code, signal })),
+    proc.on('close', (code, signal) => resolve({ code, signal })),
   );
   return { proc, stdout, stderr, exited };
 }

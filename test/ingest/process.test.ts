@@ -186,7 +186,9 @@ describe('the receiver as a real process', () => {
     const stalled = envelope();
     const a = open(signDelivery(secret, JSON.stringify(finishing)));
     const b = open(signDelivery(secret, JSON.stringify(stalled)));
-    await new Promise((r) => setTimeout(r, 200));
+    // Connected, then time for the server to take both requests in (it gives no sign that it has).
+    await Promise.all([a, b].map((c) => new Promise((r) => (c.socket.readyState === 'open' ? r(null) : c.socket.once('connect', r)))));
+    await new Promise((r) => setTimeout(r, 300));
     const sigtermAt = Date.now();
     child.proc.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 300));
@@ -277,42 +279,47 @@ describe('ingest and workers in separate processes', () => {
     // With WORK_METRICS_PORT, `work` serves the counters that exist only in it (METRICS_PORT is serve's).
     const workMetrics = await freePort();
     const worker = runTs('src/cli/main.ts', ['work'], { ...env, METRICS_PORT: String(serveMetrics), WORK_METRICS_PORT: String(workMetrics) });
-    const e = envelope();
-    expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline && !(existsSync(sinkFile) && readFileSync(sinkFile, 'utf8').includes(e.id as string))) {
-      await new Promise((r) => setTimeout(r, 100));
+    try {
+      const e = envelope();
+      expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
+      const deadline = Date.now() + 15_000;
+      while (Date.now() < deadline && !(existsSync(sinkFile) && readFileSync(sinkFile, 'utf8').includes(e.id as string))) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(readFileSync(sinkFile, 'utf8')).toContain(e.id as string);
+      // The line is in the file before the delivery is recorded and counted: scrape until the count is there.
+      const delivered = /receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/;
+      let workText = '';
+      const scrapeDeadline = Date.now() + 15_000;
+      while (Date.now() < scrapeDeadline && !delivered.test(workText)) {
+        if (workText) await new Promise((r) => setTimeout(r, 100));
+        workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
+      }
+      expect(workText).toMatch(delivered);
+      expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
+      // Not the database's gauges: serve reports those, and scraping both must not count them twice.
+      expect(workText).not.toMatch(/^receiver_jobs\{/m);
+      // Nor the ingest series or any other gauge of serve's, which would sit at 0 here.
+      for (const name of ['receiver_events_unprocessed', 'receiver_quarantined', 'receiver_sqlite_wal_bytes', 'receiver_deliveries_received_total', 'receiver_group_commit_batch_size']) {
+        expect(workText).not.toContain(name);
+      }
+      // Its own process's series are there.
+      expect(workText).toMatch(/^nodejs_eventloop_lag_seconds /m);
+      // The serve process did none of that work, and says so.
+      const serveText = await (await fetch(`http://127.0.0.1:${serveMetrics}/metrics`)).text();
+      expect(serveText).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
+      expect(serveText).toMatch(/^receiver_jobs\{state="done",kind="sink:archive"\} 1$/m);
+      worker.proc.kill('SIGTERM');
+      server.proc.kill('SIGTERM');
+      expect(await worker.exited).toEqual({ code: 0, signal: null });
+      expect(await server.exited).toEqual({ code: 0, signal: null });
+      expect(worker.stdout.join('')).toMatch(/"msg":"workers started"/);
+      expect(server.stdout.join('')).not.toMatch(/"msg":"workers started"/);
+    } finally {
+      // A failed expectation must not leave either process running.
+      for (const c of [worker, server]) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
     }
-    expect(readFileSync(sinkFile, 'utf8')).toContain(e.id as string);
-    // The line is in the file before the delivery is recorded and counted: scrape until the count is there.
-    const delivered = /receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/;
-    let workText = '';
-    const scrapeDeadline = Date.now() + 15_000;
-    while (Date.now() < scrapeDeadline && !delivered.test(workText)) {
-      if (workText) await new Promise((r) => setTimeout(r, 100));
-      workText = await (await fetch(`http://127.0.0.1:${workMetrics}/metrics`)).text();
-    }
-    expect(workText).toMatch(delivered);
-    expect(workText).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} 1/);
-    // Not the database's gauges: serve reports those, and scraping both must not count them twice.
-    expect(workText).not.toMatch(/^receiver_jobs\{/m);
-    // Nor the ingest series or any other gauge of serve's, which would sit at 0 here.
-    for (const name of ['receiver_events_unprocessed', 'receiver_quarantined', 'receiver_sqlite_wal_bytes', 'receiver_deliveries_received_total', 'receiver_group_commit_batch_size']) {
-      expect(workText).not.toContain(name);
-    }
-    // Its own process's series are there.
-    expect(workText).toMatch(/^nodejs_eventloop_lag_seconds /m);
-    // The serve process did none of that work, and says so.
-    const serveText = await (await fetch(`http://127.0.0.1:${serveMetrics}/metrics`)).text();
-    expect(serveText).not.toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} 1/);
-    expect(serveText).toMatch(/^receiver_jobs\{state="done",kind="sink:archive"\} 1$/m);
-    worker.proc.kill('SIGTERM');
-    server.proc.kill('SIGTERM');
-    expect(await worker.exited).toEqual({ code: 0, signal: null });
-    expect(await server.exited).toEqual({ code: 0, signal: null });
-    expect(worker.stdout.join('')).toMatch(/"msg":"workers started"/);
-    expect(server.stdout.join('')).not.toMatch(/"msg":"workers started"/);
-  });
+  }, 60_000);
 
   it('refuses a second process running workers on a live database (it would take the live one\'s running jobs); after a crash the next one starts at once', async () => {
     const secret = newSecret();

@@ -2,6 +2,7 @@ import { Agent, createServer, request, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli } from '../cli/helpers.js';
 import { startReceiver } from '../helpers/receiver.js';
@@ -16,6 +17,8 @@ describe('stop() and keep-alive connections', () => {
     try {
       const d = signDelivery(secret, JSON.stringify(envelope()));
       const u = new URL(r.url);
+      let connected!: () => void;
+      const connectedP = new Promise<void>((ok) => (connected = ok));
       const answered = new Promise<number>((resolve, reject) => {
         const req = request(
           { host: u.hostname, port: u.port, path: '/webhooks', method: 'POST', agent, headers: { ...d.headers, 'content-length': Buffer.byteLength(d.body) } },
@@ -25,9 +28,12 @@ describe('stop() and keep-alive connections', () => {
           },
         );
         req.on('error', reject);
+        req.on('socket', (socket) => socket.once('connect', connected));
         req.write(d.body.slice(0, 10));
         setTimeout(() => req.end(d.body.slice(10)), 200); // the rest 200 ms into the shutdown
       });
+      // Connected (a stop before the server took the connection in would reset it), then time to read the head.
+      await connectedP;
       await new Promise((res) => setTimeout(res, 50));
       const started = Date.now();
       const stopped = r.app.stop();
@@ -54,7 +60,17 @@ describe('stop() and a result read in flight', () => {
         (res) => res.status,
         () => 'cut',
       );
-      await new Promise((ok) => setTimeout(ok, 200)); // it waits for the lock
+      // It waits for the lock (the signal serve raises for `work` while it retries), not still on its way in.
+      const wait = openIngestWaitSignal(r.dbPath);
+      try {
+        const deadline = Date.now() + 10_000;
+        while (!wait.isWaiting(Date.now())) {
+          if (Date.now() > deadline) throw new Error('the delivery never waited for the lock');
+          await new Promise((ok) => setTimeout(ok, 5));
+        }
+      } finally {
+        wait.close();
+      }
       const started = performance.now();
       await r.app.stop();
       // The grace (500 ms), not WRITE_TIMEOUT_MS (8 s).

@@ -343,7 +343,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(fetches().map((j) => j.state)).toEqual(['done', 'done', 'dead']);
     expect((await second.cli.exited).code).toBe(1);
     expect(second.cli.stdout.join('')).toMatch(/finished: 0 done, 1 dead/);
-  });
+  }, 60_000);
 
   it.each([
     ['interview_not_available', (c: Pair['sandbox']['control'], id: string) => c.optOut(id)],
@@ -434,6 +434,9 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const later = await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: 'evt-later' }, eventId: 'evt-later', source: 'default', runAt: Date.parse(laterAt) }, pair.clock.now());
     await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
     await pair.receiver.app.startWorkers();
+    // Its start did what is checked here; from now on only settle() runs jobs, so none is still
+    // running in the background when it returns.
+    await pair.receiver.app.worker.stop();
     expect(pair.receiver.logs.lines.some((l) => l.jobs === 1 && /the jobs they held back run now/.test(String(l.msg)))).toBe(true);
     expect(row('SELECT run_at FROM jobs WHERE id = ?', later)).toEqual({ run_at: laterAt });
     db().prepare('DELETE FROM jobs WHERE id = ?').run(later);
@@ -466,6 +469,8 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
 
     await pair.restartReceiver({ HIRING_API_KEY: ACME_KEY_2 });
     await pair.receiver.app.startWorkers();
+    // Its start lifted the pause; from now on only settle() runs jobs.
+    await pair.receiver.app.worker.stop();
     await pair.settle();
     pair.clock.advance(30_000);
     await pair.settle();
