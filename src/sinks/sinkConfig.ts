@@ -1,9 +1,9 @@
-import { resolve as resolvePath } from 'node:path';
 import { z } from 'zod';
 import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
 import { CONFIG_PARSE } from '../config/parseOptions.js';
+import { realPathOf } from '../util/realPath.js';
 
 /** One configured sink, resolved (secrets read from the environment, defaults applied). */
 export interface SinkConfig {
@@ -63,10 +63,11 @@ export function resolveSinks(
 ): SinkConfig[] {
   const problem = (m: string) => opts.problems.push(m);
   // A file sink's lines must not land in the database or its files (they would corrupt it), nor
-  // in another file sink's file (both would write every line, interleaved).
+  // in another file sink's file (both would write every line, interleaved). Compared by real path:
+  // a folder reached through a link names the same file.
   const reserved = new Set(
     opts.databasePath && opts.databasePath !== ':memory:'
-      ? ['', ...DATABASE_SIDECARS].map((suffix) => resolvePath(`${opts.databasePath}${suffix}`))
+      ? ['', ...DATABASE_SIDECARS].map((suffix) => realPathOf(`${opts.databasePath}${suffix}`))
       : [],
   );
   const files = new Map<string, string>();
@@ -104,7 +105,7 @@ export function resolveSinks(
     });
     if (options === null) return;
     if (s.type === 'file') {
-      const file = resolvePath((options as { path: string }).path);
+      const file = realPathOf((options as { path: string }).path);
       if (reserved.has(file)) problem(`${at}.path: is the receiver's database or one of its files (DATABASE_PATH)`);
       else if (files.has(file)) problem(`${at}.path: sink ${JSON.stringify(files.get(file))} already writes to this file`);
       else files.set(file, s.name);

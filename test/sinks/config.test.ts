@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -128,6 +128,41 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     expect(problemsOf({ sinks: [{ name: 'a', type: 'file', path: './data/receiver.db-shm' }] })).toEqual([
       "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
     ]);
+  });
+
+  it('compares files by their real path: a folder reached through a link names the database, and another sink\'s file, all the same', () => {
+    const { dir, cleanup } = tempDir('sink-link-');
+    try {
+      mkdirSync(join(dir, 'data'));
+      symlinkSync(join(dir, 'data'), join(dir, 'link'));
+      writeFileSync(join(dir, 'data', 'r.db'), '');
+      const env = { DATABASE_PATH: join(dir, 'data', 'r.db') };
+      expect(
+        problemsOf(
+          {
+            sinks: [
+              { name: 'a', type: 'file', path: join(dir, 'link', 'r.db') },
+              // Not created yet: its folder's real path decides.
+              { name: 'b', type: 'file', path: join(dir, 'link', 'r.db-wal') },
+              { name: 'c', type: 'file', path: join(dir, 'data', 'events.ndjson') },
+              { name: 'd', type: 'file', path: join(dir, 'link', 'events.ndjson') },
+            ],
+          },
+          env,
+        ),
+      ).toEqual([
+        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
+        "CONFIG_FILE sinks.1.path: is the receiver's database or one of its files (DATABASE_PATH)",
+        'CONFIG_FILE sinks.3.path: sink "c" already writes to this file',
+      ]);
+      // A link to the database file itself.
+      symlinkSync(join(dir, 'data', 'r.db'), join(dir, 'events.ndjson'));
+      expect(problemsOf({ sinks: [{ name: 'a', type: 'file', path: join(dir, 'events.ndjson') }] }, env)).toEqual([
+        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
+      ]);
+    } finally {
+      cleanup();
+    }
   });
 
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {

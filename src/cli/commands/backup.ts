@@ -1,10 +1,11 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
 import { databasePathOf } from '../cliConfig.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
+import { realPathOf } from '../../util/realPath.js';
 
 export interface BackupOptions {
   database?: string;
@@ -14,19 +15,6 @@ export interface BackupOptions {
 
 /** `receiver-20261125T043000Z.db`: the name a backup gets inside a folder. */
 export const backupName = (now: Date): string => `receiver-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}.db`;
-
-/** The real path of `p`, or of its folder plus its name when `p` does not exist yet. */
-function realish(p: string): string {
-  try {
-    return realpathSync(p);
-  } catch {
-    try {
-      return join(realpathSync(dirname(p)), basename(p));
-    } catch {
-      return resolve(p);
-    }
-  }
-}
 
 /** fsync of a folder, so a rename in it is durable (not possible on every file system: then skipped). */
 function syncFolder(folder: string): void {
@@ -73,8 +61,8 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   else if (isDir(dirname(resolve(target))) === false && existsSync(dirname(resolve(target)))) throw new CliError(`${dirname(resolve(target))} is not a folder`);
   if (!existsSync(dirname(resolve(target)))) throw new CliError(`no folder ${dirname(resolve(target))} for the backup: create it first`);
 
-  const realSource = realish(source);
-  const realTarget = realish(target);
+  const realSource = realPathOf(source);
+  const realTarget = realPathOf(target);
   if (realTarget === realSource || DATABASE_SIDECARS.some((s) => realTarget === `${realSource}${s}`)) {
     throw new CliError(`${target} is the database or one of its files: choose another destination`);
   }
