@@ -8,13 +8,13 @@ import type { Kysely, Transaction } from 'kysely';
 import { ConfigError, loadConfig } from '../config/loadConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
-import { enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
+import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import { matchesSink } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 
 export type { DeliveryWrites, SinkConfig, SinkStatus };
-export { messageIdFor, preparedDeliveryWrites, sinkJobKind };
+export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind };
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -50,7 +50,8 @@ export function configuredSinks(env: Env): ConfiguredSinks {
   // `default` always: the server has it when WEBHOOK_SECRET is set, which an operator command
   // run with only DATABASE_PATH and CONFIG_FILE does not see.
   const knownSources = ['default', ...(Array.isArray(raw.sources) ? raw.sources.map((s) => String(s?.name)) : [])];
-  const sinks = resolveSinks(raw.sinks, { env: { ...env }, knownSources, problems });
+  // The CLI never sends: a sink whose secret's variable this shell lacks is still configured.
+  const sinks = resolveSinks(raw.sinks, { env: { ...env }, knownSources, problems, unsetSecretsAllowed: true });
   return { sinks, problems };
 }
 

@@ -10,7 +10,7 @@ import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
-import { enqueueDeliveries, sinkJobKind, type DeliveryWrites } from './enqueueDeliveries.js';
+import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryWrites } from './enqueueDeliveries.js';
 import { matchesEventType } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -151,6 +151,11 @@ export class FanOut {
         .execute();
     }
     if (dropped.length > 0) this.o.logger.warn({ deliveries: dropped.length }, 'deliveries of sinks no longer configured are now dead letters');
+    // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
+    // deliveries already waiting too.
+    for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now)) {
+      this.o.logger.info({ sink: c.sink, deliveries: c.deliveries, max_attempts: c.maxAttempts }, "queued deliveries take the sink's max_attempts as configured now");
+    }
     for (const { config } of this.lanes) {
       const st = await sinkDisabled(this.o.db, config.name);
       if (!st) continue;

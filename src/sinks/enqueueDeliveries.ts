@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { oncePerConnection } from '../db/sqliteHelpers.js';
 import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
@@ -10,6 +10,26 @@ import type { SinkConfig } from './sinkConfig.js';
 
 /** Job kind of a sink's deliveries: each sink's worker claims only its own. */
 export const sinkJobKind = (sink: string) => `sink:${sink}`;
+
+/**
+ * A job keeps the max_attempts it was queued with. This gives each configured sink's waiting
+ * deliveries (pending, including those an operator's retry just queued again) the sink's
+ * max_attempts as configured now, raised or lowered. Returns how many changed, per sink.
+ */
+export async function applySinkMaxAttempts(db: Kysely<Database>, sinks: readonly SinkConfig[], nowIso: string): Promise<{ sink: string; deliveries: number; maxAttempts: number }[]> {
+  const changed: { sink: string; deliveries: number; maxAttempts: number }[] = [];
+  for (const config of sinks) {
+    const r = await db
+      .updateTable('jobs')
+      .set({ max_attempts: config.maxAttempts, updated_at: nowIso })
+      .where('state', '=', 'pending')
+      .where('kind', '=', sinkJobKind(config.name))
+      .where('max_attempts', '<>', config.maxAttempts)
+      .executeTakeFirst();
+    if (r.numUpdatedRows > 0n) changed.push({ sink: config.name, deliveries: Number(r.numUpdatedRows), maxAttempts: config.maxAttempts });
+  }
+  return changed;
+}
 
 export interface DeliveryPayload {
   event_id: string;

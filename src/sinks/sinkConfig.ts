@@ -57,9 +57,23 @@ type RawSink = { name: string; type: SinkType; events?: string[]; sources?: stri
  * (`CONFIG_FILE sinks.1.secret: ...`). Entries that failed their schema or their kind's checks
  * are left out; callers must refuse the configuration whenever `problems` is not empty.
  */
+/** A well-formed secret that signs nothing anyone verifies: see `unsetSecretsAllowed`. */
+const UNSET_SECRET_PLACEHOLDER = `whsec_${Buffer.alloc(24).toString('base64')}`;
+
 export function resolveSinks(
   raw: unknown,
-  opts: { env: Record<string, string | undefined>; knownSources: readonly string[]; problems: string[]; databasePath?: string },
+  opts: {
+    env: Record<string, string | undefined>;
+    knownSources: readonly string[];
+    problems: string[];
+    databasePath?: string;
+    /**
+     * For operator commands, which never send: a secret named by an environment variable the
+     * command's shell lacks stands in as a placeholder instead of a problem (the sink is still
+     * configured). Such sinks must not be used to send.
+     */
+    unsetSecretsAllowed?: boolean;
+  },
 ): SinkConfig[] {
   const problem = (m: string) => opts.problems.push(m);
   // A file sink's lines must not land in the database or its files (they would corrupt it), nor
@@ -101,7 +115,8 @@ export function resolveSinks(
     const options = kind.resolve(s, {
       at,
       problem,
-      secret: (where, ref) => resolveSecretRef(where, ref, opts.env, problem),
+      secret: (where, ref) =>
+        opts.unsetSecretsAllowed && typeof ref !== 'string' && !opts.env[ref.env] ? UNSET_SECRET_PLACEHOLDER : resolveSecretRef(where, ref, opts.env, problem),
     });
     if (options === null) return;
     if (s.type === 'file') {

@@ -362,6 +362,29 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect((await cli(['sinks', 'enable', 'scores'], cfg)).stdout).toBe('sink scores was not disabled\n');
   });
 
+  it('sinks list and enable need no sink secret: a sink whose secret variable this shell lacks is still configured', async () => {
+    const crmConfig = join(dir, 'crm-config.json');
+    writeFileSync(crmConfig, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' } }] }));
+    db.prepare(
+      `INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at)
+       VALUES ('crm', ?, 'the consumer answered 410 Gone', 410, 'https://crm.example/hook', ?)`,
+    ).run(new Date().toISOString(), new Date().toISOString());
+    const cfg = { DATABASE_PATH: dbPath, CONFIG_FILE: crmConfig };
+    const listed = await cli(['sinks', 'list', '--json'], cfg);
+    expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: '' });
+    expect((JSON.parse(listed.stdout) as { name: string; configured: boolean; enabled: boolean }[]).find((r) => r.name === 'crm')).toMatchObject({
+      configured: true,
+      enabled: false,
+    });
+    const enabled = await cli(['sinks', 'enable', 'crm'], cfg);
+    expect({ code: enabled.code, stderr: enabled.stderr, stdout: enabled.stdout }).toEqual({ code: 0, stderr: '', stdout: 'sink crm enabled; its waiting deliveries go out now\n' });
+    // A secret given but malformed is still a mistake to name.
+    writeFileSync(crmConfig, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' } }] }));
+    const bad = await cli(['sinks', 'enable', 'crm'], { ...cfg, CRM_SINK_SECRET: 'not-a-secret' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/CONFIG_FILE sinks\.0\.secret: must start with "whsec_"/);
+  });
+
   it('lists dead letters and runs them again', async () => {
     const job = one<{ id: number }>("SELECT id FROM jobs WHERE kind = 'process_event' AND event_id = 'evt-b1' ORDER BY id LIMIT 1");
     db.prepare("UPDATE jobs SET state = 'dead', attempts = 25, last_error = 'hiring API answered 500 (simulated)' WHERE id = ?").run(job.id);
@@ -404,6 +427,22 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     const row = one<{ state: string; last_error: string | null }>('SELECT state, last_error FROM deliveries WHERE event_id = ? AND sink = ?', d.event_id, d.sink);
     expect(row.state).not.toBe('dead');
     expect(row.last_error).toBeNull();
+  });
+
+  it('dead-letters retry gives retried sink deliveries the max_attempts configured now, not the one they were queued with', async () => {
+    await withOwnDatabase('max-attempts.db', async (own, w) => {
+      const at = new Date().toISOString();
+      const job = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
+         VALUES ('sink:crm', '{"event_id":"evt-m1","sink":"crm"}', 'evt-m1', 'sink:crm', 'dead', ?, 3, 3, 'HTTP 503', ?, ?, ?)`,
+      );
+      const crm = Number(job.run(at, at, at, at).lastInsertRowid);
+      const config = join(dir, 'max-attempts.json');
+      writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
+      const retry = await cli(['dead-letters', 'retry', '--kind', 'sink:crm'], { DATABASE_PATH: own, CONFIG_FILE: config });
+      expect({ code: retry.code, stderr: retry.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(w.prepare('SELECT state, attempts, max_attempts FROM jobs WHERE id = ?').get(crm)).toEqual({ state: 'pending', attempts: 0, max_attempts: 50 });
+    });
   });
 
   it('dead-letters retry of a sink the configuration no longer has says its jobs will wait', async () => {

@@ -49,3 +49,46 @@ describe('a sink removed from the configuration', () => {
     ]);
   });
 });
+
+describe('a sink whose max_attempts changed in the configuration', () => {
+  it('gives the new max_attempts to its deliveries already waiting, at start; running, dead and other sinks\' jobs keep theirs', async () => {
+    const t = tempDir();
+    cleanup = t.cleanup;
+    database = openDatabase(join(t.dir, 'r.db'));
+    const clock = new ManualClock(Date.parse('2026-11-02T00:00:00Z'));
+    const db = database.db;
+    const queued = async (sink: string, eventId: string, state: 'pending' | 'dead') => {
+      const id = await enqueue(db, { kind: `sink:${sink}`, payload: { event_id: eventId, sink }, eventId, source: `sink:${sink}`, maxAttempts: 3 }, clock.now());
+      if (state === 'dead') await db.updateTable('jobs').set({ state: 'dead', attempts: 3 }).where('id', '=', id).execute();
+      return id;
+    };
+    // A consumer's outage: the deliveries were queued with 3 attempts, two spent on the first.
+    const waiting = await queued('crm', 'e1', 'pending');
+    await db.updateTable('jobs').set({ attempts: 2 }).where('id', '=', waiting).execute();
+    const waiting2 = await queued('crm', 'e2', 'pending');
+    const dead = await queued('crm', 'e3', 'dead');
+    const other = await queued('archive', 'e1', 'pending');
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger('info', { write: (l: string) => lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const fanOut = new FanOut({
+      db,
+      queue: new JobQueue(db, clock),
+      clock,
+      logger,
+      sinks: [
+        { name: 'crm', type: 'stdout', events: null, sources: null, concurrency: 1, maxAttempts: 50, target: 'stdout', options: {} },
+        { name: 'archive', type: 'stdout', events: null, sources: null, concurrency: 1, maxAttempts: 3, target: 'stdout', options: {} },
+      ],
+    });
+    await fanOut.reconcile();
+    const of = async (id: number) => db.selectFrom('jobs').select(['state', 'attempts', 'max_attempts']).where('id', '=', id).executeTakeFirstOrThrow();
+    expect(await of(waiting)).toEqual({ state: 'pending', attempts: 2, max_attempts: 50 });
+    expect(await of(waiting2)).toEqual({ state: 'pending', attempts: 0, max_attempts: 50 });
+    // A dead letter is run again by an operator's retry, not by a start.
+    expect(await of(dead)).toEqual({ state: 'dead', attempts: 3, max_attempts: 3 });
+    expect(await of(other)).toEqual({ state: 'pending', attempts: 0, max_attempts: 3 });
+    expect(lines.filter((l) => l.msg === "queued deliveries take the sink's max_attempts as configured now")).toEqual([
+      expect.objectContaining({ sink: 'crm', deliveries: 2, max_attempts: 50 }),
+    ]);
+  });
+});

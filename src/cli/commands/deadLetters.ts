@@ -5,7 +5,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks } from '../sinkOps.js';
+import { applySinkMaxAttempts, configuredSinks } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
   database?: string;
@@ -84,10 +84,13 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
         AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
+    const { sinks, problems } = n > 0 ? configuredSinks(io.env) : { sinks: [], problems: [] };
+    // Retried deliveries get their sink's max_attempts as configured now (raised during a
+    // consumer's outage, say), not the one they were first queued with.
+    if (n > 0 && problems.length === 0) await applySinkMaxAttempts(database.db, sinks, new Date().toISOString());
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
     const sinkName = o.kind?.startsWith('sink:') ? o.kind.slice('sink:'.length) : null;
     if (n > 0 && sinkName !== null) {
-      const { sinks, problems } = configuredSinks(io.env);
       if (problems.length === 0 && io.env['CONFIG_FILE'] && !sinks.some((s) => s.name === sinkName)) {
         io.err(`warning: no sink named ${JSON.stringify(sinkName)} is configured in CONFIG_FILE (known: ${sinks.map((s) => s.name).join(', ') || 'none'}): its jobs stay pending until a receiver with that sink runs`);
       }
