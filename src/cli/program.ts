@@ -132,6 +132,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--application <id>', 'events of one application (its id, or your external_id)')
     .option('--source <name>', 'events of one configured source')
     .option('--sink <names...>', 'deliver again to these sinks (`all`: every configured sink that wants the event)', collect)
+    .option('--missing', 'with --sink: only events the sink has no delivery record of (added later, or not configured when they settled)')
     .option('--processing', 'also re-run processing when --sink is given (the default without --sink)')
     .option('--all', 'every stored event (required when no filter is given)')
     .option('--limit <n>', 'at most n events, oldest first', intArg(1))
@@ -146,6 +147,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
         'hiring-receiver replay --application ats-cand-20931',
         'hiring-receiver replay --id 7d0c... --sink crm --wait',
         'hiring-receiver replay --all --sink all --since 2026-11-20',
+        'hiring-receiver replay --sink crm --missing --dry-run',
       ]) + '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.',
     )
     .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));

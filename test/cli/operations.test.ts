@@ -480,4 +480,38 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect(new Set(lines.slice(before).map((l) => l.id))).toEqual(new Set(['evt-a1', 'evt-a2', 'evt-a3', 'evt-b1']));
     expect(all("SELECT state, COUNT(*) AS n FROM deliveries WHERE sink = 'archive' GROUP BY state")).toEqual([{ state: 'delivered', n: 4 }]);
   });
+
+  it('replay --sink <name> --missing sends a sink only the events it has no record of (as a sink out of the configuration when they settled left them)', async () => {
+    await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue');
+    // evt-b1 settled while archive was not configured: no job, no deliveries row. evt-a2's delivery died.
+    db.prepare("DELETE FROM deliveries WHERE sink = 'archive' AND event_id = 'evt-b1'").run();
+    db.prepare("DELETE FROM jobs WHERE kind = 'sink:archive' AND event_id = 'evt-b1'").run();
+    db.prepare("UPDATE deliveries SET state = 'dead', last_error = 'HTTP 503' WHERE sink = 'archive' AND event_id = 'evt-a2'").run();
+    const cfg = { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! };
+
+    const noSink = await cli(['replay', '--missing'], cfg);
+    expect({ code: noSink.code, stderr: noSink.stderr }).toEqual({ code: 2, stderr: expect.stringMatching(/^error: --missing needs --sink/) });
+
+    // Every sink: the four are missing for scores (whose filter wants none of them), one for archive.
+    const dry = await cli(['replay', '--sink', 'all', '--missing', '--dry-run', '--json'], cfg);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      dry_run: true,
+      selected: 4,
+      sinks: { archive: { queued: 1, not_wanted: 0, not_settled: 0, has_record: 3 }, scores: { queued: 0, not_wanted: 4, has_record: 0 } },
+    });
+    // Only to sinks: processing is not run again.
+    expect(JSON.parse(dry.stdout).processing).toEqual({ queued: 0, already_queued: 0 });
+
+    const before = sinkLines().length;
+    const r = await cli(['replay', '--sink', 'archive', '--missing', '--wait', '--json', '--timeout', '20'], cfg);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ selected: 1, sinks: { archive: { queued: 1, has_record: 0 } }, finished: { done: 1, failed: 0 } });
+    expect(sinkLines().slice(before).map((l) => l.id)).toEqual(['evt-b1']);
+    expect(one("SELECT state FROM deliveries WHERE sink = 'archive' AND event_id = 'evt-b1'")).toEqual({ state: 'delivered' });
+    // The dead one is a dead letter's business (dead-letters retry), not a missing one.
+    expect(one("SELECT state FROM deliveries WHERE sink = 'archive' AND event_id = 'evt-a2'")).toEqual({ state: 'dead' });
+    const again = await cli(['replay', '--sink', 'archive', '--missing'], cfg);
+    expect(again.stdout).toBe('0 events selected; sink archive: 0 queued\n');
+  });
 });

@@ -21,6 +21,8 @@ export interface ReplayOptions {
   application?: string;
   source?: string;
   sink?: string[];
+  /** With --sink: only events a target sink has no delivery record of. */
+  missing?: boolean;
   processing?: boolean;
   all?: boolean;
   limit?: number;
@@ -46,8 +48,11 @@ interface SelectedEvent {
  */
 const BATCH = 500;
 
-/** The selected events, oldest first. Type patterns: exact names or `prefix.*`. */
-export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Promise<SelectedEvent[]> {
+/**
+ * The selected events, oldest first. Type patterns: exact names or `prefix.*`. `missingFor`: only
+ * events that at least one of these sinks has no `deliveries` row of (never queued for it).
+ */
+export async function selectEvents(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly string[] = []): Promise<SelectedEvent[]> {
   let q = db
     .selectFrom('events')
     .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
@@ -68,6 +73,11 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions): Prom
   if (o.since) q = q.where('events.received_at', '>=', o.since);
   if (o.until) q = q.where('events.received_at', '<', o.until);
   if (o.source) q = q.where('events.source', '=', o.source);
+  if (missingFor.length > 0) {
+    q = q.where((eb) =>
+      eb.or(missingFor.map((sink) => eb.not(eb.exists(eb.selectFrom('deliveries').select(sql`1`.as('one')).whereRef('deliveries.event_id', '=', 'events.id').where('deliveries.sink', '=', sink))))),
+    );
+  }
   if (o.application) {
     const app = o.application;
     // An application id, or your own correlation id (external_id), through application_events
@@ -105,7 +115,7 @@ function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined): Si
 interface Counts {
   selected: number;
   processing: { queued: number; already_queued: number };
-  sinks: Record<string, { queued: number; not_wanted: number; not_settled: number }>;
+  sinks: Record<string, { queued: number; not_wanted: number; not_settled: number; has_record?: number }>;
 }
 
 /**
@@ -115,8 +125,9 @@ interface Counts {
  * it works while the receiver runs; the receiver's workers do the work.
  */
 export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
-  const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source);
-  if (!filtered && !o.all) throw new UsageError('choose events with --id, --type, --since, --until, --application or --source (or --all for every event)');
+  const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source || o.missing);
+  if (!filtered && !o.all) throw new UsageError('choose events with --id, --type, --since, --until, --application, --source or --missing (or --all for every event)');
+  if (o.missing && !o.sink?.length) throw new UsageError('--missing needs --sink: the sinks whose missing events to send');
   // An empty window is a mistake (the ages swapped: --since 2h --until 3h), not "nothing to do".
   if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
   const targets = resolveTargetSinks(io, o.sink);
@@ -125,13 +136,15 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const { db } = database;
-    const events = await selectEvents(db, o);
+    const events = await selectEvents(db, o, o.missing ? targets.map((s) => s.name) : []);
+    // With --missing, a sink that has a record of the event (queued, delivered or dead) is left alone.
+    const recorded = database.sqlite.prepare('SELECT 1 FROM deliveries WHERE event_id = ? AND sink = ?');
     // Ids asked for by name that are not stored at all: a typo must not read as success.
     const selected = new Set(events.map((e) => e.id));
     const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?');
     const notStored = (o.id ?? []).filter((id) => !selected.has(id) && stored.get(id) === undefined);
     const counts: Counts = { selected: events.length, processing: { queued: 0, already_queued: 0 }, sinks: {} };
-    for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0 };
+    for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0, ...(o.missing ? { has_record: 0 } : {}) };
     const plain = !io.isTTY && !o.json;
     const bar = io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
     bar?.start(events.length, 0);
@@ -175,6 +188,11 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
               c.not_wanted++;
               continue;
             }
+            if (o.missing && recorded.get(e.id, sink.name) !== undefined) {
+              c.has_record!++;
+              skipped.push(`sink ${sink.name} (has a delivery record)`);
+              continue;
+            }
             if (!e.settled) {
               // Not complete yet: it is fanned out when its processing settles.
               c.not_settled++;
@@ -214,7 +232,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       const parts = [`${counts.selected} event${counts.selected === 1 ? '' : 's'} selected`];
       if (processing) parts.push(`processing: ${counts.processing.queued} ${verb}${counts.processing.already_queued ? `, ${counts.processing.already_queued} already queued` : ''}`);
       for (const [name, c] of Object.entries(counts.sinks)) {
-        parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}`);
+        parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}${c.has_record ? `, ${c.has_record} it has a record of` : ''}`);
       }
       if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead`);
       io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
