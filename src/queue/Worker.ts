@@ -123,9 +123,10 @@ export class Worker {
   /** After a failed source run, the source is not tried again before this time (the worker's clock). */
   private sourceRetryAt = 0;
   /**
-   * Sources the remote asked to slow down (a 429, a 503 with Retry-After): none of their jobs of
-   * a gated kind is claimed before this time (the worker's clock). In memory: after a restart,
-   * the first read is told again.
+   * Sources the remote asked to slow down (a 429, a 503 with Retry-After: the hiring service for
+   * a source's reads, a consumer for a sink's deliveries, whose jobs' source is `sink:<name>`):
+   * none of their jobs of a gated kind is claimed before this time (the worker's clock). In
+   * memory: after a restart, the first job is told again.
    */
   private readonly throttledUntil = new Map<string, number>();
 
@@ -431,7 +432,7 @@ export class Worker {
     // The source holds even when this job ends here (its last attempt): its other reads wait too.
     if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
       if ((this.throttledUntil.get(job.source) ?? 0) < now) {
-        log.warn({ source: job.source, wait_ms: told }, 'the service asked to slow down: no reads for this source until the wait has passed');
+        log.warn({ source: job.source, wait_ms: told }, 'asked to slow down (Retry-After): none of this source\'s jobs run until the wait has passed');
       }
       this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, now + told));
     }

@@ -173,6 +173,26 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
   });
 
+  it('a Retry-After holds the whole sink: its other deliveries wait too instead of each spending an attempt', async () => {
+    const { h, consumer } = await setup({ concurrency: 1 });
+    consumer.reply((_r, n) => (n === 1 ? { status: 503, headers: { 'retry-after': '120' } } : { status: 200 }));
+    for (let i = 0; i < 4; i++) await h.post(envelope({ event_type: 'application.created' }));
+    await h.settle();
+    // One request, answered 503: the three others were not sent.
+    expect(consumer.on('/a')).toHaveLength(1);
+    expect(h.deliveries('a').map((d) => [d.state, d.attempts])).toEqual(
+      expect.arrayContaining([['retrying', 1], ['pending', 0], ['pending', 0], ['pending', 0]]),
+    );
+    h.clock.advance(119_000);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(1);
+    // Past the wait (and the retried one's spread of up to a quarter), all four go out.
+    h.clock.advance(31_000);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(5);
+    expect(h.deliveries('a').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+  });
+
   it('dead-letters after max_attempts, visibly, and keeps the job', async () => {
     const { h, consumer } = await setup({ max_attempts: 3 });
     consumer.reply(() => ({ status: 502 }));

@@ -74,7 +74,11 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
       }
       if (status === 429 || status === 503) {
         const after = parseRetryAfter(res.header('retry-after'), ctx.clock.now());
-        if (after !== null) throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS)), status);
+        // The consumer's wait holds the whole sink, not only this message: its other deliveries
+        // would meet the same answer, each spending an attempt.
+        if (after !== null) {
+          throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS), { throttlesSource: true }), status);
+        }
       }
       throw withStatus(new RetryableError(`HTTP ${status}`), status);
     },
