@@ -1,4 +1,5 @@
 import { createApp } from './app.js';
+import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig } from './config/loadConfig.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
@@ -91,17 +92,8 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  // `npm start` runs node under npm and a shell; `kill <npm's pid>` ends those two and leaves
-  // node running, re-parented, with its old configuration (a restart then meets EADDRINUSE).
-  // Under an npm script only (npm sets npm_lifecycle_event), losing that parent means npm is
-  // gone: drain and exit. Started any other way (`nohup node ... &` from a script that then
-  // exits, a supervisor), a new parent is normal and nothing happens.
-  if (process.env.npm_lifecycle_event) {
-    const parent = process.ppid;
-    setInterval(() => {
-      if (process.ppid !== parent) shutdown('npm, which started it, exited');
-    }, 1000).unref();
-  }
+  // `kill <npm's pid>` under `npm start` / `npm run cli -- serve`: drain and exit (npmParent.ts).
+  onNpmParentGone(process.env, () => shutdown('npm, which started it, exited'));
   // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would
   // stop when its terminal closes). Node's default ends the process at once; nothing
   // acknowledged is lost. File sinks need no signal to follow a rotated file.

@@ -1,4 +1,5 @@
 /** `npm run sandbox`: the hiring-service stand-in on SANDBOX_HOST:SANDBOX_PORT (default 127.0.0.1:4010). */
+import { onNpmParentGone } from '../util/npmParent.js';
 import { createSandbox } from './createSandbox.js';
 
 function parsePort(raw: string | undefined): number {
@@ -26,8 +27,8 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     for (const key of org.api_keys) lines.push(`    API key: ${key.key}`);
   }
   console.log(lines.join('\n'));
-  const shutdown = (signal: string): void => {
-    console.log(`${signal} received, stopping sandbox`);
+  const shutdown = (why: string): void => {
+    console.log(`${why}, stopping sandbox`);
     sandbox.stop().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -36,8 +37,10 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.once('SIGTERM', () => shutdown('SIGTERM received'));
+  process.once('SIGINT', () => shutdown('SIGINT received'));
+  // `kill <npm's pid>` under `npm run sandbox` stops it too, freeing its port.
+  onNpmParentGone(env, () => shutdown('npm, which started it, exited'));
 }
 
 main(process.env).catch((err: unknown) => {
