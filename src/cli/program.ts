@@ -89,7 +89,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addHelpText(
       'after',
       examples(['hiring-receiver backup /data/backups/', 'hiring-receiver backup ./before-upgrade.db --database ./data/receiver.db']) +
-        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the -wal and -shm beside it, start.',
+        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.',
     )
     .action((destination: string, o) => done(import('./commands/backup.js').then((m) => m.runBackup(io, destination, o))));
 

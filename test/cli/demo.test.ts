@@ -16,6 +16,8 @@ describe('demo', () => {
     expect(out).toMatch(/^demo-duplicate\s+interviewed\s+no/m);
     expect(out).toMatch(/interview_v2\.completed\s+demo-legacy\s+ready \(score [\d.]+\)/);
     expect(out).toMatch(/interview\.completed\s+demo-ineligible\s+ready \(score [\d.]+\)\s+YES/);
+    // Per event, as its message says: the application events before the ineligible result do not.
+    expect(out).toMatch(/application\.created\s+demo-ineligible\s+-\s+no/);
     expect(out).toMatch(/^demo-ineligible\s+screened\s+YES\s+Right to work/m);
     expect(out).toMatch(/^demo-deleted\s+applied\s+no\s+yes$/m);
     expect(out).toMatch(/File sink: 19 messages in /);

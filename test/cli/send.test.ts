@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FIXTURE_TYPES } from '../../src/cli/fixtures.js';
 import { freePort } from '../helpers/childServer.js';
@@ -70,5 +73,18 @@ describe('send', () => {
     expect(down.code).toBe(1);
     expect(down.stderr).toContain(`no answer from http://127.0.0.1:${closed}/webhooks (ECONNREFUSED)`);
     expect(events().length).toBe(before);
+  });
+
+  it('--file sends a hand-written envelope as it is; one without id or event_type is quarantined, and the answer says which is missing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'send-file-'));
+    try {
+      const file = join(dir, 'e.json');
+      writeFileSync(file, JSON.stringify({ payload: {} }));
+      const r = await cli(['send', '--file', file, '--url', url, '--secret', secret]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^200 OK \(no event_type\) \(no id\) \(msg_[^)]+\): \{"outcome":"quarantined"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -136,6 +136,14 @@ export async function runDemo(io: CliIo, o: DemoOptions): Promise<number> {
     const deliveriesOf = (id: string) => attempts.filter((a) => a.event_id === id);
     const firstAttempt = (id: string) => Math.min(...deliveriesOf(id).map((a) => Date.parse(a.attempted_at)));
     const arrived: ArrivedEvent[] = [];
+    const lines = readFileSync(sinkPath, 'utf8').split('\n').filter((l) => l !== '');
+    const sinkLines = lines.length;
+    // Each event's message as delivered (the last line of an id: its latest revision).
+    const messages = new Map<string, { needs_review?: unknown }>();
+    for (const l of lines) {
+      const m = JSON.parse(l) as { id: string; needs_review?: unknown };
+      messages.set(m.id, m);
+    }
     for (const e of events) {
       const app = apps.find((a) => a.id === e.application_id);
       const resource = RESOURCE_OF_EVENT[e.event_type];
@@ -153,9 +161,9 @@ export async function runDemo(io: CliIo, o: DemoOptions): Promise<number> {
       if (older) notes.push(`arrived before the older change to ${prev} (out of order)`);
       if (e.event_type === 'interview_v2.completed') notes.push('legacy engine: read from /api/v1');
       if (e.event_type === 'job_application.deleted') notes.push('application marked deleted');
-      arrived.push({ id: e.id, event_type: e.event_type, created_at: e.created_at, received_at: e.received_at, external_id: app?.external_id ?? null, application_id: e.application_id, result, needs_review: app?.needs_review === 1, notes });
+      // The event's own flag, as its message in the sink says (the application's may have changed since).
+      arrived.push({ id: e.id, event_type: e.event_type, created_at: e.created_at, received_at: e.received_at, external_id: app?.external_id ?? null, application_id: e.application_id, result, needs_review: messages.get(e.id)?.needs_review === true, notes });
     }
-    const sinkLines = readFileSync(sinkPath, 'utf8').split('\n').filter((l) => l !== '').length;
     const types = [...new Set(arrived.map((a) => a.event_type))].sort();
     const summary = {
       sandbox: sandboxUrl,

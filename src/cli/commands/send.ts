@@ -115,7 +115,8 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
       io.out(body);
       io.out('');
     }
-    const label = `${String(envelope.event_type)} ${String(envelope.id)} (${msgId})`;
+    // A hand-written envelope may lack either (the receiver quarantines it): said, not "undefined".
+    const label = `${envelope.event_type === undefined ? '(no event_type)' : String(envelope.event_type)} ${envelope.id === undefined ? '(no id)' : String(envelope.id)} (${msgId})`;
     let res: Response;
     try {
       res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(o.timeout) });
