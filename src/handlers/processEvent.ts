@@ -3,6 +3,7 @@ import { directStatements } from '../db/directStatements.js';
 import type { Database } from '../db/schema.js';
 import type { HiringResource } from '../hiring/types.js';
 import { NOT_FOUND_MARK } from '../hiring/outcomeToError.js';
+import { asObject, type JsonRecord } from '../util/json.js';
 import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
@@ -137,15 +138,40 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   // again: its sinks hear of it again only if the result changed (a new revision, see
   // settleEvent) or by an explicit replay to them.
   q.run(AWAIT_RESULT, eventId, resource, nowIso);
+  // One result read per event: a replay (or a fold run again) while the event's read is still
+  // waiting replaces that read instead of adding a second one (which doubled the reads and the
+  // dead letters of a failing one). The new read keeps the old one's time: a Retry-After, a
+  // backoff, the poll spacing.
+  // What it was asked to do carries over too: ask the service again (a replay's refetch, an
+  // operator's retry's requeued_at).
+  const waiting = q.all<{ run_at: string; payload: string }>(REPLACE_WAITING_READ, eventId);
+  const waitUntil = Math.max(now, ...waiting.map((w) => Date.parse(w.run_at)));
+  const before = waiting.map((w) => parseObject(w.payload));
+  const askAgain = refetch || before.some((p) => p.refetch === true);
+  const requeuedAt = before.map((p) => p.requeued_at).filter((v): v is string => typeof v === 'string').sort().at(-1);
   preparedJobWritesOn(ctx.sqlite).enqueue(
     {
       kind: JobKind.fetchResult,
-      payload: { event_id: eventId, application_id: event.application_id, resource, ...(refetch ? { refetch: true } : {}) },
+      payload: { event_id: eventId, application_id: event.application_id, resource, ...(askAgain ? { refetch: true } : {}), ...(requeuedAt ? { requeued_at: requeuedAt } : {}) },
       eventId,
       source: event.source,
+      runAt: waitUntil,
     },
     now,
   );
+}
+
+/** The event's result reads not started yet (taken out, with their times and payloads). */
+const REPLACE_WAITING_READ = `DELETE FROM jobs
+  WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'pending'
+  RETURNING run_at, payload`;
+
+function parseObject(text: string): JsonRecord {
+  try {
+    return asObject(JSON.parse(text)) ?? {};
+  } catch {
+    return {};
+  }
 }
 
 /** The result row an event's read fills, created 'processing' unless the application has one. */

@@ -552,6 +552,32 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(pair.calls.map((x) => x.status)).toEqual([status, 200, 200, 200]);
   });
 
+  it('a replay while the event\'s read is still waiting replaces that read (keeping its time) instead of adding a second one', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 503, times: 1 });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([503]);
+    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
+    const [waiting] = all("SELECT id, run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'");
+    expect(Date.parse(waiting!.run_at)).toBeGreaterThan(pair.clock.now());
+    // What `replay --id <event>` queues: the event through processing, asking the service again.
+    await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
+    await pair.settle();
+    const reads = () => all("SELECT state, run_at, payload FROM jobs WHERE kind = 'fetch_result' AND event_id = ?", eventId);
+    expect(reads()).toEqual([{ state: 'pending', run_at: waiting!.run_at, payload: expect.stringContaining('"refetch":true') }]);
+    pair.clock.set(Date.parse(waiting!.run_at));
+    await pair.settle();
+    pair.clock.advance(60_000);
+    await pair.settle();
+    // One read after the 503, not two.
+    expect(pair.calls.map((x) => x.status)).toEqual([503, 200]);
+    expect(reads().map((r) => r.state)).toEqual(['done']);
+    expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
   it('a 503 without Retry-After holds only its own read', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;
