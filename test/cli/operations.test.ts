@@ -415,6 +415,19 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect(r.stderr).toBe('error: no stored event has id "evt-typo"\n');
   });
 
+  it('replay --source or --application naming nothing stored says so (a typo is not a silent 0 selected)', async () => {
+    const [source, app, known] = await Promise.all([
+      cli(['replay', '--all', '--source', 'defualt', '--dry-run'], { DATABASE_PATH: dbPath }),
+      cli(['replay', '--application', 'ext-typo', '--dry-run'], { DATABASE_PATH: dbPath }),
+      cli(['replay', '--application', 'ext-b', '--source', 'default', '--dry-run'], { DATABASE_PATH: dbPath }),
+    ]);
+    expect({ code: source.code, stderr: source.stderr }).toEqual({ code: 0, stderr: 'warning: no stored event has source "defualt" (stored sources: default)\n' });
+    expect(source.stdout).toMatch(/^dry run: 0 events selected/m);
+    expect({ code: app.code, stderr: app.stderr }).toEqual({ code: 0, stderr: 'warning: no application has id or external_id "ext-typo"\n' });
+    expect({ code: known.code, stderr: known.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(known.stdout).toMatch(/^dry run: 1 event selected/m);
+  });
+
   it('a retried sink dead letter shows as pending in deliveries at once', async () => {
     const d = one<{ event_id: string; sink: string }>('SELECT event_id, sink FROM deliveries ORDER BY event_id LIMIT 1');
     const job = one<{ id: number }>('SELECT id FROM jobs WHERE kind = ? AND event_id = ? ORDER BY id DESC LIMIT 1', `sink:${d.sink}`, d.event_id);

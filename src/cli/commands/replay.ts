@@ -238,6 +238,14 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
     }
     for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
+    // A name that matches nothing at all is most likely a typo: said, not a silent "0 selected".
+    if (events.length === 0 && o.source && database.sqlite.prepare('SELECT 1 FROM events WHERE source = ? LIMIT 1').get(o.source) === undefined) {
+      const known = database.sqlite.prepare('SELECT DISTINCT source FROM events ORDER BY source').pluck().all() as string[];
+      io.err(`warning: no stored event has source ${JSON.stringify(o.source)} (stored sources: ${known.join(', ') || 'none'})`);
+    }
+    if (events.length === 0 && o.application && database.sqlite.prepare('SELECT 1 FROM applications WHERE id = ? OR external_id = ? LIMIT 1').get(o.application, o.application) === undefined) {
+      io.err(`warning: no application has id or external_id ${JSON.stringify(o.application)}`);
+    }
     return (waited && waited.failed > 0) || notStored.length > 0 ? 1 : 0;
   } finally {
     await database.close();
