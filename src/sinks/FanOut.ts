@@ -189,6 +189,9 @@ export class FanOut {
         );
       }
     }
+    for (const { config } of this.lanes) {
+      for (const w of sinkKindOf(config.type).warnings?.(config.options as never) ?? []) this.o.logger.warn({ sink: config.name }, `sink: ${w}`);
+    }
     for (const { config, sink } of this.lanes) {
       try {
         await sink.check?.();

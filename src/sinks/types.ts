@@ -106,6 +106,8 @@ export interface SinkKind<Fields extends z.ZodRawShape, Options> {
    * start re-enables the sink. It is logged and stored, so it must hold no secret.
    */
   target(options: Options): string;
+  /** What to warn about at start (valid, but likely a mistake); no secret in them. */
+  warnings?(options: Options): string[];
   /** Forms of `target` that earlier versions stored for these options: still the same target. */
   formerTargets?(options: Options): string[];
   create(name: string, options: Options, deps: SinkDeps): Sink;

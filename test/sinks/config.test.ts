@@ -35,7 +35,7 @@ describe('CONFIG_FILE sinks', () => {
       { CRM_SECRET: secret },
     );
     expect(cfg.sinks).toEqual([
-      { name: 'crm', type: 'http', events: ['interview.completed', 'insights.*'], sources: null, concurrency: 4, maxAttempts: 25, target: expect.stringMatching(/^https:\/\/crm\.example\/… \(url sha256 [0-9a-f]{12}\)$/), options: { url: 'https://crm.example/hooks', secret, timeoutMs: 10_000 } },
+      { name: 'crm', type: 'http', events: ['interview.completed', 'insights.*'], sources: null, concurrency: 4, maxAttempts: 25, target: expect.stringMatching(/^https:\/\/crm\.example\/… \(url sha256 [0-9a-f]{12}\)$/), options: { url: 'https://crm.example/hooks', secret, timeoutMs: 10_000, headers: {} } },
       { name: 'archive', type: 'file', events: null, sources: null, concurrency: 512, maxAttempts: 3, target: './data/events.ndjson', options: { path: './data/events.ndjson' } },
       { name: 'console', type: 'stdout', events: ['application.*'], sources: ['default'], concurrency: 2, maxAttempts: 25, target: 'stdout', options: {} },
     ]);
@@ -165,6 +165,34 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     }
   });
 
+  it('an http sink\'s extra headers: names checked, the receiver\'s own refused, values never echoed, unset variables named', () => {
+    const http = (headers: unknown) => ({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: newSecret(), headers }] });
+    expect(problemsOf(http({ Authorization: 'Bearer t0k3n', 'X-Api-Key': { env: 'CRM_KEY' } }), { CRM_KEY: 'k-123' })).toEqual([]);
+    expect(withFile(http({ Authorization: 'Bearer t0k3n' })).sinks[0]!.options).toMatchObject({ headers: { authorization: 'Bearer t0k3n' } });
+    const problems = problemsOf(
+      http({
+        'Bad Name': 'x',
+        'Webhook-Signature': 'v1,forged',
+        'Content-Type': 'text/plain',
+        Host: 'evil.example',
+        'X-Injected': 'a\r\nX-Other: secret-value-1',
+        'X-Missing': { env: 'NOT_SET_ANYWHERE' },
+        'x-twice': 'a',
+        'X-Twice': 'b',
+      }),
+    );
+    expect(problems).toEqual([
+      'CONFIG_FILE sinks.0.headers."Bad Name": not a header name (letters, digits and !#$%&\'*+.^_`|~-, up to 100)',
+      'CONFIG_FILE sinks.0.headers.Webhook-Signature: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
+      'CONFIG_FILE sinks.0.headers.Content-Type: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
+      'CONFIG_FILE sinks.0.headers.Host: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
+      'CONFIG_FILE sinks.0.headers.X-Injected: the value must be printable ASCII (no line breaks), at most 8,192 characters',
+      'CONFIG_FILE sinks.0.headers.X-Missing: environment variable NOT_SET_ANYWHERE is not set',
+      'CONFIG_FILE sinks.0.headers.X-Twice: given twice (header names are case-insensitive)',
+    ]);
+    expect(problems.join('\n')).not.toContain('secret-value-1');
+  });
+
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {
     expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', events: ['Insights.Completed'] }] })).toEqual([
       'CONFIG_FILE sinks.0.events.0: must be an event type or "prefix.*", in lowercase as the service sends them',
@@ -180,6 +208,26 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     try {
       const warning = r.logs.lines.find((l) => l.level === 40 && /match no event type the service documents/.test(String(l.msg)));
       expect(warning).toMatchObject({ sink: 'typo', patterns: ['interview.complete', 'interviews.*'] });
+    } finally {
+      await r.close();
+      cleanup();
+    }
+  });
+
+  it('warns at start about an http sink sending over plain http to another host (candidate data unencrypted), not about https or this machine', async () => {
+    const { dir, cleanup } = tempDir('sink-plain-');
+    const configFile = join(dir, 'config.json');
+    const sink = (name: string, url: string) => ({ name, type: 'http', url, secret: newSecret() });
+    writeFileSync(
+      configFile,
+      JSON.stringify({ sinks: [sink('plain', 'http://crm.internal:8080/hooks?token=abc'), sink('tls', 'https://crm.example/hooks'), sink('here', 'http://127.0.0.1:9/hooks'), sink('here6', 'http://[::1]:9/hooks')] }),
+    );
+    const r = await startReceiver({ WEBHOOK_SECRET: API.WEBHOOK_SECRET, CONFIG_FILE: configFile });
+    try {
+      const warnings = r.logs.lines.filter((l) => l.level === 40 && /travel unencrypted/.test(String(l.msg)));
+      expect(warnings.map((w) => [w.sink, w.msg])).toEqual([['plain', 'sink: plain http to http://crm.internal:8080: its messages (candidate data) travel unencrypted; use https']]);
+      // The URL's path and query (a token, often) are not in it.
+      expect(r.logs.raw.join('\n')).not.toContain('token=abc');
     } finally {
       await r.close();
       cleanup();

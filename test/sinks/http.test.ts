@@ -31,7 +31,7 @@ async function setup(sinkA: Record<string, unknown> = {}, withB = false) {
   consumer = await startConsumer({ '/a': SECRET_A, '/b': SECRET_B, '/moved': SECRET_A });
   const sinks: Record<string, unknown>[] = [{ name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A, ...sinkA }];
   if (withB) sinks.push({ name: 'b', type: 'http', url: `${consumer.url}/b`, secret: { env: 'B_SECRET' } });
-  h = await startHarness({ sinks }, { env: { B_SECRET: SECRET_B } });
+  h = await startHarness({ sinks }, { env: { B_SECRET: SECRET_B, GATEWAY_AUTH: 'Bearer gw-token-5f1e9a' } });
   return { h, consumer };
 }
 
@@ -191,6 +191,24 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     await h.settle();
     expect(consumer.on('/a')).toHaveLength(5);
     expect(h.deliveries('a').map((d) => d.state)).toEqual(['delivered', 'delivered', 'delivered', 'delivered']);
+  });
+
+  it('sends the configured extra headers (a gateway\'s credential from the environment) and never logs their values, even when the consumer refuses', async () => {
+    const token = 'Bearer gw-token-5f1e9a';
+    const { h, consumer } = await setup({ headers: { Authorization: { env: 'GATEWAY_AUTH' }, 'X-Tenant': 'acme' } });
+    consumer.reply((_r, n) => (n === 1 ? { status: 401 } : { status: 204 }));
+    await h.post(envelope({ event_type: 'application.created' }));
+    await h.settle();
+    h.clock.advance(1000);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(2);
+    for (const got of consumer.on('/a')) {
+      expect(got.headers).toMatchObject({ authorization: token, 'x-tenant': 'acme' });
+      expect(got.message).not.toBeNull(); // still signed, verified by standardwebhooks
+    }
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
+    const everything = [...h.r.logs.raw, JSON.stringify(h.deliveries('a')), JSON.stringify(jobOf(h, 'a'))].join('\n');
+    expect(everything).not.toContain('gw-token-5f1e9a');
   });
 
   it('dead-letters after max_attempts, visibly, and keeps the job', async () => {

@@ -5,7 +5,7 @@ import { parseSecret } from '../../config/parseSecret.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import { serializeMessage } from '../serializeMessage.js';
-import type { DeliveryContext, DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
+import type { DeliveryContext, DeliveryOutcome, ResolveContext, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 import { secretRef } from '../../config/secretRef.js';
 import type { HttpResponse } from '../../http/httpClient.js';
 import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
@@ -16,7 +16,16 @@ export interface HttpSinkOptions {
   /** `whsec_` + base64: the sink's own signing secret. */
   secret: string;
   timeoutMs: number;
+  /** Extra request headers from the config (an API gateway's credential, say): never logged. */
+  headers: Readonly<Record<string, string>>;
 }
+
+/** Headers a config may not set: the signature's, the framing's, and the connection's. */
+const RESERVED_HEADERS = new Set(['content-type', 'content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection']);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+/** Visible ASCII, spaces and tabs: no line breaks (a header injected after them), no NUL. */
+const HEADER_VALUE = /^[\t\x20-\x7e]{0,8192}$/;
+const MAX_HEADERS = 20;
 
 /** Only the status of a sink's answer matters: its body is drained in the background up to this (the connection is kept), past it the connection is dropped. */
 const ANSWER_BODY_LIMIT = 64 * 1024;
@@ -35,6 +44,7 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
       const body = serializeMessage(message);
       const now = ctx.clock.now();
       const headers = {
+        ...options.headers,
         'content-type': 'application/json',
         'user-agent': 'hiring-webhook-receiver',
         'webhook-id': ctx.messageId,
@@ -105,8 +115,50 @@ function describeLocation(location: string, base: string): string {
   }
 }
 
+/** The configured headers by lowercase name, or null after naming each problem (never a value: they hold credentials). */
+function resolveHeaders(raw: Record<string, z.infer<typeof secretRef>>, ctx: ResolveContext): Record<string, string> | null {
+  const out: Record<string, string> = {};
+  let ok = true;
+  const entries = Object.entries(raw);
+  if (entries.length > MAX_HEADERS) {
+    ctx.problem(`${ctx.at}.headers: at most ${MAX_HEADERS} headers`);
+    return null;
+  }
+  for (const [name, ref] of entries) {
+    const at = `${ctx.at}.headers.${HEADER_NAME.test(name) ? name : JSON.stringify(name)}`;
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name)) {
+      ctx.problem(`${at}: not a header name (letters, digits and !#$%&'*+.^_\`|~-, up to 100)`);
+      ok = false;
+      continue;
+    }
+    if (RESERVED_HEADERS.has(lower) || lower.startsWith('webhook-')) {
+      ctx.problem(`${at}: set by the receiver itself (the message's framing and its Standard Webhooks signature)`);
+      ok = false;
+      continue;
+    }
+    if (lower in out) {
+      ctx.problem(`${at}: given twice (header names are case-insensitive)`);
+      ok = false;
+      continue;
+    }
+    const value = ctx.secret(at, ref);
+    if (value === null) {
+      ok = false;
+      continue;
+    }
+    if (!HEADER_VALUE.test(value)) {
+      ctx.problem(`${at}: the value must be printable ASCII (no line breaks), at most 8,192 characters`);
+      ok = false;
+      continue;
+    }
+    out[lower] = value;
+  }
+  return ok ? out : null;
+}
+
 export const httpSinkKind: SinkKind<
-  { url: z.ZodString; secret: typeof secretRef; timeout_ms: z.ZodOptional<z.ZodNumber> },
+  { url: z.ZodString; secret: typeof secretRef; timeout_ms: z.ZodOptional<z.ZodNumber>; headers: z.ZodOptional<z.ZodRecord<z.ZodString, typeof secretRef>> },
   HttpSinkOptions
 > = {
   fields: {
@@ -114,6 +166,8 @@ export const httpSinkKind: SinkKind<
     secret: secretRef,
     // Below the job lease (60 s): an attempt never outlives the lease that guards it.
     timeout_ms: z.number().int().min(100).max(50_000).optional(),
+    // Each value inline or { "env": "NAME" }, as secrets are: a gateway's token belongs in the environment.
+    headers: z.record(z.string(), secretRef).optional(),
   },
   defaultConcurrency: 4,
   resolve(raw, ctx) {
@@ -131,15 +185,22 @@ export const httpSinkKind: SinkKind<
       ctx.problem(`${ctx.at}.url: must be an http(s) URL`);
       url = null;
     }
+    const headers = resolveHeaders(raw.headers ?? {}, ctx);
     const secret = ctx.secret(`${ctx.at}.secret`, raw.secret);
     if (secret !== null) {
       const parsed = parseSecret(secret);
       if (!parsed.ok) ctx.problem(`${ctx.at}.secret: ${parsed.problem}`);
-      else if (url !== null) return { url, secret, timeoutMs: raw.timeout_ms ?? 10_000 };
+      else if (url !== null && headers !== null) return { url, secret, timeoutMs: raw.timeout_ms ?? 10_000, headers };
     }
     return null;
   },
   target: (o) => httpTarget(o.url),
+  warnings(o) {
+    const u = new URL(o.url);
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    const local = host === 'localhost' || host === '::1' || /^127\./.test(host);
+    return u.protocol === 'http:' && !local ? [`plain http to ${u.origin}: its messages (candidate data) travel unencrypted; use https`] : [];
+  },
   // Before the digest form, the whole URL was stored.
   formerTargets: (o) => [o.url],
   create: (_name, options, deps) => createHttpSink(options, deps),
