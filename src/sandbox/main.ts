@@ -1,5 +1,4 @@
 /** `npm run sandbox`: the hiring-service stand-in on SANDBOX_HOST:SANDBOX_PORT (default 127.0.0.1:4010). */
-import { onNpmParentGone } from '../util/npmParent.js';
 import { createSandbox } from './createSandbox.js';
 
 function parsePort(raw: string | undefined): number {
@@ -39,8 +38,18 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
   };
   process.once('SIGTERM', () => shutdown('SIGTERM received'));
   process.once('SIGINT', () => shutdown('SIGINT received'));
-  // `kill <npm's pid>` under `npm run sandbox` stops it too, freeing its port.
-  onNpmParentGone(env, () => shutdown('npm, which started it, exited'));
+  // `kill <npm's pid>` under `npm run sandbox` ends npm and its shell, not this process, which
+  // would keep the port: under an npm script (npm_lifecycle_event set), a new parent means npm is
+  // gone. (The receiver does the same in src/util/npmParent.ts; the sandbox shares no code with it.)
+  if (env['npm_lifecycle_event']) {
+    const parent = process.ppid;
+    const watch = setInterval(() => {
+      if (process.ppid === parent) return;
+      clearInterval(watch);
+      shutdown('npm, which started it, exited');
+    }, 1000);
+    watch.unref();
+  }
 }
 
 main(process.env).catch((err: unknown) => {
