@@ -132,7 +132,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--application <id>', 'events of one application (its id, or your external_id)')
     .option('--source <name>', 'events of one configured source')
     .option('--sink <names...>', 'deliver again to these sinks (`all`: every configured sink that wants the event)', collect)
-    .option('--missing', 'with --sink: only events the sink has no delivery record of (added later, or not configured when they settled)')
+    .option('--missing', 'with --sink: only settled events the sink takes and has no delivery record of (added later, or not configured when they settled)')
     .option('--processing', 'also re-run processing when --sink is given (the default without --sink)')
     .option('--all', 'every stored event (required when no filter is given)')
     .option('--limit <n>', 'at most n events, oldest first', intArg(1))

@@ -33,7 +33,7 @@ export interface ProcessingContext {
   /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */
   notFoundAttempts: number;
   /** For what an operator must hear about and no record says (a result event naming no application). */
-  logger?: Pick<Logger, 'warn'>;
+  logger?: Pick<Logger, 'warn' | 'info'>;
 }
 
 export const DEFAULT_PROCESSING = {

@@ -1,12 +1,13 @@
 import { directStatements } from '../db/directStatements.js';
 import type { ResultState } from '../db/schema.js';
-import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
+import { isDecisionError, PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, NOT_FOUND_MARK, outcomeToError } from '../hiring/outcomeToError.js';
 import { applicationIdProblem } from '../hiring/resourcePath.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
 import type { ClaimedJob } from '../queue/JobQueue.js';
+import { JobKind } from '../queue/jobKinds.js';
 import type { HandlerResult } from '../queue/Worker.js';
 import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
@@ -68,6 +69,37 @@ export function pollDelay(waitedMs: number, minMs: number, maxMs: number): numbe
  * is reused without a request.
  */
 export function createFetchResultHandler(ctx: ProcessingContext) {
+  const read = createRead(ctx);
+  const newerRead = ctx.sqlite.prepare(NEWER_READ);
+  return async (job: ClaimedJob): Promise<HandlerResult> => {
+    // A replay that came while this read ran queued a newer read of the event (processEvent.ts):
+    // if this one would wait or fail, it ends here and that one carries on, so the event has one
+    // read to reschedule or dead-letter, not two. A refused key still pauses its source.
+    let outcome: HandlerResult;
+    try {
+      outcome = await read(job);
+    } catch (err) {
+      if (isDecisionError(err) && err.decision === 'pause_source') throw err;
+      if (job.event_id !== null && newerRead.get(job.event_id, job.id) !== undefined) return yieldTo(ctx, job, (err as Error).message);
+      throw err;
+    }
+    if (outcome && 'rescheduleAt' in outcome && job.event_id !== null && newerRead.get(job.event_id, job.id) !== undefined) {
+      return yieldTo(ctx, job, outcome.note ?? 'waiting');
+    }
+    return outcome;
+  };
+}
+
+/** A pending read of the same event queued after this job (jobs_event covers it: the literal kind term). */
+const NEWER_READ = `SELECT 1 FROM jobs WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'pending' AND id > ? LIMIT 1`;
+
+function yieldTo(ctx: ProcessingContext, job: ClaimedJob, why: string): HandlerResult {
+  ctx.logger?.info({ job_id: job.id, event_id: job.event_id, outcome: why }, 'result read ends: a newer read of the event (a replay) carries on');
+  // Says nothing of whether the source's key works.
+  return { untested: true };
+}
+
+function createRead(ctx: ProcessingContext) {
   return async (job: ClaimedJob): Promise<HandlerResult> => {
     const p = JSON.parse(job.payload) as Payload;
     const table = RESULT_TABLE[p.resource];

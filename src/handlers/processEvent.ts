@@ -140,12 +140,12 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   q.run(AWAIT_RESULT, eventId, resource, nowIso);
   // One result read per event: a replay (or a fold run again) while the event's read is still
   // waiting replaces that read instead of adding a second one (which doubled the reads and the
-  // dead letters of a failing one). The new read keeps the old one's time: a Retry-After, a
-  // backoff, the poll spacing.
-  // What it was asked to do carries over too: ask the service again (a replay's refetch, an
-  // operator's retry's requeued_at).
-  const waiting = q.all<{ run_at: string; payload: string }>(REPLACE_WAITING_READ, eventId);
-  const waitUntil = Math.max(now, ...waiting.map((w) => Date.parse(w.run_at)));
+  // dead letters of a failing one). The new read is due now, as a replay's is: the handler's slot
+  // keeps the 30 s spacing, a paused or throttled source holds it, and its poll delays start
+  // over from the replay. What the old one was asked carries over: ask the service again (a
+  // replay's refetch, an operator's retry's requeued_at). A read already running is left to end:
+  // it yields to this one if it would wait or fail (createFetchResultHandler).
+  const waiting = q.all<{ payload: string }>(REPLACE_WAITING_READ, eventId);
   const before = waiting.map((w) => parseObject(w.payload));
   const askAgain = refetch || before.some((p) => p.refetch === true);
   const requeuedAt = before.map((p) => p.requeued_at).filter((v): v is string => typeof v === 'string').sort().at(-1);
@@ -155,16 +155,15 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
       payload: { event_id: eventId, application_id: event.application_id, resource, ...(askAgain ? { refetch: true } : {}), ...(requeuedAt ? { requeued_at: requeuedAt } : {}) },
       eventId,
       source: event.source,
-      runAt: waitUntil,
     },
     now,
   );
 }
 
-/** The event's result reads not started yet (taken out, with their times and payloads). */
+/** The event's result reads not started yet (taken out, with their payloads). */
 const REPLACE_WAITING_READ = `DELETE FROM jobs
   WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'pending'
-  RETURNING run_at, payload`;
+  RETURNING payload`;
 
 function parseObject(text: string): JsonRecord {
   try {

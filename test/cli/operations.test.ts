@@ -505,13 +505,15 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     const noSink = await cli(['replay', '--missing'], cfg);
     expect({ code: noSink.code, stderr: noSink.stderr }).toEqual({ code: 2, stderr: expect.stringMatching(/^error: --missing needs --sink/) });
 
-    // Every sink: the four are missing for scores (whose filter wants none of them), one for archive.
-    const dry = await cli(['replay', '--sink', 'all', '--missing', '--dry-run', '--json'], cfg);
+    // Every sink: scores has no record of any of the four either, but its filter wants none of
+    // them, so only evt-b1 counts; --limit counts only such events (the oldest three would
+    // otherwise fill it with events no sink would take).
+    const dry = await cli(['replay', '--sink', 'all', '--missing', '--limit', '1', '--dry-run', '--json'], cfg);
     expect(dry.code, dry.stderr).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({
       dry_run: true,
-      selected: 4,
-      sinks: { archive: { queued: 1, not_wanted: 0, not_settled: 0, has_record: 3 }, scores: { queued: 0, not_wanted: 4, has_record: 0 } },
+      selected: 1,
+      sinks: { archive: { queued: 1, not_wanted: 0, not_settled: 0, has_record: 0 }, scores: { queued: 0, not_wanted: 1, has_record: 0 } },
     });
     // Only to sinks: processing is not run again.
     expect(JSON.parse(dry.stdout).processing).toEqual({ queued: 0, already_queued: 0 });

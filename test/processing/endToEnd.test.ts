@@ -552,7 +552,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(pair.calls.map((x) => x.status)).toEqual([status, 200, 200, 200]);
   });
 
-  it('a replay while the event\'s read is still waiting replaces that read (keeping its time) instead of adding a second one', async () => {
+  it('a replay while the event\'s read is still waiting replaces that read instead of adding a second one', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
@@ -566,16 +566,43 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     // What `replay --id <event>` queues: the event through processing, asking the service again.
     await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
     await pair.settle();
-    const reads = () => all("SELECT state, run_at, payload FROM jobs WHERE kind = 'fetch_result' AND event_id = ?", eventId);
-    expect(reads()).toEqual([{ state: 'pending', run_at: waiting!.run_at, payload: expect.stringContaining('"refetch":true') }]);
-    pair.clock.set(Date.parse(waiting!.run_at));
+    const reads = () => all("SELECT id, state, last_error, payload FROM jobs WHERE kind = 'fetch_result' AND event_id = ? ORDER BY id", eventId);
+    // One read: the replay's, waiting only for the 30 s spacing since the 503 (not the 503's backoff).
+    expect(reads()).toEqual([{ id: expect.any(Number), state: 'pending', last_error: 'waiting for the 30 s poll spacing', payload: expect.stringContaining('"refetch":true') }]);
+    pair.clock.advance(30_000);
     await pair.settle();
-    pair.clock.advance(60_000);
-    await pair.settle();
-    // One read after the 503, not two.
     expect(pair.calls.map((x) => x.status)).toEqual([503, 200]);
     expect(reads().map((r) => r.state)).toEqual(['done']);
     expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
+  it('a replay while the event\'s read is running: that read, failing, ends there and the replay\'s read carries on (one read to retry, not two)', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 404, times: 1 });
+    c.setReadDelay(300);
+    c.completeInterview(app.id);
+    const first = pair.settle();
+    const deadline = Date.now() + 10_000;
+    while (c.reads().inFlight === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(c.reads().inFlight).toBe(1);
+    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
+    await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
+    await Promise.all([first, pair.receiver.app.worker.runUntilIdle()]);
+    const reads = () => all("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result' AND event_id = ? ORDER BY id", eventId);
+    // The 404'd read ended without a retry of its own; the replay's waits for the spacing.
+    expect(reads()).toEqual([
+      { state: 'done', last_error: null },
+      { state: 'pending', last_error: 'waiting for the 30 s poll spacing' },
+    ]);
+    expect(pair.receiver.logs.lines.some((l) => /a newer read of the event \(a replay\) carries on/.test(String(l.msg)) && /HTTP 404/.test(String(l.outcome)))).toBe(true);
+    c.setReadDelay(0);
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([404, 200]);
+    expect(reads().map((r) => r.state)).toEqual(['done', 'done']);
+    expect(all("SELECT id FROM jobs WHERE state = 'dead'")).toEqual([]);
   });
 
   it('a 503 without Retry-After holds only its own read', async () => {

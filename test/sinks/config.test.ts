@@ -171,10 +171,11 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     expect(withFile(http({ Authorization: 'Bearer t0k3n' })).sinks[0]!.options).toMatchObject({ headers: { authorization: 'Bearer t0k3n' } });
     const problems = problemsOf(
       http({
-        'Bad Name': 'x',
+        'Authorization: Bearer pasted-token-9': 'x',
         'Webhook-Signature': 'v1,forged',
         'Content-Type': 'text/plain',
         Host: 'evil.example',
+        'User-Agent': 'gateway-client/2',
         'X-Injected': 'a\r\nX-Other: secret-value-1',
         'X-Missing': { env: 'NOT_SET_ANYWHERE' },
         'x-twice': 'a',
@@ -182,15 +183,17 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
       }),
     );
     expect(problems).toEqual([
-      'CONFIG_FILE sinks.0.headers."Bad Name": not a header name (letters, digits and !#$%&\'*+.^_`|~-, up to 100)',
+      'CONFIG_FILE sinks.0.headers: the name of header 1 is not a header name (letters, digits and !#$%&\'*+.^_`|~-, up to 100; not shown, as it may hold a value)',
       'CONFIG_FILE sinks.0.headers.Webhook-Signature: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
       'CONFIG_FILE sinks.0.headers.Content-Type: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
       'CONFIG_FILE sinks.0.headers.Host: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
+      'CONFIG_FILE sinks.0.headers.User-Agent: set by the receiver itself (the message\'s framing and its Standard Webhooks signature)',
       'CONFIG_FILE sinks.0.headers.X-Injected: the value must be printable ASCII (no line breaks), at most 8,192 characters',
       'CONFIG_FILE sinks.0.headers.X-Missing: environment variable NOT_SET_ANYWHERE is not set',
       'CONFIG_FILE sinks.0.headers.X-Twice: given twice (header names are case-insensitive)',
     ]);
     expect(problems.join('\n')).not.toContain('secret-value-1');
+    expect(problems.join('\n')).not.toContain('pasted-token-9');
   });
 
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {

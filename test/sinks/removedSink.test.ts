@@ -51,7 +51,7 @@ describe('a sink removed from the configuration', () => {
 });
 
 describe('a sink whose max_attempts changed in the configuration', () => {
-  it('gives the new max_attempts to its deliveries already waiting, at start; running, dead and other sinks\' jobs keep theirs', async () => {
+  it('gives the new max_attempts to its deliveries already waiting, at start; its dead letters and other sinks\' jobs keep theirs', async () => {
     const t = tempDir();
     cleanup = t.cleanup;
     database = openDatabase(join(t.dir, 'r.db'));

@@ -1,6 +1,6 @@
 import { SingleBar } from 'cli-progress';
 import type BetterSqlite3 from 'better-sqlite3';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { inChunks } from '../../db/sqliteHelpers.js';
 import { jobsByEventTerm, preparedJobWrites } from '../../queue/JobQueue.js';
@@ -48,11 +48,23 @@ interface SelectedEvent {
  */
 const BATCH = 500;
 
+/** SQL for "the event's type matches one of these patterns" (exact names, `prefix.*`, `*`), as matchesEventType decides. */
+function typeMatches(eb: ExpressionBuilder<any, any>, patterns: readonly string[]): Expression<SqlBool> {
+  if (patterns.includes('*')) return sql<SqlBool>`1`;
+  return eb.or(
+    patterns.map((t) =>
+      // `prefix.*`: compared as a prefix (not LIKE, where "_" is a wildcard: interview_v2.* must not match interviewXv2).
+      t.endsWith('.*') ? eb(sql<string>`substr(events.event_type, 1, ${t.length - 1})`, '=', t.slice(0, -1)) : eb('events.event_type', '=', t),
+    ),
+  );
+}
+
 /**
  * The selected events, oldest first. Type patterns: exact names or `prefix.*`. `missingFor`: only
- * events that at least one of these sinks has no `deliveries` row of (never queued for it).
+ * events that at least one of these sinks would take now (its filters, the event settled) and has
+ * no `deliveries` row of (never queued for it); in SQL, so `--limit` counts only those.
  */
-export async function selectEvents(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly string[] = []): Promise<SelectedEvent[]> {
+export async function selectEvents(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly SinkConfig[] = []): Promise<SelectedEvent[]> {
   let q = db
     .selectFrom('events')
     .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
@@ -61,21 +73,22 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions, missi
   // `*` means every type, as in the sinks' `events` filters.
   if (o.type?.length && !o.type.includes('*')) {
     const types = o.type;
-    q = q.where((eb) =>
-      eb.or(
-        types.map((t) =>
-          // `prefix.*`: compared as a prefix (not LIKE, where "_" is a wildcard: interview_v2.* must not match interviewXv2).
-          t.endsWith('.*') ? eb(sql<string>`substr(events.event_type, 1, ${t.length - 1})`, '=', t.slice(0, -1)) : eb('events.event_type', '=', t),
-        ),
-      ),
-    );
+    q = q.where((eb) => typeMatches(eb, types));
   }
   if (o.since) q = q.where('events.received_at', '>=', o.since);
   if (o.until) q = q.where('events.received_at', '<', o.until);
   if (o.source) q = q.where('events.source', '=', o.source);
   if (missingFor.length > 0) {
-    q = q.where((eb) =>
-      eb.or(missingFor.map((sink) => eb.not(eb.exists(eb.selectFrom('deliveries').select(sql`1`.as('one')).whereRef('deliveries.event_id', '=', 'events.id').where('deliveries.sink', '=', sink))))),
+    q = q.where('event_processing.state', '=', 'settled').where((eb) =>
+      eb.or(
+        missingFor.map((sink) =>
+          eb.and([
+            ...(sink.events ? [typeMatches(eb, sink.events)] : []),
+            ...(sink.sources ? [eb('events.source', 'in', [...sink.sources])] : []),
+            eb.not(eb.exists(eb.selectFrom('deliveries').select(sql`1`.as('one')).whereRef('deliveries.event_id', '=', 'events.id').where('deliveries.sink', '=', sink.name))),
+          ]),
+        ),
+      ),
     );
   }
   if (o.application) {
@@ -136,7 +149,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const { db } = database;
-    const events = await selectEvents(db, o, o.missing ? targets.map((s) => s.name) : []);
+    const events = await selectEvents(db, o, o.missing ? targets : []);
     // With --missing, a sink that has a record of the event (queued, delivered or dead) is left alone.
     const recorded = database.sqlite.prepare('SELECT 1 FROM deliveries WHERE event_id = ? AND sink = ?');
     // Ids asked for by name that are not stored at all: a typo must not read as success.

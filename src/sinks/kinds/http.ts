@@ -21,7 +21,7 @@ export interface HttpSinkOptions {
 }
 
 /** Headers a config may not set: the signature's, the framing's, and the connection's. */
-const RESERVED_HEADERS = new Set(['content-type', 'content-length', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection']);
+const RESERVED_HEADERS = new Set(['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection', 'user-agent']);
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 /** Visible ASCII, spaces and tabs: no line breaks (a header injected after them), no NUL. */
 const HEADER_VALUE = /^[\t\x20-\x7e]{0,8192}$/;
@@ -124,11 +124,12 @@ function resolveHeaders(raw: Record<string, z.infer<typeof secretRef>>, ctx: Res
     ctx.problem(`${ctx.at}.headers: at most ${MAX_HEADERS} headers`);
     return null;
   }
-  for (const [name, ref] of entries) {
-    const at = `${ctx.at}.headers.${HEADER_NAME.test(name) ? name : JSON.stringify(name)}`;
+  for (const [i, [name, ref]] of entries.entries()) {
+    const at = `${ctx.at}.headers.${name}`;
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
-      ctx.problem(`${at}: not a header name (letters, digits and !#$%&'*+.^_\`|~-, up to 100)`);
+      // Not echoed: a pasted "Authorization: Bearer …" as the name would carry its token.
+      ctx.problem(`${ctx.at}.headers: the name of header ${i + 1} is not a header name (letters, digits and !#$%&'*+.^_\`|~-, up to 100; not shown, as it may hold a value)`);
       ok = false;
       continue;
     }
