@@ -5,7 +5,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
-import { applySinkMaxAttempts, configuredSinks } from '../sinkOps.js';
+import { applySinkMaxAttempts, configuredSinks, sinkJobKind } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
   database?: string;
@@ -87,7 +87,11 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
     const { sinks, problems } = n > 0 ? configuredSinks(io.env) : { sinks: [], problems: [] };
     // Retried deliveries get their sink's max_attempts as configured now (raised during a
     // consumer's outage, say), not the one they were first queued with.
-    if (n > 0 && problems.length === 0) await applySinkMaxAttempts(database.db, sinks, new Date().toISOString());
+    if (n > 0 && problems.length === 0) {
+      // Only the sinks whose deliveries this retry could have queued again.
+      const retriedSinks = o.kind === undefined ? sinks : sinks.filter((s) => sinkJobKind(s.name) === o.kind);
+      await applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString());
+    }
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
     const sinkName = o.kind?.startsWith('sink:') ? o.kind.slice('sink:'.length) : null;
     if (n > 0 && sinkName !== null) {
