@@ -101,6 +101,12 @@ export interface WorkerOptions {
   onJobSettled?: (job: ClaimedJob, outcome: 'done' | 'rescheduled' | 'retry' | 'dead' | 'paused' | 'lost') => void;
   /** Run in each tick besides the claim, in units of this worker's batch size. */
   source?: WorkSource;
+  /**
+   * The source of every job this worker runs (a sink's lane: `sink:<name>`). While it is blocked
+   * (the sink disabled, or throttled by a Retry-After) no claim is tried: a claim that leaves it
+   * out walks the kind's whole due backlog, every poll.
+   */
+  soleSource?: string;
 }
 
 /**
@@ -302,6 +308,7 @@ export class Worker {
     // on a claim that cannot take its jobs.
     const throttled = this.throttled(now);
     const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now, throttled)), ...throttled];
+    if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     return this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
   }
 

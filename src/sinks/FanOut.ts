@@ -78,6 +78,7 @@ export class FanOut {
         clock: o.clock,
         logger: o.logger.child({ sink: config.name }),
         gate,
+        soleSource: sinkJobKind(config.name),
         concurrency: config.concurrency,
         backoff: o.backoff ?? SINK_BACKOFF,
         pollIntervalMs: o.pollIntervalMs ?? SINK_POLL_MS,
