@@ -14,7 +14,7 @@ import { GroupCommitter } from './ingest/GroupCommitter.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
-import { createFetchDeadLetterHandler, createFetchResultHandler } from './handlers/fetchResult.js';
+import { createFetchDeadLetterHandler, createFetchResultHandler, createStrandedReadSweep } from './handlers/fetchResult.js';
 import { createNewEventFolder, processingBacklog } from './handlers/foldNewEvents.js';
 import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
@@ -111,6 +111,9 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
           : `cannot listen on ${where} (${portVar}): ${err.message}`;
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
+
+/** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
+const STRANDED_SWEEP_MS = 5 * 60_000;
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
@@ -351,6 +354,17 @@ export function createApp(deps: AppDeps) {
   let server: Server | null = null;
   let metricsServer: Server | null = null;
   let workersLock: WorkersLock | null = null;
+  let strandedSweep: NodeJS.Timeout | null = null;
+  const strandedReads = createStrandedReadSweep(processing, fetchDeadLetter);
+  /** Dead reads whose follow-up never committed (createStrandedReadSweep): settled now, said at warn. */
+  async function sweepStrandedReads(): Promise<void> {
+    try {
+      const n = await strandedReads();
+      if (n > 0) logger.warn({ reads: n }, 'dead-lettered result reads whose results were still processing are given up now, and their events settled');
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'the sweep for dead-lettered reads failed; it runs again in a few minutes');
+    }
+  }
 
   /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
@@ -369,10 +383,14 @@ export function createApp(deps: AppDeps) {
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
       const orphans = await queue.releaseOrphans();
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
+      await sweepStrandedReads();
+      strandedSweep = setInterval(() => void sweepStrandedReads(), STRANDED_SWEEP_MS);
+      strandedSweep.unref();
       pacer.enabled = true;
       worker.start();
       await fanOut.start();
     } catch (err) {
+      if (strandedSweep) clearInterval(strandedSweep);
       await Promise.allSettled([worker.stop(), fanOut.stop()]);
       lock.release();
       throw err;
@@ -530,6 +548,7 @@ export function createApp(deps: AppDeps) {
     clearTimeout(cutCommits);
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
+    if (strandedSweep) clearInterval(strandedSweep);
     try {
       await Promise.all([worker.stop(), fanOut.stop(left)]);
     } finally {

@@ -80,7 +80,13 @@ export function createFetchResultHandler(ctx: ProcessingContext) {
       outcome = await read(job);
     } catch (err) {
       if (isDecisionError(err) && err.decision === 'pause_source') throw err;
-      if (job.event_id !== null && newerRead.get(job.event_id, job.id) !== undefined) return yieldTo(ctx, job, (err as Error).message);
+      if (job.event_id !== null && newerRead.get(job.event_id, job.id) !== undefined) {
+        const yielded = yieldTo(ctx, job, (err as Error).message);
+        // The service's wait holds every read of the source, the newer one included: the worker
+        // applies it, and ends this job instead of retrying it.
+        if (err instanceof RetryAfterError && err.throttlesSource) throw Object.assign(err, { superseded: true });
+        return yielded;
+      }
       throw err;
     }
     if (outcome && 'rescheduleAt' in outcome && job.event_id !== null && newerRead.get(job.event_id, job.id) !== undefined) {
@@ -266,6 +272,28 @@ async function finish(
     await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
   });
 }
+
+/**
+ * The dead letter of a read and what follows it (given_up and the settle, the handler above) are
+ * two transactions: a write lock held past the wait, a full disk or a crash between them left the
+ * result 'processing' and the event unsettled for good, its sinks never told. This finds such reads
+ * (the event still awaiting a result, no read or fold of it open) and runs the handler for the
+ * newest dead read of each; the workers run it at their start and every few minutes.
+ */
+export function createStrandedReadSweep(ctx: ProcessingContext, handler: (job: ClaimedJob, error: string) => Promise<void>) {
+  return async (): Promise<number> => {
+    const rows = ctx.sqlite.prepare(STRANDED_DEAD_READS).all() as (ClaimedJob & { last_error: string | null })[];
+    for (const job of rows) await handler(job, job.last_error ?? 'dead-lettered');
+    return rows.length;
+  };
+}
+
+const STRANDED_DEAD_READS = `SELECT j.* FROM jobs j
+  JOIN event_processing ep ON ep.event_id = j.event_id AND ep.state = 'awaiting_result'
+  WHERE j.state = 'dead' AND j.kind = '${JobKind.fetchResult}'
+    AND j.id = (SELECT MAX(d.id) FROM jobs d WHERE d.event_id = j.event_id AND d.kind <> '${JobKind.processEvent}' AND d.kind = '${JobKind.fetchResult}' AND d.state = 'dead')
+    AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.event_id = j.event_id AND o.kind <> '${JobKind.processEvent}' AND o.kind = '${JobKind.fetchResult}' AND o.state IN ('pending', 'running'))
+    AND NOT EXISTS (SELECT 1 FROM jobs f WHERE f.kind = '${JobKind.processEvent}' AND f.state IN ('pending', 'running') AND f.event_id = j.event_id)`;
 
 /** What a result's digest is taken over (resultDigest). */
 type ResultText = { state: ResultState; reason: string | null; data: string | null };

@@ -94,7 +94,10 @@ export interface WorkerOptions {
    * stops fetching from the service, not the folding of its events into applications.
    */
   gatedKinds?: readonly string[];
-  /** Called after a job was dead-lettered, e.g. to put what it was waiting for into a final state. */
+  /**
+   * Called after a job was dead-lettered, e.g. to put what it was waiting for into a final state.
+   * A separate transaction: its failure is logged, and the owner must sweep for what it left.
+   */
   onDeadLetter?: (job: ClaimedJob, error: string) => Promise<void>;
   /** Paused-source jobs come back after this, to try the key again. */
   pauseRetryMs?: number;
@@ -423,7 +426,7 @@ export class Worker {
     }
   }
 
-  private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'retry' | 'dead' | 'paused' | 'lost') => void) {
+  private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
     const { queue, clock } = this.opts;
     const message = (err as Error).message ?? String(err);
     const now = clock.now();
@@ -443,11 +446,25 @@ export class Worker {
       }
       this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, now + told));
     }
+    // A job a newer one of the same work supersedes (a replay's read of the same event): the wait
+    // it was told still holds its source (above), but it ends here instead of being retried
+    // beside the newer one.
+    if ((err as { superseded?: boolean }).superseded === true) {
+      const ok = await queue.complete(job);
+      return settle(ok ? 'done' : 'lost');
+    }
     const permanent = (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
     if (permanent || job.attempts >= job.max_attempts) {
       const ok = await queue.deadLetter(job, message);
       log.error({ err: message, attempts: job.attempts }, 'job dead-lettered');
-      if (ok) await this.opts.onDeadLetter?.(job, message);
+      if (ok && this.opts.onDeadLetter) {
+        try {
+          await this.opts.onDeadLetter(job, message);
+        } catch (followErr) {
+          // The job is dead and stays so: not "runs again after its lease".
+          log.error({ err: (followErr as Error).message }, 'job dead-lettered, but what follows its dead letter failed: retried at the next sweep');
+        }
+      }
       return settle(ok ? 'dead' : 'lost');
     }
     let delay = backoffDelay(job.attempts, backoff);

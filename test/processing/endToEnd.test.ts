@@ -605,6 +605,38 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(all("SELECT id FROM jobs WHERE state = 'dead'")).toEqual([]);
   });
 
+  it('a 429 with Retry-After answering a read that yields to a replay\'s still holds every read of the source', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const [a, b] = [0, 1].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    c.injectFault({ target: 'interview', applicationId: a!.id, status: 429, times: 1, headers: { 'Retry-After': '300' } });
+    c.setReadDelay(300);
+    c.completeInterview(a!.id);
+    const first = pair.settle();
+    const deadline = Date.now() + 10_000;
+    while (c.reads().inFlight === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(c.reads().inFlight).toBe(1);
+    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
+    await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
+    await Promise.all([first, pair.receiver.app.worker.runUntilIdle()]);
+    c.setReadDelay(0);
+    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    expect(pair.receiver.logs.lines.some((l) => l.level === 40 && /asked to slow down/.test(String(l.msg)) && l.wait_ms === 300_000)).toBe(true);
+    // The answered read ended (the replay's carries on); nothing of the source is read meanwhile.
+    expect(all("SELECT state FROM jobs WHERE kind = 'fetch_result' AND event_id = ? ORDER BY id", eventId).map((r) => r.state)).toEqual(['done', 'pending']);
+    c.completeInterview(b!.id);
+    await pair.settle();
+    pair.clock.advance(31_000);
+    await pair.settle();
+    pair.clock.advance(200_000);
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([429]);
+    pair.clock.advance(75_000);
+    await pair.settle();
+    expect(pair.calls.map((x) => x.status)).toEqual([429, 200, 200]);
+    for (const app of [a!, b!]) expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+  });
+
   it('a 503 without Retry-After holds only its own read', async () => {
     pair = await startPair();
     const c = pair.sandbox.control;

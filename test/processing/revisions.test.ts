@@ -526,4 +526,34 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     // Expected: [[1, true], [2, false]] — the changed result under a new revision (new webhook-id).
     expect(sent).toEqual([[1, true], [2, false]]);
   });
+
+  it('a read dead-lettered while what follows it could not commit is given up by the next sweep (the workers\' start), and its event reaches the sinks', async () => {
+    const { p, interviews, dir } = await withArchive();
+    const out = join(dir, 'out.ndjson');
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    // The dead letter commits; its follow-up (given_up, the settle) fails, as under a write lock
+    // held past the wait or a full disk.
+    sqlite.exec(`CREATE TRIGGER fail_give_up BEFORE UPDATE OF state ON interview_results WHEN NEW.state = 'given_up'
+      BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END`);
+    const app = await deadLetterTheRead(p);
+    const state = () => ({
+      result: sqlite.prepare('SELECT state FROM interview_results WHERE application_id = ?').get(app.id),
+      event: sqlite.prepare("SELECT ep.state FROM event_processing ep JOIN events e ON e.id = ep.event_id WHERE e.event_type = 'interview.completed'").get(),
+      jobs: sqlite.prepare("SELECT state FROM jobs WHERE kind = 'fetch_result'").all(),
+    });
+    expect(state()).toEqual({ result: { state: 'processing' }, event: { state: 'awaiting_result' }, jobs: [{ state: 'dead' }] });
+    expect(p.receiver.logs.lines.some((l) => l.level === 50 && /what follows its dead letter failed/.test(String(l.msg)) && /disk I\/O error/.test(String(l.err)))).toBe(true);
+    expect(p.receiver.logs.lines.some((l) => /runs again after its lease/.test(String(l.msg)))).toBe(false);
+
+    sqlite.exec('DROP TRIGGER fail_give_up');
+    await p.receiver.app.startWorkers();
+    await p.receiver.app.worker.stop();
+    expect(state()).toEqual({ result: { state: 'given_up' }, event: { state: 'settled' }, jobs: [{ state: 'dead' }] });
+    expect(p.receiver.logs.lines.some((l) => l.level === 40 && l.reads === 1 && /given up now, and their events settled/.test(String(l.msg)))).toBe(true);
+    // The sink lanes the start began deliver it (bounded wait for the line).
+    const deadline = Date.now() + 10_000;
+    const lines = () => readFileSync(out, 'utf8').split('\n').filter((l) => l.includes('"interview.completed"'));
+    while (lines().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(interviews().map((m) => m.result?.state)).toEqual(['given_up']);
+  });
 });
