@@ -16,6 +16,24 @@ const db = () => pair.receiver.app.database.ingestSqlite;
 const row = (sql: string, ...p: unknown[]) => db().prepare(sql).get(...p) as Record<string, any> | undefined;
 const all = (sql: string, ...p: unknown[]) => db().prepare(sql).all(...p) as Record<string, any>[];
 
+/**
+ * The application's interview completes and its result read is sent, held by the sandbox's read
+ * delay; meanwhile the event is queued again as `replay --id` does, and both finish. Its event id.
+ */
+async function replayWhileItsReadRuns(p: Pair, applicationId: string): Promise<string> {
+  const c = p.sandbox.control;
+  c.setReadDelay(300);
+  c.completeInterview(applicationId);
+  const first = p.settle();
+  const deadline = Date.now() + 10_000;
+  while (c.reads().inFlight === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  expect(c.reads().inFlight).toBe(1);
+  const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
+  await enqueue(p.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, p.clock.now());
+  await Promise.all([first, p.receiver.app.worker.runUntilIdle()]);
+  return eventId;
+}
+
 /** A pair whose receiver has one file sink, `archive`; `messages()` reads what it wrote. */
 async function withArchive(prefix: string, body: (messages: () => Record<string, any>[]) => Promise<void>): Promise<void> {
   const { dir, cleanup } = tempDir(prefix);
@@ -581,15 +599,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const c = pair.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
     c.injectFault({ target: 'interview', applicationId: app.id, status: 404, times: 1 });
-    c.setReadDelay(300);
-    c.completeInterview(app.id);
-    const first = pair.settle();
-    const deadline = Date.now() + 10_000;
-    while (c.reads().inFlight === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(c.reads().inFlight).toBe(1);
-    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
-    await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
-    await Promise.all([first, pair.receiver.app.worker.runUntilIdle()]);
+    const eventId = await replayWhileItsReadRuns(pair, app.id);
     const reads = () => all("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result' AND event_id = ? ORDER BY id", eventId);
     // The 404'd read ended without a retry of its own; the replay's waits for the spacing.
     expect(reads()).toEqual([
@@ -610,15 +620,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const c = pair.sandbox.control;
     const [a, b] = [0, 1].map(() => c.createApplication({ jobId: c.createJob({}).id }));
     c.injectFault({ target: 'interview', applicationId: a!.id, status: 429, times: 1, headers: { 'Retry-After': '300' } });
-    c.setReadDelay(300);
-    c.completeInterview(a!.id);
-    const first = pair.settle();
-    const deadline = Date.now() + 10_000;
-    while (c.reads().inFlight === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(c.reads().inFlight).toBe(1);
-    const eventId = row("SELECT id FROM events WHERE event_type = 'interview.completed'")!.id as string;
-    await enqueue(pair.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, pair.clock.now());
-    await Promise.all([first, pair.receiver.app.worker.runUntilIdle()]);
+    const eventId = await replayWhileItsReadRuns(pair, a!.id);
     c.setReadDelay(0);
     expect(pair.calls.map((x) => x.status)).toEqual([429]);
     expect(pair.receiver.logs.lines.some((l) => l.level === 40 && /asked to slow down/.test(String(l.msg)) && l.wait_ms === 300_000)).toBe(true);
