@@ -114,7 +114,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     queueDepth: new Gauge({
       name: 'receiver_jobs',
-      help: 'Jobs in the durable queue by state (pending, running, done, dead) and kind',
+      help: 'Jobs in the durable queue by state (pending, running, dead) and kind; finished ones are counted by receiver_job_runs_total',
       labelNames: ['state', 'kind'] as const,
       registers: [registry],
     }),
