@@ -115,7 +115,10 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
         const primary = /^SQLITE_[A-Z]+/.exec(err.reason)?.[0];
         const reason = err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
         metrics.storageErrors.inc({ reason });
-        return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source });
+        // Why, and which event: a lock timeout has no other line at info or above (an SQLite
+        // error also has the committer's 'ingest transaction failed').
+        const which = parsed.ok ? { event_id: parsed.envelope.id, event_type: parsed.envelope.eventType } : {};
+        return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source, storage_error: reason, ...which });
       }
       throw err;
     }

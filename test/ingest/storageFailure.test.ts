@@ -48,6 +48,8 @@ describe('a write that cannot commit is answered 503, never 2xx', () => {
       const res = await post(JSON.stringify(env));
       expect(res.status).toBe(503);
       expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      // The answer's log line says why, and of which event.
+      expect(r.logs.lines.find((l) => l.outcome === 'unavailable' && l.status === 503)).toMatchObject({ storage_error: 'lock_timeout', event_id: env.id, event_type: env.event_type });
       // The server kept serving other requests while it waited.
       expect((await fetch(`${r.url}/healthz`)).status).toBe(200);
       other.exec('ROLLBACK');
