@@ -160,7 +160,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addHelpText('after', examples(['DATABASE_PATH=./data/receiver.db hiring-receiver status', 'hiring-receiver status --json | jq .dead_letters']) + '\nNeeds only DATABASE_PATH (sinks are read from CONFIG_FILE when set).')
     .action((o) => done(import('./commands/status.js').then((m) => m.runStatus(io, o))));
 
-  const dl = program.command('dead-letters').description('jobs that failed all their attempts: list them, run them again');
+  const dl = program.command('dead-letters').description('jobs that failed all their attempts: list them, run them again, or discard those meant to stay unsent');
   dl.command('list')
     .description('dead-lettered jobs, newest first, with their last error')
     .addOption(databaseOption())
@@ -170,17 +170,28 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver dead-letters list', 'hiring-receiver dead-letters list --kind fetch_result --json']))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersList(io, o))));
-  dl.command('retry')
-    .description('run dead-lettered jobs again now, with fresh attempts')
-    .addOption(databaseOption())
-    .addOption(new Option('--id <ids...>', 'job ids (repeatable, or comma-separated)').argParser(collect).conflicts('all'))
-    .addOption(new Option('--all', 'every dead letter').conflicts(['kind', 'source', 'event']))
-    .option('--kind <kind>', 'every dead letter of this job kind')
-    .option('--source <name>', 'every dead letter of this source')
-    .option('--event <id>', 'every dead letter of this event')
+  /** retry's and discard's selection: by id, or every dead letter, or by kind, source and event. */
+  const deadLetterSelection = (cmd: Command) =>
+    cmd
+      .addOption(new Option('--id <ids...>', 'job ids (repeatable, or comma-separated)').argParser(collect).conflicts('all'))
+      .addOption(new Option('--all', 'every dead letter').conflicts(['kind', 'source', 'event']))
+      .option('--kind <kind>', 'every dead letter of this job kind')
+      .option('--source <name>', 'every dead letter of this source')
+      .option('--event <id>', 'every dead letter of this event');
+  deadLetterSelection(dl.command('retry').description('run dead-lettered jobs again now, with fresh attempts').addOption(databaseOption()))
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --all']))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
+  deadLetterSelection(
+    dl
+      .command('discard')
+      .description('delete dead-lettered jobs meant to stay unsent (their failures stay in deliveries and the result tables), so the dead-letter alert clears')
+      .addOption(databaseOption()),
+  )
+    .option('--dry-run', 'count what would be discarded; change nothing')
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']))
+    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
 
   const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');
   q.command('list')

@@ -358,6 +358,39 @@ export class JobQueue {
     });
   }
 
+  /**
+   * Operator action: dead-lettered jobs matching the filter are deleted, for good: the ones meant
+   * to stay unsent (a sink removed for good, a delivery its filters no longer want, a result
+   * already sent as given_up), which would otherwise hold the dead-letter alert. What they failed
+   * on stays recorded where it belongs (a delivery's `deliveries` row, a read's result row).
+   * `dryRun` counts without deleting. Returns how many per kind.
+   */
+  async discardDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<{ kind: string; n: number }[]> {
+    if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return [];
+    // A dry run only reads (and works on a read-only connection).
+    const run = <T>(work: (db: Kysely<Database> | Transaction<Database>) => Promise<T>) => (opts.dryRun ? work(this.db) : immediateTransaction(this.db, work));
+    return run(async (trx) => {
+      const matching = (byEvent: 'others' | 'process_event' | null) => {
+        let q = trx.selectFrom('jobs').select(['id', 'kind']).where('state', '=', 'dead');
+        if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
+        if (filter.kind) q = q.where('kind', '=', filter.kind);
+        if (filter.source) q = q.where('source', '=', filter.source);
+        if (filter.eventId) q = q.where('event_id', '=', filter.eventId);
+        // By event: through the index that covers each (see OPEN_JOB).
+        if (byEvent === 'others') q = q.where(jobsByEventTerm);
+        if (byEvent === 'process_event') q = q.where('kind', '=', JobKind.processEvent);
+        return q.execute();
+      };
+      const rows = filter.eventId ? [...(await matching('others')), ...(await matching('process_event'))] : await matching(null);
+      if (!opts.dryRun) {
+        for (const chunk of inChunks(rows.map((r) => r.id))) await trx.deleteFrom('jobs').where('id', 'in', chunk).where('state', '=', 'dead').execute();
+      }
+      const byKind = new Map<string, number>();
+      for (const r of rows) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
+      return [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind));
+    });
+  }
+
   async listDeadLetters(limit = 100): Promise<Job[]> {
     return this.db.selectFrom('jobs').selectAll().where('state', '=', 'dead').orderBy('updated_at', 'desc').limit(limit).execute();
   }

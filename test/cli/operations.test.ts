@@ -442,6 +442,42 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect(row.last_error).toBeNull();
   });
 
+  it('dead-letters discard deletes the dead letters meant to stay unsent (a dry run first), keeping what they failed on in deliveries', async () => {
+    await withOwnDatabase('discard.db', async (own, w) => {
+      const at = new Date().toISOString();
+      const dead = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
+         VALUES (?, '{}', ?, ?, 'dead', ?, 3, 3, 'sink is no longer configured', ?, ?, ?)`,
+      );
+      const old1 = Number(dead.run('sink:old-crm', 'evt-d1', 'sink:old-crm', at, at, at, at).lastInsertRowid);
+      dead.run('sink:old-crm', 'evt-d2', 'sink:old-crm', at, at, at, at);
+      const read = Number(dead.run('fetch_result', 'evt-d3', 'default', at, at, at, at).lastInsertRowid);
+      w.prepare(`INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES ('evt-d1', 'old-crm', 'msg_d1', 'dead', 3, 'sink is no longer configured', ?, ?, ?)`).run(at, at, at);
+      const env = { DATABASE_PATH: own };
+      const jobs = () => w.prepare('SELECT id, kind FROM jobs ORDER BY id').all();
+
+      expect(await cli(['dead-letters', 'discard'], env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: choose what to discard: --id/) });
+      const dry = await cli(['dead-letters', 'discard', '--kind', 'sink:old-crm', '--dry-run', '--json'], env);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(JSON.parse(dry.stdout)).toEqual({ dry_run: true, discarded: 2, by_kind: { 'sink:old-crm': 2 } });
+      expect(jobs()).toHaveLength(3);
+
+      const gone = await cli(['dead-letters', 'discard', '--kind', 'sink:old-crm'], env);
+      expect({ code: gone.code, stderr: gone.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(gone.stdout).toMatch(/^discarded 2 dead letters \(sink:old-crm 2\); they will not run again/);
+      expect(jobs()).toEqual([{ id: read, kind: 'fetch_result' }]);
+      // The failure stays on record.
+      expect(w.prepare("SELECT state, last_error FROM deliveries WHERE event_id = 'evt-d1'").get()).toEqual({ state: 'dead', last_error: 'sink is no longer configured' });
+
+      // By id: one that is not a dead letter (any more) is named, exit 1; the other is discarded.
+      const byId = await cli(['dead-letters', 'discard', '--id', String(read), '--id', String(old1)], env);
+      expect(byId.code).toBe(1);
+      expect(byId.stderr).toBe('error: 1 of the ids named are not dead letters matching the other filters (no such job, or it is not dead)\n');
+      expect(jobs()).toEqual([]);
+      expect((await cli(['status', '--json'], env)).stdout).toMatch(/"dead_letters":\s*0/);
+    });
+  });
+
   it('dead-letters retry gives retried sink deliveries the max_attempts configured now, not the one they were queued with', async () => {
     await withOwnDatabase('max-attempts.db', async (own, w) => {
       const at = new Date().toISOString();

@@ -50,15 +50,44 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
   }
 }
 
-/** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
-export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions): Promise<number> {
+/** The --id values as job ids, and a usage error when nothing is chosen. */
+function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
   const ids = (o.id ?? []).map((v) => {
     if (!/^\d+$/.test(v)) throw new UsageError(`--id: expected job ids (integers), got ${JSON.stringify(v)}`);
     return Number(v);
   });
   if (!o.all && ids.length === 0 && !o.kind && !o.source && !o.event) {
-    throw new UsageError('choose what to retry: --id <ids...>, --kind, --source, --event, or --all');
+    throw new UsageError(`choose what to ${verb}: --id <ids...>, --kind, --source, --event, or --all`);
   }
+  return ids;
+}
+
+/**
+ * Dead letters meant to stay unsent are deleted (JobQueue.discardDeadLetters), so the dead-letter
+ * alert can clear; their failures stay recorded in `deliveries` and the result tables.
+ */
+export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
+  const ids = chosenJobs(o, 'discard');
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  try {
+    const queue = new JobQueue(database.db, systemClock);
+    const filter = { all: Boolean(o.all), ...(ids.length > 0 ? { ids } : {}), ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}), ...(o.event ? { eventId: o.event } : {}) };
+    const byKind = await queue.discardDeadLetters(filter, { dryRun: o.dryRun === true });
+    const n = byKind.reduce((sum, k) => sum + k.n, 0);
+    const found = o.dryRun || ids.length === 0 ? null : n;
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(byKind.map((k) => [k.kind, k.n])) });
+    else if (n === 0) io.out('no dead letter matched; nothing to discard');
+    else io.out(`${o.dryRun ? 'would discard' : 'discarded'} ${n} dead letter${n === 1 ? '' : 's'} (${byKind.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
+    if (found !== null && found < ids.length) io.err(`error: ${ids.length - found} of the ids named are not dead letters matching the other filters (no such job, or it is not dead)`);
+    return found !== null && found < ids.length ? 1 : 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
+export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions): Promise<number> {
+  const ids = chosenJobs(o, 'retry');
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {
     const queue = new JobQueue(database.db, systemClock);
