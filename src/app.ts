@@ -307,6 +307,9 @@ export function createApp(deps: AppDeps) {
   );
   registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }), () => storageFailure);
   const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
+  // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
+  const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();
+  const leasesExpiredStmt = database.ingestSqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?").pluck();
   const metricsRoute = async (c: Context) => {
     const sqlite = database.ingestSqlite;
     metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
@@ -316,11 +319,18 @@ export function createApp(deps: AppDeps) {
     if (!sqlite.memory) metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
     const backlog = await processingBacklog(database.db);
     metrics.unprocessedEvents.set(backlog.events);
+    const nowMs = clock.now();
+    const ageOf = (iso: string | null | undefined) => (iso ? Math.max(0, (nowMs - Date.parse(iso)) / 1000) : 0);
+    metrics.unprocessedAge.set(ageOf(backlog.oldestReceivedAt));
+    const nowIso = new Date(nowMs).toISOString();
+    metrics.leasesExpired.set(leasesExpiredStmt.get(nowIso) as number);
+    metrics.oldestDue.reset();
     metrics.queueDepth.reset();
     // Every kind's pending, running and dead series exist, at 0 when empty: `sum()` of no series is
     // no value in PromQL, and an alert adding it to another (the backlog one) would never fire.
     for (const kind of [JobKind.processEvent, JobKind.fetchResult, ...config.sinks.map((s) => `sink:${s.name}`)]) {
       for (const state of ['pending', 'running', 'dead']) metrics.queueDepth.set({ state, kind }, 0);
+      metrics.oldestDue.set({ kind }, ageOf(oldestDueStmt.get(kind, nowIso) as string | null));
     }
     // Not `done` jobs nor delivered messages: counting them walks all history on the loop that
     // answers the service, every scrape (180 ms at a million of each); their counters are
@@ -328,9 +338,8 @@ export function createApp(deps: AppDeps) {
     for (const d of depthStmt.all() as { state: string; kind: string; n: number }[]) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
     metrics.sinkLag.reset();
     metrics.sinkDisabled.reset();
-    const now = clock.now();
     for (const s of config.sinks) {
-      metrics.sinkLag.set({ sink: s.name }, ((await oldestUndeliveredAgeMs(database.db, now, [s.name])) ?? 0) / 1000);
+      metrics.sinkLag.set({ sink: s.name }, ((await oldestUndeliveredAgeMs(database.db, nowMs, [s.name])) ?? 0) / 1000);
       metrics.sinkDisabled.set({ sink: s.name }, (await sinkDisabled(database.db, s.name)) ? 1 : 0);
     }
     return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });

@@ -112,6 +112,22 @@ export function createMetrics(sources: readonly string[] = []) {
       help: 'Stored events that processing has not taken yet (past the processing cursor)',
       registers: [registry],
     }),
+    unprocessedAge: new Gauge({
+      name: 'receiver_events_unprocessed_oldest_seconds',
+      help: 'Age of the oldest stored event processing has not taken yet (0 when none): processing stalled or behind',
+      registers: [registry],
+    }),
+    oldestDue: new Gauge({
+      name: 'receiver_jobs_oldest_due_seconds',
+      help: 'By kind: how long the oldest pending job has been due (0 when none is): no worker taking them, or a source paused or sink disabled holding them',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
+    leasesExpired: new Gauge({
+      name: 'receiver_jobs_lease_expired',
+      help: 'Running jobs whose lease has expired: the process running them died or hangs (a live one takes them back at its next claim, a start does at once)',
+      registers: [registry],
+    }),
     queueDepth: new Gauge({
       name: 'receiver_jobs',
       help: 'Jobs in the durable queue by state (pending, running, dead) and kind; finished ones are counted by receiver_job_runs_total',

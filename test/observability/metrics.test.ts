@@ -6,7 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
-import { newSecret } from '../helpers/signing.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { ManualClock } from '../../src/util/clock.js';
 
 const { dir, cleanup } = tempDir('metrics-');
 let pair: Pair | undefined;
@@ -67,6 +68,42 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(histogram('receiver_group_commit_duration_seconds', 'sum')).toBeLessThanOrEqual(histogram('receiver_ingest_duration_seconds', 'sum'));
     // The receiver's database is a file: its WAL exists and has been written.
     expect(Number(/^receiver_sqlite_wal_bytes (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
+  });
+});
+
+describe('ages that show stalled work at any volume', () => {
+  it('the oldest unprocessed event, the longest-due pending job per kind and running jobs whose lease expired', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-02T09:00:00Z'));
+    const secret = newSecret();
+    // No workers: nothing takes the events or the jobs, as when `work` is down.
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' }, { clock });
+    try {
+      const series = async () => await (await fetch(`${r.url}/metrics`)).text();
+      const value = (text: string, name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, (m) => `\\${m}`)} ([0-9.e+-]+)$`, 'm').exec(text)?.[1]);
+      let text = await series();
+      expect(value(text, 'receiver_events_unprocessed_oldest_seconds')).toBe(0);
+      expect(value(text, 'receiver_jobs_lease_expired')).toBe(0);
+      expect(value(text, 'receiver_jobs_oldest_due_seconds{kind="fetch_result"}')).toBe(0);
+
+      const d = signDelivery(secret, JSON.stringify(envelope()), { timestampSeconds: Math.floor(clock.now() / 1000) });
+      expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      const at = (ms: number) => new Date(ms).toISOString();
+      const job = r.app.database.ingestSqlite.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_expires_at)
+         VALUES ('fetch_result', '{}', ?, 'default', ?, ?, 0, 25, ?, ?, ?)`,
+      );
+      const now = clock.now();
+      job.run('evt-due', 'pending', at(now + 60_000), at(now), at(now), null); // due in a minute
+      job.run('evt-held', 'running', at(now), at(now), at(now), at(now + 60_000)); // its lease ends in a minute
+      clock.advance(10 * 60_000);
+      text = await series();
+      expect(value(text, 'receiver_events_unprocessed_oldest_seconds')).toBe(600);
+      expect(value(text, 'receiver_jobs_oldest_due_seconds{kind="fetch_result"}')).toBe(540);
+      expect(value(text, 'receiver_jobs_oldest_due_seconds{kind="process_event"}')).toBe(0);
+      expect(value(text, 'receiver_jobs_lease_expired')).toBe(1);
+    } finally {
+      await r.close();
+    }
   });
 });
 
