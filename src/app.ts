@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
-import { openDatabase, type OpenDatabase } from './db/openDatabase.js';
+import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/openDatabase.js';
 import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
@@ -57,7 +57,7 @@ export interface AppDeps {
 export type App = ReturnType<typeof createApp>;
 
 /** The server's database; an error names the path and the setting it came from. */
-function openServerDatabase(path: string) {
+function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointProblem) => void) {
   // A file this process may not write, refused before SQLite opens it: SQLite would open it
   // read-only and create its -wal and -shm with the file's read-only mode, which then stop the
   // next start too, once the file itself is fixed. SQLite's files an earlier start left read-only
@@ -72,7 +72,7 @@ function openServerDatabase(path: string) {
   }
   let database: OpenDatabase;
   try {
-    database = openDatabase(path, { checkpointer: true });
+    database = openDatabase(path, { checkpointer: true, onCheckpointProblem });
   } catch (err) {
     throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
   }
@@ -128,8 +128,10 @@ export function createApp(deps: AppDeps) {
   // (runReceiver: an upgrade started beside the old version must not migrate under it).
   let earlyLock: WorkersLock | null = deps.workersLock ?? null;
   let database: OpenDatabase;
+  // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
+  let checkpointProblem = (p: CheckpointProblem) => logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped' : 'WAL checkpoint failed');
   try {
-    database = deps.database ?? openServerDatabase(config.databasePath);
+    database = deps.database ?? openServerDatabase(config.databasePath, (p) => checkpointProblem(p));
   } catch (err) {
     earlyLock?.release();
     throw err;
@@ -141,6 +143,11 @@ export function createApp(deps: AppDeps) {
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
   const metrics = createMetrics(config.sources.map((s) => s.name));
+  checkpointProblem = (p) => {
+    metrics.checkpointErrors.inc({ code: p.code ?? 'error' });
+    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here first.
+    logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds');
+  };
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;

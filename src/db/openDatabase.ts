@@ -157,7 +157,7 @@ function checkpoint() {
   } else restartBackoff = 1;
 }
 const timer = setInterval(() => {
-  try { checkpoint(); } catch (err) { parentPort.postMessage(String(err && err.message)); }
+  try { checkpoint(); } catch (err) { parentPort.postMessage({ message: String(err && err.message), code: (err && err.code) || null }); }
 }, workerData.intervalMs);
 parentPort.on('message', (m) => {
   if (m !== 'stop') return;
@@ -179,13 +179,22 @@ export interface CheckpointerOptions {
 
 const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10 };
 
-function startCheckpointer(path: string, opts: Required<CheckpointerOptions>): Worker {
+/** A checkpoint that failed (`stopped`: the checkpointer thread itself ended). */
+export interface CheckpointProblem {
+  message: string;
+  code: string | null;
+  stopped: boolean;
+}
+
+const onStderr = (p: CheckpointProblem) => process.stderr.write(`wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`);
+
+function startCheckpointer(path: string, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...opts } });
   // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
-  // regardless; only the file grows until the next checkpoint. Reported on stderr.
-  worker.on('error', (err) => process.stderr.write(`wal checkpointer stopped: ${err.message}\n`));
-  worker.on('message', (m) => process.stderr.write(`wal checkpoint failed: ${String(m)}\n`));
+  // regardless; only the file grows until the next checkpoint. Reported to onProblem.
+  worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
+  worker.on('message', (m: { message: string; code: string | null }) => onProblem({ message: String(m.message), code: m.code, stopped: false }));
   worker.unref();
   return worker;
 }
@@ -208,6 +217,8 @@ export interface OpenOptions {
   busyWait?: 'timer' | 'sqlite';
   /** Run WAL checkpoints on a worker thread (the server does); tools keep SQLite's automatic ones. */
   checkpointer?: boolean | CheckpointerOptions;
+  /** A checkpoint that failed (a full disk shows here first): the server logs and counts it. Default: a line on stderr. */
+  onCheckpointProblem?: (p: CheckpointProblem) => void;
 }
 
 /**
@@ -298,7 +309,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const ingest = ingestSqlite;
   let checkpointer: Worker | null;
   try {
-    checkpointer = background ? startCheckpointer(path, checkpoints) : null;
+    checkpointer = background ? startCheckpointer(path, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
   } catch (err) {
     // A thread that cannot start (out of memory or threads) must not leave the connections open.
     // kysely has opened nothing yet: its driver connects on the first query.

@@ -61,6 +61,12 @@ export function createMetrics(sources: readonly string[] = []) {
       labelNames: ['reason'] as const,
       registers: [registry],
     }),
+    checkpointErrors: new Counter({
+      name: 'receiver_wal_checkpoint_errors_total',
+      help: 'WAL checkpoints that failed, by SQLite code (SQLITE_FULL: the disk is full); the WAL keeps every commit and grows until one succeeds',
+      labelNames: ['code'] as const,
+      registers: [registry],
+    }),
     quarantined: new Gauge({
       name: 'receiver_quarantined',
       help: 'Rows in the quarantine table (signed deliveries we could not parse)',
@@ -138,6 +144,7 @@ export function createMetrics(sources: readonly string[] = []) {
   // Refused deliveries carry no source (they were not verified as one): 'unknown'.
   for (const reason of REJECTION_REASONS) metrics.deliveriesReceived.inc({ outcome: `rejected:${reason}`, source: 'unknown' }, 0);
   for (const reason of STORAGE_ERROR_REASONS) metrics.storageErrors.inc({ reason }, 0);
+  for (const code of ['SQLITE_FULL', 'SQLITE_IOERR']) metrics.checkpointErrors.inc({ code }, 0);
   // The runbook's quarantine alert counts these (receiver_quarantined is a row count: a replay
   // lowers it, which increase() would read as a reset).
   for (const source of sources) metrics.deliveriesReceived.inc({ outcome: 'quarantined', source }, 0);
