@@ -92,7 +92,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     sinkDeliveries: new Counter({
       name: 'receiver_sink_deliveries_total',
-      help: 'Sink delivery attempts by sink and outcome (done, retry, dead, paused = sink disabled, lost)',
+      help: 'Sink delivery attempts by sink and outcome (done, retry, dead, rescheduled = waited without an attempt or held by a 410 that disabled the sink, lost)',
       labelNames: ['sink', 'outcome'] as const,
       registers: [registry],
     }),
