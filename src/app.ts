@@ -307,7 +307,9 @@ export function createApp(deps: AppDeps) {
     app.all(path, (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
   }
   // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
-  const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, detail, paused_at FROM source_pauses ORDER BY source');
+  // Not the detail: /readyz is unauthenticated, and the detail is the service's own error text
+  // (`status` and the CLI's `status` show it).
+  const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, paused_at FROM source_pauses ORDER BY source');
   const disabledSinksStmt = database.ingestSqlite.prepare(
     // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
     'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
