@@ -2,7 +2,11 @@ import type { Clock } from '../util/clock.js';
 
 /** The write could not be committed; the delivery must be answered 503 so the service retries. */
 export class StorageUnavailableError extends Error {
-  constructor(readonly reason: string) {
+  /** `abandoned`: cut by abandon() (a stop's grace ran out), not refused by the storage. */
+  constructor(
+    readonly reason: string,
+    readonly abandoned = false,
+  ) {
     super(`storage unavailable: ${reason}`);
     this.name = 'StorageUnavailableError';
   }
@@ -80,7 +84,7 @@ export class GroupCommitter<T, R> {
     this.busyStreak = 0;
     const waiting = this.queue;
     this.queue = [];
-    for (const p of waiting) p.reject(new StorageUnavailableError(reason));
+    for (const p of waiting) p.reject(new StorageUnavailableError(reason, true));
     this.notifyIdle();
   }
 

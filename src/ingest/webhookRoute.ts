@@ -113,7 +113,8 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
         // Bounded label values: lock_timeout, an SQLite error code, or 'error'.
         // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, _FSYNC...): a small set.
         const primary = /^SQLITE_[A-Z]+/.exec(err.reason)?.[0];
-        const reason = err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
+        // A delivery still waiting for the lock when a stop's grace ran out: a deploy, not a storage fault.
+        const reason = err.abandoned ? 'shutdown' : err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
         metrics.storageErrors.inc({ reason });
         // Why, and which event: a lock timeout has no other line at info or above (an SQLite
         // error also has the committer's 'ingest transaction failed').

@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * a single refused delivery or failed commit would never fire the alert.
  */
 const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable'];
-const STORAGE_ERROR_REASONS = ['lock_timeout', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
+const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The series a `work` process updates (its WORK_METRICS_PORT serves these and Node's own). */
 export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_total', 'receiver_hiring_api_calls_total', 'receiver_sink_deliveries_total']);

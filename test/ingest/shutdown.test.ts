@@ -76,6 +76,8 @@ describe('stop() and a result read in flight', () => {
       // The grace (500 ms), not WRITE_TIMEOUT_MS (8 s).
       expect(performance.now() - started).toBeLessThan(3_000);
       expect(await answer).toBe('cut');
+      // Counted and logged as a stop's doing, not a storage fault (a deploy must not page as one).
+      expect(r.logs.lines.find((l) => l.outcome === 'unavailable')).toMatchObject({ storage_error: 'shutdown' });
       other.exec('ROLLBACK');
       expect(other.prepare('SELECT COUNT(*) FROM events WHERE id = ?').pluck().get(e.id)).toBe(0);
     } finally {

@@ -437,7 +437,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const ready = await (await fetch(`${pair.receiver.url}/readyz`)).json();
     expect(ready).toMatchObject({ status: 'ready', paused_sources: [{ source: 'default', status: 401 }] });
     // Not the service's error text: /readyz is unauthenticated.
-    expect(Object.keys(ready.paused_sources[0]).sort()).toEqual(['paused_at', 'source', 'status']);
+    expect(Object.keys((ready as { paused_sources: object[] }).paused_sources[0]!).sort()).toEqual(['paused_at', 'source', 'status']);
     expect(pair.receiver.logs.lines.some((l) => l.level === 50 && /API key refused/.test(String(l.msg)))).toBe(true);
     const metrics = await (await fetch(`${pair.receiver.url}/metrics`)).text();
     expect(metrics).toMatch(/receiver_source_paused\{source="default"\} 1/);
