@@ -66,6 +66,15 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   // started beside an older one still running its workers is refused before it migrates.
   const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
   const receiver = createApp({ config, ...(workersLock ? { workersLock } : {}) });
+  // A crash is one JSON line at fatal, like every other line (Node's default is a text stack
+  // trace a log pipeline cannot parse), then exit 1 for the supervisor to restart it: nothing
+  // acknowledged is lost (every 2xx followed its commit), and leased jobs run again.
+  const crash = (kind: string) => (err: unknown) => {
+    receiver.logger.fatal({ err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
+    process.exit(1);
+  };
+  process.on('uncaughtException', crash('uncaught exception'));
+  process.on('unhandledRejection', crash('unhandled rejection'));
   if (mode === 'serve') await receiver.start();
   else {
     // Its own counters (job runs, result reads, sink deliveries) are in this process only: on

@@ -116,6 +116,16 @@ describe('the receiver as a real process', () => {
     }
   });
 
+  it('a crash (an error nothing catches) is one JSON line at fatal, then exit 1', async () => {
+    const child = runTs('test/helpers/crashAfterStart.ts', [], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, 'crash.db'), PORT: '0', HOST: '127.0.0.1' });
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    expect(await child.exited.finally(() => clearTimeout(timer))).toEqual({ code: 1, signal: null });
+    const lines = child.stdout.join('').trim().split('\n');
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ level: 60, msg: 'crashed', kind: 'uncaught exception', err: 'boom in a timer (test)', stack: expect.stringContaining('crashAfterStart.ts') });
+    // Nothing else on stderr: no text stack trace beside it.
+    expect(child.stderr.join('')).toBe('');
+  });
+
   it.each(['SIGTERM', 'SIGINT'] as const)('drains and exits 0 on %s', async (signal) => {
     const secret = newSecret();
     const port = await freePort();
