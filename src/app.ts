@@ -143,10 +143,20 @@ export function createApp(deps: AppDeps) {
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
   const metrics = createMetrics(config.sources.map((s) => s.name));
+  let checkpointLogged = { code: '', atMs: 0, since: 0 };
   checkpointProblem = (p) => {
-    metrics.checkpointErrors.inc({ code: p.code ?? 'error' });
-    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here first.
-    logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds');
+    // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
+    const code = /^SQLITE_[A-Z]+/.exec(p.code ?? '')?.[0] ?? 'error';
+    metrics.checkpointErrors.inc({ code });
+    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here
+    // first, at every tick (twice a second): logged when the code changes, then once a minute.
+    const now = Date.now();
+    if (!p.stopped && code === checkpointLogged.code && now - checkpointLogged.atMs < 60_000) return void checkpointLogged.since++;
+    logger.error(
+      { code: p.code, err: p.message, ...(checkpointLogged.since > 0 ? { failed_since_last_line: checkpointLogged.since } : {}) },
+      p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds',
+    );
+    checkpointLogged = { code, atMs: now, since: 0 };
   };
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */

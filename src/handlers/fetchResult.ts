@@ -283,17 +283,48 @@ async function finish(
 export function createStrandedReadSweep(ctx: ProcessingContext, handler: (job: ClaimedJob, error: string) => Promise<void>) {
   return async (): Promise<number> => {
     const rows = ctx.sqlite.prepare(STRANDED_DEAD_READS).all() as (ClaimedJob & { last_error: string | null })[];
-    for (const job of rows) await handler(job, job.last_error ?? 'dead-lettered');
-    return rows.length;
+    if (rows.length === 0) return 0;
+    // Events with a fold open (a replay queued it): their read is queued again by it. One read of
+    // the open folds, not one walk of them per dead read (no index covers process_event by event).
+    const folding = new Set(ctx.sqlite.prepare(OPEN_FOLDS).pluck().all() as string[]);
+    const stillStranded = ctx.sqlite.prepare(STILL_STRANDED);
+    let done = 0;
+    for (const job of rows) {
+      if (job.event_id === null || folding.has(job.event_id)) continue;
+      // Again just before: an operator's retry or a replay may have committed since the list was read.
+      if (stillStranded.get(job.id) === undefined) continue;
+      try {
+        await handler(job, job.last_error ?? 'dead-lettered');
+        done++;
+      } catch (err) {
+        // One that fails does not stop the others; it is found again at the next sweep.
+        ctx.logger?.warn({ job_id: job.id, event_id: job.event_id, err: (err as Error).message }, 'a dead-lettered read could not be given up; the next sweep tries again');
+      }
+    }
+    return done;
   };
 }
 
-const STRANDED_DEAD_READS = `SELECT j.* FROM jobs j
-  JOIN event_processing ep ON ep.event_id = j.event_id AND ep.state = 'awaiting_result'
-  WHERE j.state = 'dead' AND j.kind = '${JobKind.fetchResult}'
-    AND j.id = (SELECT MAX(d.id) FROM jobs d WHERE d.event_id = j.event_id AND d.kind <> '${JobKind.processEvent}' AND d.kind = '${JobKind.fetchResult}' AND d.state = 'dead')
-    AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.event_id = j.event_id AND o.kind <> '${JobKind.processEvent}' AND o.kind = '${JobKind.fetchResult}' AND o.state IN ('pending', 'running'))
-    AND NOT EXISTS (SELECT 1 FROM jobs f WHERE f.kind = '${JobKind.processEvent}' AND f.state IN ('pending', 'running') AND f.event_id = j.event_id)`;
+const NO_OPEN_READ = (alias: string) =>
+  `NOT EXISTS (SELECT 1 FROM jobs o WHERE o.event_id = ${alias}.event_id AND o.kind <> '${JobKind.processEvent}' AND o.kind = '${JobKind.fetchResult}' AND o.state IN ('pending', 'running'))`;
+
+/**
+ * The candidates first (dead reads whose event still awaits its result: few), then the checks on
+ * them: the newest dead read of its event, no read of it open. Checked per dead read instead, the
+ * sweep walked every dead read's checks (seconds at 10,000 dead reads and 10,000 open folds).
+ */
+const STRANDED_DEAD_READS = `WITH candidates AS MATERIALIZED (
+    SELECT j.* FROM jobs j JOIN event_processing ep ON ep.event_id = j.event_id
+    WHERE j.state = 'dead' AND j.kind = '${JobKind.fetchResult}' AND ep.state = 'awaiting_result'
+  )
+  SELECT c.* FROM candidates c
+  WHERE c.id = (SELECT MAX(d.id) FROM jobs d WHERE d.event_id = c.event_id AND d.kind <> '${JobKind.processEvent}' AND d.kind = '${JobKind.fetchResult}' AND d.state = 'dead')
+    AND ${NO_OPEN_READ('c')}`;
+
+const OPEN_FOLDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
+
+const STILL_STRANDED = `SELECT 1 FROM jobs j JOIN event_processing ep ON ep.event_id = j.event_id
+  WHERE j.id = ? AND j.state = 'dead' AND ep.state = 'awaiting_result' AND ${NO_OPEN_READ('j')}`;
 
 /** What a result's digest is taken over (resultDigest). */
 type ResultText = { state: ResultState; reason: string | null; data: string | null };

@@ -9,7 +9,7 @@ const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_
 const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The series a `work` process updates (its WORK_METRICS_PORT serves these and Node's own). */
-export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_total', 'receiver_hiring_api_calls_total', 'receiver_sink_deliveries_total']);
+export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_total', 'receiver_hiring_api_calls_total', 'receiver_sink_deliveries_total', 'receiver_wal_checkpoint_errors_total']);
 
 /**
  * One registry per app instance, so tests running several apps in one process do not collide.

@@ -363,31 +363,39 @@ export class JobQueue {
    * to stay unsent (a sink removed for good, a delivery its filters no longer want, a result
    * already sent as given_up), which would otherwise hold the dead-letter alert. What they failed
    * on stays recorded where it belongs (a delivery's `deliveries` row, a read's result row).
-   * `dryRun` counts without deleting. Returns how many per kind.
+   * A dead fold or read of an event not settled yet is kept: it is the only trace of an event
+   * processing never finished (retry it, or replay the event). `dryRun` only counts.
    */
-  async discardDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<{ kind: string; n: number }[]> {
-    if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return [];
+  async discardDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<{ discarded: { kind: string; n: number }[]; kept: { id: number; kind: string; event_id: string | null }[] }> {
+    if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return { discarded: [], kept: [] };
     // A dry run only reads (and works on a read-only connection).
     const run = <T>(work: (db: Kysely<Database> | Transaction<Database>) => Promise<T>) => (opts.dryRun ? work(this.db) : immediateTransaction(this.db, work));
     return run(async (trx) => {
       const matching = (byEvent: 'others' | 'process_event' | null) => {
-        let q = trx.selectFrom('jobs').select(['id', 'kind']).where('state', '=', 'dead');
-        if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
-        if (filter.kind) q = q.where('kind', '=', filter.kind);
-        if (filter.source) q = q.where('source', '=', filter.source);
-        if (filter.eventId) q = q.where('event_id', '=', filter.eventId);
+        let q = trx
+          .selectFrom('jobs')
+          .leftJoin('event_processing', 'event_processing.event_id', 'jobs.event_id')
+          .select(['jobs.id', 'jobs.kind', 'jobs.event_id', 'event_processing.state as event_state'])
+          .where('jobs.state', '=', 'dead');
+        if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
+        if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
+        if (filter.source) q = q.where('jobs.source', '=', filter.source);
+        if (filter.eventId) q = q.where('jobs.event_id', '=', filter.eventId);
         // By event: through the index that covers each (see OPEN_JOB).
-        if (byEvent === 'others') q = q.where(jobsByEventTerm);
-        if (byEvent === 'process_event') q = q.where('kind', '=', JobKind.processEvent);
+        if (byEvent === 'others') q = q.where(jobsByEventTerm); // `kind`: event_processing has none
+        if (byEvent === 'process_event') q = q.where('jobs.kind', '=', JobKind.processEvent);
         return q.execute();
       };
       const rows = filter.eventId ? [...(await matching('others')), ...(await matching('process_event'))] : await matching(null);
+      const unfinished = (r: (typeof rows)[number]) => (r.kind === JobKind.fetchResult || r.kind === JobKind.processEvent) && r.event_state !== 'settled';
+      const kept = rows.filter(unfinished).map((r) => ({ id: r.id, kind: r.kind, event_id: r.event_id }));
+      const gone = rows.filter((r) => !unfinished(r));
       if (!opts.dryRun) {
-        for (const chunk of inChunks(rows.map((r) => r.id))) await trx.deleteFrom('jobs').where('id', 'in', chunk).where('state', '=', 'dead').execute();
+        for (const chunk of inChunks(gone.map((r) => r.id))) await trx.deleteFrom('jobs').where('id', 'in', chunk).where('state', '=', 'dead').execute();
       }
       const byKind = new Map<string, number>();
-      for (const r of rows) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
-      return [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind));
+      for (const r of gone) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
+      return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept };
     });
   }
 

@@ -452,6 +452,9 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       const old1 = Number(dead.run('sink:old-crm', 'evt-d1', 'sink:old-crm', at, at, at, at).lastInsertRowid);
       dead.run('sink:old-crm', 'evt-d2', 'sink:old-crm', at, at, at, at);
       const read = Number(dead.run('fetch_result', 'evt-d3', 'default', at, at, at, at).lastInsertRowid);
+      // A read whose event is settled (sent as given_up), and one whose event still awaits it.
+      w.prepare(`INSERT INTO event_processing (event_id, state, resource, updated_at) VALUES ('evt-d3', 'settled', 'interview', ?), ('evt-d4', 'awaiting_result', 'interview', ?)`).run(at, at);
+      const stranded = Number(dead.run('fetch_result', 'evt-d4', 'default', at, at, at, at).lastInsertRowid);
       w.prepare(`INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES ('evt-d1', 'old-crm', 'msg_d1', 'dead', 3, 'sink is no longer configured', ?, ?, ?)`).run(at, at, at);
       const env = { DATABASE_PATH: own };
       const jobs = () => w.prepare('SELECT id, kind FROM jobs ORDER BY id').all();
@@ -459,22 +462,33 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect(await cli(['dead-letters', 'discard'], env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: choose what to discard: --id/) });
       const dry = await cli(['dead-letters', 'discard', '--kind', 'sink:old-crm', '--dry-run', '--json'], env);
       expect(dry.code, dry.stderr).toBe(0);
-      expect(JSON.parse(dry.stdout)).toEqual({ dry_run: true, discarded: 2, by_kind: { 'sink:old-crm': 2 } });
-      expect(jobs()).toHaveLength(3);
+      expect(JSON.parse(dry.stdout)).toEqual({ dry_run: true, discarded: 2, by_kind: { 'sink:old-crm': 2 }, kept: [] });
+      expect(jobs()).toHaveLength(4);
 
       const gone = await cli(['dead-letters', 'discard', '--kind', 'sink:old-crm'], env);
       expect({ code: gone.code, stderr: gone.stderr }).toEqual({ code: 0, stderr: '' });
       expect(gone.stdout).toMatch(/^discarded 2 dead letters \(sink:old-crm 2\); they will not run again/);
-      expect(jobs()).toEqual([{ id: read, kind: 'fetch_result' }]);
+      expect(jobs()).toEqual([
+        { id: read, kind: 'fetch_result' },
+        { id: stranded, kind: 'fetch_result' },
+      ]);
       // The failure stays on record.
       expect(w.prepare("SELECT state, last_error FROM deliveries WHERE event_id = 'evt-d1'").get()).toEqual({ state: 'dead', last_error: 'sink is no longer configured' });
 
-      // By id: one that is not a dead letter (any more) is named, exit 1; the other is discarded.
-      const byId = await cli(['dead-letters', 'discard', '--id', String(read), '--id', String(old1)], env);
-      expect(byId.code).toBe(1);
-      expect(byId.stderr).toBe('error: 1 of the ids named are not dead letters matching the other filters (no such job, or it is not dead)\n');
-      expect(jobs()).toEqual([]);
-      expect((await cli(['status', '--json'], env)).stdout).toMatch(/"dead_letters":\s*0/);
+      // The read of an event still awaiting it is kept, whatever the selection: the only trace of it.
+      const all = await cli(['dead-letters', 'discard', '--kind', 'fetch_result', '--json'], env);
+      expect(all.code, all.stderr).toBe(0);
+      expect(JSON.parse(all.stdout)).toEqual({ dry_run: false, discarded: 1, by_kind: { fetch_result: 1 }, kept: [{ id: stranded, kind: 'fetch_result', event_id: 'evt-d4' }] });
+      expect(all.stderr).toBe(`kept job ${stranded} (fetch_result): its event evt-d4 is not settled, and this dead letter is all that says so; retry it (dead-letters retry --id ${stranded}) or replay the event\n`);
+      expect(jobs()).toEqual([{ id: stranded, kind: 'fetch_result' }]);
+
+      // By id, named twice, with one that is not a dead letter (any more): that one is named, exit 1, dry run or not.
+      for (const dryRun of [['--dry-run'], []]) {
+        const byId = await cli(['dead-letters', 'discard', '--id', String(old1), '--id', `${stranded},${stranded}`, ...dryRun], env);
+        expect(byId.code).toBe(1);
+        expect(byId.stderr).toMatch(/\nerror: 1 of the ids named is not a dead letter matching the other filters \(no such job, or it is not dead\)\n$/);
+      }
+      expect(jobs()).toEqual([{ id: stranded, kind: 'fetch_result' }]);
     });
   });
 

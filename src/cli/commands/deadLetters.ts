@@ -67,19 +67,24 @@ function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
  * alert can clear; their failures stay recorded in `deliveries` and the result tables.
  */
 export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
-  const ids = chosenJobs(o, 'discard');
+  const ids = [...new Set(chosenJobs(o, 'discard'))];
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
     const filter = { all: Boolean(o.all), ...(ids.length > 0 ? { ids } : {}), ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}), ...(o.event ? { eventId: o.event } : {}) };
-    const byKind = await queue.discardDeadLetters(filter, { dryRun: o.dryRun === true });
-    const n = byKind.reduce((sum, k) => sum + k.n, 0);
-    const found = o.dryRun || ids.length === 0 ? null : n;
-    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(byKind.map((k) => [k.kind, k.n])) });
-    else if (n === 0) io.out('no dead letter matched; nothing to discard');
-    else io.out(`${o.dryRun ? 'would discard' : 'discarded'} ${n} dead letter${n === 1 ? '' : 's'} (${byKind.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
-    if (found !== null && found < ids.length) io.err(`error: ${ids.length - found} of the ids named are not dead letters matching the other filters (no such job, or it is not dead)`);
-    return found !== null && found < ids.length ? 1 : 0;
+    const { discarded, kept } = await queue.discardDeadLetters(filter, { dryRun: o.dryRun === true });
+    const n = discarded.reduce((sum, k) => sum + k.n, 0);
+    const verb = o.dryRun ? 'would discard' : 'discarded';
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept });
+    else if (n === 0 && kept.length === 0) io.out('no dead letter matched; nothing to discard');
+    else if (n > 0) io.out(`${verb} ${n} dead letter${n === 1 ? '' : 's'} (${discarded.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
+    // The only trace of an event processing never finished: not deleted.
+    for (const k of kept) io.err(`kept job ${k.id} (${k.kind}): its event ${k.event_id ?? '(none)'} is not settled, and this dead letter is all that says so; retry it (dead-letters retry --id ${k.id}) or replay the event`);
+    // Ids named that matched no dead letter: a typo must not read as success (dry run included).
+    const matched = n + kept.filter((k) => ids.includes(k.id)).length;
+    const missing = ids.length > 0 ? ids.length - matched : 0;
+    if (missing > 0) io.err(`error: ${missing} of the ids named ${missing === 1 ? 'is not a dead letter' : 'are not dead letters'} matching the other filters (no such job, or it is not dead)`);
+    return missing > 0 ? 1 : 0;
   } finally {
     await database.close();
   }
