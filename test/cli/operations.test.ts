@@ -211,6 +211,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(
         /^results {8}ready 1, processing 0, unavailable 1, given up 1 {3}\(given up: `replay --application <id>` reads one again\)$/m,
       );
+      // A running job whose lease ran out: its process died or hangs.
+      const past = new Date(Date.now() - 60_000).toISOString();
+      w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_owner, lease_token, lease_expires_at)
+         VALUES ('fetch_result', '{}', 'evt-r9', 'default', 'running', ?, 1, 25, ?, ?, 'gone', 't', ?)`,
+      ).run(past, past, past, past);
+      expect(JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout).jobs.running_lease_expired).toBe(1);
+      expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(/^jobs {11}pending 4, running 1 \(1 past their lease: their process died or hangs\), done 0, dead 0$/m);
     });
   });
 

@@ -71,6 +71,11 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
 
     const jobsByState: Record<string, number> = { pending: 0, running: 0, done: 0, dead: 0 };
     for (const r of byState) jobsByState[r.state] = (jobsByState[r.state] ?? 0) + Number(r.n);
+    // Running jobs whose lease ran out: their process died or hangs (a live worker, or the next
+    // start, takes them back).
+    const leaseExpired = Number(
+      (await db.selectFrom('jobs').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', 'running').where('lease_expires_at', '<', new Date(now).toISOString()).executeTakeFirst())?.n ?? 0,
+    );
     const report = {
       database: path,
       events: { total: byType.reduce((a, r) => a + Number(r.n), 0), by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])) },
@@ -78,7 +83,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         events_waiting: backlog.events,
         oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
       },
-      jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })) },
+      jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })), running_lease_expired: leaseExpired },
       result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
       results,
       dead_letters: jobsByState['dead'] ?? 0,
@@ -99,7 +104,11 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(
       `processing     ${backlog.events === 0 ? 'caught up' : `${backlog.events} event${backlog.events === 1 ? '' : 's'} waiting, oldest stored ${formatAge(report.processing.oldest_waiting_age_ms!)} ago`}`,
     );
-    io.out(`jobs           ${Object.entries(jobsByState).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    io.out(
+      `jobs           ${Object.entries(jobsByState)
+        .map(([k, v]) => (k === 'running' && leaseExpired > 0 ? `running ${v} (${leaseExpired} past their lease: their process died or hangs)` : `${k} ${v}`))
+        .join(', ')}`,
+    );
     io.out(
       `result reads   ${
         report.result_reads.pending === 0
