@@ -9,12 +9,12 @@ import { ConfigError, loadConfig } from '../config/loadConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
 import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
-import { matchesSink } from '../sinks/matchesSink.js';
+import { matchesSink, undocumentedPatterns } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 
 export type { DeliveryWrites, SinkConfig, SinkStatus };
-export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind };
+export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind, undocumentedPatterns };
 
 type Env = Readonly<Record<string, string | undefined>>;
 

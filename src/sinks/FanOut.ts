@@ -11,7 +11,7 @@ import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryWrites } from './enqueueDeliveries.js';
-import { matchesEventType } from './matchesSink.js';
+import { undocumentedPatterns } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
 import type { SinkConfig } from './sinkConfig.js';
 import { SinkGate } from './SinkGate.js';
@@ -182,7 +182,7 @@ export class FanOut {
   async start(): Promise<void> {
     for (const { config } of this.lanes) {
       // Valid, since the set of event types can grow (spec 6), but most likely a typo.
-      const unmatched = (config.events ?? []).filter((p) => !KNOWN_EVENT_TYPES.some((t) => matchesEventType([p], t)));
+      const unmatched = undocumentedPatterns(config.events);
       if (unmatched.length > 0) {
         this.o.logger.warn(
           { sink: config.name, patterns: unmatched, known: KNOWN_EVENT_TYPES },

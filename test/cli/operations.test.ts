@@ -370,6 +370,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect((await cli(['sinks', 'enable', 'scores'], cfg)).stdout).toBe('sink scores was not disabled\n');
   });
 
+  it('sinks list warns of an events pattern that matches no documented event type (most likely a typo)', async () => {
+    const typoConfig = join(dir, 'typo-config.json');
+    writeFileSync(typoConfig, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(dir, 'typo.ndjson'), events: ['interview.complete', 'insights.*'] }] }));
+    const listed = await cli(['sinks', 'list'], { DATABASE_PATH: dbPath, CONFIG_FILE: typoConfig });
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stderr).toBe('warning: sink crm: events "interview.complete" match no event type the service documents (spec 6.4), only new types of that name\n');
+  });
+
   it('sinks list and enable need no sink secret: a sink whose secret variable this shell lacks is still configured', async () => {
     const crmConfig = join(dir, 'crm-config.json');
     writeFileSync(crmConfig, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' } }] }));

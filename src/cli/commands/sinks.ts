@@ -2,11 +2,16 @@ import { configProblems, databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks, enableSinkNamed, sinkRows } from '../sinkOps.js';
+import { configuredSinks, enableSinkNamed, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env);
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
+  // Valid (the set of event types can grow), but most likely a typo: the events it meant never reach the sink.
+  for (const s of sinks) {
+    const typos = undocumentedPatterns(s.events);
+    if (typos.length > 0) io.err(`warning: sink ${s.name}: events ${typos.map((t) => JSON.stringify(t)).join(', ')} match no event type the service documents (spec 6.4), only new types of that name`);
+  }
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
     const rows = await sinkRows(database.db, sinks, Date.now());
