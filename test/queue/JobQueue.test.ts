@@ -77,9 +77,55 @@ describe('JobQueue', () => {
     const q = new JobQueue(database.db, clock, 60_000);
     const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
     await q.claim('process-that-died', 1);
-    expect(await q.releaseOrphans()).toBe(1);
+    expect(await q.releaseOrphans()).toEqual({ released: 1, dead: [] });
     expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1, lease_token: null });
     expect(await q.claim('new-process', 1)).toHaveLength(1);
+  });
+
+  it('a job that kills its worker every time ends as a dead letter at the start after its last attempt, its sink delivery record too', async () => {
+    const q = new JobQueue(database.db, clock, 60_000);
+    const id = await enqueue(database.db, { kind: 'sink:crm', payload: { event_id: 'e1', sink: 'crm' }, eventId: 'e1', source: 'sink:crm', maxAttempts: 2 }, T0);
+    const at = new Date(T0).toISOString();
+    await database.db.insertInto('deliveries').values({ event_id: 'e1', sink: 'crm', message_id: 'msg_1', state: 'pending', attempts: 0, queued_at: at, created_at: at, updated_at: at }).execute();
+    // Claimed, then the process dies (twice): released once, dead-lettered after the last attempt.
+    await q.claim('died-1', 1);
+    expect(await q.releaseOrphans()).toEqual({ released: 1, dead: [] });
+    await q.claim('died-2', 1);
+    expect(await q.releaseOrphans()).toEqual({ released: 0, dead: [{ id, kind: 'sink:crm', event_id: 'e1' }] });
+    expect(await job(id)).toMatchObject({ state: 'dead', attempts: 2, lease_token: null, last_error: expect.stringMatching(/^its process ended during its last attempt/) });
+    expect(await database.db.selectFrom('deliveries').select(['state', 'last_error']).executeTakeFirst()).toEqual({ state: 'dead', last_error: expect.stringMatching(/^its process ended/) });
+    expect(await q.claim('next', 1)).toEqual([]);
+  });
+
+  it('a job that hangs its worker past its lease is claimed again, but not past its last attempt', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 2 }, T0);
+    expect(await q.claim('hung-1', 1)).toHaveLength(1);
+    clock.advance(1_001);
+    expect(await q.claim('hung-2', 1)).toHaveLength(1);
+    clock.advance(1_001);
+    // Its two attempts are used: left to the next start's releaseOrphans (a dead letter), shown meanwhile as a lease expired.
+    expect(await q.claim('w', 1)).toEqual([]);
+    expect(await job(id)).toMatchObject({ state: 'running', attempts: 2 });
+  });
+
+  it('a job whose lease expired is claimed before the due backlog of its kind, which would otherwise hold it until it drains', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    const stuck = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    await q.claim('hung', 1);
+    for (let i = 0; i < 8; i++) await enqueue(database.db, { kind: 'k', payload: { i } }, T0);
+    clock.advance(1_001);
+    const claimed = await q.claim('w', 4, [], ['k']);
+    expect(claimed.map((j) => j.id)).toContain(stuck);
+  });
+
+  it('a job whose lease expired is not claimed while its source is paused or throttled (gated kinds)', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    await enqueue(database.db, { kind: 'fetch_result', payload: {}, source: 'acme' }, T0);
+    await q.claim('hung', 1);
+    clock.advance(1_001);
+    expect(await q.claim('w', 4, ['acme'], ['fetch_result'], ['fetch_result'])).toEqual([]);
+    expect(await q.claim('w', 4, [], ['fetch_result'], ['fetch_result'])).toHaveLength(1);
   });
 
   it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
