@@ -137,6 +137,7 @@ export function createApp(deps: AppDeps) {
     throw err;
   }
   if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
+  for (const w of config.warnings ?? []) logger.warn(`configuration: ${w}`);
   if (database.ingestWait.unavailable) {
     // Deliveries are still stored and processed; only the hand-over of the write lock to
     // waiting deliveries across processes is lost.

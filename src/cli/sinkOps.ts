@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Kysely, Transaction } from 'kysely';
-import { ConfigError, loadConfig } from '../config/loadConfig.js';
+import { ConfigError, configFileTopProblems, loadConfig } from '../config/loadConfig.js';
+import { databasePathOf } from './cliConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
 import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
@@ -29,7 +30,7 @@ export interface ConfiguredSinks {
  * what the server uses; otherwise only the `sinks` key is read, so a command
  * that needs sinks does not demand WEBHOOK_SECRET or the API key.
  */
-export function configuredSinks(env: Env): ConfiguredSinks {
+export function configuredSinks(env: Env, databasePath: string = databasePathOf(env)): ConfiguredSinks {
   const file = env['CONFIG_FILE'];
   if (file === undefined || file === '') return { sinks: [], problems: [] };
   try {
@@ -46,12 +47,14 @@ export function configuredSinks(env: Env): ConfiguredSinks {
     const code = (err as NodeJS.ErrnoException).code;
     return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON${code ? ` (${code})` : ''}`] };
   }
-  const raw = (json as { sinks?: unknown; sources?: { name?: unknown }[] } | null) ?? {};
+  // What the server would refuse at the top level ("sink" for "sinks", an array) is said, not read as "no sinks".
+  problems.push(...configFileTopProblems(json));
+  const raw = (json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {}) as { sinks?: unknown; sources?: { name?: unknown }[] };
   // `default` always: the server has it when WEBHOOK_SECRET is set, which an operator command
   // run with only DATABASE_PATH and CONFIG_FILE does not see.
   const knownSources = ['default', ...(Array.isArray(raw.sources) ? raw.sources.map((s) => String(s?.name)) : [])];
   // The CLI never sends: a sink whose secret's variable this shell lacks is still configured.
-  const sinks = resolveSinks(raw.sinks, { env: { ...env }, knownSources, problems, unsetSecretsAllowed: true });
+  const sinks = resolveSinks(raw.sinks, { env: { ...env }, knownSources, problems, unsetSecretsAllowed: true, databasePath });
   return { sinks, problems };
 }
 

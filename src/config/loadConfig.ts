@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, splitSecrets } from './parseSecret.js';
@@ -41,6 +42,8 @@ export interface Config {
   readonly sources: readonly SourceConfig[];
   /** Where settled events are fanned out (CONFIG_FILE `sinks`); empty when none. */
   readonly sinks: readonly SinkConfig[];
+  /** Valid, but most likely a mistake (a misspelt variable's name): logged at warn at start. */
+  readonly warnings: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -75,6 +78,14 @@ const fileSchema = z
 
 type Env = Record<string, string | undefined>;
 
+/** What the server would say of CONFIG_FILE's top level (an unknown key such as "sink", not an object): for the CLI's lenient read. */
+export function configFileTopProblems(json: unknown): string[] {
+  const problems: string[] = [];
+  const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
+  if (!parsed.success) reportIssues(parsed.error.issues, problems);
+  return problems;
+}
+
 function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -100,7 +111,23 @@ function required(name: string, problems: string[]): null {
  * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
  * never echoed, and the API key is the bearer token anyway).
  */
+/**
+ * What `docker --env-file` and `fly secrets set` keep that the value was not meant to have:
+ * quotes around it, spaces or a line break at either end. Said as such (the value is not shown),
+ * rather than as a value of the wrong form that looks right to its reader.
+ */
+export function wrappingProblem(value: string): string | null {
+  if (/^["']/.test(value) || /["']$/.test(value)) return 'is wrapped in quote characters: set the value without them';
+  if (value !== value.trim()) return 'has spaces or a line break at its start or end: set the value without them';
+  return null;
+}
+
 function checkUrl(where: string, value: string, problems: string[]): string | null {
+  const wrapped = wrappingProblem(value);
+  if (wrapped) {
+    problems.push(`${where}: ${wrapped}`);
+    return null;
+  }
   let u: URL;
   try {
     u = new URL(value);
@@ -132,6 +159,11 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
 }
 
 function checkApiKey(where: string, value: string, problems: string[]): string | null {
+  const wrapped = wrappingProblem(value);
+  if (wrapped) {
+    problems.push(`${where}: ${wrapped}`);
+    return null;
+  }
   if (!API_KEY.test(value)) {
     // Never echo the value: it may be a real key with a typo.
     problems.push(`${where}: must have the form sk-<segment>.<segment>`);
@@ -153,6 +185,19 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 }
 
 /**
+ * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
+ * name, the receiver's side files would not: a second process could then run workers on the same
+ * database), not ':memory:' (nothing would survive a restart), not a folder.
+ */
+function checkDatabasePath(path: string): string | null {
+  const wrapped = wrappingProblem(path);
+  if (wrapped) return wrapped;
+  if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
+  return null;
+}
+
+/**
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
  * collected and reported together, each naming its variable or field path.
  */
@@ -167,6 +212,8 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     problems.push(`METRICS_PORT: must differ from PORT (${port}); leave it unset to serve /metrics on PORT`);
   }
   const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
+  const databaseProblem = checkDatabasePath(databasePath);
+  if (databaseProblem) problems.push(`DATABASE_PATH: ${databaseProblem}`);
   const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
@@ -219,6 +266,10 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
+  const warnings = misspeltSettings(env);
+  if (secretEnv === undefined && (env.HIRING_API_URL || env.HIRING_API_KEY)) {
+    warnings.push('HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)');
+  }
   return Object.freeze({
     port,
     host,
@@ -235,7 +286,44 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),
     sinks: Object.freeze(sinks),
+    warnings: Object.freeze(warnings),
   });
+}
+
+/** Every environment variable the receiver reads (README "Configuration"). */
+export const SETTINGS = [
+  'PORT', 'HOST', 'METRICS_PORT', 'WORK_METRICS_PORT', 'DATABASE_PATH', 'WEBHOOK_SECRET', 'HIRING_API_URL', 'HIRING_API_KEY',
+  'CONFIG_FILE', 'LOG_LEVEL', 'MAX_BODY_BYTES', 'WRITE_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_GRACE_MS',
+  'WORKER_CONCURRENCY', 'PROCESSING_SHARE', 'RESULT_GIVE_UP_HOURS', 'RUN_AS',
+] as const;
+
+/**
+ * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS):
+ * a typo leaves that setting at its default without a word. Only names of 8 letters and more are
+ * compared (HOME is two letters from HOST).
+ */
+function misspeltSettings(env: Env): string[] {
+  const known = new Set<string>(SETTINGS);
+  const out: string[] = [];
+  for (const name of Object.keys(env)) {
+    if (known.has(name) || name.length < 8) continue;
+    const near = SETTINGS.find((s) => s.length >= 8 && editDistance(name, s) <= 2);
+    if (near) out.push(`${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
+  }
+  return out;
+}
+
+/** Levenshtein distance, with a swap of two neighbours counted as one edit. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
 }
 
 /** One source's hiring API settings, for a tool that only calls the API; problems name their field. */

@@ -4,6 +4,8 @@ import { z } from 'zod';
 export const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
 export type SecretRef = z.infer<typeof secretRef>;
 
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 /** The secret's value, or null after reporting (through `problem`) an unset variable, named by `where`. */
 export function resolveSecretRef(
   where: string,
@@ -12,6 +14,11 @@ export function resolveSecretRef(
   problem: (message: string) => void,
 ): string | null {
   if (typeof ref === 'string') return ref;
+  // Not echoed unless it is a variable's name: the secret itself pasted here would be printed.
+  if (!ENV_NAME.test(ref.env)) {
+    problem(`${where}: "env" must name an environment variable (letters, digits and _), not hold the value (not shown: is the secret itself here?)`);
+    return null;
+  }
   const v = env[ref.env];
   if (v === undefined || v === '') {
     problem(`${where}: environment variable ${ref.env} is not set`);

@@ -370,6 +370,21 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect((await cli(['sinks', 'enable', 'scores'], cfg)).stdout).toBe('sink scores was not disabled\n');
   });
 
+  it('sinks list says what the server would refuse in CONFIG_FILE (a misspelt top-level key, a file sink into the database), not "no sinks"', async () => {
+    const badTop = join(dir, 'bad-top.json');
+    writeFileSync(badTop, JSON.stringify({ sink: [{ name: 'crm', type: 'stdout' }] }));
+    const top = await cli(['sinks', 'list'], { DATABASE_PATH: dbPath, CONFIG_FILE: badTop });
+    expect(top.stderr).toContain('warning: CONFIG_FILE (top level): Unrecognized key: "sink" (sinks shown from the database only)');
+    const intoDb = join(dir, 'into-db.json');
+    writeFileSync(intoDb, JSON.stringify({ sinks: [{ name: 'oops', type: 'file', path: dbPath }] }));
+    const db2 = await cli(['sinks', 'list', '--json'], { DATABASE_PATH: dbPath, CONFIG_FILE: intoDb });
+    expect(db2.stderr).toContain("warning: CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)");
+    // And a command that acts on sinks refuses such a configuration, as the server does.
+    const enable = await cli(['sinks', 'enable', 'oops'], { DATABASE_PATH: dbPath, CONFIG_FILE: intoDb });
+    expect(enable.code).toBe(1);
+    expect(enable.stderr).toContain("CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)");
+  });
+
   it('sinks list warns of an events pattern that matches no documented event type (most likely a typo)', async () => {
     const typoConfig = join(dir, 'typo-config.json');
     writeFileSync(typoConfig, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(dir, 'typo.ndjson'), events: ['interview.complete', 'insights.*'] }] }));

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
 import { MIN_SECRET_BYTES } from '../../src/config/parseSecret.js';
 import { newSecret } from '../helpers/signing.js';
+import { startReceiver, tempDir } from '../helpers/receiver.js';
+import { join } from 'node:path';
 
 const API = { HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' };
 const problemsOf = (env: Record<string, string>, files: Record<string, string> = {}) => {
@@ -85,7 +87,7 @@ describe('loadConfig', () => {
     ['https://hiring.example/api/v2', 'https://hiring.example', '/api/v2'],
     ['https://hiring.example/api/v1/', 'https://hiring.example', '/api/v1'],
     ['https://hiring.example/api/v1/.', 'https://hiring.example', '/api/v1'],
-    ['https://gateway.example/hiring/api/v2\t', 'https://gateway.example/hiring', '/api/v2'],
+    ['https://gateway.example/hiring/api/v2', 'https://gateway.example/hiring', '/api/v2'],
     ['https://hiring.example/api/v1?x=1', 'https://hiring.example', '/api/v1'],
   ])('refuses the versioned API URL %j as HIRING_API_URL or api_url, naming the base URL to give', (url, base, suffix) => {
     const message = `give the service's base URL without ${suffix} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`;
@@ -171,6 +173,76 @@ describe('loadConfig', () => {
     );
     expect(problems.join('\n')).toMatch(/CONFIG_FILE sources\.0: Unrecognized key: "colour"/);
     expect(problems.join('\n')).toMatch(/CONFIG_FILE \(top level\): Unrecognized key: "extra"/);
+  });
+
+  it('says a value carried quotes or spaces from an env file, without showing it; refuses a DATABASE_PATH it could not keep', () => {
+    const secret = newSecret();
+    const { dir, cleanup } = tempDir('config-db-');
+    try {
+      expect(
+        problemsOf({
+          WEBHOOK_SECRET: secret,
+          HIRING_API_URL: '"https://hiring.example"',
+          HIRING_API_KEY: 'sk-abc.def\n',
+          DATABASE_PATH: ' /data/receiver.db',
+        }),
+      ).toEqual([
+        'DATABASE_PATH: has spaces or a line break at its start or end: set the value without them',
+        'HIRING_API_URL: is wrapped in quote characters: set the value without them',
+        'HIRING_API_KEY: has spaces or a line break at its start or end: set the value without them',
+      ]);
+      expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: '"/data/receiver.db"' })).toEqual(['DATABASE_PATH: is wrapped in quote characters: set the value without them']);
+      expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: ':memory:' })).toEqual([
+        'DATABASE_PATH: must be the path of a database file (":memory:" is not supported: deliveries must survive a restart)',
+      ]);
+      expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: dir })).toEqual([
+        `DATABASE_PATH: ${JSON.stringify(dir)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(dir, 'receiver.db'))}`,
+      ]);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('warns of a variable one or two letters from a setting\'s name, and of HIRING_API_* that no source uses', () => {
+    const c = loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), WORKER_CONCURENCY: '16', LOG_LEVLE: 'debug', HOME: '/root', HOSTNAME: 'box', NODE_ENV: 'production' });
+    expect(c.workerConcurrency).toBe(4);
+    expect(c.warnings).toEqual([
+      'WORKER_CONCURENCY is not a setting; did you mean WORKER_CONCURRENCY? (WORKER_CONCURRENCY is unset)',
+      'LOG_LEVLE is not a setting; did you mean LOG_LEVEL? (LOG_LEVEL is unset)',
+    ]);
+    const secret = newSecret();
+    const file = { '/c.json': JSON.stringify({ sources: [{ name: 'acme', secrets: secret, api_url: 'https://x.example', api_key: 'sk-a.b' }] }) };
+    const viaFile = loadConfig({ ...API, CONFIG_FILE: '/c.json', WEBHOOK_SECRT: newSecret() }, (p) => file[p as '/c.json']);
+    expect(viaFile.warnings).toEqual([
+      'WEBHOOK_SECRT is not a setting; did you mean WEBHOOK_SECRET? (WEBHOOK_SECRET is unset)',
+      'HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
+    ]);
+  });
+
+  it('logs those warnings at start', async () => {
+    const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURENCY: '16' }, { listen: false });
+    try {
+      expect(r.logs.lines.filter((l) => l.level === 40 && String(l.msg).startsWith('configuration: '))).toEqual([
+        expect.objectContaining({ msg: 'configuration: WORKER_CONCURENCY is not a setting; did you mean WORKER_CONCURRENCY? (WORKER_CONCURRENCY is unset)' }),
+      ]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('never prints a secret pasted where a variable\'s name belongs ({ "env": "whsec_..." })', () => {
+    const secret = newSecret();
+    const problems = problemsOf(
+      { CONFIG_FILE: '/c.json' },
+      { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: secret }, api_url: 'https://x.example', api_key: { env: 'sk-live7Hq2.Zx9pLmN0' } }] }) },
+    );
+    expect(problems).toEqual([
+      'CONFIG_FILE sources.0.secrets: "env" must name an environment variable (letters, digits and _), not hold the value (not shown: is the secret itself here?)',
+      'CONFIG_FILE sources.0.secrets: is empty; give one or more whsec_ secrets',
+      'CONFIG_FILE sources.0.api_key: "env" must name an environment variable (letters, digits and _), not hold the value (not shown: is the secret itself here?)',
+    ]);
+    expect(problems.join('\n')).not.toContain(secret.slice(6, 20));
+    expect(problems.join('\n')).not.toContain('Zx9pLmN0');
   });
 
   it('reports an unreadable or invalid CONFIG_FILE and an unset secret variable', () => {
