@@ -267,6 +267,12 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 
   if (problems.length > 0) throw new ConfigError(problems);
   const warnings = misspeltSettings(env);
+  for (const src of sources) {
+    if (src.apiUrl === null) continue;
+    const u = new URL(src.apiUrl);
+    const local = u.hostname === 'localhost' || u.hostname === '[::1]' || /^127\./.test(u.hostname);
+    if (u.protocol === 'http:' && !local) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
+  }
   if (secretEnv === undefined && (env.HIRING_API_URL || env.HIRING_API_KEY)) {
     warnings.push('HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)');
   }

@@ -219,6 +219,14 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('warns of a hiring API reached over plain http on another host (the API key unencrypted), not of https or this machine', () => {
+    const warn = (url: string) => loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-a.b' }).warnings;
+    expect(warn('http://hiring.internal:8000')).toEqual(['source default: the hiring API at http://hiring.internal:8000 is plain http: its API key and the candidates\' results travel unencrypted; use https']);
+    expect(warn('https://hiring.example')).toEqual([]);
+    expect(warn('http://127.0.0.1:4010')).toEqual([]);
+    expect(warn('http://localhost:4010')).toEqual([]);
+  });
+
   it('logs those warnings at start', async () => {
     const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURENCY: '16' }, { listen: false });
     try {
