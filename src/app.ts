@@ -416,10 +416,7 @@ export function createApp(deps: AppDeps) {
       const filled = await backfillResultDigests(database.db);
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
       const orphans = await queue.releaseOrphans();
-      if (orphans.released > 0) logger.warn({ jobs: orphans.released }, 'jobs left running by a previous process run again');
-      for (const d of orphans.dead) {
-        logger.error({ job_id: d.id, kind: d.kind, event_id: d.event_id }, 'job dead-lettered: its process ended during its last attempt (a crash or a kill, maybe caused by this job)');
-      }
+      if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
       strandedSweep = setInterval(() => void sweepStrandedReads(), STRANDED_SWEEP_MS);
       strandedSweep.unref();

@@ -34,7 +34,7 @@ export function configuredSinks(env: Env, databasePath: string = databasePathOf(
   const file = env['CONFIG_FILE'];
   if (file === undefined || file === '') return { sinks: [], problems: [] };
   try {
-    return { sinks: loadConfig({ ...env }).sinks, problems: [] };
+    return { sinks: loadConfig({ ...env, DATABASE_PATH: databasePath }).sinks, problems: [] };
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
   }

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
@@ -105,13 +106,6 @@ function required(name: string, problems: string[]): null {
 }
 
 /**
- * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. Refused, each with its fix: a URL ending in /api/v1 or /api/v2 (the client adds those
- * itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own path
- * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
- * never echoed, and the API key is the bearer token anyway).
- */
-/**
  * What `docker --env-file` and `fly secrets set` keep that the value was not meant to have:
  * quotes around it, spaces or a line break at either end. Said as such (the value is not shown),
  * rather than as a value of the wrong form that looks right to its reader.
@@ -122,6 +116,13 @@ export function wrappingProblem(value: string): string | null {
   return null;
 }
 
+/**
+ * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
+ * slash. Refused, each with its fix: a URL ending in /api/v1 or /api/v2 (the client adds those
+ * itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own path
+ * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
+ * never echoed, and the API key is the bearer token anyway).
+ */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
   const wrapped = wrappingProblem(value);
   if (wrapped) {
@@ -193,7 +194,13 @@ function checkDatabasePath(path: string): string | null {
   const wrapped = wrappingProblem(path);
   if (wrapped) return wrapped;
   if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
-  if (statSync(path, { throwIfNoEntry: false })?.isDirectory()) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
+  let folder = false;
+  try {
+    folder = statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch {
+    // A path through a file, a folder it may not read: opening the database says so, naming the path.
+  }
+  if (folder) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
   return null;
 }
 
@@ -266,11 +273,11 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
-  const warnings = misspeltSettings(env);
+  const warnings = misspeltSettings(env, configFile ? envNamesIn(configFile, readFile) : new Set());
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
-    const local = u.hostname === 'localhost' || u.hostname === '[::1]' || /^127\./.test(u.hostname);
+    const local = u.hostname === 'localhost' || u.hostname === '[::1]' || (isIPv4(u.hostname) && u.hostname.startsWith('127.'));
     if (u.protocol === 'http:' && !local) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
   }
   if (secretEnv === undefined && (env.HIRING_API_URL || env.HIRING_API_KEY)) {
@@ -308,8 +315,8 @@ export const SETTINGS = [
  * a typo leaves that setting at its default without a word. Only names of 8 letters and more are
  * compared (HOME is two letters from HOST).
  */
-function misspeltSettings(env: Env): string[] {
-  const known = new Set<string>(SETTINGS);
+function misspeltSettings(env: Env, named: ReadonlySet<string>): string[] {
+  const known = new Set<string>([...SETTINGS, ...named]);
   const out: string[] = [];
   for (const name of Object.keys(env)) {
     if (known.has(name) || name.length < 8) continue;
@@ -317,6 +324,26 @@ function misspeltSettings(env: Env): string[] {
     if (near) out.push(`${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
   }
   return out;
+}
+
+/** The variables CONFIG_FILE names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
+function envNamesIn(path: string, readFile: (p: string) => string): Set<string> {
+  const names = new Set<string>();
+  let json: unknown;
+  try {
+    json = JSON.parse(readFile(path));
+  } catch {
+    return names;
+  }
+  const walk = (v: unknown): void => {
+    if (Array.isArray(v)) return v.forEach(walk);
+    if (v === null || typeof v !== 'object') return;
+    const o = v as Record<string, unknown>;
+    if (typeof o['env'] === 'string') names.add(o['env']);
+    Object.values(o).forEach(walk);
+  };
+  walk(json);
+  return names;
 }
 
 /** Levenshtein distance, with a swap of two neighbours counted as one edit. */

@@ -21,9 +21,10 @@ export function resolveSecretRef(
   }
   const v = env[ref.env];
   if (v === undefined || v === '') {
-    // A secret made only of letters and digits passes ENV_NAME: only an upper-case name, not
-    // shaped like a key, is shown.
-    const shown = /^[A-Z_][A-Z0-9_]*$/.test(ref.env) && !/^(WHSEC_|SK_)/.test(ref.env) && ref.env.length <= 64;
+    // A secret made only of letters and digits passes ENV_NAME: only a name shaped like one is
+    // shown (upper-case words joined by _, none longer than 24, or one word of letters only, up
+    // to 16), never a hex or base32 token.
+    const shown = (/^[A-Z][A-Z0-9]{0,23}(_[A-Z0-9]{1,24})+$/.test(ref.env) || /^[A-Z]{1,16}$/.test(ref.env)) && !/^(WHSEC|SK)_/.test(ref.env) && ref.env.length <= 64;
     problem(shown ? `${where}: environment variable ${ref.env} is not set` : `${where}: the environment variable it names is not set (the name is not shown: it does not look like one; is the secret itself here?)`);
     return null;
   }

@@ -221,12 +221,12 @@ export class JobQueue {
     const due = (kind: string | null) =>
       sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' ${kind === null ? sql`` : sql`AND kind = ${kind}`}
           AND run_at <= ${now} ${gate(kind)} ORDER BY run_at, id LIMIT ${limit})`;
-    // A job whose lease expired: its worker died or hangs. Not one that has used its last attempt
-    // (a job that kills or hangs its worker every time would otherwise run for ever: at the next
-    // start, releaseOrphans dead-letters it), nor one of a paused or throttled source.
+    // A job whose lease expired: its worker died or hangs, or its outcome could not be recorded.
+    // Not one of a paused or throttled source. (One that was on its last attempt is dead-lettered
+    // by the worker that claims it, without running: Worker.runGroup.)
     const expiredGate =
       blockedSources.length === 0 ? sql`` : gatedKinds ? sql`AND (kind NOT IN (${sql.join(gatedKinds.length > 0 ? gatedKinds : [''])}) OR source IS NULL OR source NOT IN (${sql.join(blockedSources)}))` : notBlocked;
-    const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now} AND attempts < max_attempts
+    const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}
         ${kinds ? sql`AND kind IN (${sql.join(kinds)})` : sql``} ${expiredGate} ORDER BY lease_expires_at LIMIT ${limit})`;
     // The expired first: few, and behind a kind's due backlog (the outer LIMIT takes rows in this
     // order) they would wait until it drains.
@@ -255,38 +255,18 @@ export class JobQueue {
   /**
    * At start-up: jobs still marked running were held by a process that is
    * gone (the caller holds the database's workers lock), so they run again now instead of after
-   * their lease. The attempt they used still counts: one that was on its last attempt becomes a
-   * dead letter (a job that kills its worker every time would otherwise loop, taking the process
-   * down at every start), its sink delivery record too. Returns how many run again, and the dead.
+   * their lease. The attempt they used still counts: one that was on its last attempt is
+   * dead-lettered by the worker that claims it next, without running (a job that kills its
+   * worker every time would otherwise loop, taking the process down at every start).
    */
-  async releaseOrphans(): Promise<{ released: number; dead: { id: number; kind: string; event_id: string | null }[] }> {
+  async releaseOrphans(): Promise<number> {
     const now = iso(this.clock.now());
-    return immediateTransaction(this.db, async (trx) => {
-      const error = 'its process ended during its last attempt (a crash or a kill, maybe caused by this job)';
-      const dead = await trx
-        .updateTable('jobs')
-        .set({ state: 'dead', last_error: error, finished_at: now, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: now })
-        .where('state', '=', 'running')
-        .where(sql<boolean>`attempts >= max_attempts`)
-        .returning(['id', 'kind', 'event_id'])
-        .execute();
-      for (const d of dead) {
-        if (!d.kind.startsWith('sink:') || d.event_id === null) continue;
-        await trx
-          .updateTable('deliveries')
-          .set({ state: 'dead', last_error: error, updated_at: now })
-          .where('event_id', '=', d.event_id)
-          .where('sink', '=', d.kind.slice('sink:'.length))
-          .where('state', '<>', 'delivered')
-          .execute();
-      }
-      const r = await trx
-        .updateTable('jobs')
-        .set({ state: 'pending', run_at: now, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: now })
-        .where('state', '=', 'running')
-        .executeTakeFirst();
-      return { released: Number(r.numUpdatedRows), dead };
-    });
+    const r = await this.db
+      .updateTable('jobs')
+      .set({ state: 'pending', run_at: now, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: now })
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows);
   }
 
   /** Done. Returns false when the lease was lost (another worker owns the job now). */

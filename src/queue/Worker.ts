@@ -112,6 +112,9 @@ export interface WorkerOptions {
   soleSource?: string;
 }
 
+/** The dead letter of a job claimed again after its last attempt never finished. */
+export const UNFINISHED_LAST_ATTEMPT = 'its last attempt never finished (its process ended, it hung past its lease, or its outcome could not be recorded): not run again';
+
 /**
  * Runs queued jobs inside the receiver process with bounded concurrency.
  * Every outcome is written back under the job's lease token; a failure backs
@@ -361,10 +364,27 @@ export class Worker {
   }
 
   /** Runs jobs of one kind (one job, or a batch) and writes each outcome back under its lease token. */
-  private async runGroup(jobs: ClaimedJob[]): Promise<void> {
+  private async runGroup(claimed: ClaimedJob[]): Promise<void> {
     const { queue } = this.opts;
-    const handler = this.opts.handlers[jobs[0]!.kind];
     const settle = (job: ClaimedJob, outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
+    // Claimed past its last attempt: that attempt never finished (its process ended, it hung past
+    // its lease, or its outcome could not be recorded). Not run again: a job that kills or hangs
+    // its worker every time would otherwise do so for ever.
+    const jobs: ClaimedJob[] = [];
+    for (const job of claimed) {
+      if (job.attempts <= job.max_attempts) {
+        jobs.push(job);
+        continue;
+      }
+      try {
+        await this.fail(job, Object.assign(new Error(UNFINISHED_LAST_ATTEMPT), { permanent: true }), this.logFor(job), (o) => settle(job, o));
+      } catch (recordErr) {
+        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not dead-letter a job claimed past its last attempt; tried again at its next claim');
+        settle(job, 'lost');
+      }
+    }
+    if (jobs.length === 0) return;
+    const handler = this.opts.handlers[jobs[0]!.kind];
     let out: BatchOutcome;
     try {
       if (!handler) throw Object.assign(new Error(`no handler for job kind ${jobs[0]!.kind}`), { permanent: true });

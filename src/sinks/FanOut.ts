@@ -10,7 +10,7 @@ import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
-import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryWrites } from './enqueueDeliveries.js';
+import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
 import { undocumentedPatterns } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -79,6 +79,18 @@ export class FanOut {
         logger: o.logger.child({ sink: config.name }),
         gate,
         soleSource: sinkJobKind(config.name),
+        // A dead letter the handler did not record itself (one claimed past its last attempt,
+        // which is not run again): its delivery record says so too.
+        onDeadLetter: async (job, error) => {
+          const eventId = job.event_id ?? (JSON.parse(job.payload) as DeliveryPayload).event_id;
+          await o.db
+            .updateTable('deliveries')
+            .set({ state: 'dead', last_error: error, updated_at: new Date(o.clock.now()).toISOString() })
+            .where('event_id', '=', eventId)
+            .where('sink', '=', config.name)
+            .where('state', 'in', ['pending', 'retrying'])
+            .execute();
+        },
         concurrency: config.concurrency,
         backoff: o.backoff ?? SINK_BACKOFF,
         pollIntervalMs: o.pollIntervalMs ?? SINK_POLL_MS,

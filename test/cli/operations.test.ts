@@ -379,6 +379,9 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     writeFileSync(intoDb, JSON.stringify({ sinks: [{ name: 'oops', type: 'file', path: dbPath }] }));
     const db2 = await cli(['sinks', 'list', '--json'], { DATABASE_PATH: dbPath, CONFIG_FILE: intoDb });
     expect(db2.stderr).toContain("warning: CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)");
+    // The database named by --database counts, as DATABASE_PATH does.
+    const viaOption = await cli(['sinks', 'list', '--database', dbPath], { CONFIG_FILE: intoDb });
+    expect(viaOption.stderr).toContain("warning: CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)");
     // And a command that acts on sinks refuses such a configuration, as the server does.
     const enable = await cli(['sinks', 'enable', 'oops'], { DATABASE_PATH: dbPath, CONFIG_FILE: intoDb });
     expect(enable.code).toBe(1);

@@ -4,6 +4,7 @@ import { MIN_SECRET_BYTES } from '../../src/config/parseSecret.js';
 import { newSecret } from '../helpers/signing.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 
 const API = { HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' };
 const problemsOf = (env: Record<string, string>, files: Record<string, string> = {}) => {
@@ -198,6 +199,9 @@ describe('loadConfig', () => {
       expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: dir })).toEqual([
         `DATABASE_PATH: ${JSON.stringify(dir)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(dir, 'receiver.db'))}`,
       ]);
+      // A path through a file: not a raw ENOTDIR here (opening the database names it, with the path).
+      writeFileSync(join(dir, 'a-file'), '');
+      expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'a-file', 'r.db') })).toEqual([]);
     } finally {
       cleanup();
     }
@@ -213,6 +217,9 @@ describe('loadConfig', () => {
     const secret = newSecret();
     const file = { '/c.json': JSON.stringify({ sources: [{ name: 'acme', secrets: secret, api_url: 'https://x.example', api_key: 'sk-a.b' }] }) };
     const viaFile = loadConfig({ ...API, CONFIG_FILE: '/c.json', WEBHOOK_SECRT: newSecret() }, (p) => file[p as '/c.json']);
+    // Names CONFIG_FILE uses itself are not typos.
+    const named = { '/c.json': JSON.stringify({ sources: [{ name: 'acme', secrets: { env: 'WEBHOOK_SECRET_2' }, api_url: 'https://x.example', api_key: { env: 'HIRING_API_KEY2' } }] }) };
+    expect(loadConfig({ CONFIG_FILE: '/c.json', WEBHOOK_SECRET_2: secret, HIRING_API_KEY2: 'sk-a.b' }, (p) => named[p as '/c.json']).warnings).toEqual([]);
     expect(viaFile.warnings).toEqual([
       'WEBHOOK_SECRT is not a setting; did you mean WEBHOOK_SECRET? (WEBHOOK_SECRET is unset)',
       'HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
@@ -246,6 +253,12 @@ describe('loadConfig', () => {
       { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: secret }, api_url: 'https://x.example', api_key: { env: 'sk_live7Hq2Zx9pLmN0' } }] }) },
     );
     expect(other.join('\n')).not.toContain('Ab1Ab1');
+    // Upper-case tokens (hex, base32) pass as names too: not shown either.
+    const tokens = problemsOf(
+      { CONFIG_FILE: '/c.json' },
+      { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP' }, api_url: 'https://x.example', api_key: { env: 'A642AEAF21F7B24E28F5D4C5296F5ABC' } }] }) },
+    );
+    expect(tokens.join('\n')).not.toMatch(/JBSWY3DP|A642AEAF/);
     expect(other.join('\n')).not.toContain('Zx9pLmN0');
     expect(other[0]).toBe('CONFIG_FILE sources.0.secrets: the environment variable it names is not set (the name is not shown: it does not look like one; is the secret itself here?)');
     const problems = problemsOf(

@@ -3,7 +3,7 @@ import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { PauseSourceError, PermanentError, RetryAfterError } from '../../src/hiring/errors.js';
 import { backoffDelay } from '../../src/queue/backoff.js';
 import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
-import { Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
+import { UNFINISHED_LAST_ATTEMPT, Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
@@ -77,36 +77,9 @@ describe('JobQueue', () => {
     const q = new JobQueue(database.db, clock, 60_000);
     const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
     await q.claim('process-that-died', 1);
-    expect(await q.releaseOrphans()).toEqual({ released: 1, dead: [] });
+    expect(await q.releaseOrphans()).toBe(1);
     expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1, lease_token: null });
     expect(await q.claim('new-process', 1)).toHaveLength(1);
-  });
-
-  it('a job that kills its worker every time ends as a dead letter at the start after its last attempt, its sink delivery record too', async () => {
-    const q = new JobQueue(database.db, clock, 60_000);
-    const id = await enqueue(database.db, { kind: 'sink:crm', payload: { event_id: 'e1', sink: 'crm' }, eventId: 'e1', source: 'sink:crm', maxAttempts: 2 }, T0);
-    const at = new Date(T0).toISOString();
-    await database.db.insertInto('deliveries').values({ event_id: 'e1', sink: 'crm', message_id: 'msg_1', state: 'pending', attempts: 0, queued_at: at, created_at: at, updated_at: at }).execute();
-    // Claimed, then the process dies (twice): released once, dead-lettered after the last attempt.
-    await q.claim('died-1', 1);
-    expect(await q.releaseOrphans()).toEqual({ released: 1, dead: [] });
-    await q.claim('died-2', 1);
-    expect(await q.releaseOrphans()).toEqual({ released: 0, dead: [{ id, kind: 'sink:crm', event_id: 'e1' }] });
-    expect(await job(id)).toMatchObject({ state: 'dead', attempts: 2, lease_token: null, last_error: expect.stringMatching(/^its process ended during its last attempt/) });
-    expect(await database.db.selectFrom('deliveries').select(['state', 'last_error']).executeTakeFirst()).toEqual({ state: 'dead', last_error: expect.stringMatching(/^its process ended/) });
-    expect(await q.claim('next', 1)).toEqual([]);
-  });
-
-  it('a job that hangs its worker past its lease is claimed again, but not past its last attempt', async () => {
-    const q = new JobQueue(database.db, clock, 1_000);
-    const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 2 }, T0);
-    expect(await q.claim('hung-1', 1)).toHaveLength(1);
-    clock.advance(1_001);
-    expect(await q.claim('hung-2', 1)).toHaveLength(1);
-    clock.advance(1_001);
-    // Its two attempts are used: left to the next start's releaseOrphans (a dead letter), shown meanwhile as a lease expired.
-    expect(await q.claim('w', 1)).toEqual([]);
-    expect(await job(id)).toMatchObject({ state: 'running', attempts: 2 });
   });
 
   it('a job whose lease expired is claimed before the due backlog of its kind, which would otherwise hold it until it drains', async () => {
@@ -210,6 +183,35 @@ describe('Worker', () => {
     const w = new Worker({ queue: q, clock, logger, gate, handlers: { k: handler }, backoff: { baseMs: 1000, capMs: 8000, jitter: 0, random } });
     return { q, w, gate, add: (source: string | null = null) => enqueue(database.db, { kind: 'k', payload: {}, source, maxAttempts }, clock.now()) };
   };
+
+  it('a job whose last attempt never finished (its process died, twice) is dead-lettered at its next claim without running', async () => {
+    let runs = 0;
+    const { q, w, add } = make(async () => {
+      runs++;
+    }, 2);
+    const id = await add();
+    // Two lives end during the job (a crash it may cause), each released at the next start.
+    for (const owner of ['died-1', 'died-2']) {
+      await q.claim(owner, 1);
+      expect(await q.releaseOrphans()).toBe(1);
+    }
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(runs).toBe(0);
+    expect(await job(id)).toMatchObject({ state: 'dead', attempts: 3, last_error: UNFINISHED_LAST_ATTEMPT });
+  });
+
+  it('a job whose last attempt hung past its lease is dead-lettered at its next claim without running', async () => {
+    let runs = 0;
+    const { q, w, add } = make(async () => {
+      runs++;
+    }, 1);
+    const id = await add();
+    await q.claim('hung', 1);
+    clock.advance(60_001);
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(runs).toBe(0);
+    expect(await job(id)).toMatchObject({ state: 'dead', last_error: UNFINISHED_LAST_ATTEMPT });
+  });
 
   it('backs off exponentially on failures, then dead-letters after max_attempts', async () => {
     const { w, add } = make(async () => {

@@ -211,6 +211,20 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(everything).not.toContain('gw-token-5f1e9a');
   });
 
+  it('a delivery whose last attempt never finished (its worker died) is dead-lettered at its next claim, its delivery record too, without being sent', async () => {
+    const { h, consumer } = await setup({ max_attempts: 1 });
+    await h.post(envelope({ event_type: 'application.created' }));
+    // Processed, not yet sent: a worker of another (now dead) process claims the delivery.
+    await h.r.app.worker.runUntilIdle();
+    const [claimed] = await h.r.app.queue.claim('died', 1, [], ['sink:a']);
+    expect(claimed).toBeDefined();
+    h.clock.advance(60_001);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(0);
+    expect(jobOf(h, 'a')[0]).toMatchObject({ state: 'dead', last_error: expect.stringMatching(/^its last attempt never finished/) });
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'dead', last_error: expect.stringMatching(/^its last attempt never finished/) });
+  });
+
   it('dead-letters after max_attempts, visibly, and keeps the job', async () => {
     const { h, consumer } = await setup({ max_attempts: 3 });
     consumer.reply(() => ({ status: 502 }));

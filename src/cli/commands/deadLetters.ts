@@ -118,7 +118,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
         AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
-    const { sinks, problems } = n > 0 ? configuredSinks(io.env) : { sinks: [], problems: [] };
+    const { sinks, problems } = n > 0 ? configuredSinks(io.env, databasePathOf(io.env, o.database)) : { sinks: [], problems: [] };
     // Retried deliveries get their sink's max_attempts as configured now (raised during a
     // consumer's outage, say), not the one they were first queued with.
     if (n > 0 && problems.length === 0) {

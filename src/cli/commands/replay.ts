@@ -114,9 +114,9 @@ export async function selectEvents(db: Kysely<Database>, o: ReplayOptions, missi
   return rows.map((r) => ({ seq: r.seq, id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
 }
 
-function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined): SinkConfig[] {
+function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined, databasePath: string): SinkConfig[] {
   if (!names?.length) return [];
-  const { sinks, problems } = configuredSinks(io.env);
+  const { sinks, problems } = configuredSinks(io.env, databasePath);
   if (problems.length > 0) throw configProblems(problems);
   if (sinks.length === 0) throw new UsageError('--sink: no sinks are configured (CONFIG_FILE "sinks")');
   if (names.includes('all')) return [...sinks];
@@ -143,7 +143,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   if (o.missing && !o.sink?.length) throw new UsageError('--missing needs --sink: the sinks whose missing events to send');
   // An empty window is a mistake (the ages swapped: --since 2h --until 3h), not "nothing to do".
   if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
-  const targets = resolveTargetSinks(io, o.sink);
+  const targets = resolveTargetSinks(io, o.sink, databasePathOf(io.env, o.database));
   const processing = o.processing ?? targets.length === 0;
   // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });

@@ -5,7 +5,7 @@ import { formatAge, printJson, printTable, type CliIo } from '../io.js';
 import { configuredSinks, enableSinkNamed, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
-  const { sinks, problems } = configuredSinks(io.env);
+  const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
   // Valid (the set of event types can grow), but most likely a typo: the events it meant never reach the sink.
   for (const s of sinks) {
@@ -43,7 +43,7 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
 
 /** Re-enables a sink a 410 Gone disabled; a running receiver's sink worker claims again at its next poll. */
 export async function runSinksEnable(io: CliIo, name: string, o: { database?: string }): Promise<number> {
-  const { sinks, problems } = configuredSinks(io.env);
+  const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
   if (problems.length > 0) throw configProblems(problems);
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {

@@ -14,7 +14,7 @@ export interface StatusOptions {
 /** `status`: a glance at health, read from the database (works while the receiver runs). */
 export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
   const path = databasePathOf(io.env, o.database);
-  const { sinks, problems } = configuredSinks(io.env);
+  const { sinks, problems } = configuredSinks(io.env, path);
   // A broken sink configuration does not hide the rest of the picture.
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
   const database = openCliDatabase(path, { readOnly: true });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isIPv4 } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
@@ -199,7 +200,7 @@ export const httpSinkKind: SinkKind<
   warnings(o) {
     const u = new URL(o.url);
     const host = u.hostname.replace(/^\[|\]$/g, '');
-    const local = host === 'localhost' || host === '::1' || /^127\./.test(host);
+    const local = host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
     return u.protocol === 'http:' && !local ? [`plain http to ${u.origin}: its messages (candidate data) travel unencrypted; use https`] : [];
   },
   // Before the digest form, the whole URL was stored.
