@@ -9,7 +9,7 @@ import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
-import { isSqliteBusy, probeWrite } from './db/sqliteHelpers.js';
+import { isSqliteBusy, primarySqliteCode, probeWrite } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createVerifier } from './ingest/verifySignature.js';
@@ -147,7 +147,7 @@ export function createApp(deps: AppDeps) {
   let checkpointLogged = { code: '', atMs: 0, since: 0 };
   checkpointProblem = (p) => {
     // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
-    const code = /^SQLITE_[A-Z]+/.exec(p.code ?? '')?.[0] ?? 'error';
+    const code = primarySqliteCode(p.code) ?? 'error';
     metrics.checkpointErrors.inc({ code });
     // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here
     // first, at every tick (twice a second): logged when the code changes, then once a minute.

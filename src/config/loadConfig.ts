@@ -1,11 +1,11 @@
 import { readFileSync, statSync } from 'node:fs';
-import { isIPv4 } from 'node:net';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
-import { parseSecret, splitSecrets } from './parseSecret.js';
+import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { CONFIG_PARSE } from './parseOptions.js';
+import { isLoopbackHost } from '../util/loopback.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -111,7 +111,8 @@ function required(name: string, problems: string[]): null {
  * rather than as a value of the wrong form that looks right to its reader.
  */
 export function wrappingProblem(value: string): string | null {
-  if (/^["']/.test(value) || /["']$/.test(value)) return 'is wrapped in quote characters: set the value without them';
+  const quoted = quotedProblem(value);
+  if (quoted) return quoted;
   if (value !== value.trim()) return 'has spaces or a line break at its start or end: set the value without them';
   return null;
 }
@@ -245,7 +246,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   }
 
   const sinks: SinkConfig[] = [];
-  if (configFile) loadFileSources(configFile, env, readFile, sources, problems, sinks);
+  const fileJson = configFile ? loadFileSources(configFile, env, readFile, sources, problems, sinks) : undefined;
 
   if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
     problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
@@ -273,12 +274,11 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
-  const warnings = misspeltSettings(env, configFile ? envNamesIn(configFile, readFile) : new Set());
+  const warnings = misspeltSettings(env, envNamesIn(fileJson));
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
-    const local = u.hostname === 'localhost' || u.hostname === '[::1]' || (isIPv4(u.hostname) && u.hostname.startsWith('127.'));
-    if (u.protocol === 'http:' && !local) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
+    if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
   }
   if (secretEnv === undefined && (env.HIRING_API_URL || env.HIRING_API_KEY)) {
     warnings.push('HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)');
@@ -326,15 +326,9 @@ function misspeltSettings(env: Env, named: ReadonlySet<string>): string[] {
   return out;
 }
 
-/** The variables CONFIG_FILE names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
-function envNamesIn(path: string, readFile: (p: string) => string): Set<string> {
+/** The variables CONFIG_FILE (parsed) names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
+function envNamesIn(json: unknown): Set<string> {
   const names = new Set<string>();
-  let json: unknown;
-  try {
-    json = JSON.parse(readFile(path));
-  } catch {
-    return names;
-  }
   const walk = (v: unknown): void => {
     if (Array.isArray(v)) return v.forEach(walk);
     if (v === null || typeof v !== 'object') return;
@@ -451,6 +445,7 @@ function readConfigJson(path: string, readFile: (p: string) => string, problems:
   }
 }
 
+/** Reads CONFIG_FILE's sources and sinks into `out` and `sinksOut`; returns the parsed file (undefined when unreadable). */
 function loadFileSources(
   path: string,
   env: Env,
@@ -458,13 +453,13 @@ function loadFileSources(
   out: SourceConfig[],
   problems: string[],
   sinksOut: SinkConfig[],
-): void {
+): unknown {
   const json = readConfigJson(path, readFile, problems);
-  if (json === undefined) return;
+  if (json === undefined) return json;
   const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
   // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
   if (!parsed.success) reportIssues(parsed.error.issues, problems);
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) return;
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return json;
   const top = json as { sources?: unknown; sinks?: unknown };
   const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
   (Array.isArray(top.sources) ? top.sources : []).forEach((entry: unknown, i) => {
@@ -495,4 +490,5 @@ function loadFileSources(
   });
   const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
   sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems, databasePath }));
+  return json;
 }

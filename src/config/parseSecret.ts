@@ -10,12 +10,15 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 
 export type SecretParse = { ok: true; key: Buffer } | { ok: false; problem: string };
 
+/** docker --env-file and `fly secrets set` take a value as written, quotes included: said as such. */
+export function quotedProblem(value: string): string | null {
+  return /^["']/.test(value) || /["']$/.test(value) ? 'is wrapped in quote characters: set the value without them' : null;
+}
+
 export function parseSecret(value: string): SecretParse {
   if (value.length === 0) return { ok: false, problem: 'is empty' };
-  if (/^["']/.test(value) || /["']$/.test(value)) {
-    // docker --env-file and `fly secrets set` take the value as written, quotes included.
-    return { ok: false, problem: 'is wrapped in quote characters: set the value without them' };
-  }
+  const quoted = quotedProblem(value);
+  if (quoted) return { ok: false, problem: quoted };
   if (!value.startsWith(PREFIX)) return { ok: false, problem: 'must start with "whsec_"' };
   const encoded = value.slice(PREFIX.length);
   if (encoded.length === 0 || !BASE64.test(encoded)) {

@@ -15,6 +15,14 @@ export function isSqliteBusy(err: unknown): boolean {
   return isLockHeldElsewhere(err) || codeOf(err).startsWith('SQLITE_LOCKED');
 }
 
+/**
+ * The primary result code of an SQLite error code or message (SQLITE_IOERR for SQLITE_IOERR_WRITE):
+ * a small set, for metric labels. Null when the text starts with none.
+ */
+export function primarySqliteCode(text: string | null | undefined): string | null {
+  return /^SQLITE_[A-Z]+/.exec(text ?? '')?.[0] ?? null;
+}
+
 /** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */
 const IN_CHUNK = 500;
 

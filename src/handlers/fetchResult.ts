@@ -6,7 +6,7 @@ import { applicationIdProblem } from '../hiring/resourcePath.js';
 import type { HiringResource } from '../hiring/types.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
-import type { ClaimedJob } from '../queue/JobQueue.js';
+import { preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { HandlerResult } from '../queue/Worker.js';
 import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
@@ -286,7 +286,7 @@ export function createStrandedReadSweep(ctx: ProcessingContext, handler: (job: C
     if (rows.length === 0) return 0;
     // Events with a fold open (a replay queued it): their read is queued again by it. One read of
     // the open folds, not one walk of them per dead read (no index covers process_event by event).
-    const folding = new Set(ctx.sqlite.prepare(OPEN_FOLDS).pluck().all() as string[]);
+    const folding = preparedJobWritesOn(ctx.sqlite).openProcessEventIds();
     const stillStranded = ctx.sqlite.prepare(STILL_STRANDED);
     let done = 0;
     for (const job of rows) {
@@ -320,8 +320,6 @@ const STRANDED_DEAD_READS = `WITH candidates AS MATERIALIZED (
   SELECT c.* FROM candidates c
   WHERE c.id = (SELECT MAX(d.id) FROM jobs d WHERE d.event_id = c.event_id AND d.kind <> '${JobKind.processEvent}' AND d.kind = '${JobKind.fetchResult}' AND d.state = 'dead')
     AND ${NO_OPEN_READ('c')}`;
-
-const OPEN_FOLDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
 const STILL_STRANDED = `SELECT 1 FROM jobs j JOIN event_processing ep ON ep.event_id = j.event_id
   WHERE j.id = ? AND j.state = 'dead' AND ep.state = 'awaiting_result' AND ${NO_OPEN_READ('j')}`;

@@ -1,6 +1,7 @@
 import type { HttpBindings } from '@hono/node-server';
 import type { Context } from 'hono';
 import { isKnownEventType } from '../events/eventTypes.js';
+import { primarySqliteCode } from '../db/sqliteHelpers.js';
 import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../util/clock.js';
@@ -112,7 +113,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
       if (err instanceof StorageUnavailableError) {
         // Bounded label values: lock_timeout, an SQLite error code, or 'error'.
         // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, _FSYNC...): a small set.
-        const primary = /^SQLITE_[A-Z]+/.exec(err.reason)?.[0];
+        const primary = primarySqliteCode(err.reason);
         // A delivery still waiting for the lock when a stop's grace ran out: a deploy, not a storage fault.
         const reason = err.abandoned ? 'shutdown' : err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
         metrics.storageErrors.inc({ reason });

@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { JobQueue, jobsByEventTerm } from '../../queue/JobQueue.js';
+import { JobQueue, jobsByEventTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -62,6 +62,15 @@ function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
   return ids;
 }
 
+/** The selection as JobQueue takes it (retry's and discard's). */
+const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter => ({
+  all: Boolean(o.all),
+  ...(ids.length > 0 ? { ids } : {}),
+  ...(o.kind ? { kind: o.kind } : {}),
+  ...(o.source ? { source: o.source } : {}),
+  ...(o.event ? { eventId: o.event } : {}),
+});
+
 /**
  * Dead letters meant to stay unsent are deleted (JobQueue.discardDeadLetters), so the dead-letter
  * alert can clear; their failures stay recorded in `deliveries` and the result tables.
@@ -71,8 +80,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
-    const filter = { all: Boolean(o.all), ...(ids.length > 0 ? { ids } : {}), ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}), ...(o.event ? { eventId: o.event } : {}) };
-    const { discarded, kept } = await queue.discardDeadLetters(filter, { dryRun: o.dryRun === true });
+    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true });
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept });
@@ -105,13 +113,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
     if (o.event) matching = matching.where('event_id', '=', o.event);
     const deadIds = new Set(ids.length > 0 ? (await matching.execute()).map((r) => r.id) : []);
     const notDead = ids.filter((id) => !deadIds.has(id));
-    const n = await queue.retryDeadLetters({
-      all: Boolean(o.all),
-      ...(ids.length > 0 ? { ids } : {}),
-      ...(o.kind ? { kind: o.kind } : {}),
-      ...(o.source ? { source: o.source } : {}),
-      ...(o.event ? { eventId: o.event } : {}),
-    });
+    const n = await queue.retryDeadLetters(filterOf(o, ids));
     // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next attempt.
     await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
       WHERE state = 'dead' AND EXISTS (SELECT 1 FROM jobs WHERE jobs.state = 'pending'

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { isIPv4 } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
@@ -11,6 +10,7 @@ import { secretRef } from '../../config/secretRef.js';
 import type { HttpResponse } from '../../http/httpClient.js';
 import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
 import { deadlineSignal } from '../../util/deadlineSignal.js';
+import { isLoopbackHost } from '../../util/loopback.js';
 
 export interface HttpSinkOptions {
   url: string;
@@ -199,9 +199,7 @@ export const httpSinkKind: SinkKind<
   target: (o) => httpTarget(o.url),
   warnings(o) {
     const u = new URL(o.url);
-    const host = u.hostname.replace(/^\[|\]$/g, '');
-    const local = host === 'localhost' || host === '::1' || (isIPv4(host) && host.startsWith('127.'));
-    return u.protocol === 'http:' && !local ? [`plain http to ${u.origin}: its messages (candidate data) travel unencrypted; use https`] : [];
+    return u.protocol === 'http:' && !isLoopbackHost(u.hostname) ? [`plain http to ${u.origin}: its messages (candidate data) travel unencrypted; use https`] : [];
   },
   // Before the digest form, the whole URL was stored.
   formerTargets: (o) => [o.url],
