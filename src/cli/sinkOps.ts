@@ -13,6 +13,7 @@ import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJo
 import { matchesSink, undocumentedPatterns } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
+import { jsonErrorAt } from '../util/jsonErrorAt.js';
 
 export type { DeliveryWrites, SinkConfig, SinkStatus };
 export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind, undocumentedPatterns };
@@ -40,12 +41,17 @@ export function configuredSinks(env: Env, databasePath: string = databasePathOf(
   }
   const problems: string[] = [];
   let json: unknown;
+  let text: string;
   try {
-    json = JSON.parse(readFileSync(file, 'utf8'));
+    text = readFileSync(file, 'utf8');
   } catch (err) {
+    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`] };
+  }
+  try {
+    json = JSON.parse(text);
+  } catch {
     // Not V8's message: it quotes the text around the error, which may be a secret.
-    const code = (err as NodeJS.ErrnoException).code;
-    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} as JSON${code ? ` (${code})` : ''}`] };
+    return { sinks: [], problems: [`CONFIG_FILE: ${file} is not valid JSON (at ${jsonErrorAt(text) ?? 'its start'})`] };
   }
   // What the server would refuse at the top level ("sink" for "sinks", an array) is said, not read as "no sinks".
   problems.push(...configFileTopProblems(json));

@@ -1,6 +1,7 @@
 import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
+import { redactPersonalData } from '../util/redactPersonalData.js';
 
 /** One error object of spec 2.1. */
 export interface ApiErrorItem {
@@ -103,7 +104,12 @@ export class WebhooksApi {
     if (res.status >= 300) {
       const errors = parseErrors(body);
       if (res.status < 400) throw new CliError(`the service answered a redirect (${res.status}); not followed: check HIRING_API_URL`);
-      throw new ApiFailure(res.status, errors, explain(res.status, errors));
+      // What the service wrote goes to a terminal or a CI log: without the key (a proxy may echo
+      // the Authorization header) and without candidates' addresses and numbers.
+      const key = this.settings.apiKey;
+      const clean = (t: string) => redactPersonalData(key !== '' && t.includes(key) ? t.split(key).join('[redacted]') : t);
+      const said = errors.map((e) => ({ code: clean(e.code), detail: clean(e.detail), attr: e.attr === null ? null : clean(e.attr) }));
+      throw new ApiFailure(res.status, said, explain(res.status, said));
     }
     // A portal page or a proxy's answer is 200 too: what is not JSON is not the API's answer.
     if (typeof body === 'string') throw this.notTheApi(`HTTP ${res.status} with a body that is not JSON (${res.headers.get('content-type') ?? 'no content type'})`);

@@ -6,6 +6,7 @@ import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { CONFIG_PARSE } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
+import { jsonErrorAt } from '../util/jsonErrorAt.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -57,7 +58,8 @@ export class ConfigError extends Error {
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
 /** The form of a service API key (spec 5): sk-<segment>.<segment>. */
-export const API_KEY = /^sk-[^.\s]+\.[^.\s]+$/;
+/** sk-<segment>.<segment>, in characters an HTTP header can carry (a key pasted with "…" or "é" could never be sent). */
+export const API_KEY = /^sk-[\x21-\x2d\x2f-\x7e]+\.[\x21-\x2d\x2f-\x7e]+$/;
 
 
 const fileSourceSchema = z
@@ -168,7 +170,7 @@ function checkApiKey(where: string, value: string, problems: string[]): string |
   }
   if (!API_KEY.test(value)) {
     // Never echo the value: it may be a real key with a typo.
-    problems.push(`${where}: must have the form sk-<segment>.<segment>`);
+    problems.push(`${where}: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")`);
     return null;
   }
   return value;
@@ -437,10 +439,9 @@ function readConfigJson(path: string, readFile: (p: string) => string, problems:
   }
   try {
     return JSON.parse(text);
-  } catch (err) {
+  } catch {
     // Only the position: V8's message quotes the text around the error, which may be a secret.
-    const at = /position (\d+)/.exec((err as Error).message)?.[1];
-    problems.push(`CONFIG_FILE: ${path} is not valid JSON${at ? ` (error at character ${at})` : ''}`);
+    problems.push(`CONFIG_FILE: ${path} is not valid JSON (at ${jsonErrorAt(text) ?? 'its start'})`);
     return undefined;
   }
 }

@@ -2,6 +2,7 @@ import { decideOutcome } from './decideOutcome.js';
 import { PauseSourceError, PermanentError, RetryAfterError, RetryableError } from './errors.js';
 import type { DecisionError } from './errors.js';
 import type { HiringOutcome } from './types.js';
+import { describeLocation } from '../util/httpTarget.js';
 import { redactPersonalData as pd } from '../util/redactPersonalData.js';
 
 /**
@@ -57,7 +58,8 @@ export function describeOutcome(outcome: HiringOutcome): string {
       return `${head} HTTP ${outcome.status} ${outcome.kind}${errorSummary(outcome)}${wait}`;
     }
     case 'redirect':
-      return `${head} HTTP ${outcome.status} redirect not followed${outcome.location === null ? '' : ` (to ${outcome.location})`}`;
+      // The origin only: a sign-in redirect's query carries tokens and the user's address.
+      return `${head} HTTP ${outcome.status} redirect not followed${outcome.location === null ? '' : ` (to ${describeLocation(outcome.location)})`}`;
     case 'network':
       return `${head} ${outcome.timeout ? 'timeout' : 'network error'}: ${outcome.message}`;
     case 'invalid_response':
@@ -65,12 +67,20 @@ export function describeOutcome(outcome: HiringOutcome): string {
   }
 }
 
+/**
+ * A field of the candidate (spec 2.4, 6.3): an error about it may quote the value (`"Value
+ * 442079460958 is invalid"`), so its detail is withheld and only the field is named.
+ */
+const PERSONAL_FIELD = /(?:^|[^a-z])(?:e-?mail|phone|mobile|tel|telephone|name|first_?name|last_?name|full_?name|address|candidate|cv|resume|transcript)(?:$|[^a-z])/i;
+
 function errorSummary(outcome: Extract<HiringOutcome, { errors: unknown }>): string {
   const first = outcome.errors[0];
   if (first !== undefined) {
     const more = outcome.errors.length > 1 ? ` +${outcome.errors.length - 1} more` : '';
+    if (first.attr !== null && PERSONAL_FIELD.test(first.attr)) return ` (${pd(`${first.code} [${first.attr}]`)}: detail withheld, it is about a candidate's field${more})`;
+    // Redacted as one text, so that a field such as phone_number labels the number in the detail.
     const attr = first.attr === null ? '' : ` [${first.attr}]`;
-    return ` (${first.code}${attr}: ${pd(first.detail)}${more})`;
+    return ` (${pd(`${first.code}${attr}: ${first.detail}`)}${more})`;
   }
   return outcome.rawBody === null || outcome.rawBody === '' ? '' : ` (${pd(outcome.rawBody).slice(0, 200)})`;
 }

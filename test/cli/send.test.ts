@@ -87,4 +87,21 @@ describe('send', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('says where a --file is not valid JSON without quoting it, and refuses a --url with credentials before sending', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'send-file-'));
+    try {
+      const file = join(dir, 'bad.json');
+      writeFileSync(file, '{"candidate":{"email":jane.doe@example.com}}');
+      const bad = await cli(['send', '--file', file, '--url', url, '--secret', secret]);
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toBe(`error: ${file} is not valid JSON (at line 1, column 23)\n`);
+      const withUser = await cli(['send', 'application.created', '--secret', secret, '--url', url.replace('http://', 'http://admin:s3cretPass@')]);
+      expect(withUser.code).toBe(2);
+      expect(withUser.stderr).toMatch(/^error: --url must not carry a user name or password/);
+      expect(withUser.stderr).not.toContain('s3cretPass');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -87,7 +87,7 @@ describe('CLI usage', () => {
   it('webhooks needs only the API settings, names the bad one and never echoes a key', async () => {
     const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>\n');
+    expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")\n');
   });
 });
 

@@ -208,6 +208,32 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it("prints the service's error text without the API key or a candidate's address and number", async () => {
+    const key = ACME_KEY;
+    const errorsFor: Record<string, string> = {
+      POST: JSON.stringify([{ code: 'invalid_input', detail: `URL rejected for key ${key}; ask jane.doe@example.com or +44 20 7946 0958`, attr: 'url' }]),
+      DELETE: JSON.stringify([{ code: 'forbidden', detail: `Header "Authorization: Bearer ${key}" lacks scope`, attr: null }]),
+    };
+    const api = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(req.method === 'POST' ? 400 : 403, { 'content-type': 'application/json' }).end(errorsFor[req.method ?? ''] ?? '[]'));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const apiEnv = { HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, HIRING_API_KEY: key };
+    try {
+      const [register, del] = await Promise.all([
+        cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhooks'], apiEnv),
+        cli(['webhooks', 'delete', 'wh_1'], apiEnv),
+      ]);
+      expect(register.code).toBe(1);
+      expect(register.stderr).toBe('error: the service answered 400: invalid_input (url): URL rejected for key [redacted]; ask [email] or [phone]\n');
+      expect(del.code).toBe(1);
+      expect(del.stderr).toBe('error: the service answered 403: forbidden: Header "Authorization: Bearer [redacted]" lacks scope\n');
+    } finally {
+      api.close();
+    }
+  });
+
   it('says plainly when the key is refused', async () => {
     const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
     expect(r.code).toBe(1);

@@ -193,6 +193,12 @@ describe('loadConfig', () => {
         'HIRING_API_KEY: has spaces or a line break at its start or end: set the value without them',
       ]);
       expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: '"/data/receiver.db"' })).toEqual(['DATABASE_PATH: is wrapped in quote characters: set the value without them']);
+      // A key pasted with a character no HTTP header can carry is said here, not as a crash at the first read.
+      for (const key of ['sk-abc.dé', 'sk-acme0001.sandboxAcme…']) {
+        expect(problemsOf({ WEBHOOK_SECRET: secret, HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: key })).toEqual([
+          'HIRING_API_KEY: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")',
+        ]);
+      }
       expect(problemsOf({ ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: ':memory:' })).toEqual([
         'DATABASE_PATH: must be the path of a database file (":memory:" is not supported: deliveries must survive a restart)',
       ]);
@@ -276,7 +282,11 @@ describe('loadConfig', () => {
 
   it('reports an unreadable or invalid CONFIG_FILE and an unset secret variable', () => {
     expect(problemsOf({ CONFIG_FILE: '/missing.json' })).toEqual(['CONFIG_FILE: cannot read "/missing.json" (ENOENT)']);
-    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': '{' })[0]).toMatch(/CONFIG_FILE: \/c.json is not valid JSON/);
+    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': '{' })[0]).toBe('CONFIG_FILE: /c.json is not valid JSON (at line 1, column 2)');
+    // Where, never what: V8's message quotes the text around the error.
+    expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': '{\n  "sources": [{"api_key": sk-live123.Secret}]\n}' })).toEqual([
+      'CONFIG_FILE: /c.json is not valid JSON (at line 2, column 27)',
+    ]);
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'NOPE' }, api_url: 'https://x.example', api_key: 'sk-a.b' }] }) })).toContain(
       'CONFIG_FILE sources.0.secrets: environment variable NOPE is not set',
     );

@@ -82,6 +82,28 @@ describe('describeOutcome', () => {
     };
     expect(describeOutcome(outcome)).toBe('interview: HTTP 502 server_error (Bad gateway), retry after 3000 ms');
   });
+
+  const clientError = (errors: { code: string; detail: string; attr: string | null }[]): HiringOutcome => ({ ...base, kind: 'client_error', status: 400, errors, rawBody: null });
+
+  it("withholds the detail of an error about a candidate's field: it may quote the value", () => {
+    expect(describeOutcome(clientError([{ code: 'invalid', detail: 'Value 442079460958 is invalid', attr: 'phone_number' }]))).toBe(
+      "interview: HTTP 400 client_error (invalid [phone_number]: detail withheld, it is about a candidate's field)",
+    );
+    expect(describeOutcome(clientError([{ code: 'invalid', detail: 'Siobhan Quarrington is too long', attr: 'candidate.last_name' }]))).not.toContain('Siobhan');
+    expect(describeOutcome(clientError([{ code: 'invalid', detail: 'jane&#64;example.com bounced', attr: 'email' }]))).not.toContain('jane');
+    // Other fields keep their detail, redacted.
+    expect(describeOutcome(clientError([{ code: 'required', detail: 'This field is required.', attr: 'job_id' }]))).toBe(
+      'interview: HTTP 400 client_error (required [job_id]: This field is required.)',
+    );
+  });
+
+  it('says a redirect by its origin and a digest: a sign-in redirect carries tokens and addresses in its query', () => {
+    const redirect = (location: string): HiringOutcome => ({ ...base, kind: 'redirect', status: 302, location });
+    const said = describeOutcome(redirect('https://sso.example.com/authorize?login_hint=jane%40example.io&access_token=eyJ.SECRET'));
+    expect(said).toMatch(/^interview: HTTP 302 redirect not followed \(to https:\/\/sso\.example\.com\/… \(url sha256 [0-9a-f]{12}\)\)$/);
+    expect(describeOutcome(redirect('https://sso.example.com/'))).toBe('interview: HTTP 302 redirect not followed (to https://sso.example.com)');
+    expect(describeOutcome(redirect('/login?token=SECRET'))).toMatch(/^interview: HTTP 302 redirect not followed \(to a relative Location \(sha256 [0-9a-f]{12}\)\)$/);
+  });
 });
 
 describe('decision errors', () => {

@@ -685,7 +685,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(all('SELECT source, paused_at FROM source_pauses')).toEqual([pause]);
   });
 
-  it('does not follow a redirect: the bearer key never reaches the other host', async () => {
+  it('does not follow a redirect: the bearer key never reaches the other host, and its Location is said by origin only', async () => {
     let hits = 0;
     const other = createServer((_req, res) => {
       hits++;
@@ -697,11 +697,18 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       const c = pair.sandbox.control;
       const app = c.createApplication({ jobId: c.createJob({}).id });
       const port = (other.address() as AddressInfo).port;
-      c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: `http://127.0.0.1:${port}/steal` } });
+      c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: `http://127.0.0.1:${port}/steal?login_hint=jane%40example.com&access_token=tok-LOCSECRET` } });
       c.completeInterview(app.id);
       await pair.settle();
       expect(hits).toBe(0);
       expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ last_error: expect.stringMatching(/redirect not followed/) });
+      // A sign-in redirect's query carries tokens and the user's address: logs, last_error and the
+      // result's reason (which the sinks carry) name the origin and a digest only.
+      const said = [row("SELECT last_error FROM jobs WHERE kind = 'fetch_result'")!.last_error, row('SELECT reason FROM interview_results')!.reason];
+      for (const text of said) {
+        expect(text).toContain(`(to http://127.0.0.1:${port}/… (url sha256 `);
+        expect(text).not.toMatch(/tok-LOCSECRET|jane|steal/);
+      }
       // The dead-lettered fetch leaves a visible final state and settles its event, so sinks are not held.
       expect(row("SELECT state FROM jobs WHERE kind = 'fetch_result'")).toEqual({ state: 'dead' });
       expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({

@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enableSink } from '../../src/sinks/deliveryRecords.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
-import { httpTarget } from '../../src/sinks/kinds/http.js';
+import { httpTarget } from '../../src/util/httpTarget.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';

@@ -21,6 +21,12 @@ describe('redactPersonalData (text from the service, on its way to logs and last
     // The phone word as part of an identifier: snake_case, camelCase, plural.
     ['{"candidate_phone": "4155551234", "mobilePhone": 4155551234}, phones: 4155551234', '{"candidate_phone": "[phone]", "mobilePhone": [phone]}, phones: [phone]'],
     ['contact_phone: 4155551234; home_phone 555.1234; cellular 4155551234; phoneNumber=4155551234', 'contact_phone: [phone]; home_phone [phone]; cellular [phone]; phoneNumber=[phone]'],
+    // An address with its @ encoded (URL, JSON escape, HTML entity).
+    ['No application for siobhan.q%2BC%40example.io', 'No application for [email]'],
+    ['jane\\u0040example.com, jane&#64;example.com, jane&#x40;example.com', '[email], [email], [email]'],
+    // The phone word after the number, or more separators between the word and the number.
+    ['2025551234 is not a valid phone number', '[phone] is not a valid phone number'],
+    ['{"phone_number": ["2025551234"]}', '{"phone_number": ["[phone]"]}'],
   ])('takes out %j', (text, redacted) => {
     expect(redactPersonalData(text)).toBe(redacted);
   });

@@ -6,6 +6,7 @@ import { CliError, UsageError } from '../errors.js';
 import { applySet, buildFixture, FIXTURE_TYPES, isFixtureType } from '../fixtures.js';
 import type { CliIo } from '../io.js';
 import { networkCause } from '../networkCause.js';
+import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 export interface SendOptions {
   url?: string;
@@ -35,8 +36,9 @@ function buildBody(eventType: string | undefined, o: SendOptions): string {
     }
     try {
       envelope = JSON.parse(text) as Record<string, unknown>;
-    } catch (err) {
-      throw new CliError(`${o.file} is not valid JSON: ${(err as Error).message}`);
+    } catch {
+      // Only the position: V8's message quotes the text around the error (a candidate's data).
+      throw new CliError(`${o.file} is not valid JSON (at ${jsonErrorAt(text) ?? 'its start'})`);
     }
     if (typeof envelope !== 'object' || envelope === null || Array.isArray(envelope)) throw new CliError(`${o.file} must hold a JSON object (an event envelope)`);
   } else {
@@ -90,12 +92,15 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
     throw new UsageError(`PORT must be a port number (0-65535) when --url is not given, got ${JSON.stringify(port)}`);
   }
   const url = o.url ?? `http://127.0.0.1:${port}/webhooks`;
+  let u: URL;
   try {
-    const u = new URL(url);
+    u = new URL(url);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
   } catch {
     throw new UsageError(`--url must be an http(s) URL, got ${JSON.stringify(url)}`);
   }
+  // fetch refuses such a URL, which would read as "no answer"; deliveries authenticate by their signature.
+  if (u.username !== '' || u.password !== '') throw new UsageError('--url must not carry a user name or password (user:password@): deliveries are authenticated by their signature');
   const wh = new Webhook(secret);
   const envelope = JSON.parse(body) as { id?: unknown; event_type?: unknown };
   let failures = 0;

@@ -1,6 +1,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, invalidInput, required } from './apiError.js';
+import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 /**
  * Reads the body as a JSON object. Spec 7: malformed JSON is 400 `parse_error`; an empty body counts
@@ -12,8 +13,10 @@ export async function readJsonObject(c: Context): Promise<{ raw: string; body: R
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
-  } catch (e) {
-    throw ApiError.of(400, 'parse_error', `JSON parse error - ${(e as Error).message}`);
+  } catch {
+    // Where, not V8's message: it quotes the body around the error (a candidate's name or email),
+    // and clients log error answers.
+    throw ApiError.of(400, 'parse_error', `JSON parse error - not valid JSON at ${jsonErrorAt(raw) ?? 'its start'}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw invalidInput('Expected a JSON object.');

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
@@ -11,6 +10,7 @@ import type { HttpResponse } from '../../http/httpClient.js';
 import { MAX_RETRY_AFTER_MS } from '../../queue/backoff.js';
 import { deadlineSignal } from '../../util/deadlineSignal.js';
 import { isLoopbackHost } from '../../util/loopback.js';
+import { describeLocation, httpTarget } from '../../util/httpTarget.js';
 
 export interface HttpSinkOptions {
   url: string;
@@ -94,26 +94,6 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
       throw withStatus(new RetryableError(`HTTP ${status}`), status);
     },
   };
-}
-
-/**
- * The target as logged and stored (sink_state.disabled_target): the origin, and a digest of the
- * whole URL so that pointing the sink at another path or query still counts as a new target.
- * Never the path or query themselves: hook URLs often carry their token there
- * (`/hooks/T0/B0/XXXX`, `?token=...`).
- */
-export function httpTarget(url: string): string {
-  const u = new URL(url);
-  if (u.pathname === '/' && !u.search && !u.hash) return u.origin;
-  return `${u.origin}/… (url sha256 ${createHash('sha256').update(url).digest('hex').slice(0, 12)})`;
-}
-
-function describeLocation(location: string, base: string): string {
-  try {
-    return httpTarget(new URL(location, base).href);
-  } catch {
-    return 'an unparseable Location';
-  }
 }
 
 /** The configured headers by lowercase name, or null after naming each problem (never a value: they hold credentials). */
