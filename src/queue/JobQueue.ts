@@ -58,6 +58,18 @@ const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
 /** A job of the kind for the event still waiting to run: a running one may be sending an older state. */
 const PENDING_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state = 'pending' LIMIT 1`;
+/**
+ * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
+ * runs that job again rather than adding a second: the dead letter would otherwise stay listed
+ * and alerting after the delivery succeeded, and a later `dead-letters retry` would send it
+ * twice. The newest dead job is revived; older dead ones of the pair (left by earlier versions,
+ * which added a job each time) are deleted in reviveDeadJob: superseded, and the pair's
+ * `deliveries` row keeps what they failed on.
+ */
+const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
+  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = @now
+  WHERE id = (SELECT max(id) FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead') RETURNING id`;
+const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead'`;
 const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
 const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
@@ -76,6 +88,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const restart = sqlite.prepare<[string, string, number]>(
     "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
   );
+  const revive = sqlite.prepare<{ now: string; max_attempts: number; event_id: string; kind: string }, number>(REVIVE_DEAD_JOB).pluck();
+  const deleteDead = sqlite.prepare<{ event_id: string; kind: string }>(DELETE_DEAD_JOBS);
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
@@ -97,6 +111,12 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
     restartPendingJob: (id: number, now: number): void => {
       restart.run(iso(now), iso(now), id);
     },
+    /** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
+    reviveDeadJob: (eventId: string, kind: string, maxAttempts: number, now: number): number | undefined => {
+      const id = revive.get({ now: iso(now), max_attempts: maxAttempts, event_id: eventId, kind });
+      if (id !== undefined) deleteDead.run({ event_id: eventId, kind });
+      return id;
+    },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
     /** events.rowid of the last event processing has taken: later events are still to be folded. */
@@ -114,6 +134,22 @@ export const preparedJobWritesOn = oncePerConnection(preparedJobWrites);
  */
 export async function restartPendingJob(db: Kysely<Database> | Transaction<Database>, id: number, now: number): Promise<void> {
   await db.updateTable('jobs').set({ run_at: iso(now), attempts: 0, last_error: null, updated_at: iso(now) }).where('id', '=', id).where('state', '=', 'pending').execute();
+}
+
+/** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
+export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string, maxAttempts: number, now: number): Promise<number | undefined> {
+  const at = iso(now);
+  const revived = await db
+    .updateTable('jobs')
+    .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: at })
+    .where('id', '=', (eb) =>
+      eb.selectFrom('jobs').select((e) => e.fn.max('id').as('id')).where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead'),
+    )
+    .returning('id')
+    .executeTakeFirst();
+  if (revived === undefined) return undefined;
+  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').execute();
+  return revived.id;
 }
 
 /** A job of this (non process_event) kind for the event, waiting to run (see PENDING_JOB). */

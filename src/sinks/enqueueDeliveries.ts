@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { oncePerConnection } from '../db/sqliteHelpers.js';
-import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, type NewJob } from '../queue/JobQueue.js';
+import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, reviveDeadJob, type NewJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -43,6 +43,7 @@ export interface DeliveryWrites {
   event(eventId: string): Maybe<{ event_type: string; source: string; state: string; revision: number } | undefined>;
   findPendingJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
   restartPendingJob(id: number, now: number): Maybe<void>;
+  reviveDeadJob(eventId: string, kind: string, maxAttempts: number, now: number): Maybe<number | undefined>;
   resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
   enqueue(job: NewJob, now: number): Maybe<number>;
 }
@@ -59,6 +60,7 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
         .executeTakeFirst(),
     findPendingJob: (eventId, kind) => findPendingJob(trx, eventId, kind),
     restartPendingJob: (id, now) => restartPendingJob(trx, id, now),
+    reviveDeadJob: (eventId, kind, maxAttempts, now) => reviveDeadJob(trx, eventId, kind, maxAttempts, now),
     resetDelivery: (d, now) => resetDelivery(trx, d, now),
     enqueue: (job, now) => enqueue(trx, job, now),
   };
@@ -87,7 +89,8 @@ export const preparedDeliveryWritesOn = oncePerConnection(preparedDeliveryWrites
  * Queues one delivery job per configured sink that wants the event, in the
  * caller's transaction, and starts a new cycle on its deliveries row. Only a
  * settled event is fanned out (an unsettled one will be when it settles). A
- * pair that already has a pending job gets no second one; a pair whose job is
+ * pair that already has a pending job gets no second one, nor does one whose job
+ * was dead-lettered (that job runs again); a pair whose job is
  * running gets one to run after it (the running one may be sending an older
  * revision; its completion does not record the new cycle as delivered).
  * Disabled sinks are included: their jobs wait behind the gate and are sent
@@ -119,9 +122,10 @@ export async function enqueueDeliveries(
     const open = await w.findPendingJob(eventId, kind);
     await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name, event.revision) }, now);
     // The new cycle's job: the pending one, started over (it may have been backing off after
-    // failures, with attempts used; the cycle starts at 0 attempts), or a new one.
+    // failures, with attempts used; the cycle starts at 0 attempts), the pair's dead letter run
+    // again (so it no longer lists and alerts, and a retry cannot send it twice), or a new one.
     if (open) await w.restartPendingJob(open.id, now);
-    else {
+    else if ((await w.reviveDeadJob(eventId, kind, sink.maxAttempts, now)) === undefined) {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };
       // source = the job kind: the pause domain of the sink's own worker gate (see SinkGate).
       await w.enqueue({ kind, payload, eventId, source: kind, maxAttempts: sink.maxAttempts }, now);

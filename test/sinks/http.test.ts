@@ -4,6 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { enableSink } from '../../src/sinks/deliveryRecords.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
+import { preparedDeliveryWrites } from '../../src/sinks/enqueueDeliveries.js';
 import { httpTarget } from '../../src/util/httpTarget.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
@@ -155,6 +156,37 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     await h.settle(); // no clock advance: the replay is due now
     expect(consumer.on('/a')).toHaveLength(2);
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 1 });
+  });
+
+  it('a replay of a dead-lettered delivery runs that job again: no dead letter is left listed once it is delivered, and a retry cannot send it twice', async () => {
+    const { h, consumer } = await setup({ max_attempts: 1 });
+    consumer.reply((_r, n) => ({ status: n === 1 ? 500 : 200 }));
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'dead' })]);
+    const deadId = jobOf(h, 'a')[0]!.id as number;
+    // A second dead job of the same pair, as an earlier version's replays left them: superseded too.
+    const sqlite = h.r.app.database.ingestSqlite;
+    sqlite.prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) SELECT kind, payload, event_id, source, 'dead', run_at, 1, 1, 'older', created_at, updated_at, finished_at FROM jobs WHERE id = ?").run(deadId);
+    // The replay CLI's path (prepared statements in its own transaction).
+    sqlite.exec('BEGIN IMMEDIATE');
+    const queued = await h.r.app.fanOut.enqueueDeliveries(preparedDeliveryWrites(sqlite), e.id as string, { sinks: ['a'] });
+    sqlite.exec('COMMIT');
+    expect(queued).toEqual(['a']);
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, last_error: null, finished_at: null })]);
+    await h.settle();
+    expect(consumer.on('/a')).toHaveLength(2);
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'done' })]);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered' });
+    // Through the processing layer's path (kysely) too: a dead pair is revived, not doubled.
+    consumer.reply(() => ({ status: 500 }));
+    const second = envelope();
+    await h.post(second);
+    await h.settle();
+    const fanOut = h.r.app.fanOut;
+    await h.r.app.database.db.transaction().execute((trx) => fanOut.enqueueDeliveries(trx, second.id as string, { sinks: ['a'] }));
+    expect(jobOf(h, 'a').filter((j) => j.event_id === second.id)).toEqual([expect.objectContaining({ state: 'pending', attempts: 0 })]);
   });
 
   it('429 honours Retry-After over the shorter backoff (spread by up to a quarter, never sooner)', async () => {
