@@ -14,27 +14,33 @@ export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {})
   if (path !== ':memory:' && !existsSync(path)) {
     throw new CliError(`no database at ${path} (set DATABASE_PATH or --database; \`migrate\` creates one)`);
   }
-  let database: OpenDatabase;
-  try {
-    // Commands that only look open it read-only: `status` on a backup must not turn it into WAL.
-    database = opts.readOnly ? openDatabaseReadOnly(path, 5000) : openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
-  } catch (err) {
-    throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
-  }
+  const open = (readOnly: boolean): OpenDatabase => {
+    try {
+      // Commands that only look open it read-only: `status` on a backup must not turn it into WAL.
+      return readOnly ? openDatabaseReadOnly(path, 5000) : openDatabase(path, { migrate: false, busyTimeoutMs: 5000, busyWait: 'sqlite' });
+    } catch (err) {
+      throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
+    }
+  };
+  // The schema is checked on a read-only handle first: a file this build refuses (a backup of
+  // another version, an empty file) is left as it was, not turned into WAL mode by the refusal.
+  const looking = open(true);
   const known = readMigrations().at(-1)?.version ?? 0;
   let version = 0;
   try {
-    version = (database.sqlite.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get() as number | null) ?? 0;
+    version = (looking.sqlite.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get() as number | null) ?? 0;
   } catch {
     version = 0;
   }
   if (version !== known) {
-    void database.close();
+    void looking.close();
     throw new CliError(
       version > known
         ? `the database at ${path} is at schema version ${version}, newer than this build (${known}): use the newer version of the receiver`
-        : `the database at ${path} is at schema version ${version}, this build needs ${known}: run \`migrate\` (or start the server, which migrates)`,
+        : `the database at ${path} is at schema version ${version}, this build needs ${known}: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates`,
     );
   }
-  return database;
+  if (opts.readOnly) return looking;
+  void looking.close();
+  return open(false);
 }

@@ -46,12 +46,17 @@ export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] 
   const known = migrations.at(-1)?.version ?? 0;
   const current = appliedVersion(sqlite);
   if (current > known) throw new NewerDatabaseError(current, known);
+  sqlite.transaction(() => repairMigration7(sqlite)).immediate();
   const applied: number[] = [];
   for (const m of migrations) {
     const run = sqlite.transaction(() => {
       const done = sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(m.version);
       if (done) return false;
-      sqlite.exec(m.sql);
+      try {
+        sqlite.exec(m.sql);
+      } catch (err) {
+        throw new Error(`migration ${String(m.version).padStart(3, '0')}_${m.name} failed (nothing of it was applied): ${(err as Error).message}`, { cause: err });
+      }
       sqlite
         .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
         .run(m.version, m.name, new Date().toISOString());
@@ -60,6 +65,19 @@ export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] 
     if (run.immediate()) applied.push(m.version);
   }
   return applied;
+}
+
+/**
+ * Migration 007 gained its second column (`event_processing.result_digest`) in a later commit
+ * (3bf6dff) than the one that added it (0a7ff40), and a migration recorded as applied is never
+ * run again: a database that applied the first form lacked the column, and migration 008 (an
+ * index on it) then failed at every start. Such a database gets the column here. Released
+ * migrations are not edited any more (test/db/migrations.test.ts pins their text).
+ */
+function repairMigration7(sqlite: BetterSqlite3.Database): void {
+  if (!sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = 7').get()) return;
+  const columns = sqlite.prepare("SELECT name FROM pragma_table_info('event_processing')").pluck().all() as string[];
+  if (!columns.includes('result_digest')) sqlite.exec('ALTER TABLE event_processing ADD COLUMN result_digest TEXT');
 }
 
 /** True when every known migration is recorded in the database. */

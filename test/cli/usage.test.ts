@@ -1,9 +1,12 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/program.js';
+import { migrate, readMigrations } from '../../src/db/migrate.js';
+import { acquireWorkersLock } from '../../src/db/workersLock.js';
 import { ROOT, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli } from './helpers.js';
@@ -88,6 +91,57 @@ describe('CLI usage', () => {
     const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")\n');
+  });
+});
+
+describe('CLI on a database of another schema version', () => {
+  /** A database at schema 7, as the version before this one left it, in rollback-journal mode (a copy, a backup). */
+  function olderDatabase(dir: string): string {
+    const db = join(dir, 'old.db');
+    const sqlite = new BetterSqlite3(db);
+    migrate(sqlite, readMigrations().filter((m) => m.version <= 7));
+    sqlite.close();
+    return db;
+  }
+
+  it('a command that refuses it leaves it as it was (not turned into WAL mode), and says to stop the older receiver before migrating', async () => {
+    const { dir, cleanup } = tempDir('cli-older-');
+    try {
+      const db = olderDatabase(dir);
+      const r = await cli(['replay', '--all', '--database', db]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`error: the database at ${db} is at schema version 7, this build needs 8: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates\n`);
+      const sqlite = new BetterSqlite3(db, { readonly: true });
+      expect(sqlite.pragma('journal_mode', { simple: true })).toBe('delete');
+      sqlite.close();
+      expect(existsSync(`${db}-wal`)).toBe(false);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('migrate refuses while a receiver holds the workers lock (an older version still running), and migrates once it is gone', async () => {
+    const { dir, cleanup } = tempDir('cli-older-');
+    try {
+      const db = olderDatabase(dir);
+      const running = acquireWorkersLock(db);
+      const refused = await cli(['migrate', '--database', db]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`error: a receiver is running on ${db} (it holds the workers lock): stop it, then run \`migrate\`, or start the new version, which migrates\n`);
+      running.release();
+      const done = await cli(['migrate', '--database', db]);
+      expect(done.code, done.stderr).toBe(0);
+      expect(done.stdout).toBe(`${db}: applied migration 8; schema version 8\n`);
+      // Nothing to apply: said beside a running receiver, without the lock.
+      const again = acquireWorkersLock(db);
+      try {
+        expect((await cli(['migrate', '--database', db])).stdout).toBe(`${db} is up to date (schema version 8)\n`);
+      } finally {
+        again.release();
+      }
+    } finally {
+      cleanup();
+    }
   });
 });
 

@@ -1,4 +1,5 @@
-import { migrate, readMigrations } from '../../db/migrate.js';
+import { isMigrated, migrate, readMigrations } from '../../db/migrate.js';
+import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
 import { openDatabase } from '../../db/openDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
 import { CliError } from '../errors.js';
@@ -13,11 +14,19 @@ export async function runMigrate(io: CliIo, o: { database?: string; json?: boole
   } catch (err) {
     throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
   }
+  let lock: WorkersLock | undefined;
   try {
     let applied: number[];
     try {
+      // A receiver running on the database (an older version, during an upgrade) would go on
+      // with a schema it does not know: its workers lock says it is there. Not taken when there
+      // is nothing to apply, so `migrate` beside a current receiver just says so.
+      if (!isMigrated(database.sqlite) && path !== ':memory:') lock = acquireWorkersLock(path);
       applied = migrate(database.sqlite);
     } catch (err) {
+      if (err instanceof WorkersRunningError) {
+        throw new CliError(`a receiver is running on ${path} (it holds the workers lock): stop it, then run \`migrate\`, or start the new version, which migrates`);
+      }
       throw new CliError((err as Error).message);
     }
     const version = readMigrations().at(-1)?.version ?? 0;
@@ -25,6 +34,7 @@ export async function runMigrate(io: CliIo, o: { database?: string; json?: boole
     else io.out(applied.length === 0 ? `${path} is up to date (schema version ${version})` : `${path}: applied migration${applied.length === 1 ? '' : 's'} ${applied.join(', ')}; schema version ${version}`);
     return 0;
   } finally {
+    lock?.release();
     await database.close();
   }
 }
