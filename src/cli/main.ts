@@ -12,9 +12,13 @@ function databaseArg(argv: readonly string[]): string | undefined {
   return undefined;
 }
 
+/** The commands that create the database when it is missing: only they are given its folder. */
+const CREATES_DATABASE = new Set(['serve', 'work', 'migrate']);
+
 // First: the Docker image starts as root and drops to RUN_AS here (see runAs.ts), for the
 // database the command will open (--database, or DATABASE_PATH).
-runAsOrExit(process.env, databaseArg(process.argv.slice(2)) ?? process.env.DATABASE_PATH);
+const command = process.argv.slice(2).find((a) => !a.startsWith('-'));
+runAsOrExit(process.env, databaseArg(process.argv.slice(2)) ?? process.env.DATABASE_PATH, command !== undefined && CREATES_DATABASE.has(command));
 const outcome = await runCli(process.argv.slice(2), processIo());
 if (!outcome.running) {
   // Flush, then exit: an idle keep-alive socket must not keep a finished command alive.

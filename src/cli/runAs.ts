@@ -11,21 +11,23 @@ import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
  *
  * What root touches, and nothing else (anything else would hand the user files it must not own,
  * such as the code root runs at the next start):
- * - the folder of an absolute database path, only if it is owned by root, is a real folder (no
- *   symbolic link anywhere in its path), and is neither `/` nor the working directory;
+ * - the folder of an absolute database path, only for a command that creates the database there
+ *   (`serve`, `work`, `migrate`: `giveFolder`), only if it is owned by root, is a real folder (no
+ *   symbolic link anywhere in its path), is neither `/` nor the working directory, and is not a
+ *   shared folder with the sticky bit (`/tmp`): `status --database /tmp/copy.db` gives nothing;
  * - in it, only the database's own files (the database, its -wal, -shm, -journal, and the
  *   receiver's -ingest-wait, -workers-lock), only if owned by root and regular files. `lchown`
  *   never follows a link, so swapping a file for a link in between gains nothing.
  * Then initgroups/setgid/setuid. Nothing happens without RUN_AS, or when the process is not
  * root (`docker run --user 1234`, a developer's shell).
  */
-export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH): void {
+export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH, giveFolder = true): void {
   const name = env.RUN_AS;
   if (!name || typeof process.getuid !== 'function' || process.getuid() !== 0) return;
   const user = lookupUser(name);
   if (!user) throw new Error(`RUN_AS: no user named ${JSON.stringify(name)} in /etc/passwd`);
   // A relative path (the default ./data/receiver.db) is under the working directory: left alone.
-  if (databasePath && isAbsolute(databasePath)) giveDatabaseTo(resolve(databasePath), user);
+  if (databasePath && isAbsolute(databasePath)) giveDatabaseTo(resolve(databasePath), user, giveFolder);
   // POSIX only, like getuid above; supplementary groups first, while still root.
   const posix = process as NodeJS.Process & { initgroups(user: number, group: number): void; setgid(id: number): void; setuid(id: number): void };
   posix.initgroups(user.uid, user.gid);
@@ -34,7 +36,7 @@ export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, 
   if (user.home) process.env.HOME = user.home;
 }
 
-function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
+function giveDatabaseTo(db: string, user: { uid: number; gid: number }, giveFolder: boolean): void {
   const folder = dirname(db);
   if (folder === '/' || folder === process.cwd()) return;
   let real: string;
@@ -45,8 +47,8 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
   }
   if (real !== folder) return; // a link somewhere in the path: not ours to follow
   const st = lstatSync(folder);
-  if (!st.isDirectory()) return;
-  if (st.uid === 0) lchownSync(folder, user.uid, user.gid);
+  if (!st.isDirectory() || (st.mode & 0o1000) !== 0) return;
+  if (giveFolder && st.uid === 0) lchownSync(folder, user.uid, user.gid);
   for (const suffix of ['', ...DATABASE_SIDECARS]) {
     const file = join(folder, `${basename(db)}${suffix}`);
     let f;
@@ -60,9 +62,9 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }): void {
 }
 
 /** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */
-export function runAsOrExit(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH): void {
+export function runAsOrExit(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH, giveFolder = true): void {
   try {
-    runAsFromEnv(env, databasePath);
+    runAsFromEnv(env, databasePath, giveFolder);
   } catch (err) {
     process.stderr.write(`fatal: ${(err as Error).message}\n`);
     process.exit(1);

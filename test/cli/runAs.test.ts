@@ -46,6 +46,22 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(statSync(envFolder).uid).toBe(0);
   });
 
+  it('a command that does not create the database gives no folder, and no command gives a shared sticky folder such as /tmp', async () => {
+    // `status --database /tmp/copy.db` handed /tmp to the user before.
+    const looked = join(dir, 'looked-at');
+    mkdirSync(looked);
+    const status = await cli(['status', '--database', join(looked, 'copy.db')], { RUN_AS: 'nobody' });
+    expect(status.code).toBe(1);
+    expect(status.stderr).toMatch(/^error: no database at /);
+    expect(statSync(looked).uid).toBe(0);
+    const shared = join(dir, 'shared-tmp');
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    expect((await cli(['migrate', '--database', join(shared, 'r.db')], { RUN_AS: 'nobody' })).code).toBe(0);
+    expect(statSync(shared).uid).toBe(0);
+    expect(statSync(join(shared, 'r.db')).uid).toBe(NOBODY);
+  });
+
   it('leaves a relative database path (the working directory: the code in the image) and a linked folder alone', async () => {
     // The working directory holds what root runs at the next start: never given away.
     const app = join(dir, 'app');
