@@ -17,9 +17,9 @@ const RELATIVE = /^(\d+)\s*(s|m|min|h|d|w)$/;
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, min: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /**
- * A point in time: ISO 8601 (`2026-11-21`, `2026-11-21T10:00:00Z`) or an age
- * (`30m`, `2h`, `7d`: that long before now). Returns an ISO string, comparable
- * with the database's times as text.
+ * A point in time: ISO 8601 (`2026-11-21`, `2026-11-21T10:00:00Z`; without a zone,
+ * UTC) or an age (`30m`, `2h`, `7d`: that long before now). Returns an ISO string,
+ * comparable with the database's times as text.
  */
 export function parseTime(raw: string, now: number = Date.now()): string {
   const rel = RELATIVE.exec(raw.trim());
@@ -32,7 +32,11 @@ export function parseTime(raw: string, now: number = Date.now()): string {
   const date = /^(\d{4})-(\d{2})-(\d{2})/.exec(raw);
   if (date) {
     // "YYYY-MM-DD HH:MM" as "YYYY-MM-DDTHH:MM": Date.parse reads the spaced form's years 0-99 as 19xx.
-    const ms = Date.parse(raw.replace(/^(\d{4}-\d{2}-\d{2}) (?=\d)/, '$1T'));
+    const text = raw.replace(/^(\d{4}-\d{2}-\d{2}) (?=\d)/, '$1T');
+    // A time without a zone is UTC, as every time the receiver stores and prints is (and as a
+    // date alone already is): Date.parse would read it in the host's zone (TZ).
+    const zoned = /T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?$/.test(text) ? `${text}Z` : text;
+    const ms = Date.parse(zoned);
     // Date.parse rolls an impossible day over (2026-11-31 is 1 December): refused instead.
     const [y, m, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
     const day = new Date(0);
