@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -318,6 +319,34 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect(plain.stdout).toMatch(/^nothing for evt-w2 application\.created; skipped: processing \(not processed yet: it will be\), sink archive \(not settled yet\)$/m);
       const status = await cli(['status'], { DATABASE_PATH: own });
       expect(status.stdout).toMatch(/^processing {5}2 events waiting, oldest stored \d+ \w+ ago$/m);
+    });
+  });
+
+  it('replay --dry-run lists every event on stdout also when stderr is a terminal (where a real run shows a progress bar)', async () => {
+    await withOwnDatabase('dry-tty.db', async (own, w) => {
+      const insert = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`);
+      for (const id of ['evt-d1', 'evt-d2']) insert.run(id, new Date().toISOString(), `msg-${id}`);
+      w.prepare("UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)").run();
+      const out: string[] = [];
+      const bar: string[] = [];
+      const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => (bar.push(chunk.toString()), done()) });
+      const { runCli } = await import('../../src/cli/program.js');
+      const outcome = await runCli(['replay', '--all', '--dry-run', '--database', own], { env: {}, out: (t) => out.push(t), err: (t) => bar.push(t), isTTY: true, stderr });
+      expect(outcome.code).toBe(0);
+      expect(out).toEqual(['would queue evt-d1 application.created: processing', 'would queue evt-d2 application.created: processing', 'dry run: 2 events selected; processing: 2 would queue']);
+      expect(bar.join('')).toBe('');
+    });
+  });
+
+  it('replay --wait that times out still prints its counts (unfinished, timed_out in --json) and exits 1', async () => {
+    // A database of its own with no receiver: the replayed fold never runs.
+    await withOwnDatabase('no-workers.db', async (own, w) => {
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-t1', 'application.created', 'default', ?, 'msg-t1', '{}')`).run(new Date().toISOString());
+      w.prepare("UPDATE processing_cursor SET last_event_rowid = (SELECT rowid FROM events WHERE id = 'evt-t1')").run();
+      const r = await cli(['replay', '--id', 'evt-t1', '--wait', '--timeout', '1', '--json'], { DATABASE_PATH: own });
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: 1, processing: { queued: 1 }, finished: { done: 0, failed: 0, unfinished: 1, timed_out: true } });
+      expect(r.stderr).toMatch(/^error: --wait: 1 of 1 replayed jobs still unfinished after 1 s \(a result read may be waiting for the 30 s poll spacing/);
     });
   });
 

@@ -158,8 +158,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const notStored = (o.id ?? []).filter((id) => !selected.has(id) && stored.get(id) === undefined);
     const counts: Counts = { selected: events.length, processing: { queued: 0, already_queued: 0 }, sinks: {} };
     for (const s of targets) counts.sinks[s.name] = { queued: 0, not_wanted: 0, not_settled: 0, ...(o.missing ? { has_record: 0 } : {}) };
-    const plain = !io.isTTY && !o.json;
-    const bar = io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
+    // A dry run lists every event, also on a terminal: the list is what it is run for.
+    const plain = (!io.isTTY || Boolean(o.dryRun)) && !o.json;
+    const bar = !plain && io.isTTY && !o.json && events.length > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
     bar?.start(events.length, 0);
     // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
@@ -237,7 +238,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     bar?.stop();
 
-    let waited: { done: number; failed: number } | null = null;
+    let waited: { done: number; failed: number; unfinished?: number; timed_out?: boolean } | null = null;
     if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o);
 
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });
@@ -247,8 +248,14 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       for (const [name, c] of Object.entries(counts.sinks)) {
         parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}${c.has_record ? `, ${c.has_record} it has a record of` : ''}`);
       }
-      if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead`);
+      if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead${waited.unfinished ? `, ${waited.unfinished} unfinished` : ''}`);
       io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
+    }
+    if (waited?.timed_out) {
+      const total = waited.done + waited.failed + (waited.unfinished ?? 0);
+      io.err(
+        `error: --wait: ${waited.unfinished} of ${total} replayed jobs still unfinished after ${o.timeout} s (a result read may be waiting for the 30 s poll spacing or for a result still processing: \`status\` shows it; or no receiver with workers runs on this database)`,
+      );
     }
     for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
     // A name that matches nothing at all is most likely a typo: said, not a silent "0 selected".
@@ -259,7 +266,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     if (events.length === 0 && o.application && database.sqlite.prepare('SELECT 1 FROM applications WHERE id = ? OR external_id = ? LIMIT 1').get(o.application, o.application) === undefined) {
       io.err(`warning: no application has id or external_id ${JSON.stringify(o.application)}`);
     }
-    return (waited && waited.failed > 0) || notStored.length > 0 ? 1 : 0;
+    return (waited && (waited.failed > 0 || waited.timed_out)) || notStored.length > 0 ? 1 : 0;
   } finally {
     await database.close();
   }
@@ -380,9 +387,8 @@ async function waitForReplay(
       }
       bar?.update(done + failed);
       if (done + failed >= total) return { done, failed };
-      if (Date.now() > deadline) {
-        throw new CliError(`--wait: ${total - done - failed} of ${total} replayed jobs still unfinished after ${o.timeout} s (is the receiver running with WORKER_CONCURRENCY > 0?)`);
-      }
+      // Counted and said by the caller (in --json too), then exit 1.
+      if (Date.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
       await new Promise((r) => setTimeout(r, 200));
     }
   } finally {
