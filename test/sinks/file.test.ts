@@ -68,6 +68,38 @@ describe('file sink', () => {
     expect(h.r.logs.lines.filter((l) => /the file was moved or removed \(rotation\)/.test(String(l.msg)))).toHaveLength(2);
   });
 
+  it('a rotation that moves the file between the check and the write (logrotate `compress`) loses no line: the lines are written again to the new file', async () => {
+    const path = join(dir(), 'events.ndjson');
+    let rotateBeforeNextWrite = false;
+    // The file is moved away and compressed-then-removed right as the batch is written, as
+    // logrotate with `compress` (no `delaycompress`) does: what went into it is gone.
+    const openFile = async (p: string): Promise<SinkFile> => {
+      const fh = await openAppend(p);
+      return sinkFileOf(fh, {
+        write: async (buf) => {
+          if (rotateBeforeNextWrite) {
+            rotateBeforeNextWrite = false;
+            renameSync(path, `${path}.1`);
+            const written = await fh.write(buf);
+            unlinkSync(`${path}.1`); // gzip has read it (before these lines) and removes it
+            return written;
+          }
+          return fh.write(buf);
+        },
+      });
+    };
+    const logs: unknown[] = [];
+    const logger = createLogger('info', { write: (l: string) => void logs.push(JSON.parse(l)) });
+    const sink = createFileSink({ path }, { logger, openFile });
+    await sink.deliver(msg('before'), ctx);
+    rotateBeforeNextWrite = true;
+    await sink.deliver(msg('during'), ctx);
+    await sink.deliver(msg('after'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('during'))}\n${JSON.stringify(msg('after'))}\n`);
+    expect(logs).toContainEqual(expect.objectContaining({ msg: 'file sink: the file was moved or removed while lines were written to it; writing them again to the new file' }));
+  });
+
   it('a torn last line left by a crash mid-write is removed at start and never appears as a message', async () => {
     const d = dir();
     const path = join(d, 'events.ndjson');

@@ -119,22 +119,35 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
     await f?.close().catch(() => {});
   }
 
+  /**
+   * Writes the lines whole and fsyncs them. A rotation can move the file away between
+   * ensureOpen's check and the write: the lines then went into the moved file, which logrotate's
+   * `compress` may have read already and be deleting. So the path is checked once more after the
+   * fsync, and the lines are written again to the new file if it names another (a line twice,
+   * under the same id, is the sink's at-least-once; a line lost is not).
+   */
   async function append(line: Buffer): Promise<void> {
-    const f = await ensureOpen();
-    const before = size;
-    try {
-      const { bytesWritten } = await f.write(line);
-      if (bytesWritten !== line.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${line.length} bytes`), { code: 'ESHORT' });
-      await f.sync();
-      size = before + line.length;
-    } catch (err) {
+    for (let attempt = 1; ; attempt++) {
+      const f = await ensureOpen();
+      const before = size;
       try {
-        await f.truncate(before);
+        const { bytesWritten } = await f.write(line);
+        if (bytesWritten !== line.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${line.length} bytes (disk full?)`), { code: 'ESHORT' });
         await f.sync();
-      } catch {
-        await drop(); // reopening repairs the tail
+        size = before + line.length;
+      } catch (err) {
+        try {
+          await f.truncate(before);
+          await f.sync();
+        } catch {
+          await drop(); // reopening repairs the tail
+        }
+        throw err;
       }
-      throw err;
+      if (!(await rotated(f))) return;
+      // Bounded: a path rotated at every write is retried as a failed delivery instead.
+      if (attempt === 3) throw Object.assign(new Error('the file was moved or removed during each of 3 writes'), { code: 'EROTATED' });
+      deps.logger.info({ path: options.path }, 'file sink: the file was moved or removed while lines were written to it; writing them again to the new file');
     }
   }
 
@@ -178,7 +191,8 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       // A full disk (ENOSPC), a quota (EDQUOT) or a permission fixed by the operator: all worth retrying.
-      throw new RetryableError(`cannot append to ${options.path}: ${code ?? (err as Error).message}`, { cause: code });
+      const why = code === 'ESHORT' ? 'a short write (is the disk full?)' : (code ?? (err as Error).message);
+      throw new RetryableError(`cannot append to ${options.path}: ${why}`, { cause: code });
     }
   }
 
