@@ -27,6 +27,7 @@ import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
 import { JobKind } from './queue/jobKinds.js';
 import { Worker, type WorkerOptions } from './queue/Worker.js';
+import { pruneFinishedJobs } from './queue/pruneJobs.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
 import { Registry } from 'prom-client';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
@@ -115,6 +116,8 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
 
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
 const STRANDED_SWEEP_MS = 5 * 60_000;
+/** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
+const PRUNE_PER_SWEEP = 10_000;
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
@@ -389,6 +392,8 @@ export function createApp(deps: AppDeps) {
   let metricsServer: Server | null = null;
   let workersLock: WorkersLock | null = null;
   let strandedSweep: NodeJS.Timeout | null = null;
+  let pruning: Promise<void> = Promise.resolve();
+  const pruneStop = new AbortController();
   const strandedReads = createStrandedReadSweep(processing, fetchDeadLetter);
   /** Dead reads whose follow-up never committed (createStrandedReadSweep): settled now, said at warn. */
   async function sweepStrandedReads(): Promise<void> {
@@ -397,6 +402,21 @@ export function createApp(deps: AppDeps) {
       if (n > 0) logger.warn({ reads: n }, 'dead-lettered result reads whose results were still processing are given up now, and their events settled');
     } catch (err) {
       logger.error({ err: (err as Error).message }, 'the sweep for dead-lettered reads failed; it runs again in a few minutes');
+    }
+  }
+
+  /**
+   * Finished jobs past JOB_RETENTION_DAYS, deleted a bounded number at a time (pruneFinishedJobs):
+   * at the workers' start and with each sweep, so the table stops growing with history.
+   */
+  async function pruneHistory(): Promise<void> {
+    if (config.jobRetentionMs <= 0) return;
+    const before = new Date(clock.now() - config.jobRetentionMs).toISOString();
+    try {
+      const n = await pruneFinishedJobs(database.db, before, { maxRows: PRUNE_PER_SWEEP, pause: () => new Promise((r) => setTimeout(r, 10)), signal: pruneStop.signal });
+      if (n > 0) logger.info({ jobs: n, finished_before: before }, 'finished jobs past JOB_RETENTION_DAYS deleted');
+    } catch (err) {
+      logger.error({ err: (err as Error).message }, 'deleting finished jobs past JOB_RETENTION_DAYS failed; it is tried again in a few minutes');
     }
   }
 
@@ -418,7 +438,7 @@ export function createApp(deps: AppDeps) {
       const orphans = await queue.releaseOrphans();
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
-      strandedSweep = setInterval(() => void sweepStrandedReads(), STRANDED_SWEEP_MS);
+      strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);
       strandedSweep.unref();
       pacer.enabled = true;
       worker.start();
@@ -431,6 +451,8 @@ export function createApp(deps: AppDeps) {
     }
     workersLock = lock;
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
+    // Not awaited: a long history is pruned a little at a time, beside the work.
+    pruning = pruneHistory();
   }
 
   /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
@@ -583,8 +605,9 @@ export function createApp(deps: AppDeps) {
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     if (strandedSweep) clearInterval(strandedSweep);
+    pruneStop.abort();
     try {
-      await Promise.all([worker.stop(), fanOut.stop(left)]);
+      await Promise.all([worker.stop(), fanOut.stop(left), pruning]);
     } finally {
       clearTimeout(abortReads);
     }

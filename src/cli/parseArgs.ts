@@ -49,3 +49,14 @@ export function parseTime(raw: string, now: number = Date.now()): string {
 }
 
 export const timeArg = (raw: string): string => parseTime(raw);
+
+/** An age (`30m`, `12h`, `30d`, `2w`) in milliseconds, at least `minMs`. */
+export const ageArg =
+  (minMs: number, minText: string) =>
+  (raw: string): number => {
+    const rel = RELATIVE.exec(raw.trim());
+    if (!rel) throw new InvalidArgumentError(`expected an age such as 12h, 30d or 2w, got ${JSON.stringify(raw)}`);
+    const ms = Number(rel[1]) * UNIT_MS[rel[2]!]!;
+    if (ms < minMs) throw new InvalidArgumentError(`expected at least ${minText}, got ${JSON.stringify(raw)}`);
+    return ms;
+  };

@@ -3,7 +3,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { CliError, EXIT } from './errors.js';
 import { FIXTURE_TYPES } from './fixtures.js';
 import type { CliIo } from './io.js';
-import { collect, intArg, timeArg } from './parseArgs.js';
+import { ageArg, collect, intArg, timeArg } from './parseArgs.js';
 
 /** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
 export interface Outcome {
@@ -78,6 +78,16 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(jsonOption())
     .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']))
     .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
+
+  program
+    .command('prune')
+    .description('delete finished jobs (state done) older than an age: the queue\'s history, which nothing reads again (the receiver prunes by itself after JOB_RETENTION_DAYS)')
+    .addOption(databaseOption())
+    .option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)', ageArg(3_600_000, '1h'), 30 * 86_400_000)
+    .option('--dry-run', 'count them, delete nothing')
+    .addOption(jsonOption())
+    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d']))
+    .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
 
   program
     .command('backup')

@@ -40,6 +40,8 @@ export interface Config {
   readonly processingShare: number;
   /** A scoring result still `processing` after this long is given up (state given_up). */
   readonly resultGiveUpMs: number;
+  /** Finished jobs (state done) are deleted this long after they finished; 0 keeps them. */
+  readonly jobRetentionMs: number;
   readonly configFile: string | null;
   readonly sources: readonly SourceConfig[];
   /** Where settled events are fanned out (CONFIG_FILE `sinks`); empty when none. */
@@ -235,6 +237,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const workerConcurrency = intVar(env, 'WORKER_CONCURRENCY', 4, 0, 64, problems);
   const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
+  const jobRetentionMs = intVar(env, 'JOB_RETENTION_DAYS', 30, 0, 3650, problems) * 86_400_000;
 
   const sources: SourceConfig[] = [];
   const secretEnv = env.WEBHOOK_SECRET;
@@ -298,6 +301,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     workerConcurrency,
     processingShare,
     resultGiveUpMs,
+    jobRetentionMs,
     configFile,
     sources: Object.freeze(sources.map((s) => Object.freeze(s))),
     sinks: Object.freeze(sinks),
@@ -309,7 +313,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 export const SETTINGS = [
   'PORT', 'HOST', 'METRICS_PORT', 'WORK_METRICS_PORT', 'DATABASE_PATH', 'WEBHOOK_SECRET', 'HIRING_API_URL', 'HIRING_API_KEY',
   'CONFIG_FILE', 'LOG_LEVEL', 'MAX_BODY_BYTES', 'WRITE_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_GRACE_MS',
-  'WORKER_CONCURRENCY', 'PROCESSING_SHARE', 'RESULT_GIVE_UP_HOURS', 'RUN_AS',
+  'WORKER_CONCURRENCY', 'PROCESSING_SHARE', 'RESULT_GIVE_UP_HOURS', 'JOB_RETENTION_DAYS', 'RUN_AS',
 ] as const;
 
 /**

@@ -322,6 +322,29 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('prune deletes finished jobs older than --older-than (a dry run first), and keeps dead letters and jobs still to run', async () => {
+    await withOwnDatabase('prune.db', async (own, w) => {
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', ?, ?, 1, 3, ?, ?, ?)`,
+      );
+      const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+      for (let i = 0; i < 3; i++) insert.run(`old-${i}`, 'done', ago(10), ago(10), ago(10), ago(10));
+      insert.run('recent', 'done', ago(1), ago(1), ago(1), ago(1));
+      insert.run('dead', 'dead', ago(10), ago(10), ago(10), ago(10));
+      insert.run('pending', 'pending', ago(10), ago(10), ago(10), null);
+      const dry = await cli(['prune', '--older-than', '7d', '--dry-run', '--json'], { DATABASE_PATH: own });
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(JSON.parse(dry.stdout)).toMatchObject({ dry_run: true, jobs: 3 });
+      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBe(6);
+      const real = await cli(['prune', '--older-than', '7d'], { DATABASE_PATH: own });
+      expect(real.code, real.stderr).toBe(0);
+      expect(real.stdout).toMatch(/^deleted 3 finished jobs \(state done, finished before \d{4}-\d\d-\d\dT[\d:.]+Z\); jobs still to run and dead letters are kept\n$/);
+      expect(w.prepare('SELECT event_id FROM jobs ORDER BY id').pluck().all()).toEqual(['recent', 'dead', 'pending']);
+      const tooShort = await cli(['prune', '--older-than', '30m'], { DATABASE_PATH: own });
+      expect(tooShort).toMatchObject({ code: 2, stderr: expect.stringMatching(/--older-than.*expected at least 1h, got "30m"/) });
+    });
+  });
+
   it('replay --dry-run lists every event on stdout also when stderr is a terminal (where a real run shows a progress bar)', async () => {
     await withOwnDatabase('dry-tty.db', async (own, w) => {
       const insert = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`);

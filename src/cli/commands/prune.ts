@@ -1,0 +1,28 @@
+import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { databasePathOf } from '../cliConfig.js';
+import { printJson, type CliIo } from '../io.js';
+
+export interface PruneOptions {
+  database?: string;
+  olderThan: number;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+/**
+ * Deletes finished jobs older than --older-than (pruneFinishedJobs), next to a running receiver:
+ * short transactions with a pause between them, so its ingest commits get the lock meanwhile.
+ */
+export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  try {
+    const before = new Date(Date.now() - o.olderThan).toISOString();
+    const jobs = await pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: () => new Promise((r) => setTimeout(r, 5)) });
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), finished_before: before, jobs });
+    else io.out(`${o.dryRun ? 'would delete' : 'deleted'} ${jobs} finished job${jobs === 1 ? '' : 's'} (state done, finished before ${before}); jobs still to run and dead letters are kept`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}

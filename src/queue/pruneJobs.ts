@@ -1,0 +1,44 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+import { immediateTransaction } from './JobQueue.js';
+
+/** Rows per transaction: about 15 ms of write lock here, so ingest waits for at most that much. */
+export const PRUNE_BATCH = 500;
+
+/**
+ * Finished jobs (state `done`) that finished before `cutoffIso`, deleted in short transactions.
+ * Nothing reads a finished job again: what it did is in the tables it wrote (`deliveries`, the
+ * result tables, `applications`), and a new cycle of the same work makes a new job. Jobs still to
+ * run and dead letters are never touched. `maxRows` bounds one run (the workers prune a little at
+ * a time); `pause` runs between transactions (the workers yield to the loop there), and `signal`
+ * stops it between two (a shutdown). `dryRun` only counts (on a read-only connection too).
+ */
+export async function pruneFinishedJobs(
+  db: Kysely<Database>,
+  cutoffIso: string,
+  opts: { maxRows?: number; dryRun?: boolean; pause?: () => Promise<void>; signal?: AbortSignal } = {},
+): Promise<number> {
+  const max = opts.maxRows ?? Number.MAX_SAFE_INTEGER;
+  if (opts.dryRun) {
+    const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'done').where('finished_at', '<', cutoffIso).executeTakeFirst();
+    return Math.min(Number(row?.n ?? 0), max);
+  }
+  let deleted = 0;
+  while (deleted < max && !opts.signal?.aborted) {
+    const limit = Math.min(PRUNE_BATCH, max - deleted);
+    // Through jobs_ready (state, run_at): the oldest finished jobs come first, so a batch stops early.
+    const n = await immediateTransaction(db, async (trx) => {
+      const r = await trx
+        .deleteFrom('jobs')
+        .where('id', 'in', (eb) =>
+          eb.selectFrom('jobs').select('id').where('state', '=', 'done').where('finished_at', '<', cutoffIso).orderBy('run_at').limit(limit),
+        )
+        .executeTakeFirst();
+      return Number(r.numDeletedRows);
+    });
+    deleted += n;
+    if (n < limit) break;
+    await opts.pause?.();
+  }
+  return deleted;
+}

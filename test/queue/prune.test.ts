@@ -1,0 +1,61 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+import { until } from '../cli/helpers.js';
+
+let r: TestReceiver | undefined;
+afterEach(async () => {
+  await r?.close();
+  r = undefined;
+});
+
+const DAY = 86_400_000;
+
+/** Jobs of every state, finished (or not) at the given ages before `now`. */
+function seed(r: TestReceiver, now: number): void {
+  const insert = r.app.database.ingestSqlite.prepare(
+    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
+     VALUES (?, '{}', ?, 'default', ?, ?, 1, 3, NULL, ?, ?, ?)`,
+  );
+  const at = (ageMs: number) => new Date(now - ageMs).toISOString();
+  for (let i = 0; i < 1_203; i++) insert.run('fetch_result', `old-done-${i}`, 'done', at(40 * DAY), at(40 * DAY), at(40 * DAY), at(40 * DAY));
+  insert.run('fetch_result', 'recent-done', 'done', at(2 * DAY), at(2 * DAY), at(2 * DAY), at(2 * DAY));
+  insert.run('fetch_result', 'old-dead', 'dead', at(40 * DAY), at(40 * DAY), at(40 * DAY), at(40 * DAY));
+  // Created long ago, still to run (backing off until tomorrow).
+  insert.run('fetch_result', 'old-pending', 'pending', at(-DAY), at(40 * DAY), at(40 * DAY), null);
+}
+
+const left = (r: TestReceiver) => r.app.database.ingestSqlite.prepare('SELECT event_id, state FROM jobs ORDER BY id').all() as { event_id: string; state: string }[];
+
+describe('JOB_RETENTION_DAYS: finished jobs are deleted by the workers', () => {
+  it('deletes finished jobs past the retention (in several short transactions), never dead letters or jobs still to run', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-26T08:00:00Z'));
+    r = await startReceiver({ WEBHOOK_SECRET: newSecret(), JOB_RETENTION_DAYS: '30' }, { clock, listen: false });
+    seed(r, clock.now());
+    await r.app.startWorkers();
+    await until(() => left(r!).length === 3, 'the prune');
+    expect(left(r)).toEqual([
+      { event_id: 'recent-done', state: 'done' },
+      { event_id: 'old-dead', state: 'dead' },
+      { event_id: 'old-pending', state: 'pending' },
+    ]);
+    expect(r.logs.lines).toContainEqual(expect.objectContaining({ msg: 'finished jobs past JOB_RETENTION_DAYS deleted', jobs: 1_203, finished_before: '2026-10-27T08:00:00.000Z' }));
+  });
+
+  it('JOB_RETENTION_DAYS=0 keeps them', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-26T08:00:00Z'));
+    r = await startReceiver({ WEBHOOK_SECRET: newSecret(), JOB_RETENTION_DAYS: '0' }, { clock, listen: false });
+    seed(r, clock.now());
+    await r.app.startWorkers();
+    // A stop waits for a prune in progress: after it, any prune of the start has finished.
+    await r.app.stop();
+    const sqlite = new BetterSqlite3(r.dbPath, { readonly: true });
+    try {
+      expect(sqlite.prepare("SELECT count(*) FROM jobs WHERE state = 'done'").pluck().get()).toBe(1_204);
+    } finally {
+      sqlite.close();
+    }
+  });
+});
