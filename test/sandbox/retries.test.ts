@@ -114,6 +114,32 @@ describe('delivery retries (spec 6.3, 8)', () => {
     expect(errors).toEqual([['network_error', null, 'failed'], ['timeout', null, 'failed']]);
   });
 
+  it('6.3: a receiver that sends 2xx headers at once but stalls the body past the timeout has timed out: failed, retried', async () => {
+    const clock = createManualClock();
+    let calls = 0;
+    const { run, receiver } = await setup({ clock, attemptTimeoutMs: 150 }, (_req, res) => {
+      if (++calls > 1) return void res.writeHead(204).end();
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"ok":'); // and nothing more: the body never completes
+    });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code, d.retry_delay_ms])).toEqual([['failed', 'timeout', null, 2 * MIN]]);
+    await run.sandbox.control.advance(2 * MIN);
+    expect(receiver.requests).toHaveLength(2);
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.response_code])).toEqual([['failed', null], ['succeeded', 204]]);
+  });
+
+  it('6.3: a 2xx whose body is cut off (the connection drops) is a network error, not an acknowledgement', async () => {
+    const { run } = await setup({ clock: createManualClock() }, (_req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('{"ok":', () => res.destroy());
+    });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code])).toEqual([['failed', 'network_error', null]]);
+  });
+
   it('6.3, 8: the attempt timeout holds through a garbage collection: a receiver that never answers is timed out, not waited for', async () => {
     // AbortSignal.any over AbortSignal.timeout loses the timeout at the first collection on Node 20
     // (nodejs/node#57736): the attempt then stayed open, and the endpoint's later events behind it.

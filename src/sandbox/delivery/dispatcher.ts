@@ -126,10 +126,12 @@ export class Dispatcher {
         },
         body: message.body,
       });
-      await res.arrayBuffer().catch(() => undefined);
+      // The answer is whole only with its body: 2xx headers then a body stalled past the timeout
+      // is a timeout (spec 6.3), and a body cut off is a network error, not an acknowledgement.
+      await res.arrayBuffer();
       return { responseCode: res.status, error: null };
-    } catch (err) {
-      const timedOut = (err as Error).name === 'TimeoutError';
+    } catch {
+      const timedOut = signal.aborted && (signal.reason as Error | undefined)?.name === 'TimeoutError';
       return { responseCode: null, error: timedOut ? 'timeout' : 'network_error' };
     } finally {
       clearTimeout(timer);
