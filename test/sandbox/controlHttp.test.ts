@@ -53,6 +53,9 @@ describe('control endpoints over HTTP', () => {
     }
     const deliveries = await control(`/deliveries?event_id=${receiver.requests[0]!.body.id}`, 'GET');
     expect(deliveries.body).toHaveLength(1);
+    // The documented form with empty values filters nothing; one empty, the other set, filters by that one.
+    expect((await control('/deliveries?webhook_id=&event_id=', 'GET')).body).toHaveLength(6);
+    expect((await control(`/deliveries?webhook_id=&event_id=${receiver.requests[0]!.body.id}`, 'GET')).body).toHaveLength(1);
   });
 
   it('a wait that ends with deliveries still pending (the webhook is down) is 504 timeout, saying how many', async () => {
