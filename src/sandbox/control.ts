@@ -1,7 +1,7 @@
 import { mergeChaos, type ChaosOptions } from './chaos.js';
 import type { Clock } from './clock.js';
 import type { DeliveryScheduler } from './delivery/scheduler.js';
-import { invalidInput, notFound } from './http/apiError.js';
+import { ApiError, invalidInput, notFound } from './http/apiError.js';
 import type { FaultInjector, FaultSpec } from './http/faults.js';
 import type { ScoringReadCounts, ScoringReadGap, ScoringReads } from './http/scoringReads.js';
 import { API_KEY_PATTERN, newApiKey } from './ids.js';
@@ -87,6 +87,9 @@ export function createControl(deps: ControlDeps): SandboxControl {
       store.organization(organizationId);
       const key = opts.key ?? newApiKey();
       if (!API_KEY_PATTERN.test(key)) throw invalidInput('Keys have the form sk-<segment>.<segment>.', 'key');
+      // A key belongs to one user of one organization (spec 5.3): setting it again would move it to
+      // this organization and undo a revocation or restriction.
+      if (store.keys.has(key)) throw ApiError.of(409, 'already_exists', 'This API key already exists; a key belongs to one organization.', 'key');
       store.keys.set(key, { key, organizationId, name: opts.name ?? 'sandbox key', revoked: false, restricted: false, expiresAt: opts.expiresAt ?? null });
       return key;
     },

@@ -122,7 +122,12 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   [...store.organizations.keys()].forEach((orgId, i) => {
     const keys = seeds[i]?.apiKeys ?? [];
     if (keys.length === 0) control.addApiKey(orgId, { name: 'default' });
-    keys.forEach((key, k) => control.addApiKey(orgId, { key, name: `key ${k + 1}` }));
+    keys.forEach((key, k) => {
+      const holder = store.keys.get(key);
+      // Named by its first segment only: the rest is the secret.
+      if (holder !== undefined) throw new Error(`createSandbox: the API key starting ${key.split('.')[0]} is seeded twice (organizations ${holder.organizationId} and ${orgId}); a key belongs to one organization`);
+      control.addApiKey(orgId, { key, name: `key ${k + 1}` });
+    });
   });
 
   const cvMaxBytes = opts.cvMaxBytes ?? DEFAULT_CV_MAX_BYTES;

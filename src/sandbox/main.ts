@@ -1,26 +1,21 @@
-/** `npm run sandbox`: the hiring-service stand-in on SANDBOX_HOST:SANDBOX_PORT (default 127.0.0.1:4010). */
+/** `npm run sandbox`: the hiring-service stand-in on SANDBOX_HOST:SANDBOX_PORT (default 127.0.0.1:4010); see loadSandboxEnv for the rest. */
+import { createManualClock } from './clock.js';
 import { createSandbox } from './createSandbox.js';
-
-function parsePort(raw: string | undefined): number {
-  if (raw === undefined || raw === '') return 4010;
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`config error: SANDBOX_PORT: must be an integer 0-65535, got ${JSON.stringify(raw)}`);
-  }
-  return port;
-}
+import { loadSandboxEnv } from './loadSandboxEnv.js';
 
 async function main(env: NodeJS.ProcessEnv): Promise<void> {
-  const port = parsePort(env['SANDBOX_PORT']);
-  const host = env['SANDBOX_HOST'] || '127.0.0.1';
+  const { port, host, timeFactor, manualClock } = loadSandboxEnv(env);
   const sandbox = createSandbox({
+    timeFactor,
+    ...(manualClock ? { clock: createManualClock() } : {}),
     logger: {
       info: (obj, msg) => console.log(JSON.stringify({ level: 'info', msg, ...obj })),
       warn: (obj, msg) => console.warn(JSON.stringify({ level: 'warn', msg, ...obj })),
     },
   });
   const { url } = await sandbox.start(port, host);
-  const lines = [`Hiring service sandbox listening on ${url}`, `  API:     ${url}/api/v1, ${url}/api/v2`, `  Control: ${url}/_sandbox (see docs/sandbox.md)`];
+  const clock = `${manualClock ? 'manual: moves only by POST /_sandbox/clock/advance (or /_sandbox/deliveries/wait)' : 'real'}${timeFactor === 1 ? '' : `; delays divided by ${timeFactor}`}`;
+  const lines = [`Hiring service sandbox listening on ${url}`, `  API:     ${url}/api/v1, ${url}/api/v2`, `  Control: ${url}/_sandbox (see docs/sandbox.md)`, `  Clock:   ${clock}`];
   for (const org of sandbox.control.organizations()) {
     lines.push(`  Organization "${org.name}" (${org.id})`);
     for (const key of org.api_keys) lines.push(`    API key: ${key.key}`);

@@ -207,6 +207,11 @@ export interface DeliveryRecord {
   retry_delay_ms: number | null;
   /** When, on the sandbox clock, the next attempt is due (schedule divided by timeFactor). */
   next_attempt_at: string | null;
+  /**
+   * Set when the retry this record announced was dropped because its endpoint was paused or
+   * deleted when it fell due (then `retry_delay_ms` and `next_attempt_at` are null: none follows).
+   */
+  retry_dropped: { reason: 'endpoint_paused' | 'endpoint_deleted'; at: string } | null;
 }
 
 /** An event as emitted (spec 6.1) before it is addressed to an endpoint. */

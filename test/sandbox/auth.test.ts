@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
-import { ACME_KEY, ACME_KEY_2, ACME_ORG, GLOBEX_KEY, startSandbox, type Running } from './helpers.js';
+import { createSandbox } from '../../src/sandbox/createSandbox.js';
+import { ACME_KEY, ACME_KEY_2, ACME_ORG, GLOBEX_KEY, GLOBEX_ORG, startSandbox, type Running } from './helpers.js';
 
 describe('authentication (spec 5)', () => {
   let run: Running;
@@ -55,5 +56,24 @@ describe('authentication (spec 5)', () => {
     const res = await run.api('/api/v2/jobs', { key: ACME_KEY_2 });
     expect(res.status).toBe(403);
     expect(res.body).toEqual([{ code: 'permission_denied', detail: expect.any(String), attr: null }]);
+  });
+
+  it('5.3: adding a key that exists is 409 and leaves it where it was, revoked or restricted', async () => {
+    run.sandbox.control.revokeKey(ACME_KEY_2);
+    run.sandbox.control.restrictKey(ACME_KEY);
+    for (const [key, org] of [[ACME_KEY_2, GLOBEX_ORG], [ACME_KEY, ACME_ORG], [GLOBEX_KEY, ACME_ORG]] as const) {
+      const res = await run.api(`/_sandbox/organizations/${org}/keys`, { method: 'POST', key: null, body: { key } });
+      expect([res.status, res.body]).toEqual([409, [{ code: 'already_exists', detail: expect.any(String), attr: 'key' }]]);
+    }
+    expect((await run.api('/api/v2/jobs', { key: ACME_KEY_2 })).body[0].code).toBe('authentication_failed');
+    expect((await run.api('/api/v2/jobs', { key: ACME_KEY })).body[0].code).toBe('permission_denied');
+    const globex = run.sandbox.control.organizations().find((o) => o.id === GLOBEX_ORG)!;
+    expect(globex.api_keys.map((k) => k.key)).toEqual([GLOBEX_KEY]);
+  });
+
+  it('seeding one key in two organizations is an error naming neither secret', () => {
+    const make = () => createSandbox({ organizations: [{ name: 'A', apiKeys: [ACME_KEY] }, { name: 'B', apiKeys: [ACME_KEY] }] });
+    expect(make).toThrow(/^createSandbox: the API key starting sk-acme0001 is seeded twice/);
+    expect(make).not.toThrow(ACME_KEY.split('.')[1]!);
   });
 });

@@ -53,6 +53,9 @@ describe('control endpoints over HTTP', () => {
     }
     const deliveries = await control(`/deliveries?event_id=${receiver.requests[0]!.body.id}`, 'GET');
     expect(deliveries.body).toHaveLength(1);
+    // The documented form with empty values filters nothing; one empty, the other set, filters by that one.
+    expect((await control('/deliveries?webhook_id=&event_id=', 'GET')).body).toHaveLength(6);
+    expect((await control(`/deliveries?webhook_id=&event_id=${receiver.requests[0]!.body.id}`, 'GET')).body).toHaveLength(1);
   });
 
   it('a wait that ends with deliveries still pending (the webhook is down) is 504 timeout, saying how many', async () => {
@@ -88,5 +91,31 @@ describe('control endpoints over HTTP', () => {
     // A real clock cannot be advanced.
     expect((await control('/clock/advance', 'POST', { ms: 1000 })).status).toBe(400);
     expect((await control('/applications', 'POST', {})).body[0]).toMatchObject({ code: 'required', attr: 'job_id' });
+  });
+
+  it('an interview instruction the job cannot apply is 400 invalid_input naming the field, and changes nothing', async () => {
+    const job = await control('/jobs', 'POST', { title: 'Picker' });
+    const id = (await control('/applications', 'POST', { job_id: job.body.id })).body.id;
+    const refused: [unknown, string][] = [
+      [{ eligible: false, failed_qualifications: ['Right to drive'] }, 'failed_qualifications'],
+      [{ failed_qualifications: ['Communication'] }, 'failed_qualifications'], // a competency has no pass/fail
+      [{ eligible: false, failed_qualifications: [] }, 'failed_qualifications'],
+      [{ eligible: true, failed_qualifications: ['Right to work'] }, 'eligible'],
+      [{ eligible: false, not_assessed: ['Right to work', 'Weekend availability'] }, 'eligible'],
+      [{ failed_qualifications: ['Right to work'], not_assessed: ['right to work'] }, 'failed_qualifications'],
+      [{ not_assessed: ['communications'] }, 'not_assessed'],
+      [{ competency_scores: [5, 5, 5, 1] }, 'competency_scores'],
+      [{ outcome: 'unreachable', eligible: false }, 'eligible'],
+    ];
+    for (const [body, attr] of refused) {
+      const res = await control(`/applications/${id}/interview`, 'POST', body);
+      expect([res.status, res.body], JSON.stringify(body)).toEqual([400, [{ code: 'invalid_input', detail: expect.any(String), attr }]]);
+    }
+    expect((await run.api(`/api/v2/applications/${id}/interview`)).body).toMatchObject({ status: 'processing', result: null });
+    // Names are matched case-insensitively and shown as the job spells them.
+    const done = await control(`/applications/${id}/interview`, 'POST', { eligible: false, failed_qualifications: ['Right to Work'], not_assessed: ['COMMUNICATION'] });
+    expect(done.status).toBe(200);
+    expect(done.body).toMatchObject({ is_eligible: false, ineligibility_reasons: ['Right to work'] });
+    expect(done.body.criteria_results.find((c: any) => c.name === 'Communication')).toMatchObject({ outcome: 'not_assessed' });
   });
 });

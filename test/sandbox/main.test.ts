@@ -1,35 +1,57 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/childServer.js';
+import { ACME_KEY, startReceiver } from './helpers.js';
+
+/** Starts src/sandbox/main.ts as a child on a free port; resolves with its base URL once the banner is out. */
+async function startMain(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; out: () => string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], {
+    env: { ...process.env, SANDBOX_PORT: '0', SANDBOX_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner: ${out}`)), 20_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      if (m !== null && out.includes('Globex')) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+  });
+  return { child, url, out: () => out };
+}
+
+const stop = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    child.once('exit', (c) => resolve(c));
+    child.kill('SIGTERM');
+  });
+
+/** Runs main.ts with `env` and expects it to refuse to start; resolves with its stderr. */
+async function refusedStart(env: Record<string, string>): Promise<string> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], { env: { ...process.env, SANDBOX_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  // One that starts anyway is stopped at once, so the test fails rather than waits.
+  child.stdout.on('data', (d: Buffer) => d.toString().includes('listening on') && child.kill('SIGKILL'));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  expect(code).toBe(1);
+  return err;
+}
 
 describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
   it('prints base URL, organizations and keys, serves the API, and exits 0 on SIGTERM', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], {
-      env: { ...process.env, SANDBOX_PORT: '0', SANDBOX_HOST: '127.0.0.1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no banner: ${out}`)), 20_000);
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-        if (m !== null && out.includes('Globex')) {
-          clearTimeout(timer);
-          resolve(m[1]!);
-        }
-      });
-    });
+    const { child, url, out: output } = await startMain({});
+    const out = output();
     expect(out).toContain('Acme Staffing');
     expect(out).toMatch(/API key: sk-acme0001\./);
     const res = await fetch(`${url}/api/v2/jobs`, { headers: { authorization: 'Bearer sk-acme0001.sandboxAcmeKeyOne0000000000' } });
     expect(res.status).toBe(200);
-    const code = await new Promise<number | null>((resolve) => {
-      child.once('exit', (c) => resolve(c));
-      child.kill('SIGTERM');
-    });
-    expect(code).toBe(0);
+    expect(await stop(child)).toBe(0);
   });
 
   it('`npm run sandbox` stops, freeing its port, when npm is killed by its pid', async () => {
@@ -70,11 +92,36 @@ describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
   });
 
   it('rejects a bad SANDBOX_PORT with a message naming it', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/sandbox/main.ts'], { env: { ...process.env, SANDBOX_PORT: 'abc' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
-    expect(code).toBe(1);
-    expect(err).toContain('SANDBOX_PORT');
+    expect(await refusedStart({ SANDBOX_PORT: 'abc' })).toContain('SANDBOX_PORT');
+  });
+
+  it('rejects a bad SANDBOX_TIME_FACTOR or SANDBOX_MANUAL_CLOCK with a message naming it', async () => {
+    for (const bad of ['0', 'fast']) {
+      expect(await refusedStart({ SANDBOX_TIME_FACTOR: bad })).toMatch(new RegExp(`^config error: SANDBOX_TIME_FACTOR: must be a positive number .*got "${bad}"`));
+    }
+    expect(await refusedStart({ SANDBOX_MANUAL_CLOCK: 'yes' })).toMatch(/^config error: SANDBOX_MANUAL_CLOCK: must be 1/);
+  });
+
+  it('SANDBOX_MANUAL_CLOCK=1 and SANDBOX_TIME_FACTOR: standalone, the retry schedule plays by POST /_sandbox/clock/advance, scaled', async () => {
+    const receiver = await startReceiver((_req, res) => res.writeHead(500).end());
+    const { child, url, out } = await startMain({ SANDBOX_MANUAL_CLOCK: '1', SANDBOX_TIME_FACTOR: '60' });
+    try {
+      expect(out()).toContain('Clock:   manual');
+      const post = async (path: string, body: unknown, key?: string) =>
+        (await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) }, body: JSON.stringify(body) })).json() as Promise<any>;
+      await post('/api/v2/webhooks', { url: receiver.url }, ACME_KEY);
+      await post('/_sandbox/events', { event_type: 'application.created', payload: {} });
+      const advance = (ms: number) => post('/_sandbox/clock/advance', { ms });
+      const started = Date.parse((await advance(0)).now);
+      expect(receiver.requests).toHaveLength(1);
+      // The first retry is 2 minutes away (spec 6.3), divided by 60: 2 s on the sandbox clock.
+      await advance(1999);
+      expect(receiver.requests).toHaveLength(1);
+      expect(Date.parse((await advance(1)).now) - started).toBe(2000);
+      expect(receiver.requests).toHaveLength(2);
+    } finally {
+      await stop(child);
+      await receiver.close();
+    }
   });
 });

@@ -67,14 +67,41 @@ describe('delivery retries (spec 6.3, 8)', () => {
     expect(run.sandbox.control.deliveries().map((d) => [d.status, d.response_code])).toEqual([['failed', 503], ['failed', 503], ['succeeded', 200]]);
   });
 
-  it('2.11: pausing an endpoint (enabled: false) drops its pending retries', async () => {
-    const clock = createManualClock();
-    const { run, receiver, hookId } = await setup({ clock }, (_req, res) => res.writeHead(500).end());
+  /** An endpoint that answers 500 has failed its first attempt (a retry is due in 2 minutes) and is then paused. */
+  async function pausedAfterOneFailure(): Promise<{ run: Running; receiver: Receiver; hookId: string; setEnabled: (enabled: boolean) => Promise<unknown> }> {
+    const { run, receiver, hookId } = await setup({ clock: createManualClock(Date.parse('2025-06-01T00:00:00Z')) }, (_req, res) => res.writeHead(500).end());
     run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
     await run.sandbox.control.idle();
-    await run.api(`/api/v2/webhooks/${hookId}`, { method: 'PATCH', body: { enabled: false } });
+    const setEnabled = (enabled: boolean) => run.api(`/api/v2/webhooks/${hookId}`, { method: 'PATCH', body: { enabled } });
+    await setEnabled(false);
+    return { run, receiver, hookId, setEnabled };
+  }
+
+  it('2.11: a retry that falls due while its endpoint is paused is dropped, and the failed attempt\'s record says so instead of a next attempt', async () => {
+    const { run, receiver, hookId, setEnabled } = await pausedAfterOneFailure();
     await run.sandbox.control.waitForDeliveries();
     expect(receiver.requests).toHaveLength(1);
+    const listed = await run.api(`/api/v2/webhooks/${hookId}/deliveries`);
+    expect(listed.body.results).toEqual([
+      expect.objectContaining({ attempt: 1, status: 'failed', retry_delay_ms: null, next_attempt_at: null, retry_dropped: { reason: 'endpoint_paused', at: '2025-06-01T00:02:00.000Z' } }),
+    ]);
+    // Resumed, it gets later events, not the dropped retry.
+    await setEnabled(true);
+    await run.sandbox.control.advance(60 * MIN);
+    expect(receiver.requests).toHaveLength(1);
+  });
+
+  it('2.11: paused and resumed before the retry falls due, the endpoint still gets it; deleted, the record says endpoint_deleted', async () => {
+    const { run, receiver, hookId, setEnabled } = await pausedAfterOneFailure();
+    await setEnabled(true);
+    await run.sandbox.control.advance(2 * MIN);
+    expect(receiver.requests).toHaveLength(2);
+    expect((await run.api(`/api/v2/webhooks/${hookId}`, { method: 'DELETE' })).status).toBe(204);
+    await run.sandbox.control.waitForDeliveries();
+    expect(run.sandbox.control.deliveries({ webhookId: hookId }).map((d) => [d.attempt, d.retry_dropped?.reason ?? null, d.next_attempt_at])).toEqual([
+      [1, null, '2025-06-01T00:02:00.000Z'],
+      [2, 'endpoint_deleted', null],
+    ]);
   });
 
   it('timeFactor: the whole schedule plays in real time divided by the factor', async () => {
@@ -112,6 +139,32 @@ describe('delivery retries (spec 6.3, 8)', () => {
     await run.sandbox.control.idle();
     const errors = run.sandbox.control.deliveries().map((d) => [d.error, d.response_code, d.status]).sort();
     expect(errors).toEqual([['network_error', null, 'failed'], ['timeout', null, 'failed']]);
+  });
+
+  it('6.3: a receiver that sends 2xx headers at once but stalls the body past the timeout has timed out: failed, retried', async () => {
+    const clock = createManualClock();
+    let calls = 0;
+    const { run, receiver } = await setup({ clock, attemptTimeoutMs: 150 }, (_req, res) => {
+      if (++calls > 1) return void res.writeHead(204).end();
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"ok":'); // and nothing more: the body never completes
+    });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code, d.retry_delay_ms])).toEqual([['failed', 'timeout', null, 2 * MIN]]);
+    await run.sandbox.control.advance(2 * MIN);
+    expect(receiver.requests).toHaveLength(2);
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.response_code])).toEqual([['failed', null], ['succeeded', 204]]);
+  });
+
+  it('6.3: a 2xx whose body is cut off (the connection drops) is a network error, not an acknowledgement', async () => {
+    const { run } = await setup({ clock: createManualClock() }, (_req, res) => {
+      res.writeHead(200, { 'content-length': '100' });
+      res.write('{"ok":', () => res.destroy());
+    });
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code])).toEqual([['failed', 'network_error', null]]);
   });
 
   it('6.3, 8: the attempt timeout holds through a garbage collection: a receiver that never answers is timed out, not waited for', async () => {

@@ -142,4 +142,12 @@ describe('v2 scoring reads (spec 2.10, 3.6, 4.2)', () => {
     expect(redirect.headers.get('location')).toBe('https://portal.example.com/login');
     expect((await read(id, 'cv-evaluation')).status).toBe(200);
   });
+
+  it('an injected 429 without a body or headers answers what spec 7 shows: an error array with a code of its table, no Retry-After', async () => {
+    const id = newApplication();
+    run.sandbox.control.injectFault({ target: 'interview', status: 429 });
+    const res = await read(id, 'interview');
+    expect([res.status, res.headers.get('retry-after')]).toEqual([429, null]);
+    expect(res.body).toEqual([{ code: 'error', detail: expect.any(String), attr: null }]);
+  });
 });

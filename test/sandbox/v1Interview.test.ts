@@ -90,6 +90,24 @@ describe('v1 interview read (spec 2.3, 4.1)', () => {
     expect(res.body).toMatchObject({ status: 'opted_out', pipeline_phase: 'opted_out', output: null, last_activity_note: expect.stringContaining('opted out') });
   });
 
+  it('scoring failed: the v1 read shows the call that took place, ended failed, with its transcript and no scores (v2 says unavailable/scoring_failed)', async () => {
+    const { application } = run.sandbox.control.runScenario('scoring_failed');
+    expect((await run.api(`/api/v2/applications/${application.id}/interview`)).body).toEqual({ status: 'unavailable', reason: 'scoring_failed', result: null });
+    const res = await read(application.id);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: 'failed', pipeline_phase: 'failed', job_application_id: application.id, last_activity_note: expect.stringContaining('scoring failed') });
+    expectRequired(res.body, ['attempt_number', 'candidate', 'created_at', 'id', 'interview_flow', 'interviewer_name', 'job_application_id', 'output', 'updated_at']);
+    const out = res.body.output;
+    expectRequired(out, ['criteria_scores', 'duration_minutes', 'id', 'questions', 'recording_audio_url', 'recording_status', 'recording_video_url', 'transcript']);
+    expect(out.transcript.length).toBeGreaterThan(0);
+    expect(out).toMatchObject({ recording_status: 'completed', overall_score: null, summary: null, strengths: null, questions: [], criteria_scores: [] });
+    expect((await read(application.id)).body).toEqual(res.body);
+    // Only the interview's scoring concerns the call: a failed CV evaluation leaves v1 without one.
+    const other = run.sandbox.control.createApplication({ jobId: run.sandbox.control.createJob().id });
+    run.sandbox.control.failScoring(other.id, 'cv-evaluation');
+    expect((await read(other.id)).status).toBe(404);
+  });
+
   it('resultDelayMs: a finished call reads as still being evaluated (status processing, phase evaluating, no output) until its scores are ready, legacy or not', async () => {
     const clock = createManualClock(Date.parse('2026-03-01T09:00:00Z'));
     const slow = await startSandbox({ clock, resultDelayMs: 60_000 });

@@ -3,7 +3,7 @@ import type { ChaosOptions } from '../chaos.js';
 import { iso, type Clock } from '../clock.js';
 import { newId, newMessageId } from '../ids.js';
 import type { SandboxStore } from '../store.js';
-import type { SandboxEvent, WebhookEndpoint } from '../types.js';
+import type { DeliveryRecord, SandboxEvent, WebhookEndpoint } from '../types.js';
 import { isAcknowledged, retryDelayMs } from './backoff.js';
 import type { DeliveryScheduler } from './scheduler.js';
 
@@ -62,18 +62,26 @@ export class Dispatcher {
     this.abort.abort();
   }
 
-  private async attempt(message: Message, attempt: number): Promise<void> {
+  /** `previous`: the failed attempt's record that announced this retry. */
+  private async attempt(message: Message, attempt: number, previous?: DeliveryRecord): Promise<void> {
     const { store, clock, scheduler } = this.deps;
     const endpoint = store.webhooks.get(message.endpointId);
-    // Deleted or paused (spec 2.11 `enabled: false`) endpoints get nothing more; the delivery is dropped.
-    if (endpoint === undefined || !endpoint.enabled) return;
+    // Deleted or paused (spec 2.11 `enabled: false`) endpoints get nothing more: the spec says
+    // nothing of holding retries for an endpoint resumed later, so the delivery is dropped, and the
+    // record that announced this retry says so instead of a next attempt that will never come.
+    if (endpoint === undefined || !endpoint.enabled) {
+      if (previous === undefined) return;
+      const reason = endpoint === undefined ? 'endpoint_deleted' : 'endpoint_paused';
+      Object.assign(previous, { retry_delay_ms: null, next_attempt_at: null, retry_dropped: { reason, at: iso(clock.now()) } });
+      this.deps.logger?.info({ event_id: message.event.id, webhook_id: message.endpointId, attempt, reason }, 'delivery retry dropped');
+      return;
+    }
     const attemptedAt = clock.now();
     const started = performance.now();
     const { responseCode, error } = await this.post(endpoint, message, attemptedAt);
     const ok = responseCode !== null && isAcknowledged(responseCode);
     const delay = ok ? null : retryDelayMs(attempt);
-    const nextAt = delay === null ? null : scheduler.schedule(endpoint.id, delay, () => this.attempt(message, attempt + 1));
-    store.recordDelivery({
+    const record: DeliveryRecord = {
       id: newId(),
       webhook_id: endpoint.id,
       event_id: message.event.id,
@@ -86,8 +94,10 @@ export class Dispatcher {
       attempted_at: iso(attemptedAt),
       duration_ms: Math.round(performance.now() - started),
       retry_delay_ms: delay,
-      next_attempt_at: nextAt === null ? null : iso(nextAt),
-    });
+      next_attempt_at: delay === null ? null : iso(scheduler.schedule(endpoint.id, delay, () => this.attempt(message, attempt + 1, record))),
+      retry_dropped: null,
+    };
+    store.recordDelivery(record);
     this.deps.logger?.info(
       { event_id: message.event.id, webhook_id: endpoint.id, attempt, response_code: responseCode, error, dropped: !ok && delay === null },
       ok ? 'delivery acknowledged' : 'delivery failed',
@@ -126,10 +136,12 @@ export class Dispatcher {
         },
         body: message.body,
       });
-      await res.arrayBuffer().catch(() => undefined);
+      // The answer is whole only with its body: 2xx headers then a body stalled past the timeout
+      // is a timeout (spec 6.3), and a body cut off is a network error, not an acknowledgement.
+      await res.arrayBuffer();
       return { responseCode: res.status, error: null };
-    } catch (err) {
-      const timedOut = (err as Error).name === 'TimeoutError';
+    } catch {
+      const timedOut = signal.aborted && (signal.reason as Error | undefined)?.name === 'TimeoutError';
       return { responseCode: null, error: timedOut ? 'timeout' : 'network_error' };
     } finally {
       clearTimeout(timer);

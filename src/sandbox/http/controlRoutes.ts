@@ -152,8 +152,9 @@ export function controlRoutes(control: SandboxControl): Hono {
   });
 
   app.get('/deliveries', (c) => {
-    const webhookId = c.req.query('webhook_id');
-    const eventId = c.req.query('event_id');
+    // An empty value (`?webhook_id=&event_id=`, the documented form) is no filter, not a filter on "".
+    const webhookId = c.req.query('webhook_id') || undefined;
+    const eventId = c.req.query('event_id') || undefined;
     return c.json(control.deliveries({ ...(webhookId === undefined ? {} : { webhookId }), ...(eventId === undefined ? {} : { eventId }) }));
   });
   app.post('/deliveries/wait', async (c) => {

@@ -19,9 +19,14 @@ interface ActiveFault extends FaultSpec {
   remaining: number;
 }
 
+/**
+ * Spec 7 lists no code for a 429 and no Retry-After (8: rate limits "not shown"), so an injected
+ * 429 uses the table's generic `error` and sends no Retry-After unless the test gives one: a
+ * receiver must not come to need either.
+ */
 function defaultBody(status: number): unknown {
   if (status >= 300 && status < 400) return undefined;
-  if (status === 429) return [{ code: 'throttled', detail: 'Request was throttled.', attr: null }];
+  if (status === 429) return [{ code: 'error', detail: 'Request was throttled.', attr: null }];
   return [{ code: 'error', detail: 'A server error occurred.', attr: null }];
 }
 

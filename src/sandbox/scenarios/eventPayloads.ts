@@ -2,16 +2,17 @@ import type { ApplicationRecord, JobRecord } from '../types.js';
 
 /**
  * Payload blocks of spec 6.4. Every `application` block carries `external_id` (null when unset).
- * The `candidate` block is the same in every event (assumption: 6.4 states its fields only for
- * `interview.completed`; the sandbox adds `id`).
+ * The `candidate` block is the same in every event: the fields 6.4 lists for `interview.completed`,
+ * exactly (assumption: 6.4 does not show them for the other events). No `id`: the spec promises
+ * none, so a receiver built against the sandbox must not come to depend on one.
  */
 export function applicationBlock(app: ApplicationRecord): Record<string, unknown> {
   return { id: app.id, external_id: app.external_id, status: app.status, created_at: app.created_at };
 }
 
 export function candidateBlock(app: ApplicationRecord): Record<string, unknown> {
-  const { id, first_name, last_name, email, phone_number } = app.candidate;
-  return { id, first_name, last_name, email, phone_number };
+  const { first_name, last_name, email, phone_number } = app.candidate;
+  return { first_name, last_name, email, phone_number };
 }
 
 export function jobBlock(job: JobRecord): Record<string, unknown> {

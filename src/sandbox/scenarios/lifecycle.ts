@@ -147,11 +147,27 @@ export class Lifecycle {
     };
   }
 
-  /** Terminal `unavailable` with `reason` for one scoring read (3.6). Emits nothing: scoring never became ready. */
+  /**
+   * Terminal `unavailable` with `reason` for one scoring read (3.6). Emits nothing: scoring never
+   * became ready. An interview whose scoring failed took place, so the v1 read (2.3, which keeps no
+   * readiness envelope, 9) shows its call, ended `failed` (3.1, 3.2): transcript, no scores.
+   */
   markUnavailable(applicationId: string, resource: ScoringResource, reason: UnavailableReason): void {
     const app = this.deps.store.anyApplication(applicationId);
     this.refuseTerminal(app, resource, 'unavailable');
     app.scoring[resource] = { kind: 'unavailable', reason };
+    if (resource !== 'interview' || reason !== 'scoring_failed' || app.interviewCall !== null) return;
+    const detail = buildV1InterviewDetail({
+      job: this.job(app),
+      application: app,
+      status: 'failed',
+      result: null,
+      scoringFailed: true,
+      completedAt: this.deps.clock.now(),
+      lastActivityNote: 'The interview took place but its scoring failed.',
+      random: this.deps.random,
+    });
+    app.interviewCall = { status: 'failed', detail };
   }
 
   /**

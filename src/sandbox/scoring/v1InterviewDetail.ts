@@ -108,8 +108,10 @@ export interface V1InterviewInput {
   job: JobRecord;
   application: ApplicationRecord;
   status: InterviewOutcome;
-  /** null when no conversation happened (opt-out before the call). */
+  /** null when no conversation happened (opt-out before the call), or its scoring failed. */
   result: InterviewResult | null;
+  /** The call took place (transcript, recording) but scoring failed: nothing the scoring writes. */
+  scoringFailed?: boolean;
   completedAt: number;
   lastActivityNote: string | null;
   random: Random;
@@ -117,12 +119,14 @@ export interface V1InterviewInput {
 
 function callOutput(input: V1InterviewInput, durationSec: number): Record<string, unknown> {
   const { job, result, completedAt, random } = input;
-  const talked = input.status === 'completed';
+  const scored = input.status === 'completed';
+  const talked = scored || input.scoringFailed === true;
   const turns: Turn[] = talked
     ? [{ role: 'agent', content: `Hello, this is Alex calling about the ${job.title} role. Is now a good time?` }, { role: 'user', content: 'Yes, sure.' }, ...SCRIPT.flatMap((s): Turn[] => [{ role: 'agent', content: s.question }, { role: 'user', content: s.answer }])]
     : [];
   const items = transcript(turns, durationSec);
-  const questions = talked
+  // Question scores, summaries and criterion scores are what scoring writes (spec 2.3).
+  const questions = scored
     ? SCRIPT.map((s, i) => ({
         id: newId(),
         question: s.question,
@@ -149,20 +153,20 @@ function callOutput(input: V1InterviewInput, durationSec: number): Record<string
     recording_audio_url: talked ? `https://recordings.sandbox.invalid/${input.application.id}.mp3` : null,
     recording_duration_sec: talked ? dec(durationSec, 2) : null,
     summary: result?.summary ?? null,
-    tagline_summary: talked ? 'Customer-focused, available weekends' : null,
-    candidate_background: talked ? ['Two years in retail'] : null,
-    candidate_motivation_and_interest: talked ? ['Wants a steadier schedule'] : null,
-    candidate_logistical_considerations: talked ? ['Commutes by bus'] : null,
-    candidate_tools_and_skills: talked ? ['Point-of-sale systems'] : null,
-    candidate_questions: talked ? ['When would I start?'] : null,
-    follow_up_questions: talked ? ['Confirm the earliest start date'] : null,
-    strengths: talked ? ['Clear communicator', 'Calm under pressure'] : null,
-    weaknesses: talked ? ['Little warehouse experience', 'Prefers fixed shifts'] : null,
-    red_flags: talked ? (result?.red_flags ?? []) : null,
+    tagline_summary: scored ? 'Customer-focused, available weekends' : null,
+    candidate_background: scored ? ['Two years in retail'] : null,
+    candidate_motivation_and_interest: scored ? ['Wants a steadier schedule'] : null,
+    candidate_logistical_considerations: scored ? ['Commutes by bus'] : null,
+    candidate_tools_and_skills: scored ? ['Point-of-sale systems'] : null,
+    candidate_questions: scored ? ['When would I start?'] : null,
+    follow_up_questions: scored ? ['Confirm the earliest start date'] : null,
+    strengths: scored ? ['Clear communicator', 'Calm under pressure'] : null,
+    weaknesses: scored ? ['Little warehouse experience', 'Prefers fixed shifts'] : null,
+    red_flags: scored ? (result?.red_flags ?? []) : null,
     overall_score: score === null ? null : dec(score, 2),
     overall_score_explanation: score === null ? null : 'Average of the competency scores.',
     questions,
-    criteria_scores: talked ? scoredCriteria(job, result, random).map((c, i) => criteriaScore(c, i, items)) : [],
+    criteria_scores: scored ? scoredCriteria(job, result, random).map((c, i) => criteriaScore(c, i, items)) : [],
     transcript: items,
   };
 }
