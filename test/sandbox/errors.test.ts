@@ -18,10 +18,10 @@ describe('errors (spec 2.1, 7)', () => {
     expect(res.status).toBe(400);
     isErrorArray(res.body);
     expect(res.body[0]).toMatchObject({ code: 'parse_error', attr: null });
-    // Where, not the body around it: clients log error answers, and the body names a candidate.
+    // Not the body around the error: clients log error answers, and the body names a candidate.
     const leaky = await run.api('/api/v2/applications', { method: 'POST', rawBody: '{"candidate":{"email":ada.okafor@example.com}}', headers: { 'content-type': 'application/json' } });
     expect(leaky.status).toBe(400);
-    expect(leaky.body).toEqual([{ code: 'parse_error', detail: 'JSON parse error - not valid JSON at line 1, column 23', attr: null }]);
+    expect(leaky.body).toEqual([{ code: 'parse_error', detail: 'JSON parse error - the body is not valid JSON.', attr: null }]);
   });
 
   it('7: a missing field is `required` with attr naming it', async () => {

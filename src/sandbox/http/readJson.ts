@@ -1,7 +1,6 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { ApiError, invalidInput, required } from './apiError.js';
-import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 /**
  * Reads the body as a JSON object. Spec 7: malformed JSON is 400 `parse_error`; an empty body counts
@@ -14,9 +13,9 @@ export async function readJsonObject(c: Context): Promise<{ raw: string; body: R
   try {
     parsed = JSON.parse(raw);
   } catch {
-    // Where, not V8's message: it quotes the body around the error (a candidate's name or email),
-    // and clients log error answers.
-    throw ApiError.of(400, 'parse_error', `JSON parse error - not valid JSON at ${jsonErrorAt(raw) ?? 'its start'}`);
+    // Not V8's message: it quotes the body around the error (a candidate's name or email), and
+    // clients log error answers.
+    throw ApiError.of(400, 'parse_error', 'JSON parse error - the body is not valid JSON.');
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw invalidInput('Expected a JSON object.');
