@@ -25,8 +25,8 @@ export function buildFixture(type: FixtureType, ids: FixtureIds = {}, now: numbe
   const applicationId = ids.applicationId ?? randomUUID();
   const externalId = ids.externalId === undefined ? 'ats-cand-20931' : ids.externalId;
   const application = (status: string) => ({ id: applicationId, external_id: externalId, status, created_at: at(-3 * 86_400_000) });
+  // The fields spec 6.4 lists for the candidate block: no id.
   const candidate = {
-    id: '3f6f1c9e-8d2b-4a57-9a43-2c1b7e5d9f10',
     first_name: 'Maya',
     last_name: 'Okafor',
     email: 'maya.okafor@example.com',

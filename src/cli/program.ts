@@ -311,7 +311,11 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .description('run the local stand-in of the hiring service (as `npm run sandbox`; see docs/sandbox.md)')
     .option('--port <port>', 'port (overrides SANDBOX_PORT; default 4010)', intArg(0, 65535))
     .option('--host <host>', 'address (overrides SANDBOX_HOST; default 127.0.0.1)')
-    .addHelpText('after', examples(['hiring-receiver sandbox', 'hiring-receiver sandbox --port 5000']))
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver sandbox', 'hiring-receiver sandbox --port 5000', 'SANDBOX_TIME_FACTOR=60 hiring-receiver sandbox   # retries 60 times sooner']) +
+        '\nAlso SANDBOX_TIME_FACTOR (its clock runs this many times faster) and SANDBOX_MANUAL_CLOCK=1 (time moves only by POST /_sandbox/clock/advance): docs/sandbox.md.',
+    )
     .action(async (o: { port?: number; host?: string }) => {
       if (o.port !== undefined) process.env['SANDBOX_PORT'] = String(o.port);
       if (o.host !== undefined) process.env['SANDBOX_HOST'] = o.host;
