@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
-import { sql, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { inChunks, isSqliteBusy, oncePerConnection } from '../db/sqliteHelpers.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
@@ -208,9 +208,23 @@ export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: 
 export interface DeadLetterFilter {
   ids?: number[];
   kind?: string;
+  /** A source of events (see sourceTerm), or a sink's job source `sink:<name>`. */
   source?: string;
   eventId?: string;
   all?: boolean;
+}
+
+/**
+ * `--source S` of the dead-letter commands, as `replay --source` means it: the jobs of events
+ * that source sent. A sink job's own `source` is `sink:<name>` (its worker's pause domain), so
+ * it is matched through its event; `sink:<name>` itself still matches that sink's jobs.
+ */
+export function sourceTerm(source: string) {
+  return (eb: ExpressionBuilder<Database, 'jobs'>) =>
+    eb.or([
+      eb('jobs.source', '=', source),
+      eb.and([eb('jobs.kind', 'like', 'sink:%'), eb('jobs.event_id', 'in', eb.selectFrom('events').select('events.id').where('events.source', '=', source))]),
+    ]);
 }
 
 /**
@@ -392,7 +406,7 @@ export class JobQueue {
         .where('state', '=', 'dead');
       if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
       if (filter.kind) q = q.where('kind', '=', filter.kind);
-      if (filter.source) q = q.where('source', '=', filter.source);
+      if (filter.source) q = q.where(sourceTerm(filter.source));
       if (!eventId) return Number((await q.executeTakeFirst()).numUpdatedRows);
       // By event: one update per index that covers it (see OPEN_JOB), not a walk of every dead job.
       const byEvent = q.where('event_id', '=', eventId);
@@ -423,7 +437,7 @@ export class JobQueue {
           .where('jobs.state', '=', 'dead');
         if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
         if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
-        if (filter.source) q = q.where('jobs.source', '=', filter.source);
+        if (filter.source) q = q.where(sourceTerm(filter.source));
         if (filter.eventId) q = q.where('jobs.event_id', '=', filter.eventId);
         // By event: through the index that covers each (see OPEN_JOB).
         if (byEvent === 'others') q = q.where(jobsByEventTerm); // `kind`: event_processing has none

@@ -572,9 +572,32 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       for (const dryRun of [['--dry-run'], []]) {
         const byId = await cli(['dead-letters', 'discard', '--id', String(old1), '--id', `${stranded},${stranded}`, ...dryRun], env);
         expect(byId.code).toBe(1);
-        expect(byId.stderr).toMatch(/\nerror: 1 of the ids named is not a dead letter matching the other filters \(no such job, or it is not dead\)\n$/);
+        expect(byId.stderr).toMatch(new RegExp(`\\nerror: job ${old1} is not a dead letter \\(no such job, or it is not dead\\)\\n$`));
       }
       expect(jobs()).toEqual([{ id: stranded, kind: 'fetch_result' }]);
+    });
+  });
+
+  it('dead-letters --source means the events\' source, as in replay: a sink delivery of an event from that source matches', async () => {
+    await withOwnDatabase('by-source.db', async (own, w) => {
+      const at = new Date().toISOString();
+      const event = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', ?, ?, ?, '{}')`);
+      event.run('evt-acme', 'acme', at, 'msg-acme');
+      event.run('evt-globex', 'globex', at, 'msg-globex');
+      const dead = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) VALUES (?, '{}', ?, ?, 'dead', ?, 3, 3, 'x', ?, ?, ?)`,
+      );
+      const acmeSink = Number(dead.run('sink:crm', 'evt-acme', 'sink:crm', at, at, at, at).lastInsertRowid);
+      const acmeRead = Number(dead.run('fetch_result', 'evt-acme', 'acme', at, at, at, at).lastInsertRowid);
+      dead.run('sink:crm', 'evt-globex', 'sink:crm', at, at, at, at);
+      const env = { DATABASE_PATH: own };
+      const listed = await cli(['dead-letters', 'list', '--source', 'acme', '--json'], env);
+      expect((JSON.parse(listed.stdout) as { id: number }[]).map((r) => r.id).sort()).toEqual([acmeSink, acmeRead].sort());
+      // The sink's own job source still selects that sink's jobs.
+      expect((JSON.parse((await cli(['dead-letters', 'list', '--source', 'sink:crm', '--json'], env)).stdout) as unknown[]).length).toBe(2);
+      const retried = await cli(['dead-letters', 'retry', '--source', 'acme', '--json'], env);
+      expect(JSON.parse(retried.stdout)).toEqual({ retried: 2 });
+      expect(w.prepare("SELECT event_id, kind FROM jobs WHERE state = 'dead'").all()).toEqual([{ event_id: 'evt-globex', kind: 'sink:crm' }]);
     });
   });
 

@@ -1,5 +1,6 @@
-import { sql } from 'kysely';
-import { JobQueue, jobsByEventTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/schema.js';
+import { JobQueue, jobsByEventTerm, sourceTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -33,7 +34,7 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
       .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
       .where('state', '=', 'dead');
     if (o.kind) q = q.where('kind', '=', o.kind);
-    if (o.source) q = q.where('source', '=', o.source);
+    if (o.source) q = q.where(sourceTerm(o.source));
     const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit).execute();
     if (o.json) printJson(io, rows);
     else if (rows.length === 0) io.out('no dead letters');
@@ -62,6 +63,25 @@ function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
   return ids;
 }
 
+/**
+ * Ids asked for by name that no dead letter matches (not jobs at all, not dead, or left out by the
+ * other filters): a typo must not read as success. Read before the retry or discard changes them.
+ */
+async function notDeadLetters(db: Kysely<Database>, ids: number[], o: DeadLetterRetryOptions): Promise<number[]> {
+  if (ids.length === 0) return [];
+  let matching = db.selectFrom('jobs').select('id').where('state', '=', 'dead').where('id', 'in', ids);
+  if (o.kind) matching = matching.where('kind', '=', o.kind);
+  if (o.source) matching = matching.where(sourceTerm(o.source));
+  if (o.event) matching = matching.where('event_id', '=', o.event);
+  const dead = new Set((await matching.execute()).map((r) => r.id));
+  return ids.filter((id) => !dead.has(id));
+}
+
+function sayNotDeadLetters(io: CliIo, notDead: number[], o: DeadLetterRetryOptions): void {
+  const filtered = Boolean(o.kind || o.source || o.event);
+  for (const id of notDead) io.err(`error: job ${id} is not a dead letter${filtered ? ' matching the other filters' : ''} (no such job, or it is not dead)`);
+}
+
 /** The selection as JobQueue takes it (retry's and discard's). */
 const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter => ({
   all: Boolean(o.all),
@@ -80,19 +100,18 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
+    const notDead = await notDeadLetters(database.db, ids, o);
     const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true });
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
-    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept });
+    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else if (n === 0 && kept.length === 0) io.out('no dead letter matched; nothing to discard');
     else if (n > 0) io.out(`${verb} ${n} dead letter${n === 1 ? '' : 's'} (${discarded.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
     // The only trace of an event processing never finished: not deleted.
     for (const k of kept) io.err(`kept job ${k.id} (${k.kind}): its event ${k.event_id ?? '(none)'} is not settled, and this dead letter is all that says so; retry it (dead-letters retry --id ${k.id}) or replay the event`);
     // Ids named that matched no dead letter: a typo must not read as success (dry run included).
-    const matched = n + kept.filter((k) => ids.includes(k.id)).length;
-    const missing = ids.length > 0 ? ids.length - matched : 0;
-    if (missing > 0) io.err(`error: ${missing} of the ids named ${missing === 1 ? 'is not a dead letter' : 'are not dead letters'} matching the other filters (no such job, or it is not dead)`);
-    return missing > 0 ? 1 : 0;
+    sayNotDeadLetters(io, notDead, o);
+    return notDead.length > 0 ? 1 : 0;
   } finally {
     await database.close();
   }
@@ -104,15 +123,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
   const database = openCliDatabase(databasePathOf(io.env, o.database));
   try {
     const queue = new JobQueue(database.db, systemClock);
-    // Ids asked for by name that no dead letter matches (not jobs at all, not dead, or left out by
-    // the other filters): a typo must not read as success.
-    let matching = database.db.selectFrom('jobs').select('id').where('state', '=', 'dead');
-    if (ids.length > 0) matching = matching.where('id', 'in', ids);
-    if (o.kind) matching = matching.where('kind', '=', o.kind);
-    if (o.source) matching = matching.where('source', '=', o.source);
-    if (o.event) matching = matching.where('event_id', '=', o.event);
-    const deadIds = new Set(ids.length > 0 ? (await matching.execute()).map((r) => r.id) : []);
-    const notDead = ids.filter((id) => !deadIds.has(id));
+    const notDead = await notDeadLetters(database.db, ids, o);
     const n = await queue.retryDeadLetters(filterOf(o, ids));
     // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next attempt.
     await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
@@ -135,8 +146,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions):
         io.err(`warning: no sink named ${JSON.stringify(sinkName)} is configured in CONFIG_FILE (known: ${sinks.map((s) => s.name).join(', ') || 'none'}): its jobs stay pending until a receiver with that sink runs`);
       }
     }
-    const filtered = Boolean(o.kind || o.source || o.event);
-    for (const id of notDead) io.err(`error: job ${id} is not a dead letter${filtered ? ' matching the other filters' : ''} (no such job, or it is not dead)`);
+    sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
     await database.close();
