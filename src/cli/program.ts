@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { SERVE_VIA_CLI } from './serveViaCli.js';
 import { Command, CommanderError, Option } from 'commander';
 import { CliError, EXIT } from './errors.js';
@@ -19,11 +20,23 @@ const jsonOption = () => new Option('--json', 'print JSON for scripts');
  * The command tree. Command modules are imported when their command runs, so
  * `--help` and light commands stay quick to start.
  */
+/**
+ * This package's version, from its package.json (two folders up from src/cli and dist/cli alike):
+ * not npm_package_version, which under another package's npm script is that package's.
+ */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
 export function buildProgram(io: CliIo, outcome: Outcome): Command {
   const program = new Command('hiring-receiver');
   program
     .description('Webhook receiver for the hiring service: run it, send test events, replay, inspect, manage webhooks, try the demo.')
-    .version(process.env['npm_package_version'] ?? '0.1.0', '-V, --version')
+    .version(packageVersion(), '-V, --version')
     .exitOverride()
     .showSuggestionAfterError(true)
     .configureOutput({
@@ -345,7 +358,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcom
   } catch (err) {
     if (err instanceof CommanderError) {
       // Help and version exit 0; help shown because a subcommand is missing, and every parse error, are bad usage.
-      outcome.code = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
+      // `help <command>` is commander.help with exit code 0; help for a missing subcommand has 1.
+      const asked = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || (err.code === 'commander.help' && err.exitCode === 0);
+      outcome.code = asked ? EXIT.ok : EXIT.usage;
       outcome.running = false;
       return outcome;
     }
@@ -355,7 +370,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcom
       outcome.code = err.exitCode;
       return outcome;
     }
-    io.err(`error: ${(err as Error).message ?? String(err)}`);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('SQLITE_BUSY')) {
+      // SQLite says only "database is locked".
+      io.err('error: the database stayed locked by another process for more than 5 s (a long write: a receiver under load, or another command such as `replay` or `prune`): try again');
+    } else io.err(`error: ${(err as Error).message ?? String(err)}`);
     outcome.code = EXIT.failure;
   }
   return outcome;

@@ -322,6 +322,21 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('a write lock held past the busy timeout is said as such, not as SQLite\'s "database is locked"', async () => {
+    await withOwnDatabase('locked.db', async (own, w) => {
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-l1', 'application.created', 'default', ?, 'msg-l1', '{}')`).run(new Date().toISOString());
+      w.prepare("UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)").run();
+      w.exec('BEGIN IMMEDIATE');
+      try {
+        const r = await cli(['replay', '--all'], { DATABASE_PATH: own });
+        expect(r.code).toBe(1);
+        expect(r.stderr).toBe('error: the database stayed locked by another process for more than 5 s (a long write: a receiver under load, or another command such as `replay` or `prune`): try again\n');
+      } finally {
+        w.exec('ROLLBACK');
+      }
+    });
+  });
+
   it('prune deletes finished jobs older than --older-than (a dry run first), and keeps dead letters and jobs still to run', async () => {
     await withOwnDatabase('prune.db', async (own, w) => {
       const insert = w.prepare(

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
@@ -34,11 +34,18 @@ describe('CLI usage', () => {
     );
   });
 
+  it('--version is this package\'s, also under another package\'s npm script (npm_package_version)', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const r = await cli(['--version'], { npm_package_version: '9.9.9' });
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: `${version}\n` });
+  });
+
   it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', async () => {
     const env = { DATABASE_PATH: '/nonexistent/receiver.db' };
     const cases: [string[], number, RegExp][] = [
       [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
       [['send', '--help'], 0, /interview_v2\.completed[\s\S]*Examples:/],
+      [['help', 'status'], 0, /Usage: hiring-receiver status/],
       [['frobnicate'], 2, /unknown command 'frobnicate'/],
       [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
