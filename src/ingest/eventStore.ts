@@ -45,23 +45,26 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
       e.id, e.eventType, e.webhookId, item.source, e.createdAt, item.receivedAt, item.deliveryId, e.applicationId, item.text,
     );
     if (changes === 1) return 'accepted';
-    const stored = storedEnvelope.get(e.id) as string;
-    // The same envelope serialized otherwise (key order, spacing, escapes) is the same event, not
-    // a conflict. A comparison that fails in any way keeps the body as a conflict: this runs inside
-    // the batch's transaction, and an error here would fail every delivery of the batch with 503.
-    if (stored === item.text || sameBody(stored, item.text)) return 'duplicate';
+    if (repeatOutcome(storedEnvelope.get(e.id) as string, item.text) === 'duplicate') return 'duplicate';
     insertConflict.run(e.id, item.source, item.receivedAt, item.deliveryId, item.text);
     return 'conflict';
   };
 
-  const sameBody = (stored: string, text: string): boolean => {
-    try {
-      return sameJsonText(stored, text);
-    } catch {
-      return false;
-    }
-  };
-
   const batch = sqlite.transaction((items: IngestItem[]) => items.map(writeOne));
   return (items) => batch.immediate(items);
+}
+
+/**
+ * A delivery whose event id is stored already: the same envelope serialized otherwise (key order,
+ * spacing, escapes) is the same event, a duplicate; other content is a conflict. A comparison that
+ * fails in any way keeps the body as a conflict: in the ingest batch's transaction, an error would
+ * fail every delivery of the batch with 503. (`quarantine replay --dry-run` decides with it too.)
+ */
+export function repeatOutcome(stored: string, text: string): 'duplicate' | 'conflict' {
+  if (stored === text) return 'duplicate';
+  try {
+    return sameJsonText(stored, text) ? 'duplicate' : 'conflict';
+  } catch {
+    return 'conflict';
+  }
 }

@@ -234,17 +234,25 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       const fid = Number(q.run(at, 'default', 'msg-q1', 'an older rule', '{}', Buffer.from(fresh)).lastInsertRowid);
       const did = Number(q.run(at, 'default', 'msg-q0b', 'an older rule', '{}', Buffer.from(dup)).lastInsertRowid);
       const bad = Number(q.run(at, 'default', 'msg-q2', 'body is not valid JSON', '{}', Buffer.from('{"id": oops')).lastInsertRowid);
+      // Other content under a stored id (a conflict), and a second copy of the first row's event.
+      const changed = JSON.stringify({ id: 'evt-q0', event_type: 'application.created', payload: { note: 'other' } });
+      const cid = Number(q.run(at, 'default', 'msg-q0c', 'an older rule', '{}', Buffer.from(changed)).lastInsertRowid);
+      const again = Number(q.run(at, 'default', 'msg-q1b', 'an older rule', '{}', Buffer.from(fresh)).lastInsertRowid);
       const env = { DATABASE_PATH: own };
 
       expect((await cli(['quarantine', 'replay'], env))).toMatchObject({ code: 2, stderr: expect.stringMatching(/quarantine ids .* or --all/) });
       const dry = await cli(['quarantine', 'replay', '--all', '--dry-run', '--json'], env);
       expect(dry.code).toBe(1);
-      expect(JSON.parse(dry.stdout).results).toEqual([
+      // What the real run will say, row by row (it said "duplicate" for both of the last two before).
+      const expected = [
         { id: fid, outcome: 'accepted', event_id: 'evt-q1' },
         { id: did, outcome: 'duplicate', event_id: 'evt-q0' },
         { id: bad, outcome: 'still refused', reason: 'body is not valid JSON' },
-      ]);
-      expect(w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get()).toBe(3);
+        { id: cid, outcome: 'conflict', event_id: 'evt-q0' },
+        { id: again, outcome: 'duplicate', event_id: 'evt-q1' },
+      ];
+      expect(JSON.parse(dry.stdout).results).toEqual(expected);
+      expect(w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get()).toBe(5);
 
       const r = await cli(['quarantine', 'replay', '--all'], env);
       expect(r.code).toBe(1);
@@ -253,6 +261,8 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
           `quarantine ${fid}: event evt-q1 was stored as a new event; out of quarantine`,
           `quarantine ${did}: event evt-q0 was already stored (a duplicate); out of quarantine`,
           `quarantine ${bad}: still refused (body is not valid JSON); left in quarantine`,
+          `quarantine ${cid}: event evt-q0 was a conflict: kept in event_conflicts, the stored event unchanged; out of quarantine`,
+          `quarantine ${again}: event evt-q1 was already stored (a duplicate); out of quarantine`,
           '',
         ].join('\n'),
       );

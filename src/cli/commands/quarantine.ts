@@ -3,7 +3,7 @@ import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { escapeText, printJson, printRows, type CliIo } from '../io.js';
 import { isCredentialHeader } from '../../util/credentialHeaders.js';
-import { createIngestWriter, type IngestOutcome } from '../../ingest/eventStore.js';
+import { createIngestWriter, repeatOutcome, type IngestOutcome } from '../../ingest/eventStore.js';
 import { parseEnvelope } from '../../ingest/parseEnvelope.js';
 
 export interface QuarantineListOptions {
@@ -134,7 +134,9 @@ export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: Quaran
     const missing = ids.filter((id) => !rows.some((r) => r.id === id));
     const write = createIngestWriter(database.sqlite);
     const leave = database.sqlite.prepare('DELETE FROM quarantine WHERE id = ?');
-    const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?');
+    const stored = database.sqlite.prepare('SELECT envelope FROM events WHERE id = ?').pluck();
+    /** A dry run's own "stored" events: a second row with the same id meets the first, as the real run's would. */
+    const wouldStore = new Map<string, string>();
     const results: { id: number; outcome: ReplayOutcome; event_id?: string; reason?: string }[] = [];
     for (const row of rows) {
       const parsed = parseEnvelope(Buffer.from(row.body));
@@ -145,7 +147,10 @@ export async function runQuarantineReplay(io: CliIo, idsRaw: string[], o: Quaran
       const item = { type: 'event' as const, source: row.source, deliveryId: row.delivery_id, receivedAt: row.received_at, envelope: parsed.envelope, text: parsed.text };
       let outcome: IngestOutcome = 'accepted';
       if (o.dryRun) {
-        outcome = stored.get(parsed.envelope.id) === undefined ? 'accepted' : 'duplicate';
+        // As the ingest writer decides: new, the same event again, or other content under its id.
+        const before = wouldStore.get(parsed.envelope.id) ?? (stored.get(parsed.envelope.id) as string | undefined);
+        outcome = before === undefined ? 'accepted' : repeatOutcome(before, parsed.text);
+        if (before === undefined) wouldStore.set(parsed.envelope.id, parsed.text);
       } else {
         // Stored (or found a duplicate / conflict) and out of quarantine together, or neither.
         outcome = database.sqlite.transaction(() => {
