@@ -526,12 +526,15 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect(r.stderr).toBe('error: no stored event has id "evt-typo"\n');
   });
 
-  it('replay --source or --application naming nothing stored says so (a typo is not a silent 0 selected)', async () => {
-    const [source, app, known] = await Promise.all([
+  it('replay --source, --application or --type naming nothing stored says so (a typo is not a silent 0 selected)', async () => {
+    const [source, app, known, type] = await Promise.all([
       cli(['replay', '--all', '--source', 'defualt', '--dry-run'], { DATABASE_PATH: dbPath }),
       cli(['replay', '--application', 'ext-typo', '--dry-run'], { DATABASE_PATH: dbPath }),
       cli(['replay', '--application', 'ext-b', '--source', 'default', '--dry-run'], { DATABASE_PATH: dbPath }),
+      cli(['replay', '--type', 'interview.complete', '--type', 'application.*', '--since', '2000-01-01', '--until', '2000-01-02', '--dry-run'], { DATABASE_PATH: dbPath }),
     ]);
+    // Only the type no stored event has is named (application.* matches stored ones, outside the window).
+    expect({ code: type.code, stderr: type.stderr }).toEqual({ code: 0, stderr: expect.stringMatching(/^warning: no stored event has type "interview\.complete" \(stored types: application\.created, [^)]*\)\n$/) });
     expect({ code: source.code, stderr: source.stderr }).toEqual({ code: 0, stderr: 'warning: no stored event has source "defualt" (stored sources: default)\n' });
     expect(source.stdout).toMatch(/^dry run: 0 events selected/m);
     expect({ code: app.code, stderr: app.stderr }).toEqual({ code: 0, stderr: 'warning: no application has id or external_id "ext-typo"\n' });

@@ -263,6 +263,13 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       const known = database.sqlite.prepare('SELECT DISTINCT source FROM events ORDER BY source').pluck().all() as string[];
       io.err(`warning: no stored event has source ${JSON.stringify(o.source)} (stored sources: ${known.join(', ') || 'none'})`);
     }
+    // A type that no stored event has (`interview.complete` for interview.completed): named, with the stored ones.
+    if (events.length === 0 && o.type?.length && !o.type.includes('*')) {
+      const stored = database.sqlite.prepare('SELECT DISTINCT event_type FROM events ORDER BY event_type').pluck().all() as string[];
+      const matches = (t: string) => stored.some((s) => (t.endsWith('.*') ? s.startsWith(t.slice(0, -1)) : s === t));
+      const none = o.type.filter((t) => !matches(t));
+      if (none.length > 0) io.err(`warning: no stored event has type ${none.map((t) => JSON.stringify(t)).join(', ')} (stored types: ${stored.join(', ') || 'none'})`);
+    }
     if (events.length === 0 && o.application && database.sqlite.prepare('SELECT 1 FROM applications WHERE id = ? OR external_id = ? LIMIT 1').get(o.application, o.application) === undefined) {
       io.err(`warning: no application has id or external_id ${JSON.stringify(o.application)}`);
     }
