@@ -35,7 +35,7 @@ export function parseTime(raw: string, now: number = Date.now()): string {
     const text = raw.replace(/^(\d{4}-\d{2}-\d{2}) (?=\d)/, '$1T');
     // A time without a zone is UTC, as every time the receiver stores and prints is (and as a
     // date alone already is): Date.parse would read it in the host's zone (TZ).
-    const zoned = /T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?$/.test(text) ? `${text}Z` : text;
+    const zoned = /T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?$/i.test(text) ? `${text}Z` : text;
     const ms = Date.parse(zoned);
     // Date.parse rolls an impossible day over (2026-11-31 is 1 December): refused instead.
     const [y, m, d] = [Number(date[1]), Number(date[2]), Number(date[3])];
@@ -52,11 +52,12 @@ export const timeArg = (raw: string): string => parseTime(raw);
 
 /** An age (`30m`, `12h`, `30d`, `2w`) in milliseconds, at least `minMs`. */
 export const ageArg =
-  (minMs: number, minText: string) =>
+  (minMs: number, minText: string, maxDays = 3650) =>
   (raw: string): number => {
     const rel = RELATIVE.exec(raw.trim());
     if (!rel) throw new InvalidArgumentError(`expected an age such as 12h, 30d or 2w, got ${JSON.stringify(raw)}`);
     const ms = Number(rel[1]) * UNIT_MS[rel[2]!]!;
     if (ms < minMs) throw new InvalidArgumentError(`expected at least ${minText}, got ${JSON.stringify(raw)}`);
+    if (ms > maxDays * 86_400_000) throw new InvalidArgumentError(`expected at most ${maxDays}d, got ${JSON.stringify(raw)}`);
     return ms;
   };

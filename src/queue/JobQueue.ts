@@ -66,10 +66,12 @@ const PENDING_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${N
  * which added a job each time) are deleted in reviveDeadJob: superseded, and the pair's
  * `deliveries` row keeps what they failed on.
  */
+/** Looked for first (a read, 3-4 µs): an UPDATE that finds nothing still cost 9.5 µs per (event, sink) on the settle path. */
+const NEWEST_DEAD_JOB = `SELECT max(id) FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead'`;
+/** Queued anew: created_at too, or `status` would call it queued weeks ago. */
 const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
-  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, updated_at = @now
-  WHERE id = (SELECT max(id) FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead') RETURNING id`;
-const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead'`;
+  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
+const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead' AND id <> @id`;
 const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
 const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
@@ -88,8 +90,9 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const restart = sqlite.prepare<[string, string, number]>(
     "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
   );
-  const revive = sqlite.prepare<{ now: string; max_attempts: number; event_id: string; kind: string }, number>(REVIVE_DEAD_JOB).pluck();
-  const deleteDead = sqlite.prepare<{ event_id: string; kind: string }>(DELETE_DEAD_JOBS);
+  const newestDead = sqlite.prepare<{ event_id: string; kind: string }, number | null>(NEWEST_DEAD_JOB).pluck();
+  const revive = sqlite.prepare<{ now: string; max_attempts: number; id: number }>(REVIVE_DEAD_JOB);
+  const deleteDead = sqlite.prepare<{ event_id: string; kind: string; id: number }>(DELETE_DEAD_JOBS);
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
@@ -113,8 +116,10 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
     },
     /** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
     reviveDeadJob: (eventId: string, kind: string, maxAttempts: number, now: number): number | undefined => {
-      const id = revive.get({ now: iso(now), max_attempts: maxAttempts, event_id: eventId, kind });
-      if (id !== undefined) deleteDead.run({ event_id: eventId, kind });
+      const id = newestDead.get({ event_id: eventId, kind }) ?? undefined;
+      if (id === undefined) return undefined;
+      revive.run({ now: iso(now), max_attempts: maxAttempts, id });
+      deleteDead.run({ event_id: eventId, kind, id });
       return id;
     },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
@@ -139,17 +144,24 @@ export async function restartPendingJob(db: Kysely<Database> | Transaction<Datab
 /** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
 export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string, maxAttempts: number, now: number): Promise<number | undefined> {
   const at = iso(now);
-  const revived = await db
-    .updateTable('jobs')
-    .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, updated_at: at })
-    .where('id', '=', (eb) =>
-      eb.selectFrom('jobs').select((e) => e.fn.max('id').as('id')).where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead'),
-    )
-    .returning('id')
+  const newest = await db
+    .selectFrom('jobs')
+    .select((e) => e.fn.max('id').as('id'))
+    .where('event_id', '=', eventId)
+    .where('kind', '=', kind)
+    .where(jobsByEventTerm)
+    .where('state', '=', 'dead')
     .executeTakeFirst();
-  if (revived === undefined) return undefined;
-  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').execute();
-  return revived.id;
+  const id = newest?.id ?? undefined;
+  if (id === undefined || id === null) return undefined;
+  await db
+    .updateTable('jobs')
+    .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, created_at: at, updated_at: at })
+    .where('id', '=', id)
+    .where('state', '=', 'dead')
+    .execute();
+  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').where('id', '<>', id).execute();
+  return id;
 }
 
 /** A job of this (non process_event) kind for the event, waiting to run (see PENDING_JOB). */
@@ -402,7 +414,7 @@ export class JobQueue {
       let q = trx
         .updateTable('jobs')
         // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
-        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
+        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, created_at: now, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
         .where('state', '=', 'dead');
       if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
       if (filter.kind) q = q.where('kind', '=', filter.kind);

@@ -20,25 +20,30 @@ export async function pruneFinishedJobs(
 ): Promise<number> {
   const max = opts.maxRows ?? Number.MAX_SAFE_INTEGER;
   if (opts.dryRun) {
-    const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'done').where('finished_at', '<', cutoffIso).executeTakeFirst();
+    const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'done').where('run_at', '<', cutoffIso).where('finished_at', '<', cutoffIso).executeTakeFirst();
     return Math.min(Number(row?.n ?? 0), max);
   }
   let deleted = 0;
   while (deleted < max && !opts.signal?.aborted) {
     const limit = Math.min(PRUNE_BATCH, max - deleted);
-    // Through jobs_ready (state, run_at): the oldest finished jobs come first, so a batch stops early.
-    const n = await immediateTransaction(db, async (trx) => {
-      const r = await trx
-        .deleteFrom('jobs')
-        .where('id', 'in', (eb) =>
-          eb.selectFrom('jobs').select('id').where('state', '=', 'done').where('finished_at', '<', cutoffIso).orderBy('run_at').limit(limit),
-        )
-        .executeTakeFirst();
-      return Number(r.numDeletedRows);
-    });
+    const n = await immediateTransaction(db, async (trx) => Number((await pruneBatch(trx, cutoffIso, limit).executeTakeFirst()).numDeletedRows));
     deleted += n;
     if (n < limit) break;
     await opts.pause?.();
   }
   return deleted;
+}
+
+/**
+ * One batch's DELETE. Through jobs_ready (state, run_at), bounded by it: a job finishes after it
+ * was due, so one that finished before the cutoff was due before it too. Without the run_at
+ * bound, a sweep that found fewer than a batch read on through every finished job of the
+ * retention window while holding the write lock (283 ms at 1.4 million: ingest stalled as long).
+ */
+export function pruneBatch(db: Kysely<Database>, cutoffIso: string, limit: number) {
+  return db
+    .deleteFrom('jobs')
+    .where('id', 'in', (eb) =>
+      eb.selectFrom('jobs').select('id').where('state', '=', 'done').where('run_at', '<', cutoffIso).where('finished_at', '<', cutoffIso).orderBy('run_at').limit(limit),
+    );
 }

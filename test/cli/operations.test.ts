@@ -367,6 +367,8 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect(w.prepare('SELECT event_id FROM jobs ORDER BY id').pluck().all()).toEqual(['recent', 'dead', 'pending']);
       const tooShort = await cli(['prune', '--older-than', '30m'], { DATABASE_PATH: own });
       expect(tooShort).toMatchObject({ code: 2, stderr: expect.stringMatching(/--older-than.*expected at least 1h, got "30m"/) });
+      const tooLong = await cli(['prune', '--older-than', '999999999d'], { DATABASE_PATH: own });
+      expect(tooLong).toMatchObject({ code: 2, stderr: expect.stringMatching(/--older-than.*expected at most 3650d, got "999999999d"/) });
     });
   });
 

@@ -14,6 +14,7 @@ describe('parseTime (--since / --until)', () => {
     expect(parseTime('2026-11-26T07:26')).toBe('2026-11-26T07:26:00.000Z');
     expect(parseTime('2026-11-26 07:26:30')).toBe('2026-11-26T07:26:30.000Z');
     expect(parseTime('2026-11-26T07:26:30.250')).toBe('2026-11-26T07:26:30.250Z');
+    expect(parseTime('2026-11-26t07:26')).toBe('2026-11-26T07:26:00.000Z');
     expect(parseTime('2026-11-26')).toBe('2026-11-26T00:00:00.000Z');
     // A zone given is kept.
     expect(parseTime('2026-11-26T07:26:00+02:00')).toBe('2026-11-26T05:26:00.000Z');

@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
+import { PRUNE_BATCH, pruneBatch } from '../../src/queue/pruneJobs.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { until } from '../cli/helpers.js';
@@ -30,6 +31,13 @@ function seed(r: TestReceiver, now: number): void {
 const left = (r: TestReceiver) => r.app.database.ingestSqlite.prepare('SELECT event_id, state FROM jobs ORDER BY id').all() as { event_id: string; state: string }[];
 
 describe('JOB_RETENTION_DAYS: finished jobs are deleted by the workers', () => {
+  it('a batch reads only the finished jobs due before the cutoff (the index range), not every finished job', async () => {
+    r = await startReceiver({ WEBHOOK_SECRET: newSecret() }, { listen: false });
+    const q = pruneBatch(r.app.database.db, '2026-10-27T08:00:00.000Z', PRUNE_BATCH).compile();
+    const plan = (r.app.database.ingestSqlite.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(...q.parameters) as { detail: string }[]).map((p) => p.detail);
+    expect(plan).toContain('SEARCH jobs USING INDEX jobs_ready (state=? AND run_at<?)');
+  });
+
   it('deletes finished jobs past the retention (in several short transactions), never dead letters or jobs still to run', async () => {
     const clock = new ManualClock(Date.parse('2026-11-26T08:00:00Z'));
     r = await startReceiver({ WEBHOOK_SECRET: newSecret(), JOB_RETENTION_DAYS: '30' }, { clock, listen: false });

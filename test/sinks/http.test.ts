@@ -169,12 +169,15 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     // A second dead job of the same pair, as an earlier version's replays left them: superseded too.
     const sqlite = h.r.app.database.ingestSqlite;
     sqlite.prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) SELECT kind, payload, event_id, source, 'dead', run_at, 1, 1, 'older', created_at, updated_at, finished_at FROM jobs WHERE id = ?").run(deadId);
-    // The replay CLI's path (prepared statements in its own transaction).
+    // The replay CLI's path (prepared statements in its own transaction), a while later.
+    h.clock.advance(3_600_000);
     sqlite.exec('BEGIN IMMEDIATE');
     const queued = await h.r.app.fanOut.enqueueDeliveries(preparedDeliveryWrites(sqlite), e.id as string, { sinks: ['a'] });
     sqlite.exec('COMMIT');
     expect(queued).toEqual(['a']);
-    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, last_error: null, finished_at: null })]);
+    // Queued anew: `status` must not call it queued an hour ago.
+    const now = new Date(h.clock.now()).toISOString();
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, last_error: null, finished_at: null, created_at: now, run_at: now })]);
     await h.settle();
     expect(consumer.on('/a')).toHaveLength(2);
     expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'done' })]);
@@ -185,8 +188,9 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     await h.post(second);
     await h.settle();
     const fanOut = h.r.app.fanOut;
+    h.clock.advance(60_000);
     await h.r.app.database.db.transaction().execute((trx) => fanOut.enqueueDeliveries(trx, second.id as string, { sinks: ['a'] }));
-    expect(jobOf(h, 'a').filter((j) => j.event_id === second.id)).toEqual([expect.objectContaining({ state: 'pending', attempts: 0 })]);
+    expect(jobOf(h, 'a').filter((j) => j.event_id === second.id)).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, created_at: new Date(h.clock.now()).toISOString() })]);
   });
 
   it('429 honours Retry-After over the shorter backoff (spread by up to a quarter, never sooner)', async () => {
