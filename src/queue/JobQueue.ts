@@ -56,8 +56,13 @@ export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job
  */
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
-/** A job of the kind for the event still waiting to run: a running one may be sending an older state. */
-const PENDING_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state = 'pending' LIMIT 1`;
+/**
+ * The job a new cycle of an (event, kind) pair reuses, in one lookup: its pending job (a running
+ * one may be sending an older state: the pair then gets a job of its own after it), else its
+ * newest dead one (see REVIVE_DEAD_JOB); none means a new job.
+ */
+const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')
+  ORDER BY state = 'pending' DESC, id DESC LIMIT 1`;
 /**
  * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
  * runs that job again rather than adding a second: the dead letter would otherwise stay listed
@@ -66,8 +71,6 @@ const PENDING_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${N
  * which added a job each time) are deleted in reviveDeadJob: superseded, and the pair's
  * `deliveries` row keeps what they failed on.
  */
-/** Looked for first (a read, 3-4 µs): an UPDATE that finds nothing still cost 9.5 µs per (event, sink) on the settle path. */
-const NEWEST_DEAD_JOB = `SELECT max(id) FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead'`;
 /** Queued anew: created_at too, or `status` would call it queued weeks ago. */
 const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
   lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
@@ -86,11 +89,10 @@ export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
  */
 export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
-  const pending = sqlite.prepare<[string, string], number>(PENDING_JOB).pluck();
+  const reusable = sqlite.prepare<[string, string], ReusableJob>(REUSABLE_JOB);
   const restart = sqlite.prepare<[string, string, number]>(
     "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
   );
-  const newestDead = sqlite.prepare<{ event_id: string; kind: string }, number | null>(NEWEST_DEAD_JOB).pluck();
   const revive = sqlite.prepare<{ now: string; max_attempts: number; id: number }>(REVIVE_DEAD_JOB);
   const deleteDead = sqlite.prepare<{ event_id: string; kind: string; id: number }>(DELETE_DEAD_JOBS);
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
@@ -105,22 +107,16 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
       const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
       return id === undefined ? undefined : { id };
     },
-    /** A job of this (non process_event) kind for the event, waiting to run. */
-    findPendingJob: (eventId: string, kind: string): { id: number } | undefined => {
-      const id = pending.get(eventId, kind);
-      return id === undefined ? undefined : { id };
-    },
+    /** The job a new cycle of the pair reuses (see REUSABLE_JOB). */
+    findReusableJob: (eventId: string, kind: string): ReusableJob | undefined => reusable.get(eventId, kind),
     /** A pending job starts over: due now, with all its attempts (see restartPendingJob). */
     restartPendingJob: (id: number, now: number): void => {
       restart.run(iso(now), iso(now), id);
     },
-    /** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
-    reviveDeadJob: (eventId: string, kind: string, maxAttempts: number, now: number): number | undefined => {
-      const id = newestDead.get({ event_id: eventId, kind }) ?? undefined;
-      if (id === undefined) return undefined;
+    /** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
+    reviveDeadJob: (id: number, eventId: string, kind: string, maxAttempts: number, now: number): void => {
       revive.run({ now: iso(now), max_attempts: maxAttempts, id });
       deleteDead.run({ event_id: eventId, kind, id });
-      return id;
     },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
@@ -141,19 +137,30 @@ export async function restartPendingJob(db: Kysely<Database> | Transaction<Datab
   await db.updateTable('jobs').set({ run_at: iso(now), attempts: 0, last_error: null, updated_at: iso(now) }).where('id', '=', id).where('state', '=', 'pending').execute();
 }
 
-/** The pair's dead job, pending again for a new cycle (see REVIVE_DEAD_JOB); undefined if it has none. */
-export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string, maxAttempts: number, now: number): Promise<number | undefined> {
-  const at = iso(now);
-  const newest = await db
+export interface ReusableJob {
+  id: number;
+  state: 'pending' | 'dead';
+}
+
+/** The job a new cycle of an (event, kind) pair reuses (see REUSABLE_JOB). */
+export async function findReusableJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<ReusableJob | undefined> {
+  const row = await db
     .selectFrom('jobs')
-    .select((e) => e.fn.max('id').as('id'))
+    .select(['id', 'state'])
     .where('event_id', '=', eventId)
     .where('kind', '=', kind)
     .where(jobsByEventTerm)
-    .where('state', '=', 'dead')
+    .where('state', 'in', ['pending', 'dead'])
+    .orderBy(sql`state = 'pending'`, 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
     .executeTakeFirst();
-  const id = newest?.id ?? undefined;
-  if (id === undefined || id === null) return undefined;
+  return row as ReusableJob | undefined;
+}
+
+/** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
+export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, id: number, eventId: string, kind: string, maxAttempts: number, now: number): Promise<void> {
+  const at = iso(now);
   await db
     .updateTable('jobs')
     .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, created_at: at, updated_at: at })
@@ -161,12 +168,6 @@ export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>
     .where('state', '=', 'dead')
     .execute();
   await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').where('id', '<>', id).execute();
-  return id;
-}
-
-/** A job of this (non process_event) kind for the event, waiting to run (see PENDING_JOB). */
-export async function findPendingJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<{ id: number } | undefined> {
-  return db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'pending').executeTakeFirst();
 }
 
 /** A job of this kind for this event that is still to run (pending or running), if any. */

@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { oncePerConnection } from '../db/sqliteHelpers.js';
-import { enqueue, findPendingJob, preparedJobWritesOn, restartPendingJob, reviveDeadJob, type NewJob } from '../queue/JobQueue.js';
+import { enqueue, findReusableJob, preparedJobWritesOn, restartPendingJob, reviveDeadJob, type NewJob, type ReusableJob } from '../queue/JobQueue.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -41,9 +41,9 @@ type Maybe<T> = T | Promise<T>;
 /** The reads and writes enqueueing needs, on kysely (a transaction) or on prepared statements. */
 export interface DeliveryWrites {
   event(eventId: string): Maybe<{ event_type: string; source: string; state: string; revision: number } | undefined>;
-  findPendingJob(eventId: string, kind: string): Maybe<{ id: number } | undefined>;
+  findReusableJob(eventId: string, kind: string): Maybe<ReusableJob | undefined>;
   restartPendingJob(id: number, now: number): Maybe<void>;
-  reviveDeadJob(eventId: string, kind: string, maxAttempts: number, now: number): Maybe<number | undefined>;
+  reviveDeadJob(id: number, eventId: string, kind: string, maxAttempts: number, now: number): Maybe<void>;
   resetDelivery(d: { eventId: string; sink: string; messageId: string }, now: number): Maybe<void>;
   enqueue(job: NewJob, now: number): Maybe<number>;
 }
@@ -58,9 +58,9 @@ export function kyselyDeliveryWrites(trx: Transaction<Database>): DeliveryWrites
         .select(['events.event_type', 'events.source', 'event_processing.state', 'event_processing.revision'])
         .where('events.id', '=', eventId)
         .executeTakeFirst(),
-    findPendingJob: (eventId, kind) => findPendingJob(trx, eventId, kind),
+    findReusableJob: (eventId, kind) => findReusableJob(trx, eventId, kind),
     restartPendingJob: (id, now) => restartPendingJob(trx, id, now),
-    reviveDeadJob: (eventId, kind, maxAttempts, now) => reviveDeadJob(trx, eventId, kind, maxAttempts, now),
+    reviveDeadJob: (id, eventId, kind, maxAttempts, now) => reviveDeadJob(trx, id, eventId, kind, maxAttempts, now),
     resetDelivery: (d, now) => resetDelivery(trx, d, now),
     enqueue: (job, now) => enqueue(trx, job, now),
   };
@@ -119,13 +119,14 @@ export async function enqueueDeliveries(
     const kind = sinkJobKind(sink.name);
     // A pending job sends whatever is current when it runs. A running one may be sending an older
     // revision: the pair gets a job of its own after it.
-    const open = await w.findPendingJob(eventId, kind);
+    const reuse = await w.findReusableJob(eventId, kind);
     await w.resetDelivery({ eventId, sink: sink.name, messageId: messageIdFor(eventId, sink.name, event.revision) }, now);
     // The new cycle's job: the pending one, started over (it may have been backing off after
     // failures, with attempts used; the cycle starts at 0 attempts), the pair's dead letter run
     // again (so it no longer lists and alerts, and a retry cannot send it twice), or a new one.
-    if (open) await w.restartPendingJob(open.id, now);
-    else if ((await w.reviveDeadJob(eventId, kind, sink.maxAttempts, now)) === undefined) {
+    if (reuse?.state === 'pending') await w.restartPendingJob(reuse.id, now);
+    else if (reuse?.state === 'dead') await w.reviveDeadJob(reuse.id, eventId, kind, sink.maxAttempts, now);
+    else {
       const payload: DeliveryPayload = { event_id: eventId, sink: sink.name };
       // source = the job kind: the pause domain of the sink's own worker gate (see SinkGate).
       await w.enqueue({ kind, payload, eventId, source: kind, maxAttempts: sink.maxAttempts }, now);
