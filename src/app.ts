@@ -28,6 +28,7 @@ import { JobQueue } from './queue/JobQueue.js';
 import { JobKind } from './queue/jobKinds.js';
 import { Worker, type WorkerOptions } from './queue/Worker.js';
 import { pruneFinishedJobs } from './queue/pruneJobs.js';
+import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
 import { Registry } from 'prom-client';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
@@ -140,6 +141,11 @@ export function createApp(deps: AppDeps) {
     throw err;
   }
   if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
+  const knownSchema = readMigrations().at(-1)?.version ?? 0;
+  const schema = schemaVersion(database.sqlite);
+  if (schema > knownSchema) {
+    logger.warn({ schema_version: schema, known: knownSchema }, 'the database was migrated by a newer version of the receiver, whose newer migrations declare this version compatible: running on it (a rollback)');
+  }
   for (const w of config.warnings ?? []) logger.warn(`configuration: ${w}`);
   if (database.ingestWait.unavailable) {
     // Deliveries are still stored and processed; only the hand-over of the write lock to

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readMigrations } from '../db/migrate.js';
+import { blockingNewerMigrations, readMigrations } from '../db/migrate.js';
 import { openDatabase, openDatabaseReadOnly, type OpenDatabase } from '../db/openDatabase.js';
 import { CliError } from './errors.js';
 
@@ -32,7 +32,9 @@ export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {})
   } catch {
     version = 0;
   }
-  if (version !== known) {
+  // A database a newer version migrated, whose newer migrations declared this one compatible (a rollback): usable.
+  const compatibleNewer = version > known && blockingNewerMigrations(looking.sqlite, known).length === 0;
+  if (version !== known && !compatibleNewer) {
     void looking.close();
     throw new CliError(
       version > known

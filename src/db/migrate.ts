@@ -9,24 +9,63 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /**
+   * The oldest build, by the last migration it knows, that still runs correctly on a database
+   * with this migration applied: declared in the file as `-- compatible-from: N` (an index, a
+   * column older builds neither read nor must fill). Without it, the migration's own version:
+   * only builds that know it.
+   */
+  compatibleFrom: number;
 }
 
 export class NewerDatabaseError extends Error {
-  constructor(readonly dbVersion: number, readonly knownVersion: number) {
+  constructor(readonly dbVersion: number, readonly knownVersion: number, readonly blocking: readonly number[] = []) {
     super(
       `the database is at schema version ${dbVersion}, but this build knows migrations up to ${knownVersion}: ` +
-        'it was written by a newer version of the receiver. Run that version, or restore a backup taken before the upgrade.',
+        `it was written by a newer version of the receiver${blocking.length > 0 ? ` (migration${blocking.length === 1 ? '' : 's'} ${blocking.join(', ')} changed what this build relies on)` : ''}. ` +
+        'Run that version, or restore a backup taken before the upgrade (it loses what arrived since).',
     );
     this.name = 'NewerDatabaseError';
   }
 }
 
+const COMPATIBLE_FROM = /^-- compatible-from: (\d+)\s*$/m;
+
 export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
   return readdirSync(dir)
     .map((file) => /^(\d+)_([\w-]+)\.sql$/.exec(file))
     .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ version: Number(m[1]), name: m[2]!, sql: readFileSync(`${dir}/${m[0]}`, 'utf8') }))
+    .map((m) => {
+      const version = Number(m[1]);
+      const text = readFileSync(`${dir}/${m[0]}`, 'utf8');
+      const declared = COMPATIBLE_FROM.exec(text);
+      const compatibleFrom = declared ? Number(declared[1]) : version;
+      if (compatibleFrom > version) throw new Error(`migration ${m[0]}: compatible-from ${compatibleFrom} is past its own version`);
+      return { version, name: m[2]!, sql: text, compatibleFrom };
+    })
     .sort((a, b) => a.version - b.version);
+}
+
+/**
+ * A database past this build's last migration (a rollback after an upgrade): which of its newer
+ * migrations this build cannot run with. Empty when every one declared this build compatible
+ * (`-- compatible-from:`), recorded when it was applied; a database whose schema_migrations has
+ * no such column (written before it existed) cannot say, so every newer migration blocks.
+ */
+export function blockingNewerMigrations(sqlite: BetterSqlite3.Database, known: number): number[] {
+  if (!hasCompatibleFrom(sqlite)) return sqlite.prepare('SELECT version FROM schema_migrations WHERE version > ? ORDER BY version').pluck().all(known) as number[];
+  return sqlite
+    .prepare('SELECT version FROM schema_migrations WHERE version > ? AND (compatible_from IS NULL OR compatible_from > ?) ORDER BY version')
+    .pluck()
+    .all(known, known) as number[];
+}
+
+const hasCompatibleFrom = (sqlite: BetterSqlite3.Database): boolean =>
+  (sqlite.prepare("SELECT name FROM pragma_table_info('schema_migrations')").pluck().all() as string[]).includes('compatible_from');
+
+/** schema_migrations' compatible_from column (older builds only read MAX(version): they never mind it). */
+function addCompatibleFrom(sqlite: BetterSqlite3.Database): void {
+  if (!hasCompatibleFrom(sqlite)) sqlite.exec('ALTER TABLE schema_migrations ADD COLUMN compatible_from INTEGER');
 }
 
 function appliedVersion(sqlite: BetterSqlite3.Database): number {
@@ -45,8 +84,18 @@ export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] 
   );
   const known = migrations.at(-1)?.version ?? 0;
   const current = appliedVersion(sqlite);
-  if (current > known) throw new NewerDatabaseError(current, known);
-  sqlite.transaction(() => repairMigration7(sqlite)).immediate();
+  if (current > known) {
+    // A rollback: allowed when every newer migration declared this build compatible.
+    const blocking = blockingNewerMigrations(sqlite, known);
+    if (blocking.length > 0) throw new NewerDatabaseError(current, known, blocking);
+    return [];
+  }
+  sqlite
+    .transaction(() => {
+      addCompatibleFrom(sqlite);
+      repairMigration7(sqlite);
+    })
+    .immediate();
   const applied: number[] = [];
   for (const m of migrations) {
     const run = sqlite.transaction(() => {
@@ -58,8 +107,8 @@ export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] 
         throw new Error(`migration ${String(m.version).padStart(3, '0')}_${m.name} failed (nothing of it was applied): ${(err as Error).message}`, { cause: err });
       }
       sqlite
-        .prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
-        .run(m.version, m.name, new Date().toISOString());
+        .prepare('INSERT INTO schema_migrations (version, name, applied_at, compatible_from) VALUES (?, ?, ?, ?)')
+        .run(m.version, m.name, new Date().toISOString(), m.compatibleFrom);
       return true;
     });
     if (run.immediate()) applied.push(m.version);
@@ -84,8 +133,19 @@ function repairMigration7(sqlite: BetterSqlite3.Database): void {
 export function isMigrated(sqlite: BetterSqlite3.Database, migrations: Migration[] = readMigrations()): boolean {
   const known = migrations.at(-1)?.version ?? 0;
   try {
-    return appliedVersion(sqlite) === known;
+    const current = appliedVersion(sqlite);
+    // Past this build's migrations (a rollback) counts when the newer ones declared it compatible.
+    return current === known || (current > known && blockingNewerMigrations(sqlite, known).length === 0);
   } catch {
     return false;
+  }
+}
+
+/** The database's schema version (0 before any migration). */
+export function schemaVersion(sqlite: BetterSqlite3.Database): number {
+  try {
+    return appliedVersion(sqlite);
+  } catch {
+    return 0;
   }
 }

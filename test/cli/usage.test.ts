@@ -127,6 +127,24 @@ describe('CLI on a database of another schema version', () => {
     }
   });
 
+  it('a rollback: commands run on a database whose newer migrations declare this build compatible', async () => {
+    const { dir, cleanup } = tempDir('cli-newer-');
+    try {
+      const db = join(dir, 'newer.db');
+      const sqlite = new BetterSqlite3(db);
+      const all = readMigrations();
+      const known = all.at(-1)!.version;
+      migrate(sqlite, [...all, { version: known + 1, name: 'an_index', sql: 'CREATE INDEX later_idx ON events (delivery_id);', compatibleFrom: known }]);
+      sqlite.close();
+      const status = await cli(['status', '--json', '--database', db]);
+      expect(status.code, status.stderr).toBe(0);
+      const migrated = await cli(['migrate', '--database', db]);
+      expect({ code: migrated.code, stdout: migrated.stdout }).toEqual({ code: 0, stdout: `${db} is up to date (schema version ${known + 1})\n` });
+    } finally {
+      cleanup();
+    }
+  });
+
   it('migrate refuses while a receiver holds the workers lock (an older version still running), and migrates once it is gone', async () => {
     const { dir, cleanup } = tempDir('cli-older-');
     try {

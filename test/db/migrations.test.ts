@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { migrate, readMigrations } from '../../src/db/migrate.js';
+import { isMigrated, migrate, NewerDatabaseError, readMigrations, type Migration } from '../../src/db/migrate.js';
 import { tempDir } from '../helpers/receiver.js';
 
 let close = () => {};
@@ -62,9 +63,44 @@ describe('migrations', () => {
   it('a migration that fails is named, and leaves nothing of itself behind', () => {
     const sqlite = fresh();
     const all = readMigrations();
-    const broken = [...all, { version: all.at(-1)!.version + 1, name: 'broken', sql: 'CREATE TABLE half (x); SELECT nope FROM nowhere;' }];
+    const broken = [...all, { version: all.at(-1)!.version + 1, name: 'broken', sql: 'CREATE TABLE half (x); SELECT nope FROM nowhere;', compatibleFrom: all.at(-1)!.version + 1 }];
     expect(() => migrate(sqlite, broken)).toThrow(new RegExp(`^migration ${String(all.at(-1)!.version + 1).padStart(3, '0')}_broken failed \\(nothing of it was applied\\): no such table: nowhere$`));
     expect(sqlite.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'half'").pluck().get()).toBe(0);
     expect(sqlite.prepare('SELECT max(version) FROM schema_migrations').pluck().get()).toBe(all.at(-1)!.version);
+  });
+
+  it('a rollback runs on a database whose newer migrations declare this build compatible, and is refused, naming them, when one does not', () => {
+    const sqlite = fresh();
+    const all = readMigrations();
+    const known = all.at(-1)!.version;
+    // What a later version ships: an index older builds never mind, declared so in its file.
+    const additive: Migration = { version: known + 1, name: 'an_index', sql: `-- compatible-from: ${known}\nCREATE INDEX later_idx ON events (delivery_id);`, compatibleFrom: known };
+    expect(migrate(sqlite, [...all, additive])).toEqual([...all.map((m) => m.version), known + 1]);
+    expect(sqlite.prepare('SELECT version, compatible_from FROM schema_migrations WHERE version >= ? ORDER BY version').all(known)).toEqual([
+      { version: known, compatible_from: known },
+      { version: known + 1, compatible_from: known },
+    ]);
+    // This build, rolled back to: runs.
+    expect(migrate(sqlite)).toEqual([]);
+    expect(isMigrated(sqlite)).toBe(true);
+    // A later migration that changes what this build relies on: refused, named.
+    const breaking: Migration = { version: known + 2, name: 'a_change', sql: 'ALTER TABLE jobs ADD COLUMN later TEXT NOT NULL DEFAULT \'x\';', compatibleFrom: known + 2 };
+    migrate(sqlite, [...all, additive, breaking]);
+    expect(() => migrate(sqlite)).toThrow(NewerDatabaseError);
+    expect(() => migrate(sqlite)).toThrow(`migration ${known + 2} changed what this build relies on`);
+    expect(isMigrated(sqlite)).toBe(false);
+  });
+
+  it('reads a compatible-from declaration from a migration file, and refuses one past its own version', () => {
+    const t = tempDir('migration-files-');
+    try {
+      writeFileSync(join(t.dir, '001_first.sql'), 'CREATE TABLE a (x);');
+      writeFileSync(join(t.dir, '002_second.sql'), '-- An index only.\n-- compatible-from: 1\nCREATE INDEX a_x ON a (x);');
+      expect(readMigrations(t.dir).map((m) => [m.version, m.compatibleFrom])).toEqual([[1, 1], [2, 1]]);
+      writeFileSync(join(t.dir, '003_third.sql'), '-- compatible-from: 4\nSELECT 1;');
+      expect(() => readMigrations(t.dir)).toThrow('migration 003_third.sql: compatible-from 4 is past its own version');
+    } finally {
+      t.cleanup();
+    }
   });
 });

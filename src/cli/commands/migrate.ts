@@ -1,4 +1,4 @@
-import { isMigrated, migrate, readMigrations } from '../../db/migrate.js';
+import { isMigrated, migrate, readMigrations, schemaVersion } from '../../db/migrate.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
 import { openDatabase } from '../../db/openDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
@@ -29,7 +29,8 @@ export async function runMigrate(io: CliIo, o: { database?: string; json?: boole
       }
       throw new CliError((err as Error).message);
     }
-    const version = readMigrations().at(-1)?.version ?? 0;
+    // Past this build's last migration after a rollback (its newer migrations declared it compatible).
+    const version = Math.max(readMigrations().at(-1)?.version ?? 0, schemaVersion(database.sqlite));
     if (o.json) printJson(io, { database: path, applied, version });
     else io.out(applied.length === 0 ? `${path} is up to date (schema version ${version})` : `${path}: applied migration${applied.length === 1 ? '' : 's'} ${applied.join(', ')}; schema version ${version}`);
     return 0;
