@@ -227,6 +227,24 @@ export interface DeadLetterFilter {
   all?: boolean;
 }
 
+/** Whether the filter chooses anything (the operator commands require a choice; `all` is one). */
+const chosen = (f: DeadLetterFilter): boolean => Boolean(f.all || f.ids?.length || f.kind || f.source || f.eventId);
+
+/**
+ * The ids of the dead letters a filter selects: the one selection of `dead-letters retry`,
+ * `discard`, their dry runs and the CLI's check of the ids it was given. By event, one arm per
+ * index that covers it (see OPEN_JOB), not a walk of every dead job.
+ */
+export function deadLetterIds(db: Kysely<Database> | Transaction<Database>, filter: DeadLetterFilter) {
+  let q = db.selectFrom('jobs').select('jobs.id').where('jobs.state', '=', 'dead');
+  if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
+  if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
+  if (filter.source) q = q.where(sourceTerm(filter.source));
+  if (!filter.eventId) return q;
+  const byEvent = q.where('jobs.event_id', '=', filter.eventId);
+  return byEvent.where(jobsByEventTerm).unionAll(byEvent.where('jobs.kind', '=', JobKind.processEvent));
+}
+
 /**
  * `--source S` of the dead-letter commands, as `replay --source` means it: the jobs of events
  * that source sent. A sink job's own `source` is `sink:<name>` (its worker's pause domain), so
@@ -407,25 +425,22 @@ export class JobQueue {
   }
 
   /** Operator action: dead-lettered jobs matching the filter run again now, with fresh attempts. */
-  async retryDeadLetters(filter: DeadLetterFilter): Promise<number> {
-    if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return 0;
+  async retryDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+    if (!chosen(filter)) return 0;
+    if (opts.dryRun) {
+      const row = await this.db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('id', 'in', deadLetterIds(this.db, filter)).executeTakeFirst();
+      return Number(row?.n ?? 0);
+    }
     const now = iso(this.clock.now());
-    const eventId = filter.eventId;
     return immediateTransaction(this.db, async (trx) => {
-      let q = trx
+      const r = await trx
         .updateTable('jobs')
         // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
         .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, created_at: now, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
-        .where('state', '=', 'dead');
-      if (filter.ids?.length) q = q.where('id', 'in', filter.ids);
-      if (filter.kind) q = q.where('kind', '=', filter.kind);
-      if (filter.source) q = q.where(sourceTerm(filter.source));
-      if (!eventId) return Number((await q.executeTakeFirst()).numUpdatedRows);
-      // By event: one update per index that covers it (see OPEN_JOB), not a walk of every dead job.
-      const byEvent = q.where('event_id', '=', eventId);
-      const others = await byEvent.where(jobsByEventTerm).executeTakeFirst();
-      const processEvents = await byEvent.where('kind', '=', JobKind.processEvent).executeTakeFirst();
-      return Number(others.numUpdatedRows + processEvents.numUpdatedRows);
+        .where('id', 'in', deadLetterIds(trx, filter))
+        .where('state', '=', 'dead')
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows);
     });
   }
 
@@ -438,26 +453,16 @@ export class JobQueue {
    * processing never finished (retry it, or replay the event). `dryRun` only counts.
    */
   async discardDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<{ discarded: { kind: string; n: number }[]; kept: { id: number; kind: string; event_id: string | null }[] }> {
-    if (!filter.all && !filter.ids?.length && !filter.kind && !filter.source && !filter.eventId) return { discarded: [], kept: [] };
+    if (!chosen(filter)) return { discarded: [], kept: [] };
     // A dry run only reads (and works on a read-only connection).
     const run = <T>(work: (db: Kysely<Database> | Transaction<Database>) => Promise<T>) => (opts.dryRun ? work(this.db) : immediateTransaction(this.db, work));
     return run(async (trx) => {
-      const matching = (byEvent: 'others' | 'process_event' | null) => {
-        let q = trx
-          .selectFrom('jobs')
-          .leftJoin('event_processing', 'event_processing.event_id', 'jobs.event_id')
-          .select(['jobs.id', 'jobs.kind', 'jobs.event_id', 'event_processing.state as event_state'])
-          .where('jobs.state', '=', 'dead');
-        if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
-        if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
-        if (filter.source) q = q.where(sourceTerm(filter.source));
-        if (filter.eventId) q = q.where('jobs.event_id', '=', filter.eventId);
-        // By event: through the index that covers each (see OPEN_JOB).
-        if (byEvent === 'others') q = q.where(jobsByEventTerm); // `kind`: event_processing has none
-        if (byEvent === 'process_event') q = q.where('jobs.kind', '=', JobKind.processEvent);
-        return q.execute();
-      };
-      const rows = filter.eventId ? [...(await matching('others')), ...(await matching('process_event'))] : await matching(null);
+      const rows = await trx
+        .selectFrom('jobs')
+        .leftJoin('event_processing', 'event_processing.event_id', 'jobs.event_id')
+        .select(['jobs.id', 'jobs.kind', 'jobs.event_id', 'event_processing.state as event_state'])
+        .where('jobs.id', 'in', deadLetterIds(trx, filter))
+        .execute();
       const unfinished = (r: (typeof rows)[number]) => (r.kind === JobKind.fetchResult || r.kind === JobKind.processEvent) && r.event_state !== 'settled';
       const kept = rows.filter(unfinished).map((r) => ({ id: r.id, kind: r.kind, event_id: r.event_id }));
       const gone = rows.filter((r) => !unfinished(r));

@@ -625,8 +625,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect((JSON.parse(listed.stdout) as { id: number }[]).map((r) => r.id).sort()).toEqual([acmeSink, acmeRead].sort());
       // The sink's own job source still selects that sink's jobs.
       expect((JSON.parse((await cli(['dead-letters', 'list', '--source', 'sink:crm', '--json'], env)).stdout) as unknown[]).length).toBe(2);
-      const retried = await cli(['dead-letters', 'retry', '--source', 'acme', '--json'], env);
-      expect(JSON.parse(retried.stdout)).toEqual({ retried: 2 });
+      // A dry run first: counts, changes nothing (by event too: a fold and a delivery of it, through two indexes).
+      const dry = await cli(['dead-letters', 'retry', '--source', 'acme', '--dry-run', '--json'], env);
+      expect(JSON.parse(dry.stdout)).toEqual({ dry_run: true, retried: 2 });
+      dead.run('process_event', 'evt-acme', 'acme', at, at, at, at);
+      expect(JSON.parse((await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--dry-run', '--json'], env)).stdout)).toEqual({ dry_run: true, retried: 3 });
+      expect(w.prepare("SELECT count(*) FROM jobs WHERE state = 'dead'").pluck().get()).toBe(4);
+      const retried = await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--json'], env);
+      expect(JSON.parse(retried.stdout)).toEqual({ retried: 3 });
       expect(w.prepare("SELECT event_id, kind FROM jobs WHERE state = 'dead'").all()).toEqual([{ event_id: 'evt-globex', kind: 'sink:crm' }]);
     });
   });

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { JobQueue, jobsByEventTerm, sourceTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
+import { deadLetterIds, JobQueue, jobsByEventTerm, sourceTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -69,11 +69,7 @@ function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
  */
 async function notDeadLetters(db: Kysely<Database>, ids: number[], o: DeadLetterRetryOptions): Promise<number[]> {
   if (ids.length === 0) return [];
-  let matching = db.selectFrom('jobs').select('id').where('state', '=', 'dead').where('id', 'in', ids);
-  if (o.kind) matching = matching.where('kind', '=', o.kind);
-  if (o.source) matching = matching.where(sourceTerm(o.source));
-  if (o.event) matching = matching.where('event_id', '=', o.event);
-  const dead = new Set((await matching.execute()).map((r) => r.id));
+  const dead = new Set((await deadLetterIds(db, filterOf(o, ids)).execute()).map((r) => r.id));
   return ids.filter((id) => !dead.has(id));
 }
 
@@ -118,12 +114,19 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
 }
 
 /** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
-export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions): Promise<number> {
+export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = chosenJobs(o, 'retry');
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
+    if (o.dryRun) {
+      const n = await queue.retryDeadLetters(filterOf(o, ids), { dryRun: true });
+      if (o.json) printJson(io, { dry_run: true, retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+      else io.out(n === 0 ? 'no dead letter matched; nothing would run again' : `${n} dead-lettered job${n === 1 ? '' : 's'} would run again (dry run: nothing changed)`);
+      sayNotDeadLetters(io, notDead, o);
+      return notDead.length > 0 ? 1 : 0;
+    }
     const n = await queue.retryDeadLetters(filterOf(o, ids));
     // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next attempt.
     await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
