@@ -345,7 +345,7 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
       if (deleted?.deleted_at && row?.state === 'processing' && row.data === null) {
         await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
         // A final answer, not work for an operator: no dead letter left behind (nor its alert).
-        await ctx.db.updateTable('jobs').set({ state: 'done', finished_at: nowIso, updated_at: nowIso }).where('id', '=', job.id).where('state', '=', 'dead').execute();
+        await ctx.db.updateTable('jobs').set({ state: 'done', run_at: nowIso, finished_at: nowIso, updated_at: nowIso }).where('id', '=', job.id).where('state', '=', 'dead').execute();
         return;
       }
     }

@@ -35,10 +35,12 @@ export async function pruneFinishedJobs(
 }
 
 /**
- * One batch's DELETE. Through jobs_ready (state, run_at), bounded by it: a job finishes after it
- * was due, so one that finished before the cutoff was due before it too. Without the run_at
- * bound, a sweep that found fewer than a batch read on through every finished job of the
- * retention window while holding the write lock (283 ms at 1.4 million: ingest stalled as long).
+ * One batch's DELETE, through jobs_ready (state, run_at) bounded by the cutoff: a job marked done
+ * gets run_at = finished_at (JobQueue.completeMany), so the range holds exactly the jobs to
+ * delete. Without the run_at bound, a sweep that found fewer than a batch read on through every
+ * finished job of the retention window while holding the write lock (283 ms at 1.4 million:
+ * ingest stalled as long). finished_at stays as a filter for jobs finished before run_at was set
+ * so (a delivery due long before it was sent is read by each sweep until it is old enough).
  */
 export function pruneBatch(db: Kysely<Database>, cutoffIso: string, limit: number) {
   return db

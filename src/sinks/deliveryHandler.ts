@@ -2,13 +2,13 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PermanentError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ClaimedJob } from '../queue/JobQueue.js';
+import { dropAnsweredDeadLetters, type ClaimedJob } from '../queue/JobQueue.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
 import { adoptCycle, currentMessageIds, pairCycles, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
-import type { DeliveryPayload } from './enqueueDeliveries.js';
+import { sinkJobKind, type DeliveryPayload } from './enqueueDeliveries.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -172,6 +172,10 @@ export function createDeliveryHandler(h: {
           const byStatus = groupBy(stillCurrent, (job) => statusOfJob.get(job.id) ?? null, (job) => eventOfJob.get(job.id)!);
           const now = clock.now();
           for (const [statusCode, ids] of byStatus) await recordAttempts(trx, config.name, ids, { state: 'delivered', statusCode, error: null }, now);
+          // The pair's dead letters are answered: a job that died while this cycle's was queued
+          // (its last attempt was running when a replay came) would otherwise stay listed and
+          // alerting, and a `dead-letters retry` would send the message again.
+          await dropAnsweredDeadLetters(trx, sinkJobKind(config.name), stillCurrent.map((job) => eventOfJob.get(job.id)!));
         },
       };
     },

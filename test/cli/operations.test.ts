@@ -388,6 +388,20 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('replay --wait counts a replayed job that finished and was pruned meanwhile as done, not as unfinished until the timeout', async () => {
+    await withOwnDatabase('wait-prune.db', async (own, w) => {
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES ('evt-p1', 'application.created', 'default', ?, 'msg-p1', '{}')`).run(new Date().toISOString());
+      w.prepare("UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)").run();
+      const child = runTs('src/cli/main.ts', ['replay', '--id', 'evt-p1', '--wait', '--timeout', '20', '--json'], { DATABASE_PATH: own });
+      const job = await until(() => w.prepare("SELECT id FROM jobs WHERE kind = 'process_event'").pluck().get() as number | undefined, 'the replayed job');
+      // Its fold ran (a receiver's workers), and `prune` deleted it before the wait looked again.
+      w.prepare('DELETE FROM jobs WHERE id = ?').run(job);
+      const { code } = await child.exited;
+      expect(code, child.stderr.join('')).toBe(0);
+      expect(JSON.parse(child.stdout.join(''))).toMatchObject({ finished: { done: 1, failed: 0 } });
+    });
+  });
+
   it('replay --wait that times out still prints its counts (unfinished, timed_out in --json) and exits 1', async () => {
     // A database of its own with no receiver: the replayed fold never runs.
     await withOwnDatabase('no-workers.db', async (own, w) => {

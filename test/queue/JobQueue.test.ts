@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { PauseSourceError, PermanentError, RetryAfterError } from '../../src/hiring/errors.js';
 import { backoffDelay } from '../../src/queue/backoff.js';
-import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
+import { deadLetterIds, enqueue, JobQueue } from '../../src/queue/JobQueue.js';
 import { UNFINISHED_LAST_ATTEMPT, Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -127,6 +127,13 @@ describe('JobQueue', () => {
     expect(await q.retryDeadLetters({ eventId: 'evt_dead', kind: 'sink:archive' })).toBe(0);
   });
 
+  it('dead letters by source reach a sink job\'s event through the events primary key, not a scan of every event', async () => {
+    const q = deadLetterIds(database.db, { source: 'acme' }).compile();
+    const plan = (database.sqlite.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all(...q.parameters) as { detail: string }[]).map((p) => p.detail);
+    expect(plan.some((d) => /SEARCH events USING INDEX sqlite_autoindex_events_1 \(id=\?\)/.test(d))).toBe(true);
+    expect(plan.filter((d) => /SCAN events/.test(d))).toEqual([]);
+  });
+
   it('completeMany: a stale batch completes only the jobs whose lease it still holds, with their records in the same transaction', async () => {
     const q = new JobQueue(database.db, clock, 30_000);
     const ids = [];
@@ -145,7 +152,9 @@ describe('JobQueue', () => {
     expect(done.map((j) => j.id)).toEqual(ids.slice(1));
     expect(recorded).toEqual(ids.slice(1));
     expect(await job(ids[0]!)).toMatchObject({ state: 'running', lease_owner: 'other', last_error: null });
-    for (const id of ids.slice(1)) expect(await job(id)).toMatchObject({ state: 'done', lease_token: null, last_error: 'recorded with completion' });
+    // Finished now, and due "now" too (run_at = finished_at): the prune's index range is exact.
+    const at = new Date(clock.now()).toISOString();
+    for (const id of ids.slice(1)) expect(await job(id)).toMatchObject({ state: 'done', lease_token: null, last_error: 'recorded with completion', finished_at: at, run_at: at });
     expect(await q.complete(taken!)).toBe(true);
   });
 

@@ -193,6 +193,53 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(jobOf(h, 'a').filter((j) => j.event_id === second.id)).toEqual([expect.objectContaining({ state: 'pending', attempts: 0, created_at: new Date(h.clock.now()).toISOString() })]);
   });
 
+  it('a replay while the pair\'s last attempt is running: once the new cycle is delivered, the attempt that died is no dead letter any more', async () => {
+    consumer = await startConsumer({ '/a': SECRET_A });
+    // The first request hangs a moment and fails (the job's only attempt); later ones succeed.
+    consumer.reply((_r, n) => (n === 1 ? { status: 500, hangMs: 400 } : { status: 200 }));
+    h = await startHarness({ sinks: [{ name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A, max_attempts: 1 }] });
+    const sqlite = h.r.app.database.ingestSqlite;
+    const e = envelope();
+    await h.post(e);
+    const settling = h.settle();
+    for (let i = 0; i < 500 && consumer.on('/a').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'running' })]);
+    // `replay --id <e> --sink a` (the CLI's path) while that attempt is in flight: a job of its own.
+    sqlite.exec('BEGIN IMMEDIATE');
+    await h.r.app.fanOut.enqueueDeliveries(preparedDeliveryWrites(sqlite), e.id as string, { sinks: ['a'] });
+    sqlite.exec('COMMIT');
+    await settling;
+    await h.settle();
+    expect(h.deliveries('a').map((d) => d.state)).toEqual(['delivered']);
+    expect(jobOf(h, 'a').map((j) => j.state)).toEqual(['done']);
+    // Nothing left for a retry to send a third time.
+    expect(await h.r.app.queue.retryDeadLetters({ all: true })).toBe(0);
+    expect(consumer.on('/a')).toHaveLength(2);
+  });
+
+  it('a new cycle of a pair with a pending job and a dead one restarts the pending one (never a second pending job), on both paths', async () => {
+    const { h, consumer } = await setup({ max_attempts: 1 });
+    consumer.reply(() => ({ status: 500 }));
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    const sqlite = h.r.app.database.ingestSqlite;
+    const [dead] = jobOf(h, 'a');
+    expect(dead).toMatchObject({ state: 'dead' });
+    // A pending job of the pair beside it (as a replay queued while the dead one's last attempt ran).
+    sqlite.prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) SELECT kind, payload, event_id, source, 'pending', '2999-01-01T00:00:00.000Z', 1, 1, created_at, updated_at FROM jobs WHERE id = ?").run(dead!.id);
+    const pendingId = jobOf(h, 'a').find((j) => j.state === 'pending')!.id as number;
+    sqlite.exec('BEGIN IMMEDIATE');
+    await h.r.app.fanOut.enqueueDeliveries(preparedDeliveryWrites(sqlite), e.id as string, { sinks: ['a'] });
+    sqlite.exec('COMMIT');
+    await h.r.app.database.db.transaction().execute((trx) => h.r.app.fanOut.enqueueDeliveries(trx, e.id as string, { sinks: ['a'] }));
+    const now = new Date(h.clock.now()).toISOString();
+    expect(jobOf(h, 'a').map((j) => ({ id: j.id, state: j.state, run_at: j.run_at }))).toEqual([
+      { id: dead!.id, state: 'dead', run_at: dead!.run_at },
+      { id: pendingId, state: 'pending', run_at: now },
+    ]);
+  });
+
   it('429 honours Retry-After over the shorter backoff (spread by up to a quarter, never sooner)', async () => {
     const { h, consumer } = await setup();
     consumer.reply((_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '7' } } : { status: 200 }));

@@ -369,7 +369,8 @@ async function waitForReplay(
             .execute(),
         );
         for (const r of chunk) {
-          const state = own.get(r.job);
+          // A job no longer there finished and was deleted meanwhile (`prune`: only finished jobs go).
+          const state = own.get(r.job) ?? 'done';
           const follow = tally.get(r.event);
           if (state !== 'done' && state !== 'dead') continue;
           if (follow && follow.open > 0) continue;
