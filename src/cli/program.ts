@@ -351,9 +351,33 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
 }
 
 /** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
+/** For `[command...] help <name>`: the name when no such command exists there, with the ones that do. */
+function unknownHelpTopic(program: Command, argv: readonly string[]): { name: string; known: string[] } | null {
+  let parent = program;
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word.startsWith('-')) return null;
+    if (word === 'help') {
+      const name = argv[i + 1];
+      if (name === undefined || name.startsWith('-') || parent.commands.some((c) => c.name() === name || c.aliases().includes(name))) return null;
+      return { name, known: parent.commands.map((c) => c.name()) };
+    }
+    const next = parent.commands.find((c) => c.name() === word || c.aliases().includes(word));
+    if (!next) return null;
+    parent = next;
+  }
+  return null;
+}
+
 export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcome> {
   const outcome: Outcome = { code: EXIT.ok, running: false };
   const program = buildProgram(io, outcome);
+  // `help nosuch`: commander would print the whole help as an error without naming the word.
+  const unknown = unknownHelpTopic(program, argv);
+  if (unknown !== null) {
+    io.err(`error: unknown command ${JSON.stringify(unknown.name)} (commands: ${unknown.known.join(', ')})`);
+    return { code: EXIT.usage, running: false };
+  }
   try {
     await program.parseAsync([...argv], { from: 'user' });
   } catch (err) {
@@ -362,6 +386,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcom
       // `help <command>` is commander.help with exit code 0; help for a missing subcommand has 1.
       const asked = err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || (err.code === 'commander.help' && err.exitCode === 0);
       outcome.code = asked ? EXIT.ok : EXIT.usage;
+
       outcome.running = false;
       return outcome;
     }

@@ -46,6 +46,8 @@ describe('CLI usage', () => {
       [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
       [['send', '--help'], 0, /interview_v2\.completed[\s\S]*Examples:/],
       [['help', 'status'], 0, /Usage: hiring-receiver status/],
+      [['help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: serve, .*\)\n$/],
+      [['dead-letters', 'help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: list, retry, discard\)\n$/],
       [['frobnicate'], 2, /unknown command 'frobnicate'/],
       [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
