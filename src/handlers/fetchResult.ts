@@ -221,23 +221,33 @@ function createRead(ctx: ProcessingContext) {
       }
       case 'unauthorized':
         throw Object.assign(new PauseSourceError(describeOutcome(outcome)), { status: outcome.status });
+      // An outage of the service (a 429, a 5xx, no connection, a timeout): `outage` makes the
+      // worker retry the read for as long as it lasts, never give it up on its attempts (nothing
+      // is given up unread: RESULT_GIVE_UP_HOURS counts only the service's own "processing"),
+      // and hold the source while failures pile up (Worker.holdForOutage).
       case 'rate_limited':
         // The whole source waits (the key's limit, not this read's): see Worker's throttle.
-        throw new RetryAfterError(describeOutcome(outcome), Math.max(outcome.retryAfterMs ?? 60_000, ctx.minPollIntervalMs), { throttlesSource: true });
+        throw outageOf(new RetryAfterError(describeOutcome(outcome), Math.max(outcome.retryAfterMs ?? 60_000, ctx.minPollIntervalMs), { throttlesSource: true }));
       default: {
         const err = outcomeToError(outcome);
+        // Not an answer that is not the API's (a proxy's page: a wrong HIRING_API_URL fails the
+        // same way for ever, and dead-letters after its attempts, to be seen).
+        const down = outcome.kind === 'server_error' || outcome.kind === 'network' || (outcome.kind === 'client_error' && outcome.status === 408);
+        const mark = <E extends Error>(e: E): E => (down ? outageOf(e) : e);
         if (err instanceof RetryAfterError) {
-          throw new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs), { throttlesSource: err.throttlesSource });
+          throw mark(new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs), { throttlesSource: err.throttlesSource }));
         }
         // 5xx, network errors, timeouts: the worker's backoff, but never sooner than the poll
         // spacing. Retried sooner, the job would only find the spacing unmet and wait anyway,
         // with its log saying a retry in 5 s and last_error hiding the failure behind the wait.
-        if (err instanceof RetryableError) throw new RetryAfterError(err.message, ctx.minPollIntervalMs);
+        if (err instanceof RetryableError) throw mark(new RetryAfterError(err.message, ctx.minPollIntervalMs));
         throw err ?? new Error(describeOutcome(outcome));
       }
     }
   };
 }
+
+const outageOf = <E extends Error>(err: E): E & { outage: true } => Object.assign(err, { outage: true as const });
 
 async function finish(
   ctx: ProcessingContext,

@@ -148,6 +148,29 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(last - received).toBeLessThan(4 * 60_000);
   });
 
+  it('an outage of the service longer than the read\'s attempts gives nothing up: the read is retried hourly until it answers', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    // 40 failures: more than a read's 25 attempts, about 27 hours at the hourly backoff cap.
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 503, times: 40 });
+    c.completeInterview(app.id);
+    const path = `/api/v2/applications/${app.id}/interview`;
+    const reads = () => pair!.calls.filter((x) => x.path === path);
+    for (let i = 0; i < 200 && reads().filter((r) => r.status === 200).length === 0; i++) {
+      await pair.settle();
+      const next = row("SELECT run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'");
+      if (next) pair.clock.set(Math.max(pair.clock.now() + 1, Date.parse(next.run_at as string)));
+    }
+    expect(reads().filter((r) => r.status === 503)).toHaveLength(40);
+    expect(row("SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual({ n: 0 });
+    expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
+    // Hourly at its longest: no read came sooner than the 30 s spacing, none later than an hour and a quarter.
+    const gaps = reads().slice(1).map((r, i) => r.at - reads()[i]!.at);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(30_000);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(75 * 60_000);
+  });
+
   it('gives up on a result still processing after the configured bound, visibly', async () => {
     pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '2' } });
     pair.sandbox.control.setResultDelay(24 * 3_600_000);

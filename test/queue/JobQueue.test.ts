@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
-import { PauseSourceError, PermanentError, RetryAfterError } from '../../src/hiring/errors.js';
+import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../../src/hiring/errors.js';
 import { backoffDelay } from '../../src/queue/backoff.js';
 import { deadLetterIds, enqueue, JobQueue } from '../../src/queue/JobQueue.js';
-import { UNFINISHED_LAST_ATTEMPT, Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
+import { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, UNFINISHED_LAST_ATTEMPT, Worker, type BatchJobHandler, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
@@ -269,6 +269,70 @@ describe('Worker', () => {
     await huge.w.runUntilIdle();
     expect(await job(h)).toMatchObject({ state: 'pending', last_error: 'slow down' });
     expect(Date.parse((await job(h)).run_at) - clock.now()).toBe(24 * 3_600_000 + 60_000);
+  });
+
+  it('an outage outlasts max_attempts: the job is retried at its longest backoff for as long as it lasts; other failures still end it', async () => {
+    const outage = make(async () => {
+      throw Object.assign(new RetryableError('HTTP 503 server_error'), { outage: true });
+    }, 2);
+    const id = await outage.add();
+    const runs: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      expect(await outage.w.runUntilIdle()).toBe(1);
+      const row = await job(id);
+      runs.push(`${row.state}/${row.attempts}@${Date.parse(row.run_at) - clock.now()}`);
+      clock.set(Date.parse(row.run_at));
+    }
+    expect(runs).toEqual(['pending/1@1000', 'pending/1@2000', 'pending/1@2000', 'pending/1@2000']);
+    const broken = make(async () => {
+      throw new RetryableError('HTTP 502 (not marked as an outage)');
+    }, 2);
+    const other = await broken.add();
+    await broken.w.runUntilIdle();
+    clock.advance(1000);
+    await broken.w.runUntilIdle();
+    expect(await job(other)).toMatchObject({ state: 'dead', attempts: 2 });
+  });
+
+  it('outage failures piling up hold the source (a circuit breaker), longer each time; the first job through ends the hold', async () => {
+    const reads: number[] = [];
+    let down = true;
+    const q = new JobQueue(database.db, clock);
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1,
+      backoff: { baseMs: 1000, capMs: 1000, jitter: 0, random: () => 0 },
+      handlers: {
+        k: async (j) => {
+          reads.push(j.id);
+          if (down && j.source === 'acme') throw Object.assign(new RetryableError('connect ECONNREFUSED'), { outage: true });
+        },
+      },
+    });
+    for (let i = 0; i < 12; i++) await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme', maxAttempts: 100 }, clock.now());
+    const globex = await enqueue(database.db, { kind: 'k', payload: {}, source: 'globex' }, clock.now());
+    // 8 failures in a row hold acme's jobs; globex's still runs.
+    await w.runUntilIdle();
+    expect(reads.filter((id) => id !== globex)).toHaveLength(OUTAGE_HOLD_AFTER);
+    expect(await job(globex)).toMatchObject({ state: 'done' });
+    clock.advance(OUTAGE_HOLD_FIRST_MS - 1);
+    expect(await w.runUntilIdle()).toBe(0);
+    // After the hold, one probe; it fails, and the source is held again.
+    clock.advance(1);
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(await w.runUntilIdle()).toBe(0);
+    // Each 4 failures double the hold: 4 probes at 15 s, the next after 30 s.
+    for (let i = 0; i < 3; i++) {
+      clock.advance(OUTAGE_HOLD_FIRST_MS);
+      expect(await w.runUntilIdle()).toBe(1);
+    }
+    clock.advance(OUTAGE_HOLD_FIRST_MS);
+    expect(await w.runUntilIdle()).toBe(0);
+    // The service is back: the next probe goes through, and the rest run at once.
+    down = false;
+    clock.advance(OUTAGE_HOLD_FIRST_MS);
+    expect(await w.runUntilIdle()).toBe(12);
+    const left = await database.db.selectFrom('jobs').select('state').where('source', '=', 'acme').where('state', '<>', 'done').execute();
+    expect(left).toEqual([]);
   });
 
   it('a wait that throttles the source (a 429) holds its other jobs too, not other sources\' jobs, until it has passed', async () => {
