@@ -413,7 +413,7 @@ export class JobQueue {
    * Back to pending at runAt. `refund` gives the attempt back: polling a
    * result that is still processing, or waiting out a paused source, is not a failure.
    */
-  async reschedule(job: ClaimedJob, runAtMs: number, opts: { error?: string | null; refund?: boolean } = {}): Promise<boolean> {
+  async reschedule(job: ClaimedJob, runAtMs: number, opts: { error?: string | null; refund?: boolean; attempts?: number } = {}): Promise<boolean> {
     const now = iso(this.clock.now());
     const r = await this.guarded(job)
       .set((eb) => ({
@@ -425,6 +425,7 @@ export class JobQueue {
         updated_at: now,
         ...(opts.error !== undefined ? { last_error: opts.error } : {}),
         ...(opts.refund ? { attempts: eb('attempts', '-', 1) } : {}),
+        ...(opts.attempts !== undefined ? { attempts: opts.attempts } : {}),
       }))
       .executeTakeFirst();
     return r.numUpdatedRows === 1n;

@@ -149,6 +149,10 @@ export class Worker {
   private readonly throttledUntil = new Map<string, number>();
   /** Outage failures in a row per source since one of its jobs last went through (see holdForOutage). */
   private readonly outageFailures = new Map<string, number>();
+  /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
+  private readonly outageHoldUntil = new Map<string, number>();
+  /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
+  private emptyWhileBlocked: string | null = null;
 
   private readonly kinds: string[];
 
@@ -323,17 +327,26 @@ export class Worker {
     const throttled = this.throttled(now);
     const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now, throttled)), ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
-    return this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+    // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
+    // kick's claim takes the write lock: while the last one found nothing but held work, kicks
+    // (one per fold) wait for the next poll, which looks with a read first.
+    const key = blocked.length > 0 ? blocked.join('\n') : null;
+    if (!polled && key !== null && this.emptyWhileBlocked === key) return [];
+    const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+    this.emptyWhileBlocked = jobs.length === 0 ? key : null;
+    return jobs;
   }
 
-  /** Sources still throttled at `now` (expired entries are dropped). */
+  /** Sources still throttled at `now`, by a Retry-After or the outage breaker (expired entries are dropped). */
   private throttled(now: number): string[] {
-    const out: string[] = [];
-    for (const [source, until] of this.throttledUntil) {
-      if (until > now) out.push(source);
-      else this.throttledUntil.delete(source);
+    const out = new Set<string>();
+    for (const holds of [this.throttledUntil, this.outageHoldUntil]) {
+      for (const [source, until] of holds) {
+        if (until > now) out.add(source);
+        else holds.delete(source);
+      }
     }
-    return out;
+    return [...out];
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
@@ -445,7 +458,10 @@ export class Worker {
     }
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
-    for (const source of sources) this.outageFailures.delete(source);
+    for (const source of sources) {
+      this.outageFailures.delete(source);
+      this.outageHoldUntil.delete(source);
+    }
     for (const source of sources) {
       try {
         await this.opts.gate.resume(source);
@@ -463,15 +479,16 @@ export class Worker {
    * further failure up to OUTAGE_HOLD_MAX_MS; the jobs that run after a hold are its probes, and
    * the first that goes through ends it.
    */
-  private holdForOutage(source: string, now: number, log: Logger): void {
+  private holdForOutage(source: string, now: number, log: Logger): number {
     const failures = (this.outageFailures.get(source) ?? 0) + 1;
     this.outageFailures.set(source, failures);
-    if (failures < OUTAGE_HOLD_AFTER) return;
+    if (failures < OUTAGE_HOLD_AFTER) return failures;
     const holdMs = Math.min(OUTAGE_HOLD_MAX_MS, OUTAGE_HOLD_FIRST_MS * 2 ** Math.floor((failures - OUTAGE_HOLD_AFTER) / 4));
-    if ((this.throttledUntil.get(source) ?? 0) < now) {
+    if ((this.outageHoldUntil.get(source) ?? 0) < now) {
       log.warn({ source, failures, hold_ms: holdMs }, 'the remote keeps failing: none of this source\'s jobs run until the hold has passed, then one tries again');
     }
-    this.throttledUntil.set(source, Math.max(this.throttledUntil.get(source) ?? 0, now + holdMs));
+    this.outageHoldUntil.set(source, Math.max(this.outageHoldUntil.get(source) ?? 0, now + holdMs));
+    return failures;
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
@@ -504,12 +521,17 @@ export class Worker {
     const permanent = (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
     // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
     const outage = !permanent && (err as { outage?: boolean }).outage === true;
-    if (outage && job.source && this.gated(job.kind)) this.holdForOutage(job.source, now, log);
+    const streak = outage && job.source && this.gated(job.kind) ? this.holdForOutage(job.source, now, log) : 0;
     // An outage outlasts max_attempts: such a job is retried at its longest backoff for as long
-    // as it lasts (a night-long outage gave up every result unread after its 25th failure).
-    if (outage && job.attempts >= job.max_attempts) {
+    // as it lasts (a night-long outage gave up every result unread after its 25th failure). Only
+    // while its source is failing as a whole (this failure and the one before it, with nothing
+    // through in between): one read the service fails while others succeed still ends, seen.
+    // It goes back two attempts, not one: a job claimed again after its last attempt never
+    // finished is dead-lettered unrun at that claim, and a crash during an outage must not make
+    // that of every read in flight.
+    if (streak >= 2 && job.attempts >= job.max_attempts) {
       const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
-      const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
+      const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
       log.warn({ err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
       return settle(ok ? 'retry' : 'lost');
     }

@@ -274,24 +274,44 @@ describe('Worker', () => {
   it('an outage outlasts max_attempts: the job is retried at its longest backoff for as long as it lasts; other failures still end it', async () => {
     const outage = make(async () => {
       throw Object.assign(new RetryableError('HTTP 503 server_error'), { outage: true });
-    }, 2);
-    const id = await outage.add();
+    }, 3);
+    const id = await outage.add('acme');
     const runs: string[] = [];
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 5; i++) {
       expect(await outage.w.runUntilIdle()).toBe(1);
       const row = await job(id);
       runs.push(`${row.state}/${row.attempts}@${Date.parse(row.run_at) - clock.now()}`);
       clock.set(Date.parse(row.run_at));
     }
-    expect(runs).toEqual(['pending/1@1000', 'pending/1@2000', 'pending/1@2000', 'pending/1@2000']);
+    // At its last attempt it goes back two: a crash during the next one is not its last.
+    expect(runs).toEqual(['pending/1@1000', 'pending/2@2000', 'pending/1@4000', 'pending/2@2000', 'pending/1@4000']);
+    await outage.q.claim('dies', 1);
+    expect(await outage.q.releaseOrphans()).toBe(1);
+    clock.advance(1);
+    expect(await outage.w.runUntilIdle()).toBe(1);
+    expect(await job(id)).toMatchObject({ state: 'pending' });
+
     const broken = make(async () => {
       throw new RetryableError('HTTP 502 (not marked as an outage)');
     }, 2);
-    const other = await broken.add();
+    const other = await broken.add('acme');
     await broken.w.runUntilIdle();
     clock.advance(1000);
     await broken.w.runUntilIdle();
     expect(await job(other)).toMatchObject({ state: 'dead', attempts: 2 });
+  });
+
+  it('a read the service keeps failing while its other reads go through is no outage: it ends at max_attempts, seen', async () => {
+    const { w, add } = make(async (j) => {
+      if (j.id === bad) throw Object.assign(new RetryableError('HTTP 500 for this application only'), { outage: true });
+    }, 2);
+    const bad = await add('acme');
+    for (let i = 0; i < 2; i++) {
+      await add('acme'); // another read of the source, answered
+      await w.runUntilIdle();
+      clock.set(Date.parse((await job(bad)).run_at));
+    }
+    expect(await job(bad)).toMatchObject({ state: 'dead', attempts: 2 });
   });
 
   it('outage failures piling up hold the source (a circuit breaker), longer each time; the first job through ends the hold', async () => {
@@ -333,6 +353,31 @@ describe('Worker', () => {
     expect(await w.runUntilIdle()).toBe(12);
     const left = await database.db.selectFrom('jobs').select('state').where('source', '=', 'acme').where('state', '<>', 'done').execute();
     expect(left).toEqual([]);
+  });
+
+  it('a read that goes through ends the breaker\'s hold even when a probe beside it failed (the service coming back)', async () => {
+    let failNext = Number.POSITIVE_INFINITY;
+    const q = new JobQueue(database.db, clock);
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 2,
+      backoff: { baseMs: 1000, capMs: 1000, jitter: 0, random: () => 0 },
+      handlers: {
+        k: async () => {
+          if (failNext-- > 0) throw Object.assign(new RetryableError('HTTP 503'), { outage: true });
+        },
+      },
+    });
+    for (let i = 0; i < 40; i++) await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme', maxAttempts: 100 }, clock.now());
+    for (let i = 0; i < 30 && (await w.runUntilIdle()) > 0; i++) clock.advance(5 * 60_000);
+    // Held now. The service comes back as the next two probes run: the first fails, the second is answered.
+    failNext = 1;
+    clock.advance(5 * 60_000);
+    await w.runUntilIdle();
+    const left = () => database.db.selectFrom('jobs').select('id').where('state', '<>', 'done').execute();
+    expect((await left()).length).toBeLessThan(40);
+    clock.advance(1000); // the failed probe's own backoff; no hold is left
+    await w.runUntilIdle();
+    expect(await left()).toEqual([]);
   });
 
   it('a wait that throttles the source (a 429) holds its other jobs too, not other sources\' jobs, until it has passed', async () => {
