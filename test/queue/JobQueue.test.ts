@@ -380,6 +380,38 @@ describe('Worker', () => {
     expect(await left()).toEqual([]);
   });
 
+  it('while the last claim found nothing but held work, kicks (one per fold) do not claim again until the next poll', async () => {
+    const q = new JobQueue(database.db, clock);
+    let claims = 0;
+    const claim = q.claim.bind(q);
+    q.claim = (...args: Parameters<JobQueue['claim']>) => {
+      claims++;
+      return claim(...args);
+    };
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1, pollIntervalMs: 60_000,
+      handlers: { k: async () => { throw new RetryAfterError('HTTP 429 rate_limited', 120_000, { throttlesSource: true }); } },
+    });
+    for (let i = 0; i < 3; i++) await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    const turns = async (n: number) => {
+      for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+    };
+    w.start();
+    try {
+      // The first read is told to wait; a claim then finds only acme's held reads.
+      for (let i = 0; i < 200 && (await database.db.selectFrom('jobs').select('id').where('attempts', '=', 1).execute()).length === 0; i++) await turns(5);
+      await turns(20);
+      const before = claims;
+      for (let i = 0; i < 10; i++) {
+        w.kick();
+        await turns(5);
+      }
+      expect(claims - before).toBe(0);
+    } finally {
+      await w.stop();
+    }
+  });
+
   it('a wait that throttles the source (a 429) holds its other jobs too, not other sources\' jobs, until it has passed', async () => {
     const reads: string[] = [];
     let limited = true;
