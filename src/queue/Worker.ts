@@ -151,6 +151,8 @@ export class Worker {
   private readonly outageFailures = new Map<string, number>();
   /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
   private readonly outageHoldUntil = new Map<string, number>();
+  /** Sources a job of which went through since this worker started (see `failing` in fail). */
+  private readonly answeredSources = new Set<string>();
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -199,6 +201,9 @@ export class Worker {
       this.again = true;
       return;
     }
+    // While the last claim found nothing but held work, kicks do not claim (see claim): nor do
+    // they put off the armed poll, which a steady stream of them (a fold each) would for ever.
+    if (this.emptyWhileBlocked !== null && this.timer) return;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     if (this.immediate) return;
@@ -372,7 +377,8 @@ export class Worker {
     let ran = 0;
     while (ran < maxJobs) {
       const fromSource = this.opts.source ? await this.opts.source.run(Math.min(this.groupSize, maxJobs - ran)) : 0;
-      const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency) : [];
+      // As a poll: a kick's skip (emptyWhileBlocked) is for the running loop, not for this drain.
+      const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency, true) : [];
       if (jobs.length === 0 && fromSource === 0) break;
       await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
       ran += fromSource + jobs.length;
@@ -461,6 +467,7 @@ export class Worker {
     for (const source of sources) {
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
+      this.answeredSources.add(source);
     }
     for (const source of sources) {
       try {
@@ -522,14 +529,18 @@ export class Worker {
     // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
     const outage = !permanent && (err as { outage?: boolean }).outage === true;
     const streak = outage && job.source && this.gated(job.kind) ? this.holdForOutage(job.source, now, log) : 0;
+    // Nothing of the source answered since this process started: after a restart mid-outage,
+    // its first failure continues the outage (the streak before the restart is not remembered).
+    const failing = streak >= 2 || (streak === 1 && !this.answeredSources.has(job.source!));
     // An outage outlasts max_attempts: such a job is retried at its longest backoff for as long
     // as it lasts (a night-long outage gave up every result unread after its 25th failure). Only
     // while its source is failing as a whole (this failure and the one before it, with nothing
     // through in between): one read the service fails while others succeed still ends, seen.
-    // It goes back two attempts, not one: a job claimed again after its last attempt never
-    // finished is dead-lettered unrun at that claim, and a crash during an outage must not make
-    // that of every read in flight.
-    if (streak >= 2 && job.attempts >= job.max_attempts) {
+    // From the attempt before its last, it goes back to the one before that: each of its runs is
+    // then the attempt before its last, never its last, and a job claimed again after its last
+    // attempt never finished is dead-lettered unrun: a crash during an outage must not make that
+    // of the reads in flight.
+    if (failing && job.attempts >= job.max_attempts - 1) {
       const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
       const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
       log.warn({ err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');

@@ -283,8 +283,9 @@ describe('Worker', () => {
       runs.push(`${row.state}/${row.attempts}@${Date.parse(row.run_at) - clock.now()}`);
       clock.set(Date.parse(row.run_at));
     }
-    // At its last attempt it goes back two: a crash during the next one is not its last.
-    expect(runs).toEqual(['pending/1@1000', 'pending/2@2000', 'pending/1@4000', 'pending/2@2000', 'pending/1@4000']);
+    // From the attempt before its last it goes back one more: every run is then the attempt
+    // before its last, so a crash during one is never its last.
+    expect(runs).toEqual(['pending/1@1000', 'pending/1@2000', 'pending/1@2000', 'pending/1@2000', 'pending/1@2000']);
     await outage.q.claim('dies', 1);
     expect(await outage.q.releaseOrphans()).toBe(1);
     clock.advance(1);
@@ -301,11 +302,32 @@ describe('Worker', () => {
     expect(await job(other)).toMatchObject({ state: 'dead', attempts: 2 });
   });
 
+  it('a restart mid-outage: the first failure the new process sees continues the outage (its streak before is not remembered)', async () => {
+    const failing = () =>
+      make(async () => {
+        throw Object.assign(new RetryableError('HTTP 503 server_error'), { outage: true });
+      }, 3);
+    const before = failing();
+    const id = await before.add('acme');
+    for (let i = 0; i < 3; i++) {
+      await before.w.runUntilIdle();
+      clock.set(Date.parse((await job(id)).run_at));
+    }
+    // Left at the attempt before its last (as a version that reset only at the last one left it).
+    await database.db.updateTable('jobs').set({ attempts: 2 }).where('id', '=', id).execute();
+    const after = failing(); // the process restarted; the service is still down
+    await after.w.runUntilIdle();
+    expect(await job(id)).toMatchObject({ state: 'pending', attempts: 1 });
+  });
+
   it('a read the service keeps failing while its other reads go through is no outage: it ends at max_attempts, seen', async () => {
+    let bad = -1;
     const { w, add } = make(async (j) => {
       if (j.id === bad) throw Object.assign(new RetryableError('HTTP 500 for this application only'), { outage: true });
     }, 2);
-    const bad = await add('acme');
+    await add('acme'); // the source answers in this process
+    await w.runUntilIdle();
+    bad = await add('acme');
     for (let i = 0; i < 2; i++) {
       await add('acme'); // another read of the source, answered
       await w.runUntilIdle();
@@ -378,6 +400,59 @@ describe('Worker', () => {
     clock.advance(1000); // the failed probe's own backoff; no hold is left
     await w.runUntilIdle();
     expect(await left()).toEqual([]);
+  });
+
+  it('a steady stream of kicks while a source is held does not put off the poll: another source\'s read is claimed within a poll or two', async () => {
+    const q = new JobQueue(database.db, clock);
+    const ran: string[] = [];
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1, pollIntervalMs: 100,
+      handlers: {
+        k: async (j) => {
+          ran.push(j.source!);
+          if (j.source === 'acme') throw new RetryAfterError('HTTP 429 rate_limited', 120_000, { throttlesSource: true });
+        },
+      },
+    });
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    w.start();
+    try {
+      const started = Date.now();
+      while (Date.now() - started < 5000 && (ran.length === 0 || Date.now() - started < 400)) await new Promise((r) => setTimeout(r, 20));
+      expect(ran).toEqual(['acme']);
+      // A fold queues beta's read; folds of other events keep kicking every 20 ms (the poll is every 100 ms).
+      await enqueue(database.db, { kind: 'k', payload: {}, source: 'beta' }, clock.now());
+      const kicking = Date.now();
+      while (Date.now() - kicking < 2000 && !ran.includes('beta')) {
+        w.kick();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(ran).toContain('beta');
+      expect(Date.now() - kicking).toBeLessThan(1000);
+    } finally {
+      await w.stop();
+    }
+  });
+
+  it('runUntilIdle claims as a poll: a kick\'s skip does not stop a drain', async () => {
+    const q = new JobQueue(database.db, clock);
+    const ran: string[] = [];
+    const w = new Worker({
+      queue: q, clock, logger, gate: new SourcePauses(database.db, clock), concurrency: 1,
+      handlers: {
+        k: async (j) => {
+          ran.push(j.source!);
+          if (j.source === 'acme') throw new RetryAfterError('HTTP 429', 120_000, { throttlesSource: true });
+        },
+      },
+    });
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    await w.runUntilIdle();
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'beta' }, clock.now());
+    expect(await w.runUntilIdle()).toBe(1);
+    expect(ran).toEqual(['acme', 'beta']);
   });
 
   it('while the last claim found nothing but held work, kicks (one per fold) do not claim again until the next poll', async () => {
