@@ -67,11 +67,11 @@ const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ?
  * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
  * runs that job again rather than adding a second: the dead letter would otherwise stay listed
  * and alerting after the delivery succeeded, and a later `dead-letters retry` would send it
- * twice. The newest dead job is revived; older dead ones of the pair (left by earlier versions,
- * which added a job each time) are deleted in reviveDeadJob: superseded, and the pair's
- * `deliveries` row keeps what they failed on.
+ * twice. The newest dead job is revived, queued anew (created_at too, or `status` would call it
+ * queued weeks ago); older dead ones of the pair (left by earlier versions, which added a job
+ * each time) are deleted (DELETE_DEAD_JOBS): superseded, and the pair's `deliveries` row keeps
+ * what they failed on.
  */
-/** Queued anew: created_at too, or `status` would call it queued weeks ago. */
 const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
   lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
 const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead' AND id <> @id`;

@@ -112,13 +112,13 @@ export interface WorkerOptions {
   soleSource?: string;
 }
 
-/** The dead letter of a job claimed again after its last attempt never finished. */
 /** Outage failures in a row of one source before its jobs are held (Worker.holdForOutage). */
 export const OUTAGE_HOLD_AFTER = 8;
 /** The first hold; each 4 further failures double it, up to OUTAGE_HOLD_MAX_MS. */
 export const OUTAGE_HOLD_FIRST_MS = 15_000;
 export const OUTAGE_HOLD_MAX_MS = 5 * 60_000;
 
+/** The dead letter of a job claimed again after its last attempt never finished. */
 export const UNFINISHED_LAST_ATTEMPT = 'its last attempt never finished (its process ended, it hung past its lease, or its outcome could not be recorded): not run again';
 
 /**
@@ -468,8 +468,6 @@ export class Worker {
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
       this.answeredSources.add(source);
-    }
-    for (const source of sources) {
       try {
         await this.opts.gate.resume(source);
       } catch (err) {

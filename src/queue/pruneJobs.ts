@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { immediateTransaction } from './JobQueue.js';
 
@@ -20,7 +20,7 @@ export async function pruneFinishedJobs(
 ): Promise<number> {
   const max = opts.maxRows ?? Number.MAX_SAFE_INTEGER;
   if (opts.dryRun) {
-    const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'done').where('run_at', '<', cutoffIso).where('finished_at', '<', cutoffIso).executeTakeFirst();
+    const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where(finishedBefore(cutoffIso)).executeTakeFirst();
     return Math.min(Number(row?.n ?? 0), max);
   }
   let deleted = 0;
@@ -46,6 +46,10 @@ export function pruneBatch(db: Kysely<Database>, cutoffIso: string, limit: numbe
   return db
     .deleteFrom('jobs')
     .where('id', 'in', (eb) =>
-      eb.selectFrom('jobs').select('id').where('state', '=', 'done').where('run_at', '<', cutoffIso).where('finished_at', '<', cutoffIso).orderBy('run_at').limit(limit),
+      eb.selectFrom('jobs').select('id').where(finishedBefore(cutoffIso)).orderBy('run_at').limit(limit),
     );
 }
+
+/** The jobs a prune deletes: done, and finished (and so due: see pruneBatch) before the cutoff. */
+const finishedBefore = (cutoffIso: string) => (eb: ExpressionBuilder<Database, 'jobs'>) =>
+  eb.and([eb('state', '=', 'done'), eb('run_at', '<', cutoffIso), eb('finished_at', '<', cutoffIso)]);

@@ -44,49 +44,38 @@ export function jsonErrorOffset(text: string): number | null {
     }
     fail();
   };
+  /** `open item (, item)* close`, at the opening bracket. */
+  const list = (close: string, item: () => void): void => {
+    i++;
+    ws();
+    if (text[i] === close) {
+      i++;
+      return;
+    }
+    for (;;) {
+      item();
+      ws();
+      if (text[i] === ',') i++;
+      else if (text[i] === close) {
+        i++;
+        return;
+      } else fail();
+    }
+  };
+  const member = (): void => {
+    ws();
+    if (text[i] !== '"') fail();
+    string();
+    ws();
+    if (text[i] !== ':') fail();
+    i++;
+    value();
+  };
   const value = (): void => {
     ws();
     const c = text[i];
-    if (c === '{') {
-      i++;
-      ws();
-      if (text[i] === '}') {
-        i++;
-        return;
-      }
-      for (;;) {
-        ws();
-        if (text[i] !== '"') fail();
-        string();
-        ws();
-        if (text[i] !== ':') fail();
-        i++;
-        value();
-        ws();
-        if (text[i] === ',') i++;
-        else if (text[i] === '}') {
-          i++;
-          return;
-        } else fail();
-      }
-    }
-    if (c === '[') {
-      i++;
-      ws();
-      if (text[i] === ']') {
-        i++;
-        return;
-      }
-      for (;;) {
-        value();
-        ws();
-        if (text[i] === ',') i++;
-        else if (text[i] === ']') {
-          i++;
-          return;
-        } else fail();
-      }
-    }
+    if (c === '{') return list('}', member);
+    if (c === '[') return list(']', value);
     if (c === '"') return string();
     if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
       NUMBER.lastIndex = i;

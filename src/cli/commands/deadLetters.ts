@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { deadLetterIds, JobQueue, jobsByEventTerm, sourceTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
+import { deadLetterIds, JobQueue, jobsByEventTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -29,12 +29,10 @@ export interface DeadLetterRetryOptions {
 export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): Promise<number> {
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
-    let q = database.db
+    const q = database.db
       .selectFrom('jobs')
       .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
-      .where('state', '=', 'dead');
-    if (o.kind) q = q.where('kind', '=', o.kind);
-    if (o.source) q = q.where(sourceTerm(o.source));
+      .where('id', 'in', deadLetterIds(database.db, { all: true, ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}) }));
     const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit).execute();
     if (o.json) printJson(io, rows);
     else if (rows.length === 0) io.out('no dead letters');
