@@ -94,6 +94,8 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
 type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' | 'first_seen_at' | 'updated_at'> & {
   reasons: string[];
   ineligible: boolean;
+  /** Where an `is_eligible: false` was read, in fold order: the reason given when none names a criterion. */
+  saidBy: string[];
 };
 
 /** The application's events, linked by processing in application_events (each before its fold). */
@@ -141,7 +143,11 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     source: parsed[0]!.source,
     external_id: null, status: null, status_changed_at: null, job_id: null, job_title: null,
     candidate_first_name: null, candidate_last_name: null, candidate_email: null, candidate_phone: null,
-    created_at: null, deleted_at: null, reasons: [], ineligible: false,
+    created_at: null, deleted_at: null, reasons: [], ineligible: false, saidBy: [],
+  };
+  const ineligibleBy = (where: string) => {
+    f.ineligible = true;
+    if (!f.saidBy.includes(where)) f.saidBy.push(where);
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
 
@@ -171,7 +177,7 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
       if (has(cand, 'phone_number')) f.candidate_phone = str(cand.phone_number);
     }
     if (deleted && f.deleted_at === null) f.deleted_at = timeOf(e);
-    if (eventSaysIneligible(e.event_type, payload)) f.ineligible = true;
+    if (eventSaysIneligible(e.event_type, payload)) ineligibleBy(`the ${e.event_type} event`);
     if (e.event_type === 'application.status_changed') {
       history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: timeOf(e) });
     }
@@ -179,9 +185,9 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
 
   // Fetched results may also say is_eligible: false, with the reasons (spec 2.10); a legacy (v1)
   // interview has no is_eligible, and its knockouts are the same verdict. One read of the three.
-  for (const r of q.all<{ is_eligible: number | null; ineligibility_reasons: string | null; state: string | null; data: string | null }>(RESULT_VERDICTS, { id: applicationId })) {
+  for (const r of q.all<{ n: number; is_eligible: number | null; ineligibility_reasons: string | null; state: string | null; data: string | null }>(RESULT_VERDICTS, { id: applicationId })) {
     if (r.is_eligible === 0) {
-      f.ineligible = true;
+      ineligibleBy(r.n === 1 ? 'the interview result' : 'the insights result');
       for (const reason of r.ineligibility_reasons ? (JSON.parse(r.ineligibility_reasons) as unknown[]) : []) {
         const label = typeof reason === 'string' ? reason : JSON.stringify(reason);
         if (!f.reasons.includes(label)) f.reasons.push(label);
@@ -195,8 +201,12 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     }
   }
 
+  // A verdict that names no criterion (an event's, the insights result's: spec 6.4 gives it no
+  // reasons; a result not read) still says why the row needs review: which verdict it was.
+  if (f.ineligible && f.reasons.length === 0) for (const where of f.saidBy) f.reasons.push(`is_eligible false in ${where} (no criteria named)`);
+
   const nowIso = new Date(now).toISOString();
-  const { reasons, ineligible, ...columns } = f;
+  const { reasons, ineligible, saidBy: _saidBy, ...columns } = f;
   q.run(UPSERT_APPLICATION, {
     ...columns,
     id: applicationId,

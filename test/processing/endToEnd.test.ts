@@ -96,6 +96,27 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT is_eligible FROM interview_results WHERE application_id = ?', application.id)).toEqual({ is_eligible: 0 });
   });
 
+  it('says which verdict flagged a candidate for review when it names no criterion', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    // Spec 6.4: insights carry is_eligible but no reasons; the interview's scoring then failed.
+    c.injectFault({ target: 'insights', applicationId: app.id, status: 200, body: { overall_score: 2.1, hiring_recommendation: 'no', is_eligible: false } });
+    c.emitEvent({ eventType: 'insights.completed', payload: { application: { id: app.id, external_id: null }, insights: { overall_score: 2.1, hiring_recommendation: 'no', is_eligible: false } } });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, body: { status: 'unavailable', reason: 'scoring_failed', result: null } });
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null }, interview: { id: 'iv-1', result: { overall_score: 1, is_eligible: false } } } });
+    await pair.settle();
+    expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'unavailable' });
+    const flagged = row('SELECT needs_review, review_reasons FROM applications WHERE id = ?', app.id)!;
+    expect(flagged.needs_review).toBe(1);
+    // Events at one instant fold in id order: the two events' reasons come in either order.
+    expect(new Set(JSON.parse(flagged.review_reasons))).toEqual(new Set([
+      'is_eligible false in the insights.completed event (no criteria named)',
+      'is_eligible false in the interview.completed event (no criteria named)',
+      'is_eligible false in the insights result (no criteria named)',
+    ]));
+  });
+
   it('polls a result that is processing no faster than every 30 s, then stores it when ready', async () => {
     pair = await startPair();
     pair.sandbox.control.setResultDelay(3 * 60_000);
