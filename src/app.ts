@@ -208,7 +208,7 @@ export function createApp(deps: AppDeps) {
   const http = deps.http ?? ownHttp!;
   const clients = new Map<string, HiringClient>();
   for (const src of config.sources) {
-    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, http }));
+    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, http, now: () => clock.now() }));
   }
   const fanOut = new FanOut({
     db: database.db,

@@ -597,6 +597,19 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
+  it('honours a Retry-After given as an HTTP-date, counted on the receiver\'s clock', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(app.id);
+    const at = new Date(pair.clock.now() + 10 * 60_000).toUTCString(); // IMF-fixdate, RFC 9110 5.6.7
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 429, times: 1, headers: { 'Retry-After': at } });
+    await pair.settle();
+    const job = row("SELECT run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
+    expect(job.last_error).toMatch(/HTTP 429/);
+    expect(Date.parse(job.run_at)).toBeGreaterThanOrEqual(Date.parse(at));
+  });
+
   it.each([429, 503])('a %i with Retry-After holds every read of the source until the wait has passed, not only the read it answered', async (status) => {
     pair = await startPair();
     const c = pair.sandbox.control;
