@@ -1,4 +1,4 @@
-import { lchownSync, lstatSync, readFileSync, realpathSync } from 'node:fs';
+import { lchownSync, lstatSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 
@@ -15,6 +15,8 @@ import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
  *   (`serve`, `work`, `migrate`: `giveFolder`), only if it is owned by root, is a real folder (no
  *   symbolic link anywhere in its path), is neither `/` nor the working directory, and is not a
  *   shared folder with the sticky bit (`/tmp`): `status --database /tmp/copy.db` gives nothing;
+ *   for those commands a folder that does not exist yet is made, below a real folder of root's
+ *   that no one else may write to, and the folders made are given (makeMissingFolder);
  * - in it, only the database's own files (the database, its -wal, -shm, -journal, and the
  *   receiver's -ingest-wait, -workers-lock), only if owned by root and regular files. `lchown`
  *   never follows a link, so swapping a file for a link in between gains nothing.
@@ -39,6 +41,7 @@ export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, 
 function giveDatabaseTo(db: string, user: { uid: number; gid: number }, giveFolder: boolean): void {
   const folder = dirname(db);
   if (folder === '/' || folder === process.cwd()) return;
+  if (giveFolder) makeMissingFolder(folder, user);
   let real: string;
   try {
     real = realpathSync(folder);
@@ -59,6 +62,44 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }, giveFold
     }
     if (f.isFile() && f.uid === 0) lchownSync(file, user.uid, user.gid);
   }
+}
+
+/**
+ * A database folder that does not exist yet below a volume root owns (DATABASE_PATH=/data/receiver/receiver.db):
+ * the user could not make it there, so root does, as `mkdir -p`, and gives the folders it made,
+ * deepest first, while the folder above each is still root's (no one else can swap a folder for a
+ * link meanwhile). Only below a real folder owned by root that no one else may write to (not
+ * sticky, not group- or world-writable: there the user can make the folder itself). Any failure
+ * leaves the rest to the receiver, which names the problem when it opens the database.
+ */
+function makeMissingFolder(folder: string, user: { uid: number; gid: number }): void {
+  const missing: string[] = [];
+  let at = folder;
+  for (;;) {
+    try {
+      lstatSync(at);
+      break;
+    } catch {
+      missing.unshift(at);
+      const up = dirname(at);
+      if (up === at) return;
+      at = up;
+    }
+  }
+  if (missing.length === 0) return;
+  const made: string[] = [];
+  try {
+    if (realpathSync(at) !== at) return;
+    const st = lstatSync(at);
+    if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o1022) !== 0) return;
+    for (const dir of missing) {
+      mkdirSync(dir, 0o755);
+      made.push(dir);
+    }
+  } catch {
+    // made: given all the same, so the user gets as far as root did
+  }
+  for (const dir of made.reverse()) lchownSync(dir, user.uid, user.gid);
 }
 
 /** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */

@@ -35,6 +35,31 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(statSync(join(fresh, 'receiver.db')).uid).toBe(NOBODY);
   });
 
+  it('makes a database folder missing on the root-owned volume (DATABASE_PATH=/data/receiver/receiver.db) and gives it, as `mkdir -p` would for the user', async () => {
+    // Before: the user could not create the folder in root's volume, and every start ended in EACCES.
+    chmodSync(dir, 0o755);
+    const volume = join(dir, 'sub-volume');
+    mkdirSync(volume);
+    const db = join(volume, 'receiver', 'state', 'receiver.db');
+    const r = await cli(['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(statSync(db).uid).toBe(NOBODY);
+    expect(statSync(join(volume, 'receiver', 'state')).uid).toBe(NOBODY);
+    expect(statSync(join(volume, 'receiver')).uid).toBe(NOBODY);
+    expect(statSync(volume).uid).toBe(0);
+    // Not for a command that does not create the database, nor below a folder others may write to.
+    const looked = join(dir, 'looked-sub');
+    mkdirSync(looked);
+    expect((await cli(['status', '--database', join(looked, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(1);
+    expect(existsSync(join(looked, 'missing'))).toBe(false);
+    const open = join(dir, 'open-volume');
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    expect((await cli(['migrate', '--database', join(open, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(0);
+    expect(statSync(join(open, 'missing')).uid).toBe(NOBODY);
+    expect(statSync(open).uid).toBe(0);
+  });
+
   it('--database names the folder it gives, not DATABASE_PATH', async () => {
     const envFolder = join(dir, 'env');
     const flagFolder = join(dir, 'flag');
