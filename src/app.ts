@@ -71,6 +71,14 @@ function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointPro
     } catch (err) {
       throw readOnlyDatabase(path, err);
     }
+    for (const side of ['-wal', '-shm'] as const) {
+      const file = `${path}${side}`;
+      try {
+        accessSync(file, constants.R_OK | constants.W_OK);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw sidecarNotOurs(path, file, err);
+      }
+    }
   }
   let database: OpenDatabase;
   try {
@@ -97,6 +105,26 @@ function readOnlyDatabase(path: string, cause: unknown): Error {
   const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
   return new Error(
     `cannot write the database at ${path} (DATABASE_PATH): the file is read-only to this process${uid}; the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm`,
+    { cause },
+  );
+}
+
+/**
+ * A -wal or -shm this process may not open (SQLite says only "unable to open database file"):
+ * usually made by another user, such as a reader that opened the database while nothing else had.
+ */
+function sidecarNotOurs(path: string, file: string, cause: unknown): Error {
+  const uid = typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '';
+  let owner = '';
+  try {
+    const st = statSync(file);
+    owner = `; it belongs to uid ${st.uid}, gid ${st.gid}, mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}`;
+  } catch {
+    // Gone meanwhile: the message still names it.
+  }
+  return new Error(
+    `cannot open the database at ${path} (DATABASE_PATH): ${file} is not readable and writable by this process${uid}${owner}. ` +
+      'Another user made it (a reader opening the database while the receiver was stopped?): give the folder the group of both users with its setgid bit (README, "The database"), or, while nothing has the database open and the -wal is empty, remove the -wal and -shm',
     { cause },
   );
 }

@@ -244,7 +244,11 @@ export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDa
     ingestSqlite: sqlite,
     ingestWait: NO_INGEST_WAIT,
     migrated: [],
-    close: () => db.destroy(),
+    async close() {
+      await db.destroy();
+      // kysely closes the connection only if it ran a query on it; a command that used only `sqlite` left it open.
+      sqlite.close();
+    },
   };
 }
 
@@ -334,8 +338,11 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
       }
       try {
         ingest.close();
-        await db.destroy(); // closes `sqlite`
+        await db.destroy();
       } finally {
+        // kysely closes `sqlite` only if it ran a query on it: a command that used only `sqlite`
+        // (`migrate`) exited with it open, its WAL never checkpointed nor removed.
+        sqlite.close();
         signal.close();
       }
     },

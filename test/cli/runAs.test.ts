@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -173,6 +173,24 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
       child.kill('SIGTERM');
       await new Promise((r) => child.on('exit', r));
     }
+  });
+
+  it('a -wal and -shm another user made stop the start with a message naming the file and its owner', async () => {
+    const db = join(dir, 'others-sidecars', 'receiver.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: db })).code).toBe(0);
+    // What a reader running as another user leaves when it opens the database while nothing else
+    // has it open: an empty -wal and a -shm, its own, in its own group (RUN_AS gives the user only
+    // root's files). SQLite alone says "unable to open database file", naming nothing.
+    const other = 4242;
+    for (const side of ['-wal', '-shm']) {
+      writeFileSync(`${db}${side}`, side === '-shm' ? Buffer.alloc(32768) : '', { mode: 0o600 });
+      chownSync(`${db}${side}`, other, other);
+    }
+    const env = { WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: '0', HOST: '127.0.0.1' };
+    const r = await cli(['serve'], { ...env, DATABASE_PATH: db, RUN_AS: 'nobody' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${db}-wal is not readable and writable by this process (uid ${NOBODY}); it belongs to uid ${other}, gid ${other}, mode 0600`);
+    expect(r.stderr).toMatch(/setgid/);
   });
 
   it('a RUN_AS user that does not exist stops it with one line', async () => {
