@@ -18,7 +18,8 @@ export const RESULT_TABLE = {
 export type ResultTable = (typeof RESULT_TABLE)[HiringResource];
 
 const num = (v: unknown): number | null => {
-  const n = typeof v === 'string' ? Number(v) : v;
+  // A decimal string (spec: "decimal string, nullable"); a blank one is no score, not Number('') = 0.
+  const n = typeof v === 'string' ? (v.trim() === '' ? null : Number(v)) : v;
   return typeof n === 'number' && Number.isFinite(n) ? n : null;
 };
 const bool = (v: unknown): number | null => (typeof v === 'boolean' ? (v ? 1 : 0) : null);

@@ -127,6 +127,15 @@ describe('the message (public contract)', () => {
     expect(JSON.parse(app.review_reasons)).toEqual(['work permit', '{"code":"salary","max":1}', 'relocation', 'knocked out: Work permit?']);
   });
 
+  it('a blank decimal-string score is stored as no score, not as 0', async () => {
+    const api = keep(await startFakeHiringApi({ [`/api/v1/applications/${LEGACY_APP}/interview`]: { ...LEGACY, output: { overall_score: ' ' } } }));
+    const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
+    await h.post(ev('e-legacy-blank', 'interview_v2.completed', { application_id: LEGACY_APP }));
+    await h.settle();
+    const row = h.r.app.database.ingestSqlite.prepare('SELECT state, overall_score FROM legacy_interview_results WHERE application_id = ?').get(LEGACY_APP);
+    expect(row).toEqual({ state: 'ready', overall_score: null });
+  });
+
   it('a legacy interview that knocked the candidate out needs review, with the failed question and criterion as reasons', async () => {
     const knockedOut = {
       ...LEGACY,
