@@ -1,6 +1,7 @@
 import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
+import { describeLocation } from '../util/httpTarget.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
 
 /** One error object of spec 2.1. */
@@ -103,7 +104,12 @@ export class WebhooksApi {
     }
     if (res.status >= 300) {
       const errors = parseErrors(body);
-      if (res.status < 400) throw new CliError(`the service answered a redirect (${res.status}); not followed: check HIRING_API_URL`);
+      if (res.status < 400) {
+        // Where it points, by its origin (an http:// URL redirected to https://, a moved host): never
+        // its path or query. Not the API's answer: the same request meets it again (register does not retry it).
+        const location = res.headers.get('location');
+        throw new NotTheApiError(`the service answered a redirect (${res.status}${location ? ` to ${describeLocation(location, url)}` : ''}); not followed: check HIRING_API_URL`);
+      }
       // What the service wrote goes to a terminal or a CI log: without the key (a proxy may echo
       // the Authorization header) and without candidates' addresses and numbers.
       const key = this.settings.apiKey;

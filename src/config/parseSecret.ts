@@ -6,7 +6,12 @@
  */
 export const MIN_SECRET_BYTES = 24;
 const PREFIX = 'whsec_';
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/**
+ * Base64 with or without its padding: the reference standardwebhooks package accepts a secret
+ * whose `=` were stripped (43 characters for a 32-byte key), and some secret stores and copy tools
+ * strip them. A last group of one character encodes no byte: still refused.
+ */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 
 export type SecretParse = { ok: true; key: Buffer } | { ok: false; problem: string };
 

@@ -140,7 +140,7 @@ function createRead(ctx: ProcessingContext) {
       // No read can ever answer: past the give-up window it is a dead letter (given_up, visible,
       // retried once the source is configured), not a pause for ever.
       if (now - since > ctx.giveUpAfterMs) throw new PermanentError(`${missing} for ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`);
-      throw Object.assign(new PauseSourceError(missing), { status: 0 });
+      throw new PauseSourceError(missing, { status: 0 });
     }
     // Reserve the poll slot before the request, atomically: two jobs for the same (application,
     // resource) (a duplicate event, a replay) cannot both pass the 30 s check (spec 8).
@@ -219,8 +219,6 @@ function createRead(ctx: ProcessingContext) {
         if (job.attempts >= ctx.notFoundAttempts) throw new PermanentError(`${describeOutcome(outcome)}; gave up after ${job.attempts} tries`);
         throw new RetryAfterError(describeOutcome(outcome), Math.max(ctx.minPollIntervalMs, 60_000 * job.attempts));
       }
-      case 'unauthorized':
-        throw Object.assign(new PauseSourceError(describeOutcome(outcome)), { status: outcome.status });
       // An outage of the service (a 429, a 5xx, no connection, a timeout): `outage` makes the
       // worker retry the read for as long as it lasts, never give it up on its attempts (nothing
       // is given up unread: RESULT_GIVE_UP_HOURS counts only the service's own "processing"),
@@ -241,6 +239,8 @@ function createRead(ctx: ProcessingContext) {
         // spacing. Retried sooner, the job would only find the spacing unmet and wait anyway,
         // with its log saying a retry in 5 s and last_error hiding the failure behind the wait.
         if (err instanceof RetryableError) throw mark(new RetryAfterError(err.message, ctx.minPollIntervalMs));
+        // A refused key (401/403) or a redirect (3xx: the API URL is wrong) is a PauseSourceError:
+        // the whole source waits, nothing is given up. Other 4xx, a body over the cap: dead letters.
         throw err ?? new Error(describeOutcome(outcome));
       }
     }
@@ -338,7 +338,7 @@ const STILL_STRANDED = `SELECT 1 FROM jobs j JOIN event_processing ep ON ep.even
 type ResultText = { state: ResultState; reason: string | null; data: string | null };
 
 /**
- * A fetch that was dead-lettered (404s, a redirect, 25 failures) would leave
+ * A fetch that was dead-lettered (404s, another 4xx, 25 failures) would leave
  * its result row 'processing' and its event unsettled for ever, holding its
  * sink messages. It becomes given_up with the reason, and the event settles,
  * so the consumer hears of it; an operator retry can still fetch it later.

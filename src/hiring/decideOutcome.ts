@@ -41,9 +41,12 @@ export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
       // 408 (request timeout) is transient; other 4xx will not change on retry.
       return outcome.status === 408 ? { action: 'retry' } : { action: 'permanent' };
     case 'redirect':
-      // Not followed (the key must not reach another host): the base URL is
-      // misconfigured and stays so until an operator fixes it.
-      return { action: 'permanent' };
+      // Not followed (the key must not reach another host). The base URL is
+      // wrong (an http:// one behind a load balancer's 301 to https, a moved
+      // host): every read of this source is answered so until an operator
+      // fixes it, as with a refused key. Given up, each read would be sent to
+      // the sinks as given_up although its result exists.
+      return { action: 'pause_source' };
     case 'invalid_response':
       // A proxy's HTML error page or a truncated body may be transient; a
       // body over the cap will be over it next time too.

@@ -6,9 +6,9 @@
  * - `permanent`: retrying cannot help; fail (dead-letter) now.
  * - `retry`: transient; retry with the runner's own backoff.
  * - `retry_after`: transient, and the remote said when: not before `retryAfterMs`.
- * - `pause_source`: the credentials of this source no longer work (401/403);
- *   stop fetching for the whole source without burning attempts, keep the
- *   work, resume once a working key is configured.
+ * - `pause_source`: the source's configuration no longer works (its key is
+ *   refused, 401/403; its API URL is redirected, 3xx): stop fetching for the
+ *   whole source without burning attempts, keep the work, resume once it is fixed.
  */
 export type ErrorDecision = 'permanent' | 'retry' | 'retry_after' | 'pause_source';
 
@@ -56,9 +56,24 @@ export class RetryAfterError extends DecisionError {
   }
 }
 
+export interface PauseSourceErrorOptions extends DecisionErrorOptions {
+  /** The remote's HTTP status behind the pause (0: no request could be made); the pause records it. */
+  readonly status?: number;
+  /** The pause's log line, saying what the operator must fix (the worker's default: a refused key). */
+  readonly summary?: string;
+}
+
 export class PauseSourceError extends DecisionError {
   override readonly name = 'PauseSourceError';
   readonly decision = 'pause_source' as const;
+  readonly status: number | undefined;
+  readonly summary: string | undefined;
+
+  constructor(message: string, options?: PauseSourceErrorOptions) {
+    super(message, options);
+    this.status = options?.status;
+    this.summary = options?.summary;
+  }
 }
 
 export function isDecisionError(error: unknown): error is DecisionError {

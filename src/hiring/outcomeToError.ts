@@ -25,8 +25,15 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
     case 'permanent':
       return new PermanentError(message, options);
     case 'pause_source':
-      return new PauseSourceError(message, options);
+      return new PauseSourceError(message, { ...options, status: 'status' in outcome ? outcome.status : 0, summary: pauseSummary(outcome) });
   }
+}
+
+/** The log line of a source's pause: what the operator must fix. */
+function pauseSummary(outcome: HiringOutcome): string {
+  return outcome.kind === 'redirect'
+    ? "the service's answer was a redirect, not followed (the key must not reach another host): fetching for this source is paused until HIRING_API_URL (or the source's api_url) names the API itself"
+    : 'API key refused: fetching for this source is paused until a working key is configured';
 }
 
 /**

@@ -74,7 +74,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     pausedSources: new Gauge({
       name: 'receiver_source_paused',
-      help: '1 while a source is paused because the service refused its API key (401/403)',
+      help: '1 while a source is paused: the service refused its API key (401/403), or redirected its reads (3xx: the API URL is wrong)',
       labelNames: ['source'] as const,
       registers: [registry],
     }),

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { isDecisionError } from '../hiring/errors.js';
+import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
@@ -66,11 +66,11 @@ export interface WorkSource {
 
 export interface SourceGate {
   /**
-   * Sources whose jobs must not be claimed now (paused after a 401/403). `alsoBlocked` (throttled
+   * Sources whose jobs must not be claimed now (paused after a 401/403 or a 3xx). `alsoBlocked` (throttled
    * ones) are blocked anyway: their probe, if due, is kept for a claim that can use it.
    */
   blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<string[]>;
-  /** Record a refused key; the job is put back without burning an attempt. */
+  /** Record a refused key (or a redirected API URL); the job is put back without burning an attempt. */
   pause(source: string, status: number, detail: string): Promise<void>;
   /** A job of the source succeeded against the API: the key works. */
   resume(source: string): Promise<void>;
@@ -503,7 +503,8 @@ export class Worker {
     if (isDecisionError(err) && err.decision === 'pause_source' && job.source && this.gated(job.kind)) {
       const status = (err as { status?: number }).status ?? 401;
       await this.opts.gate.pause(job.source, status, message);
-      log.error({ source: job.source, err: message }, 'API key refused: fetching for this source is paused until a working key is configured');
+      const summary = err instanceof PauseSourceError ? err.summary : undefined;
+      log.error({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');
     }

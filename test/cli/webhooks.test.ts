@@ -234,6 +234,34 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('a redirect (HIRING_API_URL http:// behind a 301 to https) is a clear error naming where it points, by its origin only, for every command', async () => {
+    const requests: string[] = [];
+    const api = createServer((req, res) => {
+      requests.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => res.writeHead(301, { location: `https://api.moved.example${req.url}?access_token=tok-LOCSECRET` }).end());
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const apiEnv = { HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY };
+    try {
+      const runs = await Promise.all([
+        cli(['webhooks', 'list'], apiEnv),
+        cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhooks'], apiEnv),
+        cli(['webhooks', 'delete', 'wh_1'], apiEnv),
+      ]);
+      for (const r of runs) {
+        expect(r.code, r.stdout).toBe(1);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^error: the service answered a redirect \(301 to https:\/\/api\.moved\.example\/… \(url sha256 [0-9a-f]{12}\)\); not followed: check HIRING_API_URL\n$/);
+        expect(r.stderr).not.toMatch(/tok-LOCSECRET|access_token/);
+      }
+      // Not followed, nor sent again.
+      expect(requests.filter((r) => r.startsWith('POST'))).toHaveLength(1);
+    } finally {
+      api.close();
+    }
+  });
+
   it('says plainly when the key is refused', async () => {
     const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
     expect(r.code).toBe(1);

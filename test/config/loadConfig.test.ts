@@ -40,12 +40,24 @@ describe('loadConfig', () => {
     [`"whsec_${Buffer.alloc(24, 1).toString('base64')}"`, /WEBHOOK_SECRET: is wrapped in quote characters: set the value without them/],
     ['whsec_', /is not "whsec_" followed by valid base64/],
     ['whsec_@@@@', /is not "whsec_" followed by valid base64/],
+    // Without its padding, a last group of one character encodes no byte (length mod 4 of 1).
+    [`whsec_${'A'.repeat(41)}`, /is not "whsec_" followed by valid base64/],
+    [`whsec_${Buffer.alloc(32, 7).toString('base64').replace(/=+$/, '').slice(0, -1)}*`, /is not "whsec_" followed by valid base64/],
+    [`whsec_${Buffer.alloc(32, 7).toString('base64').replace(/=+$/, '')}==`, /is not "whsec_" followed by valid base64/],
     [`whsec_${Buffer.alloc(MIN_SECRET_BYTES - 1, 1).toString('base64')}`, new RegExp(`decodes to ${MIN_SECRET_BYTES - 1} bytes; at least ${MIN_SECRET_BYTES}`)],
   ])('refuses the secret %j', (secret, message) => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: secret }).join('\n')).toMatch(message);
   });
 
-  it('names the secret that is bad among several', () => {
+  it.each([32, 25, 24])('accepts a %i-byte secret written without its base64 padding, as the standardwebhooks package does', (bytes) => {
+    const key = Buffer.from(Array.from({ length: bytes }, (_, i) => (i * 37 + 11) % 256));
+    const bare = key.toString('base64').replace(/=+$/, '');
+    expect(bare.length % 4).toBe(bytes % 3 === 0 ? 0 : bytes % 3 === 1 ? 2 : 3);
+    const cfg = loadConfig({ ...API, WEBHOOK_SECRET: `whsec_${bare}` });
+    expect(cfg.sources[0]!.signingKeys).toEqual([key]);
+  });
+
+    it('names the secret that is bad among several', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: `${newSecret()},whsec_x` })).toEqual([
       'WEBHOOK_SECRET (secret 2 of 2): is not "whsec_" followed by valid base64',
     ]);

@@ -27,7 +27,8 @@ const cases: Array<[HiringOutcome, ReturnType<typeof decideOutcome>['action'], (
   [{ ...base, ...noErrors, kind: 'server_error', status: 503, retryAfterMs: 0 }, 'retry_after', RetryAfterError],
   [{ ...base, ...noErrors, kind: 'client_error', status: 400 }, 'permanent', PermanentError],
   [{ ...base, ...noErrors, kind: 'client_error', status: 408 }, 'retry', RetryableError],
-  [{ ...base, kind: 'redirect', status: 302, location: 'https://x.example' }, 'permanent', PermanentError],
+  [{ ...base, kind: 'redirect', status: 302, location: 'https://x.example' }, 'pause_source', PauseSourceError],
+  [{ ...base, kind: 'redirect', status: 301, location: null }, 'pause_source', PauseSourceError],
   [{ ...base, kind: 'network', message: 'fetch failed', timeout: false, code: 'ECONNRESET' }, 'retry', RetryableError],
   [{ ...base, kind: 'network', message: 'no response', timeout: true, code: null }, 'retry', RetryableError],
   [{ ...base, kind: 'invalid_response', status: 200, problem: 'not_json', message: 'x' }, 'retry', RetryableError],
@@ -46,6 +47,13 @@ describe('decideOutcome / isRetryable / outcomeToError', () => {
       expect(error?.cause).toBe(outcome);
       expect(error?.message).toBe(describeOutcome(outcome));
     }
+  });
+
+  it('a pause carries the status the pause records, and a log line saying what to fix', () => {
+    const redirect = outcomeToError({ ...base, kind: 'redirect', status: 301, location: 'https://api.example.com/' });
+    expect(redirect).toMatchObject({ status: 301, summary: expect.stringMatching(/redirect.*paused until HIRING_API_URL/) });
+    const refused = outcomeToError({ ...base, ...noErrors, kind: 'unauthorized', status: 403 });
+    expect(refused).toMatchObject({ status: 403, summary: expect.stringMatching(/^API key refused/) });
   });
 
   it('passes the Retry-After wait into the decision and the error', () => {

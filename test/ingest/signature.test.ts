@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -162,6 +163,28 @@ describe('deliveries signed by the standardwebhooks package', () => {
     );
     const stored = r.app.database.ingestSqlite.prepare("SELECT COUNT(*) FROM events WHERE id = 'evt_property'").pluck().get();
     expect(stored).toBe(0);
+  });
+});
+
+describe('a secret written without its base64 padding (accepted by the standardwebhooks package)', () => {
+  const now = 1_790_000_000;
+  // 32 bytes: 43 characters without the '=' (length mod 4 of 3); 25 bytes: 34 (mod 4 of 2).
+  const unpadded = [32, 25].map((n) => `whsec_${randomBytes(n).toString('base64').replace(/=+$/, '')}`);
+  let r: TestReceiver;
+  beforeAll(async () => {
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: unpadded.join(',') }, { clock: new ManualClock(now * 1000) });
+  });
+  afterAll(() => r?.close());
+
+  it('starts, and accepts over HTTP a delivery signed with it by the reference package', async () => {
+    expect(unpadded.map((s) => (s.length - 'whsec_'.length) % 4)).toEqual([3, 2]);
+    for (const secret of unpadded) {
+      const env = envelope();
+      const d = signDelivery(secret, JSON.stringify(env), { timestampSeconds: now });
+      const res = await fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ outcome: 'accepted', id: env.id });
+    }
   });
 });
 

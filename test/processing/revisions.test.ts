@@ -39,7 +39,7 @@ async function withArchive(extraSinks: Record<string, unknown>[] = []) {
 const deadLetterTheRead = async (p: Pair) => {
   const c = p.sandbox.control;
   const app = c.createApplication({ jobId: c.createJob({}).id });
-  c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: 'http://127.0.0.1:9/elsewhere' } });
+  c.injectFault({ target: 'interview', applicationId: app.id, status: 400, times: 5 });
   c.completeInterview(app.id);
   await p.settle();
   return app;

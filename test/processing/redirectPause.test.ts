@@ -1,0 +1,166 @@
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { cli } from '../cli/helpers.js';
+import { tempDir } from '../helpers/receiver.js';
+import { ACME_KEY, startPair, type Pair } from '../helpers/pair.js';
+
+/**
+ * A whole-host redirect in front of the hiring API (a load balancer's http→https 301, a moved
+ * host): every scoring read answers it. It is the source's configuration, as a refused key is:
+ * its reads pause, nothing is given up, and they complete once the service answers again.
+ */
+
+let pair: Pair | undefined;
+let stub: Server | undefined;
+const cleanups: (() => void)[] = [];
+afterEach(async () => {
+  await pair?.close();
+  pair = undefined;
+  stub?.close();
+  stub = undefined;
+  cleanups.splice(0).forEach((c) => c());
+});
+
+const LOCATION_SECRET = 'tok-LOCSECRET';
+
+/**
+ * A stub of the API host on 127.0.0.1: while `redirecting`, every request is answered 301 to
+ * https://api.moved.example (with a query that must never be shown); otherwise passed to the sandbox.
+ */
+async function startStub(sandboxUrl: () => string) {
+  const state = { redirecting: true, redirects: 0 };
+  stub = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (state.redirecting) {
+        state.redirects++;
+        res.writeHead(301, { location: `https://api.moved.example${req.url}?login_hint=jane%40example.com&access_token=${LOCATION_SECRET}` }).end();
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
+      fetch(`${sandboxUrl()}${req.url}`, { method: req.method!, headers, ...(chunks.length > 0 ? { body: Buffer.concat(chunks) } : {}) })
+        .then(async (answer) => {
+          const out: Record<string, string> = {};
+          for (const k of ['content-type', 'retry-after']) {
+            const v = answer.headers.get(k);
+            if (v !== null) out[k] = v;
+          }
+          res.writeHead(answer.status, out).end(Buffer.from(await answer.arrayBuffer()));
+        })
+        .catch(() => res.writeHead(502).end());
+    });
+  });
+  await new Promise<void>((r) => stub!.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(stub.address() as AddressInfo).port}`, state };
+}
+
+/** A pair whose receiver reads the API through the stub and writes every message to a file sink. */
+async function redirectedPair() {
+  const { dir, cleanup } = tempDir('redirect-');
+  cleanups.push(cleanup);
+  let sandboxUrl = '';
+  const api = await startStub(() => sandboxUrl);
+  const file = join(dir, 'config.json');
+  const out = join(dir, 'out.ndjson');
+  writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: out }] }));
+  const p = await startPair({ env: { CONFIG_FILE: file, HIRING_API_URL: api.url } });
+  pair = p;
+  sandboxUrl = p.sandboxUrl;
+  const c = p.sandbox.control;
+  const apps = [
+    c.createApplication({ jobId: c.createJob({}).id }),
+    c.createApplication({ jobId: c.createJob({}).id }),
+    // The v1 (legacy) read goes the same way.
+    c.createApplication({ jobId: c.createJob({ legacy: true }).id }),
+  ];
+  apps.forEach((a) => c.completeInterview(a.id));
+  await p.settle();
+  const messages = async () => {
+    await p.receiver.app.fanOut.runUntilIdle();
+    return existsSync(out) ? readFileSync(out, 'utf8').trimEnd().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>) : [];
+  };
+  return { p, api, apps, messages, dir };
+}
+
+const all = (p: Pair, sql: string, ...args: unknown[]) => p.receiver.app.database.ingestSqlite.prepare(sql).all(...args) as Record<string, any>[];
+const resultState = (p: Pair, id: string) =>
+  (all(p, 'SELECT state FROM interview_results WHERE application_id = ? UNION ALL SELECT state FROM legacy_interview_results WHERE application_id = ?', id, id)[0] ?? {}).state;
+const withResult = (ms: Record<string, any>[]) => ms.filter((m) => m.result !== undefined && m.result !== null);
+
+/** What a redirect of every read leaves: a pause as a refused key's, nothing given up or dead. */
+async function expectPaused(p: Pair, api: { state: { redirects: number } }, messages: () => Promise<Record<string, any>[]>) {
+  // One read met the redirect and paused the source; the others were not even tried.
+  expect(api.state.redirects).toBe(1);
+  expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
+  expect(all(p, "SELECT attempts FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").map((r) => r.attempts)).toEqual([0, 0, 0]);
+  const pauses = all(p, 'SELECT source, status, detail FROM source_pauses');
+  expect(pauses).toEqual([{ source: 'default', status: 301, detail: expect.stringMatching(/HTTP 301 redirect not followed \(to https:\/\/api\.moved\.example\/… \(url sha256 [0-9a-f]{12}\)\)$/) }]);
+  // No given_up, nor any result, went to the sinks: the results exist at the service.
+  expect(withResult(await messages())).toEqual([]);
+  for (const id of all(p, 'SELECT id FROM applications').map((r) => r.id as string)) expect(resultState(p, id)).toBe('processing');
+
+  const ready = (await (await fetch(`${p.receiver.url}/readyz`)).json()) as Record<string, unknown>;
+  expect(ready).toMatchObject({ status: 'ready', paused_sources: [{ source: 'default', status: 301 }] });
+  const metrics = await (await fetch(`${p.receiver.url}/metrics`)).text();
+  expect(metrics).toMatch(/receiver_source_paused\{source="default"\} 1/);
+  const logged = p.receiver.logs.lines.filter((l) => l.level === 50 && l.source === 'default');
+  expect(logged.map((l) => l.msg)).toEqual([expect.stringMatching(/redirect.*paused until HIRING_API_URL/)]);
+  expect(String(logged[0]!.err)).toMatch(/to https:\/\/api\.moved\.example\/…/);
+  // The Location's query (tokens, the user's address) and the key are never shown.
+  const raw = p.receiver.logs.raw.join('\n');
+  for (const leak of [LOCATION_SECRET, 'jane', ACME_KEY]) {
+    expect(raw).not.toContain(leak);
+    expect(JSON.stringify(pauses)).not.toContain(leak);
+  }
+}
+
+describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the source like a refused key', () => {
+  it('nothing is given up or dead-lettered; the pause is seen; the reads complete once the host answers again', async () => {
+    const { p, api, apps, messages } = await redirectedPair();
+    await expectPaused(p, api, messages);
+    const status = await cli(['status', '--json'], { DATABASE_PATH: `${p.receiver.dbPath}` });
+    expect(status.code, status.stderr).toBe(0);
+    const report = JSON.parse(status.stdout) as { paused_sources: { source: string; status: number }[]; dead_letters: number; results: Record<string, number> };
+    expect(report).toMatchObject({ dead_letters: 0, results: { given_up: 0 }, paused_sources: [{ source: 'default', status: 301 }] });
+
+    // The probe 5 minutes on still meets the redirect: paused again, still nothing given up.
+    p.clock.advance(5 * 60_000 + 1);
+    await p.settle();
+    expect(api.state.redirects).toBe(2);
+    expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+
+    // The host answers again (the redirect removed): the next probe is answered and lifts the pause.
+    api.state.redirecting = false;
+    for (let i = 0; i < 20 && apps.some((a) => resultState(p, a.id) !== 'ready'); i++) {
+      p.clock.advance(60_000);
+      await p.settle();
+    }
+    for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
+    const sent = withResult(await messages());
+    expect(sent.map((m) => [m.application_id, m.revision, m.result.state]).sort()).toEqual(apps.map((a) => [a.id, 1, 'ready']).sort());
+    expect(api.state.redirects).toBe(2);
+  }, 60_000);
+
+  it('a restart with HIRING_API_URL fixed resumes at once', async () => {
+    const { p, api, apps, messages } = await redirectedPair();
+    await expectPaused(p, api, messages);
+    await p.restartReceiver({ HIRING_API_URL: p.sandboxUrl });
+    await p.receiver.app.startWorkers();
+    await p.receiver.app.worker.stop();
+    await p.settle();
+    p.clock.advance(30_000);
+    await p.settle();
+    for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    expect(withResult(await messages()).map((m) => m.result.state)).toEqual(['ready', 'ready', 'ready']);
+    expect(api.state.redirects).toBe(1);
+  }, 60_000);
+});
