@@ -278,8 +278,9 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     }
   }
 
-  if (problems.length > 0) throw new ConfigError(problems);
-  const warnings = misspeltSettings(env, envNamesIn(fileJson));
+  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+  const warnings = misspelt.map(({ name, near }) => `${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
@@ -317,19 +318,31 @@ export const SETTINGS = [
 ] as const;
 
 /**
- * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS):
- * a typo leaves that setting at its default without a word. Only names of 8 letters and more are
- * compared (HOME is two letters from HOST).
+ * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS),
+ * or is a setting's in other letter case (webhook_secret): a typo leaves that setting at its default
+ * without a word. Only names of 8 letters and more are compared by distance (HOME is two letters
+ * from HOST).
  */
-function misspeltSettings(env: Env, named: ReadonlySet<string>): string[] {
+function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string; near: string }[] {
   const known = new Set<string>([...SETTINGS, ...named]);
-  const out: string[] = [];
+  const out: { name: string; near: string }[] = [];
   for (const name of Object.keys(env)) {
-    if (known.has(name) || name.length < 8) continue;
-    const near = SETTINGS.find((s) => s.length >= 8 && editDistance(name, s) <= 2);
-    if (near) out.push(`${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
+    if (known.has(name)) continue;
+    const upper = name.toUpperCase();
+    const near = SETTINGS.find((s) => s === upper) ?? (name.length < 8 ? undefined : SETTINGS.find((s) => s.length >= 8 && editDistance(upper, s) <= 2));
+    if (near) out.push({ name, near });
   }
   return out;
+}
+
+/**
+ * A required setting reported missing while a misspelt one is set (WEBHOOK_SECRETS for
+ * WEBHOOK_SECRET): said in the same line, since the warning that would name it is only logged
+ * by a receiver that starts.
+ */
+function withMisspeltHint(problem: string, misspelt: readonly { name: string; near: string }[]): string {
+  const typos = misspelt.filter(({ near }) => problem.startsWith(`${near}: is required`)).map(({ name }) => name);
+  return typos.length === 0 ? problem : `${problem}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of ${problem.slice(0, problem.indexOf(':'))}?`;
 }
 
 /** The variables CONFIG_FILE (parsed) names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
