@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
-import { CONFIG_PARSE } from './parseOptions.js';
+import { CONFIG_PARSE, configIssues } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
 
@@ -67,7 +67,9 @@ export const API_KEY = /^sk-[\x21-\x2d\x2f-\x7e]+\.[\x21-\x2d\x2f-\x7e]+$/;
 const fileSourceSchema = z
   .object({
     name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
-    secrets: z.union([secretRef, z.array(secretRef).min(1)]),
+    secrets: z.union([secretRef, z.array(secretRef).min(1)], {
+      error: (iss) => (iss.input === undefined ? undefined : 'must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable'),
+    }),
     api_url: secretRef,
     api_key: secretRef,
   })
@@ -439,8 +441,8 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
 
 /** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`. */
 function reportIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[], problems: string[], prefix: PropertyKey[] = []): void {
-  for (const issue of issues) {
-    const path = [...prefix, ...issue.path].map(String);
+  for (const issue of configIssues(issues, prefix)) {
+    const path = issue.path.map(String);
     problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
   }
 }

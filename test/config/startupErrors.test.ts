@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -31,5 +32,31 @@ describe('start-up configuration errors', () => {
       'config error: WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE); WEBHOOK_SECRETS is set: a misspelling of WEBHOOK_SECRET?\n' +
         'config error: HIRING_API_KEY: is required (results are fetched from the hiring service with it); hiring_api_key is set: a misspelling of HIRING_API_KEY?\n',
     );
+  });
+
+  it('says what a CONFIG_FILE secret of the wrong type should be, and where, not "Invalid input"', async () => {
+    const { dir, cleanup } = tempDir('startup-errors-file-');
+    cleanups.push(cleanup);
+    const file = join(dir, 'config.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        sources: [
+          { name: 'acme', secrets: [newSecret(), 5], api_url: 'https://hiring.example', api_key: { envv: 'ACME_KEY' } },
+          { name: 'globex', secrets: 123, api_url: null, api_key: 'sk-abc.def' },
+        ],
+        sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: true }],
+      }),
+    );
+    const r = await serve({ CONFIG_FILE: file });
+    expect(r.code).toBe(1);
+    expect(r.stderr.split('\n').filter(Boolean)).toEqual([
+      'config error: CONFIG_FILE sources.0.secrets.1: must be a string, or { "env": "NAME" } to read it from an environment variable',
+      'config error: CONFIG_FILE sources.0.api_key.env: is required',
+      'config error: CONFIG_FILE sources.0.api_key: Unrecognized key: "envv"',
+      'config error: CONFIG_FILE sources.1.secrets: must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable',
+      'config error: CONFIG_FILE sources.1.api_url: must be a string, or { "env": "NAME" } to read it from an environment variable',
+      'config error: CONFIG_FILE sinks.0.secret: must be a string, or { "env": "NAME" } to read it from an environment variable',
+    ]);
   });
 });
