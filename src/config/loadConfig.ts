@@ -494,11 +494,10 @@ function loadFileSources(
     const src = one.data;
     const at = `CONFIG_FILE sources.${i}`;
     const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];
-    const values = refs.flatMap((r, j) => {
-      const v = resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r);
-      return v === null ? [] : splitSecrets(v);
-    });
-    const signingKeys = decodeSecrets(`${at}.secrets`, values, problems);
+    const resolved = refs.map((r, j) => resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r));
+    // A variable not set is said once, above, not again as "is empty".
+    const values = resolved.flatMap((v) => (v === null ? [] : splitSecrets(v)));
+    const signingKeys = resolved.includes(null) && values.length === 0 ? [] : decodeSecrets(`${at}.secrets`, values, problems);
     const urlRaw = resolve(`${at}.api_url`, src.api_url);
     const keyRaw = resolve(`${at}.api_key`, src.api_key);
     out.push({

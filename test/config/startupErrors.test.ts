@@ -59,4 +59,14 @@ describe('start-up configuration errors', () => {
       'config error: CONFIG_FILE sinks.0.secret: must be a string, or { "env": "NAME" } to read it from an environment variable',
     ]);
   });
+
+  it('says once that a secret\'s environment variable is not set (not again as an empty secret)', async () => {
+    const { dir, cleanup } = tempDir('startup-errors-env-');
+    cleanups.push(cleanup);
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify({ sources: [{ name: 'acme', secrets: { env: 'ACME_SECRET' }, api_url: 'https://hiring.example', api_key: 'sk-abc.def' }] }));
+    const r = await serve({ CONFIG_FILE: file });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('config error: CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is not set\n');
+  });
 });
