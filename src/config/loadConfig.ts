@@ -448,10 +448,12 @@ function reportIssues(issues: readonly { path: readonly PropertyKey[]; message: 
 }
 
 /** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */
-function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
+export function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
   let text: string;
   try {
-    text = readFile(path);
+    // Without the byte order mark Windows editors (Notepad, PowerShell 5's Out-File) put first:
+    // JSON.parse refuses it, and "not valid JSON (at line 1, column 1)" hides why.
+    text = readFile(path).replace(/^\uFEFF/, '');
   } catch (err) {
     problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
     return undefined;

@@ -69,4 +69,15 @@ describe('start-up configuration errors', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is not set\n');
   });
+
+  it('reads a CONFIG_FILE saved with a byte order mark (Windows editors) like any other', async () => {
+    const { dir, cleanup } = tempDir('startup-errors-bom-');
+    cleanups.push(cleanup);
+    const file = join(dir, 'config.json');
+    // A key the server refuses, so that the run ends with what the file says, not with a start.
+    writeFileSync(file, `\uFEFF${JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: 'https://hiring.example', api_key: 'sk-abc.def' }], sinkz: [] })}`);
+    const r = await serve({ CONFIG_FILE: file });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('config error: CONFIG_FILE (top level): Unrecognized key: "sinkz"\n');
+  });
 });
