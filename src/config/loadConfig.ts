@@ -125,9 +125,9 @@ export function wrappingProblem(value: string): string | null {
 
 /**
  * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. Refused, each with its fix: a URL ending in /api/v1 or /api/v2 (the client adds those
- * itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own path
- * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
+ * slash. Refused, each with its fix: a URL with /api/v1 or /api/v2 in its path (the client adds
+ * those itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own
+ * path prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
  * never echoed, and the API key is the bearer token anyway).
  */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
@@ -153,10 +153,13 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
   }
   // Built from the parsed URL (credentials are refused above), not by cutting the raw text.
   const path = u.pathname.replace(/\/+$/, '');
-  const versioned = /\/api\/v\d+$/i.exec(path);
+  // Anywhere in the path, not only at its end: an endpoint's URL pasted whole
+  // (.../api/v2/applications) would send every read to .../api/v2/applications/api/v2/... (404).
+  const versioned = /\/api\/v\d+(?=\/|$)/i.exec(path);
   if (versioned) {
-    const base = u.origin + path.slice(0, path.length - versioned[0].length);
-    problems.push(`${where}: give the service's base URL without ${versioned[0]} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
+    const base = u.origin + path.slice(0, versioned.index);
+    const rest = path.slice(versioned.index);
+    problems.push(`${where}: give the service's base URL without ${rest} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
     return null;
   }
   if (u.search !== '' || u.hash !== '') {

@@ -80,4 +80,12 @@ describe('start-up configuration errors', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: CONFIG_FILE (top level): Unrecognized key: "sinkz"\n');
   });
+
+  it('refuses an API URL with /api/v2 inside its path (an endpoint pasted whole), whose every read would answer 404', async () => {
+    const r = await serve({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example/api/v2/applications/', HIRING_API_KEY: 'sk-abc.def' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(
+      'config error: HIRING_API_URL: give the service\'s base URL without /api/v2/applications (the receiver adds /api/v1 and /api/v2 itself): "https://hiring.example"\n',
+    );
+  });
 });
