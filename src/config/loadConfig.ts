@@ -198,7 +198,8 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 /**
  * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
  * name, the receiver's side files would not: a second process could then run workers on the same
- * database), not ':memory:' (nothing would survive a restart), not a folder.
+ * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
+ * "/", a folder still to be made).
  */
 function checkDatabasePath(path: string): string | null {
   const wrapped = wrappingProblem(path);
@@ -211,6 +212,8 @@ function checkDatabasePath(path: string): string | null {
     // A path through a file, a folder it may not read: opening the database says so, naming the path.
   }
   if (folder) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
+  // A folder still to be made (its name ends in "/"): not a raw EISDIR when the database opens.
+  if (path.endsWith('/')) return `${JSON.stringify(path)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
   return null;
 }
 

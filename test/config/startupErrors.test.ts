@@ -88,4 +88,13 @@ describe('start-up configuration errors', () => {
       'config error: HIRING_API_URL: give the service\'s base URL without /api/v2/applications (the receiver adds /api/v1 and /api/v2 itself): "https://hiring.example"\n',
     );
   });
+
+  it('refuses a DATABASE_PATH ending in "/" (a folder still to be made), naming the file to give', async () => {
+    const { dir, cleanup } = tempDir('startup-errors-db-');
+    cleanups.push(cleanup);
+    const folder = `${join(dir, 'data')}/`;
+    const r = await serve({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def', DATABASE_PATH: folder });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`config error: DATABASE_PATH: ${JSON.stringify(folder)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(folder, 'receiver.db'))}\n`);
+  });
 });
