@@ -1,5 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { homedir } from 'node:os';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
@@ -196,6 +197,16 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 }
 
 /**
+ * A path starting with "~": only a shell expands it, not an env file, Docker, systemd or fly
+ * secrets, so it would name a folder "~" in the working directory (the database made there, out
+ * of sight, or a CONFIG_FILE not found).
+ */
+function tildeProblem(path: string): string | null {
+  if (!/^~(\/|$)/.test(path)) return null;
+  return `starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as ${JSON.stringify(homedir() + path.slice(1))}`;
+}
+
+/**
  * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
  * name, the receiver's side files would not: a second process could then run workers on the same
  * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
@@ -204,6 +215,8 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 function checkDatabasePath(path: string): string | null {
   const wrapped = wrappingProblem(path);
   if (wrapped) return wrapped;
+  const tilde = tildeProblem(path);
+  if (tilde) return tilde;
   if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
   let folder = false;
   try {
@@ -461,7 +474,9 @@ export function readConfigJson(path: string, readFile: (p: string) => string, pr
     // JSON.parse refuses it, and "not valid JSON (at line 1, column 1)" hides why.
     text = readFile(path).replace(/^\uFEFF/, '');
   } catch (err) {
-    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    const tilde = code === 'ENOENT' ? tildeProblem(path) : null;
+    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${code})${tilde ? `: it ${tilde}` : ''}`);
     return undefined;
   }
   try {

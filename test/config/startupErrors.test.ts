@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
-import { runTs } from '../helpers/childServer.js';
+import { existsSync, writeFileSync } from 'node:fs';
+import { ROOT, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -96,5 +96,30 @@ describe('start-up configuration errors', () => {
     const r = await serve({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def', DATABASE_PATH: folder });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`config error: DATABASE_PATH: ${JSON.stringify(folder)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(folder, 'receiver.db'))}\n`);
+  });
+
+  it('refuses a DATABASE_PATH starting with "~" (nothing expands it) rather than making a folder named "~"', async () => {
+    const { dir, cleanup } = tempDir('startup-errors-home-');
+    cleanups.push(cleanup);
+    const child = runTs('src/cli/main.ts', ['serve'], {
+      PORT: '0',
+      HOST: '127.0.0.1',
+      HOME: dir,
+      DATABASE_PATH: '~/receiver.db',
+      CONFIG_FILE: '~/config.json',
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'https://hiring.example',
+      HIRING_API_KEY: 'sk-abc.def',
+    });
+    const kill = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    const { code } = await child.exited;
+    clearTimeout(kill);
+    const expand = 'starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as';
+    expect(code).toBe(1);
+    expect(child.stderr.join('')).toBe(
+      `config error: DATABASE_PATH: ${expand} ${JSON.stringify(join(dir, 'receiver.db'))}\n` +
+        `config error: CONFIG_FILE: cannot read "~/config.json" (ENOENT): it ${expand} ${JSON.stringify(join(dir, 'config.json'))}\n`,
+    );
+    expect(existsSync(join(ROOT, '~'))).toBe(false);
   });
 });
