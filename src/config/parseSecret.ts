@@ -15,6 +15,8 @@ export function quotedProblem(value: string): string | null {
   return /^["']/.test(value) || /["']$/.test(value) ? 'is wrapped in quote characters: set the value without them' : null;
 }
 
+const tooShort = (bytes: number) => `decodes to ${bytes} bytes; at least ${MIN_SECRET_BYTES} are required`;
+
 export function parseSecret(value: string): SecretParse {
   if (value.length === 0) return { ok: false, problem: 'is empty' };
   const quoted = quotedProblem(value);
@@ -22,12 +24,18 @@ export function parseSecret(value: string): SecretParse {
   if (!value.startsWith(PREFIX)) return { ok: false, problem: 'must start with "whsec_"' };
   const encoded = value.slice(PREFIX.length);
   if (encoded.length === 0 || !BASE64.test(encoded)) {
+    // A double-click selects a secret without its trailing "=": said as such, since the value
+    // then looks like the base64 it is meant to be.
+    const padding = '='.repeat((4 - (encoded.length % 4)) % 4);
+    if (padding.length > 0 && padding.length < 3 && BASE64.test(encoded + padding)) {
+      const bytes = Buffer.from(encoded, 'base64').length;
+      if (bytes < MIN_SECRET_BYTES) return { ok: false, problem: tooShort(bytes) };
+      return { ok: false, problem: `is missing the "${padding}" at its end (copied without it?): copy the whole secret` };
+    }
     return { ok: false, problem: 'is not "whsec_" followed by valid base64' };
   }
   const key = Buffer.from(encoded, 'base64');
-  if (key.length < MIN_SECRET_BYTES) {
-    return { ok: false, problem: `decodes to ${key.length} bytes; at least ${MIN_SECRET_BYTES} are required` };
-  }
+  if (key.length < MIN_SECRET_BYTES) return { ok: false, problem: tooShort(key.length) };
   return { ok: true, key };
 }
 

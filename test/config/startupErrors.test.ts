@@ -122,4 +122,12 @@ describe('start-up configuration errors', () => {
     );
     expect(existsSync(join(ROOT, '~'))).toBe(false);
   });
+
+  it('says a secret was copied without its closing "=", rather than calling it invalid base64', async () => {
+    const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+    expect(secret.endsWith('=')).toBe(true);
+    const r = await serve({ WEBHOOK_SECRET: secret.slice(0, -1), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('config error: WEBHOOK_SECRET: is missing the "=" at its end (copied without it?): copy the whole secret\n');
+  });
 });
