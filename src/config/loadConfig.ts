@@ -96,7 +96,7 @@ export function configFileTopProblems(json: unknown): string[] {
 
 function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
   const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+  if (raw === undefined || raw === '' || wrapped(env, name, problems)) return fallback;
   // A minus sign is read (to name the range), but not "-0".
   if (!/^(?:-?[1-9]\d*|\d+)$/.test(raw)) {
     problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
@@ -105,6 +105,13 @@ function intVar(env: Env, name: string, fallback: number, min: number, max: numb
   const n = Number(raw);
   if (n < min || n > max) problems.push(`${name}: must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+/** Whether the variable's value carries quotes or spaces from an env file (said in `problems`). */
+function wrapped(env: Env, name: string, problems: string[]): boolean {
+  const problem = wrappingProblem(env[name] ?? '');
+  if (problem) problems.push(`${name}: ${problem}`);
+  return problem !== null;
 }
 
 function required(name: string, problems: string[]): null {
@@ -239,7 +246,7 @@ const DEFAULT_DATABASE_PATH = './data/receiver.db';
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
-  const host = env.HOST && env.HOST.length > 0 ? env.HOST : '0.0.0.0';
+  const host = env.HOST && env.HOST.length > 0 && !wrapped(env, 'HOST', problems) ? env.HOST : '0.0.0.0';
   const metricsPort = env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : intVar(env, 'METRICS_PORT', 0, 0, 65535, problems);
   if (metricsPort !== null && metricsPort !== 0 && metricsPort === port) {
     problems.push(`METRICS_PORT: must differ from PORT (${port}); leave it unset to serve /metrics on PORT`);
@@ -247,7 +254,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
   const databaseProblem = checkDatabasePath(databasePath);
   if (databaseProblem) problems.push(`DATABASE_PATH: ${databaseProblem}`);
-  const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
+  const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 && !wrapped(env, 'LOG_LEVEL', problems) ? env.LOG_LEVEL : 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
@@ -262,7 +269,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 
   const sources: SourceConfig[] = [];
   const secretEnv = env.WEBHOOK_SECRET;
-  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
+  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
 
   if (secretEnv !== undefined) {
     const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);

@@ -14,6 +14,14 @@ afterEach(() => {
   for (const c of cleanups.splice(0)) c();
 });
 
+/** The default source's three settings, valid. */
+const source = () => ({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' });
+/** Start-up ended with exit 1 and exactly these `config error:` lines. */
+const expectRefused = (r: { code: number | null; stderr: string }, problems: string[]) => {
+  expect(r.code).toBe(1);
+  expect(r.stderr.split('\n').filter(Boolean)).toEqual(problems.map((p) => `config error: ${p}`));
+};
+
 async function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const { dir, cleanup } = tempDir('startup-errors-');
   cleanups.push(cleanup);
@@ -49,14 +57,13 @@ describe('start-up configuration errors', () => {
       }),
     );
     const r = await serve({ CONFIG_FILE: file });
-    expect(r.code).toBe(1);
-    expect(r.stderr.split('\n').filter(Boolean)).toEqual([
-      'config error: CONFIG_FILE sources.0.secrets.1: must be a string, or { "env": "NAME" } to read it from an environment variable',
-      'config error: CONFIG_FILE sources.0.api_key.env: is required',
-      'config error: CONFIG_FILE sources.0.api_key: Unrecognized key: "envv"',
-      'config error: CONFIG_FILE sources.1.secrets: must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable',
-      'config error: CONFIG_FILE sources.1.api_url: must be a string, or { "env": "NAME" } to read it from an environment variable',
-      'config error: CONFIG_FILE sinks.0.secret: must be a string, or { "env": "NAME" } to read it from an environment variable',
+    expectRefused(r, [
+      'CONFIG_FILE sources.0.secrets.1: must be a string, or { "env": "NAME" } to read it from an environment variable',
+      'CONFIG_FILE sources.0.api_key.env: is required',
+      'CONFIG_FILE sources.0.api_key: Unrecognized key: "envv"',
+      'CONFIG_FILE sources.1.secrets: must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable',
+      'CONFIG_FILE sources.1.api_url: must be a string, or { "env": "NAME" } to read it from an environment variable',
+      'CONFIG_FILE sinks.0.secret: must be a string, or { "env": "NAME" } to read it from an environment variable',
     ]);
   });
 
@@ -82,7 +89,7 @@ describe('start-up configuration errors', () => {
   });
 
   it('refuses an API URL with /api/v2 inside its path (an endpoint pasted whole), whose every read would answer 404', async () => {
-    const r = await serve({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example/api/v2/applications/', HIRING_API_KEY: 'sk-abc.def' });
+    const r = await serve({ ...source(), HIRING_API_URL: 'https://hiring.example/api/v2/applications/' });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
       'config error: HIRING_API_URL: give the service\'s base URL without /api/v2/applications (the receiver adds /api/v1 and /api/v2 itself): "https://hiring.example"\n',
@@ -93,7 +100,7 @@ describe('start-up configuration errors', () => {
     const { dir, cleanup } = tempDir('startup-errors-db-');
     cleanups.push(cleanup);
     const folder = `${join(dir, 'data')}/`;
-    const r = await serve({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def', DATABASE_PATH: folder });
+    const r = await serve({ ...source(), DATABASE_PATH: folder });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`config error: DATABASE_PATH: ${JSON.stringify(folder)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(folder, 'receiver.db'))}\n`);
   });
@@ -107,9 +114,7 @@ describe('start-up configuration errors', () => {
       HOME: dir,
       DATABASE_PATH: '~/receiver.db',
       CONFIG_FILE: '~/config.json',
-      WEBHOOK_SECRET: newSecret(),
-      HIRING_API_URL: 'https://hiring.example',
-      HIRING_API_KEY: 'sk-abc.def',
+      ...source(),
     });
     const kill = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
     const { code } = await child.exited;
@@ -126,8 +131,26 @@ describe('start-up configuration errors', () => {
   it('says a secret was copied without its closing "=", rather than calling it invalid base64', async () => {
     const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
     expect(secret.endsWith('=')).toBe(true);
-    const r = await serve({ WEBHOOK_SECRET: secret.slice(0, -1), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' });
+    const r = await serve({ ...source(), WEBHOOK_SECRET: secret.slice(0, -1) });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: WEBHOOK_SECRET: is missing the "=" at its end (copied without it?): copy the whole secret\n');
+  });
+
+  it('says a number, HOST, LOG_LEVEL or CONFIG_FILE carries quotes or a line end from an env file', async () => {
+    const r = await serve({
+      ...source(),
+      PORT: '"8080"',
+      HOST: "'0.0.0.0'",
+      LOG_LEVEL: 'info\r',
+      WORKER_CONCURRENCY: '4\r',
+      CONFIG_FILE: '"/etc/receiver.json"',
+    });
+    expectRefused(r, [
+      'PORT: is wrapped in quote characters: set the value without them',
+      'HOST: is wrapped in quote characters: set the value without them',
+      'LOG_LEVEL: has spaces or a line break at its start or end: set the value without them',
+      'WORKER_CONCURRENCY: has spaces or a line break at its start or end: set the value without them',
+      'CONFIG_FILE: is wrapped in quote characters: set the value without them',
+    ]);
   });
 });
