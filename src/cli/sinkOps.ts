@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Kysely, Transaction } from 'kysely';
-import { ConfigError, configFileTopProblems, loadConfig } from '../config/loadConfig.js';
+import { ConfigError, configFileTopProblems, loadConfig, readConfigJson } from '../config/loadConfig.js';
 import { databasePathOf } from './cliConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
@@ -13,7 +13,6 @@ import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJo
 import { matchesSink, undocumentedPatterns } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
-import { jsonErrorAt } from '../util/jsonErrorAt.js';
 
 export type { DeliveryWrites, SinkConfig, SinkStatus };
 export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind, undocumentedPatterns };
@@ -40,19 +39,8 @@ export function configuredSinks(env: Env, databasePath: string = databasePathOf(
     if (!(err instanceof ConfigError)) throw err;
   }
   const problems: string[] = [];
-  let json: unknown;
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    return { sinks: [], problems: [`CONFIG_FILE: cannot read ${JSON.stringify(file)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`] };
-  }
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // Not V8's message: it quotes the text around the error, which may be a secret.
-    return { sinks: [], problems: [`CONFIG_FILE: ${file} is not valid JSON (at ${jsonErrorAt(text) ?? 'its start'})`] };
-  }
+  const json = readConfigJson(file, (p) => readFileSync(p, 'utf8'), problems);
+  if (json === undefined) return { sinks: [], problems };
   // What the server would refuse at the top level ("sink" for "sinks", an array) is said, not read as "no sinks".
   problems.push(...configFileTopProblems(json));
   const raw = (json !== null && typeof json === 'object' && !Array.isArray(json) ? json : {}) as { sinks?: unknown; sources?: { name?: unknown }[] };

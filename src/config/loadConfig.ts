@@ -1,10 +1,11 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { homedir } from 'node:os';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
-import { CONFIG_PARSE } from './parseOptions.js';
+import { CONFIG_PARSE, configIssues } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
 
@@ -67,7 +68,9 @@ export const API_KEY = /^sk-[\x21-\x2d\x2f-\x7e]+\.[\x21-\x2d\x2f-\x7e]+$/;
 const fileSourceSchema = z
   .object({
     name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
-    secrets: z.union([secretRef, z.array(secretRef).min(1)]),
+    secrets: z.union([secretRef, z.array(secretRef).min(1)], {
+      error: (iss) => (iss.input === undefined ? undefined : 'must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable'),
+    }),
     api_url: secretRef,
     api_key: secretRef,
   })
@@ -93,7 +96,7 @@ export function configFileTopProblems(json: unknown): string[] {
 
 function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
   const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
+  if (raw === undefined || raw === '' || wrapped(env, name, problems)) return fallback;
   // A minus sign is read (to name the range), but not "-0".
   if (!/^(?:-?[1-9]\d*|\d+)$/.test(raw)) {
     problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
@@ -102,6 +105,13 @@ function intVar(env: Env, name: string, fallback: number, min: number, max: numb
   const n = Number(raw);
   if (n < min || n > max) problems.push(`${name}: must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+/** Whether the variable's value carries quotes or spaces from an env file (said in `problems`). */
+function wrapped(env: Env, name: string, problems: string[]): boolean {
+  const problem = wrappingProblem(env[name] ?? '');
+  if (problem) problems.push(`${name}: ${problem}`);
+  return problem !== null;
 }
 
 function required(name: string, problems: string[]): null {
@@ -123,9 +133,9 @@ export function wrappingProblem(value: string): string | null {
 
 /**
  * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. Refused, each with its fix: a URL ending in /api/v1 or /api/v2 (the client adds those
- * itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own path
- * prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
+ * slash. Refused, each with its fix: a URL with /api/v1 or /api/v2 in its path (the client adds
+ * those itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own
+ * path prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
  * never echoed, and the API key is the bearer token anyway).
  */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
@@ -151,10 +161,13 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
   }
   // Built from the parsed URL (credentials are refused above), not by cutting the raw text.
   const path = u.pathname.replace(/\/+$/, '');
-  const versioned = /\/api\/v\d+$/i.exec(path);
+  // Anywhere in the path, not only at its end: an endpoint's URL pasted whole
+  // (.../api/v2/applications) would send every read to .../api/v2/applications/api/v2/... (404).
+  const versioned = /\/api\/v\d+(?=\/|$)/i.exec(path);
   if (versioned) {
-    const base = u.origin + path.slice(0, path.length - versioned[0].length);
-    problems.push(`${where}: give the service's base URL without ${versioned[0]} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
+    const base = u.origin + path.slice(0, versioned.index);
+    const rest = path.slice(versioned.index);
+    problems.push(`${where}: give the service's base URL without ${rest} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
     return null;
   }
   if (u.search !== '' || u.hash !== '') {
@@ -191,13 +204,26 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 }
 
 /**
+ * A path starting with "~": only a shell expands it, not an env file, Docker, systemd or fly
+ * secrets, so it would name a folder "~" in the working directory (the database made there, out
+ * of sight, or a CONFIG_FILE not found).
+ */
+function tildeProblem(path: string): string | null {
+  if (!/^~(\/|$)/.test(path)) return null;
+  return `starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as ${JSON.stringify(homedir() + path.slice(1))}`;
+}
+
+/**
  * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
  * name, the receiver's side files would not: a second process could then run workers on the same
- * database), not ':memory:' (nothing would survive a restart), not a folder.
+ * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
+ * "/", a folder still to be made).
  */
 function checkDatabasePath(path: string): string | null {
   const wrapped = wrappingProblem(path);
   if (wrapped) return wrapped;
+  const tilde = tildeProblem(path);
+  if (tilde) return tilde;
   if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
   let folder = false;
   try {
@@ -206,6 +232,8 @@ function checkDatabasePath(path: string): string | null {
     // A path through a file, a folder it may not read: opening the database says so, naming the path.
   }
   if (folder) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
+  // A folder still to be made (its name ends in "/"): not a raw EISDIR when the database opens.
+  if (path.endsWith('/')) return `${JSON.stringify(path)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
   return null;
 }
 
@@ -218,7 +246,7 @@ const DEFAULT_DATABASE_PATH = './data/receiver.db';
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
-  const host = env.HOST && env.HOST.length > 0 ? env.HOST : '0.0.0.0';
+  const host = env.HOST && env.HOST.length > 0 && !wrapped(env, 'HOST', problems) ? env.HOST : '0.0.0.0';
   const metricsPort = env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : intVar(env, 'METRICS_PORT', 0, 0, 65535, problems);
   if (metricsPort !== null && metricsPort !== 0 && metricsPort === port) {
     problems.push(`METRICS_PORT: must differ from PORT (${port}); leave it unset to serve /metrics on PORT`);
@@ -226,7 +254,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
   const databaseProblem = checkDatabasePath(databasePath);
   if (databaseProblem) problems.push(`DATABASE_PATH: ${databaseProblem}`);
-  const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 ? env.LOG_LEVEL : 'info';
+  const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 && !wrapped(env, 'LOG_LEVEL', problems) ? env.LOG_LEVEL : 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
@@ -241,7 +269,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
 
   const sources: SourceConfig[] = [];
   const secretEnv = env.WEBHOOK_SECRET;
-  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
+  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
 
   if (secretEnv !== undefined) {
     const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
@@ -278,8 +306,9 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     }
   }
 
-  if (problems.length > 0) throw new ConfigError(problems);
-  const warnings = misspeltSettings(env, envNamesIn(fileJson));
+  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+  const warnings = misspelt.map(({ name, near }) => `${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
@@ -317,19 +346,31 @@ export const SETTINGS = [
 ] as const;
 
 /**
- * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS):
- * a typo leaves that setting at its default without a word. Only names of 8 letters and more are
- * compared (HOME is two letters from HOST).
+ * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS),
+ * or is a setting's in other letter case (webhook_secret): a typo leaves that setting at its default
+ * without a word. Only names of 8 letters and more are compared by distance (HOME is two letters
+ * from HOST).
  */
-function misspeltSettings(env: Env, named: ReadonlySet<string>): string[] {
+function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string; near: string }[] {
   const known = new Set<string>([...SETTINGS, ...named]);
-  const out: string[] = [];
+  const out: { name: string; near: string }[] = [];
   for (const name of Object.keys(env)) {
-    if (known.has(name) || name.length < 8) continue;
-    const near = SETTINGS.find((s) => s.length >= 8 && editDistance(name, s) <= 2);
-    if (near) out.push(`${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
+    if (known.has(name)) continue;
+    const upper = name.toUpperCase();
+    const near = SETTINGS.find((s) => s === upper) ?? (name.length < 8 ? undefined : SETTINGS.find((s) => s.length >= 8 && editDistance(upper, s) <= 2));
+    if (near) out.push({ name, near });
   }
   return out;
+}
+
+/**
+ * A required setting reported missing while a misspelt one is set (WEBHOOK_SECRETS for
+ * WEBHOOK_SECRET): said in the same line, since the warning that would name it is only logged
+ * by a receiver that starts.
+ */
+function withMisspeltHint(problem: string, misspelt: readonly { name: string; near: string }[]): string {
+  const typos = misspelt.filter(({ near }) => problem.startsWith(`${near}: is required`)).map(({ name }) => name);
+  return typos.length === 0 ? problem : `${problem}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of ${problem.slice(0, problem.indexOf(':'))}?`;
 }
 
 /** The variables CONFIG_FILE (parsed) names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
@@ -426,19 +467,23 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
 
 /** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`. */
 function reportIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[], problems: string[], prefix: PropertyKey[] = []): void {
-  for (const issue of issues) {
-    const path = [...prefix, ...issue.path].map(String);
+  for (const issue of configIssues(issues, prefix)) {
+    const path = issue.path.map(String);
     problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
   }
 }
 
 /** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */
-function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
+export function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
   let text: string;
   try {
-    text = readFile(path);
+    // Without the byte order mark Windows editors (Notepad, PowerShell 5's Out-File) put first:
+    // JSON.parse refuses it, and "not valid JSON (at line 1, column 1)" hides why.
+    text = readFile(path).replace(/^\uFEFF/, '');
   } catch (err) {
-    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    const tilde = code === 'ENOENT' ? tildeProblem(path) : null;
+    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${code})${tilde ? `: it ${tilde}` : ''}`);
     return undefined;
   }
   try {
@@ -479,11 +524,10 @@ function loadFileSources(
     const src = one.data;
     const at = `CONFIG_FILE sources.${i}`;
     const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];
-    const values = refs.flatMap((r, j) => {
-      const v = resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r);
-      return v === null ? [] : splitSecrets(v);
-    });
-    const signingKeys = decodeSecrets(`${at}.secrets`, values, problems);
+    const resolved = refs.map((r, j) => resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r));
+    // A variable not set is said once, above, not again as "is empty".
+    const values = resolved.flatMap((v) => (v === null ? [] : splitSecrets(v)));
+    const signingKeys = resolved.includes(null) && values.length === 0 ? [] : decodeSecrets(`${at}.secrets`, values, problems);
     const urlRaw = resolve(`${at}.api_url`, src.api_url);
     const keyRaw = resolve(`${at}.api_key`, src.api_key);
     out.push({

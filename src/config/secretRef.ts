@@ -1,7 +1,9 @@
 import { z } from 'zod';
 
 /** A secret in CONFIG_FILE: given inline, or as `{ "env": "NAME" }` to read it from the environment. */
-export const secretRef = z.union([z.string(), z.object({ env: z.string().min(1) }).strict()]);
+export const secretRef = z.union([z.string(), z.object({ env: z.string().min(1, 'must name an environment variable') }).strict()], {
+  error: (iss) => (iss.input === undefined ? undefined : 'must be a string, or { "env": "NAME" } to read it from an environment variable'),
+});
 export type SecretRef = z.infer<typeof secretRef>;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;

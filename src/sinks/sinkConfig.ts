@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
-import { CONFIG_PARSE } from '../config/parseOptions.js';
+import { CONFIG_PARSE, configIssues } from '../config/parseOptions.js';
 import { realPathOf } from '../util/realPath.js';
 
 /** One configured sink, resolved (secrets read from the environment, defaults applied). */
@@ -100,7 +100,7 @@ export function resolveSinks(
     const at = `CONFIG_FILE sinks.${i}`;
     const parsed = sinkEntrySchema.safeParse(entry, CONFIG_PARSE);
     if (!parsed.success) {
-      for (const issue of parsed.error.issues) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
+      for (const issue of configIssues(parsed.error.issues)) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
       // Its name still counts, so a second sink of that name is reported in this run too.
       const name = (entry as { name?: unknown } | null)?.name;
       if (typeof name === 'string') claimName(name, at);
