@@ -312,6 +312,8 @@ export function createApp(deps: AppDeps) {
   };
 
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
+  /** Set when a stop begins: the deliveries answered from then on close their connection. */
+  let draining = false;
   const webhookHandler = createWebhookHandler({
     verifier: createVerifier(config.sources, clock),
     committer,
@@ -319,6 +321,7 @@ export function createApp(deps: AppDeps) {
     logger,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
+    draining: () => draining,
   });
   // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
   // answer 404 to every delivery, and the service drops an event after 6 failed attempts.
@@ -574,6 +577,7 @@ export function createApp(deps: AppDeps) {
   async function stopOnce(): Promise<void> {
     // One grace for everything in progress: deliveries being received, messages being sent.
     const graceEnds = performance.now() + config.shutdownGraceMs;
+    draining = true;
     const s = server;
     server = null;
     // A scrape in progress is not worth waiting for.
