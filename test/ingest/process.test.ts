@@ -139,6 +139,16 @@ describe('the receiver as a real process', () => {
     expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
   });
 
+  it('a SIGTERM during the start-up lets the start finish, then drains and exits 0 (not killed by the signal mid-start)', async () => {
+    const child = runTs('test/helpers/signalDuringStart.ts', [], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, 'term-start.db'), PORT: '0', HOST: '127.0.0.1' });
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    expect(await child.exited.finally(() => clearTimeout(timer))).toEqual({ code: 0, signal: null });
+    const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs).toContain('shutting down');
+    expect(msgs).toContain('receiver listening');
+    expect(msgs.at(-1)).toBe('receiver stopped');
+  });
+
   it.each([
     ['under an npm script (npm start), drains and exits when npm goes away (kill of npm\'s pid)', { npm_lifecycle_event: 'start' }, true],
     ['started otherwise (nohup ... & from a script that exits), keeps running when its parent goes away', {}, false],
