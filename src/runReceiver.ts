@@ -70,10 +70,15 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   let started: Promise<void> = new Promise(() => {});
   let stopping = false;
   const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
     // Before createApp returned, no handler can run (it is synchronous): the receiver is there.
     const r = receiver!;
+    if (stopping) {
+      // Not a faster stop: under `npm start` one Ctrl-C is two SIGINTs (the terminal's, and npm's
+      // forward of it). Said, so an operator waiting on the stop knows it is under way.
+      r.logger.info({ signal }, 'already stopping: work in progress gets up to SHUTDOWN_GRACE_MS; SIGKILL ends the process at once (nothing acknowledged is lost)');
+      return;
+    }
+    stopping = true;
     r.logger.info({ signal }, 'shutting down');
     // A start that fails exits 1 with its own message (main), not through this stop.
     started
