@@ -80,7 +80,7 @@ describe('stop() and a sender reusing its connection', () => {
 });
 
 describe('stop() and a result read in flight', () => {
-  it('a delivery waiting for a write lock another process holds does not hold stop() past SHUTDOWN_GRACE_MS: it fails uncommitted, to be redelivered', async () => {
+  it('a delivery waiting for a write lock another process holds does not hold stop() past SHUTDOWN_GRACE_MS: it fails uncommitted and is answered 503, to be redelivered', async () => {
     const secret = newSecret();
     const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '500', WRITE_TIMEOUT_MS: '8000', WORKER_CONCURRENCY: '0' });
     const other = new BetterSqlite3(r.dbPath);
@@ -106,7 +106,9 @@ describe('stop() and a result read in flight', () => {
       await r.app.stop();
       // The grace (500 ms), not WRITE_TIMEOUT_MS (8 s).
       expect(performance.now() - started).toBeLessThan(3_000);
-      expect(await answer).toBe('cut');
+      // Answered 503, with the Retry-After every storage failure carries, before its connection
+      // closed: a clean refusal the service retries, not a reset.
+      expect(await answer).toBe(503);
       // Counted and logged as a stop's doing, not a storage fault (a deploy must not page as one).
       expect(r.logs.lines.find((l) => l.outcome === 'unavailable')).toMatchObject({ storage_error: 'shutdown' });
       other.exec('ROLLBACK');
