@@ -340,6 +340,8 @@ export function createApp(deps: AppDeps) {
   };
 
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
+  /** Set when a stop begins: the deliveries answered from then on close their connection. */
+  let draining = false;
   const webhookHandler = createWebhookHandler({
     verifier: createVerifier(config.sources, clock),
     committer,
@@ -347,6 +349,7 @@ export function createApp(deps: AppDeps) {
     logger,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
+    draining: () => draining,
   });
   // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
   // answer 404 to every delivery, and the service drops an event after 6 failed attempts.
@@ -599,9 +602,12 @@ export function createApp(deps: AppDeps) {
     return stopping;
   }
 
+  const abandonCommits = () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free');
+
   async function stopOnce(): Promise<void> {
     // One grace for everything in progress: deliveries being received, messages being sent.
     const graceEnds = performance.now() + config.shutdownGraceMs;
+    draining = true;
     const s = server;
     server = null;
     // A scrape in progress is not worth waiting for.
@@ -615,7 +621,12 @@ export function createApp(deps: AppDeps) {
         // its connection is closed: a delivery not answered yet is retried by the service.
         const grace = setTimeout(() => {
           logger.warn({ graceMs: config.shutdownGraceMs }, 'closing connections with a request still in progress after SHUTDOWN_GRACE_MS');
-          s.closeAllConnections();
+          // Deliveries still waiting for the write lock fail uncommitted first, and are answered
+          // 503 (Retry-After) before their connections close. Cut first, the sender got a reset
+          // (and one whose retried commit went through before the abandon, a reset for a delivery
+          // stored).
+          abandonCommits();
+          setImmediate(() => s.closeAllConnections());
         }, config.shutdownGraceMs);
         // A keep-alive connection whose request ends during the grace goes idle and stays open:
         // closed as soon as it is idle, so stop() does not wait out the grace for it.
@@ -630,10 +641,7 @@ export function createApp(deps: AppDeps) {
     }
     // Deliveries still waiting for the write lock (another process holds it) wait within the
     // grace, not each up to WRITE_TIMEOUT_MS: past it they fail uncommitted, and are redelivered.
-    const cutCommits = setTimeout(
-      () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free'),
-      Math.max(0, graceEnds - performance.now()),
-    );
+    const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
     await Promise.all([committer.drain(), metricsClosed]);
     clearTimeout(cutCommits);
     const left = Math.max(0, graceEnds - performance.now());

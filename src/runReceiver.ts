@@ -1,4 +1,4 @@
-import { createApp } from './app.js';
+import { createApp, type App } from './app.js';
 import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig } from './config/loadConfig.js';
@@ -62,45 +62,65 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     process.stderr.write('config error: WORKER_CONCURRENCY: must be at least 1 for `work`\n');
     process.exit(1);
   }
+  // Signals are taken from here on, before the database is opened and migrated: one that comes
+  // during the start-up lets the start finish, then drains like any stop. (Handled only once
+  // started, Node's default ended the process at once: mid-answer for a delivery accepted once
+  // it listened, with an exit by signal and no line in the log.)
+  let receiver: App | undefined;
+  let started: Promise<void> = new Promise(() => {});
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    // Before createApp returned, no handler can run (it is synchronous): the receiver is there.
+    const r = receiver!;
+    if (stopping) {
+      // Not a faster stop: under `npm start` one Ctrl-C is two SIGINTs (the terminal's, and npm's
+      // forward of it). Said, so an operator waiting on the stop knows it is under way.
+      r.logger.info({ signal }, 'already stopping: work in progress gets up to SHUTDOWN_GRACE_MS; SIGKILL ends the process at once (nothing acknowledged is lost)');
+      return;
+    }
+    stopping = true;
+    r.logger.info({ signal }, 'shutting down');
+    // A start that fails exits 1 with its own message (main), not through this stop.
+    started
+      .then(() => r.stop(), () => new Promise<never>(() => {}))
+      .then(
+        () => process.exit(0),
+        (err) => {
+          r.logger.error({ err: (err as Error).message }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
   // With workers, their lock is taken before the database is opened and migrated: a new version
   // started beside an older one still running its workers is refused before it migrates.
   const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
-  const receiver = createApp({ config, ...(workersLock ? { workersLock } : {}) });
+  const app = createApp({ config, ...(workersLock ? { workersLock } : {}) });
+  receiver = app;
   // A crash is one JSON line at fatal, like every other line (Node's default is a text stack
   // trace a log pipeline cannot parse), then exit 1 for the supervisor to restart it: nothing
   // acknowledged is lost (every 2xx followed its commit), and leased jobs run again.
   const crash = (kind: string) => (err: unknown) => {
-    receiver.logger.fatal({ err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
+    app.logger.fatal({ err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
     process.exit(1);
   };
   process.on('uncaughtException', crash('uncaught exception'));
   process.on('unhandledRejection', crash('unhandled rejection'));
-  if (mode === 'serve') await receiver.start();
-  else {
-    // Its own counters (job runs, result reads, sink deliveries) are in this process only: on
-    // WORK_METRICS_PORT (not METRICS_PORT, which `serve` in the same environment listens on),
-    // bound before the workers start, so a port in use fails before any job is claimed.
-    if (workMetricsPort !== null) {
-      const metricsUrl = await receiver.startWorkMetrics(workMetricsPort);
-      receiver.logger.info({ metricsUrl }, 'metrics served');
-    }
-    await receiver.startWorkers();
-  }
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    receiver.logger.info({ signal }, 'shutting down');
-    receiver.stop().then(
-      () => process.exit(0),
-      (err) => {
-        receiver.logger.error({ err: (err as Error).message }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  started =
+    mode === 'serve'
+      ? app.start().then(() => undefined)
+      : (async () => {
+          // Its own counters (job runs, result reads, sink deliveries) are in this process only: on
+          // WORK_METRICS_PORT (not METRICS_PORT, which `serve` in the same environment listens on),
+          // bound before the workers start, so a port in use fails before any job is claimed.
+          if (workMetricsPort !== null) {
+            const metricsUrl = await app.startWorkMetrics(workMetricsPort);
+            app.logger.info({ metricsUrl }, 'metrics served');
+          }
+          await app.startWorkers();
+        })();
+  await started;
   // `kill <npm's pid>` under `npm start` / `npm run cli -- serve`: drain and exit (npmParent.ts).
   onNpmParentGone(process.env, () => shutdown('npm, which started it, exited'));
   // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would

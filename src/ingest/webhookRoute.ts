@@ -19,6 +19,13 @@ export interface WebhookRouteDeps {
   logger: Logger;
   metrics: Metrics;
   maxBodyBytes: number;
+  /**
+   * True once the receiver is stopping: answers then close their connection. Kept alive, the
+   * connection was closed as soon as it was idle, and a next delivery the sender had written on
+   * it meanwhile was reset unanswered; told to close, the sender opens a new connection, which is
+   * refused cleanly.
+   */
+  draining?: () => boolean;
 }
 
 /** Node joins repeated headers with ", " (the Fetch API does the same); set-cookie is the only array. */
@@ -39,7 +46,9 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     // build a WHATWG Headers object (undici) for each delivery just to read three values.
     const header = incoming ? (name: string) => headerValue(incoming.headers[name]) : (name: string) => c.req.header(name);
     const deliveryId = header('webhook-id');
+    // Every answer goes through here, just before it is returned.
     const done = (outcome: string, status: number, fields: Record<string, unknown> = {}) => {
+      if (deps.draining?.() && c.env?.outgoing) c.env.outgoing.shouldKeepAlive = false;
       const durationMs = performance.now() - started;
       metrics.ingestDuration.observe(durationMs / 1000);
       metrics.deliveriesReceived.inc({ outcome, source: (fields.source as string | undefined) ?? 'unknown' });

@@ -9,6 +9,7 @@ import { groupBy } from '../util/collections.js';
 import { buildMessages } from './buildMessage.js';
 import { adoptCycle, currentMessageIds, pairCycles, recordAttempt, recordAttempts, recordFailedAttempt } from './deliveryRecords.js';
 import { sinkJobKind, type DeliveryPayload } from './enqueueDeliveries.js';
+import { InterruptedByStopError } from './interrupted.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
@@ -78,6 +79,13 @@ export function createDeliveryHandler(h: {
         'SINK DISABLED: the endpoint answered 410 Gone; its deliveries are kept pending until it is re-enabled (CLI) or its URL changes',
       );
       return { rescheduleAt: clock.now(), note: `sink disabled: ${message}` };
+    }
+    if (err instanceof InterruptedByStopError) {
+      // Cut by the stop, not failed by the sink: recorded on the delivery, and the job is put back
+      // without counting an attempt (as an interrupted result read is), to be sent at the restart.
+      // Counted, a stop during the last attempt made a dead letter of it.
+      await recordFailedAttempt(db, sent, { state: 'retrying', statusCode: null, error: message }, clock.now());
+      return { rescheduleAt: clock.now(), note: message, untested: true };
     }
     const dead = (isDecisionError(err) && err.decision === 'permanent') || job.attempts >= job.max_attempts;
     await recordFailedAttempt(db, sent, { state: dead ? 'dead' : 'retrying', statusCode: status, error: message }, clock.now());

@@ -139,6 +139,16 @@ describe('the receiver as a real process', () => {
     expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
   });
 
+  it('a SIGTERM during the start-up lets the start finish, then drains and exits 0 (not killed by the signal mid-start)', async () => {
+    const child = runTs('test/helpers/signalDuringStart.ts', [], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: join(dir, 'term-start.db'), PORT: '0', HOST: '127.0.0.1' });
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    expect(await child.exited.finally(() => clearTimeout(timer))).toEqual({ code: 0, signal: null });
+    const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs).toContain('shutting down');
+    expect(msgs).toContain('receiver listening');
+    expect(msgs.at(-1)).toBe('receiver stopped');
+  });
+
   it.each([
     ['under an npm script (npm start), drains and exits when npm goes away (kill of npm\'s pid)', { npm_lifecycle_event: 'start' }, true],
     ['started otherwise (nohup ... & from a script that exits), keeps running when its parent goes away', {}, false],
@@ -216,6 +226,33 @@ describe('the receiver as a real process', () => {
     const stored = db.prepare('SELECT id FROM events').pluck().all();
     db.close();
     expect(stored).toEqual([finishing.id]);
+  });
+
+  it('a second SIGTERM while the stop waits on a stalled client says the stop is under way, and the stop still drains and exits 0', async () => {
+    const secret = newSecret();
+    const port = await freePort();
+    const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'second-signal.db'), PORT: String(port), HOST: '127.0.0.1', SHUTDOWN_GRACE_MS: '1500', REQUEST_TIMEOUT_MS: '600000' };
+    const child = runTs('src/main.ts', [], env);
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    const d = signDelivery(secret, JSON.stringify(envelope()));
+    const socket = connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    const head = Object.entries({ ...d.headers, 'content-length': String(Buffer.byteLength(d.body)) })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(`POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n${head}\r\n${d.body.slice(0, 10)}`);
+    const timer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // the server takes the head in; the body never ends
+      child.proc.kill('SIGTERM');
+      await waitFor(() => child.stdout.join('').includes('"msg":"shutting down"'));
+      child.proc.kill('SIGTERM');
+      expect(await child.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      clearTimeout(timer);
+      socket.destroy();
+    }
+    expect(child.stdout.join('')).toMatch(/"msg":"shutting down"[\s\S]*"msg":"already stopping: [^"]*SIGKILL[^"]*"[\s\S]*"msg":"receiver stopped"/);
   });
 
   it('loses no acknowledged event when killed with SIGKILL under a stream of deliveries', async () => {

@@ -1,5 +1,5 @@
 import { Agent, createServer, request, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
@@ -48,8 +48,39 @@ describe('stop() and keep-alive connections', () => {
   });
 });
 
+describe('stop() and a sender reusing its connection', () => {
+  it('a delivery answered during the stop is answered with Connection: close, so the sender does not write its next one on a connection about to be closed', async () => {
+    const secret = newSecret();
+    const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '5000', WORKER_CONCURRENCY: '0' });
+    const u = new URL(r.url);
+    const socket = connect(Number(u.port), u.hostname);
+    try {
+      await new Promise((ok) => socket.once('connect', ok));
+      let answer = '';
+      socket.on('data', (d: Buffer) => (answer += d.toString()));
+      const ended = new Promise<void>((ok) => socket.once('end', ok));
+      const d = signDelivery(secret, JSON.stringify(envelope()));
+      const head = Object.entries({ ...d.headers, 'content-length': String(Buffer.byteLength(d.body)) })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      // HTTP/1.1: a keep-alive connection unless the answer says otherwise.
+      socket.write(`POST /webhooks HTTP/1.1\r\nhost: ${u.host}\r\n${head}\r\n${d.body.slice(0, 10)}`);
+      await new Promise((ok) => setTimeout(ok, 100)); // the server takes the head in
+      const stopped = r.app.stop();
+      socket.write(d.body.slice(10));
+      await ended;
+      await stopped;
+      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+      expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+    } finally {
+      socket.destroy();
+      await r.close();
+    }
+  });
+});
+
 describe('stop() and a result read in flight', () => {
-  it('a delivery waiting for a write lock another process holds does not hold stop() past SHUTDOWN_GRACE_MS: it fails uncommitted, to be redelivered', async () => {
+  it('a delivery waiting for a write lock another process holds does not hold stop() past SHUTDOWN_GRACE_MS: it fails uncommitted and is answered 503, to be redelivered', async () => {
     const secret = newSecret();
     const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '500', WRITE_TIMEOUT_MS: '8000', WORKER_CONCURRENCY: '0' });
     const other = new BetterSqlite3(r.dbPath);
@@ -75,7 +106,9 @@ describe('stop() and a result read in flight', () => {
       await r.app.stop();
       // The grace (500 ms), not WRITE_TIMEOUT_MS (8 s).
       expect(performance.now() - started).toBeLessThan(3_000);
-      expect(await answer).toBe('cut');
+      // Answered 503, with the Retry-After every storage failure carries, before its connection
+      // closed: a clean refusal the service retries, not a reset.
+      expect(await answer).toBe(503);
       // Counted and logged as a stop's doing, not a storage fault (a deploy must not page as one).
       expect(r.logs.lines.find((l) => l.outcome === 'unavailable')).toMatchObject({ storage_error: 'shutdown' });
       other.exec('ROLLBACK');

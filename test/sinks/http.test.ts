@@ -509,4 +509,31 @@ describe('http sink at shutdown', () => {
       cleanup();
     }
   });
+
+  it('a message cut by the stop on its last attempt is not dead-lettered: put back due at once (for the restart), without counting the attempt', async () => {
+    const hanging = await startSilentServer();
+    const { dir, cleanup } = tempDir('sink-shutdown-last-');
+    try {
+      const configFile = join(dir, 'config.json');
+      writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'slow', type: 'http', url: `${hanging.url}/hook`, secret: SECRET_A, timeout_ms: 50_000, max_attempts: 1 }] }));
+      const secret = newSecret();
+      const r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: configFile, SHUTDOWN_GRACE_MS: '300' }, { listen: false });
+      const d = signDelivery(secret, JSON.stringify(envelope()));
+      expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      await r.app.startWorkers();
+      await hanging.waitForRequest();
+      await r.app.stop();
+      const db = new BetterSqlite3(r.dbPath, { readonly: true });
+      const { run_at: runAt, ...job } = db.prepare("SELECT state, attempts, max_attempts, last_error, run_at FROM jobs WHERE kind = 'sink:slow'").get() as { run_at: string };
+      const delivery = db.prepare("SELECT state FROM deliveries WHERE sink = 'slow'").get();
+      db.close();
+      expect(job).toEqual({ state: 'pending', attempts: 0, max_attempts: 1, last_error: 'interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)' });
+      expect(delivery).toEqual({ state: 'retrying' });
+      expect(Date.parse(runAt)).toBeLessThanOrEqual(Date.now());
+      rmSync(dirname(r.dbPath), { recursive: true, force: true });
+    } finally {
+      hanging.close();
+      cleanup();
+    }
+  });
 });

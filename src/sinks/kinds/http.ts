@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseSecret } from '../../config/parseSecret.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
+import { InterruptedByStopError } from '../interrupted.js';
 import { serializeMessage } from '../serializeMessage.js';
 import type { DeliveryContext, DeliveryOutcome, ResolveContext, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 import { secretRef } from '../../config/secretRef.js';
@@ -69,7 +70,7 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
         });
       } catch (err) {
         const e = err as Error & { code?: string; cause?: { code?: string } };
-        if (deps.shutdown?.aborted) throw new RetryableError('interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)');
+        if (deps.shutdown?.aborted) throw new InterruptedByStopError();
         if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new RetryableError(`no response within ${options.timeoutMs} ms`);
         throw new RetryableError(`request failed (${e.code ?? e.cause?.code ?? e.message})`);
       } finally {

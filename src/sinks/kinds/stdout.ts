@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import { RetryableError } from '../../hiring/errors.js';
+import { InterruptedByStopError } from '../interrupted.js';
 import { serializeMessage } from '../serializeMessage.js';
 import type { Sink, SinkKind, SinkMessage } from '../types.js';
 
@@ -23,7 +24,7 @@ export function createStdoutSink(stream: Writable, shutdown?: AbortSignal): Sink
       // receiver exits in time. The delivery is retried after the restart (the line may then
       // appear twice: consumers dedupe on the message id).
       await new Promise<void>((resolve, reject) => {
-        const interrupted = () => reject(new RetryableError('interrupted: the receiver was stopping (SHUTDOWN_GRACE_MS passed)'));
+        const interrupted = () => reject(new InterruptedByStopError());
         if (shutdown?.aborted) return interrupted();
         shutdown?.addEventListener('abort', interrupted, { once: true });
         stream.write(line, (err) => {
