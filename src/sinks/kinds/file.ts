@@ -27,12 +27,23 @@ export type OpenSinkFile = (path: string) => Promise<SinkFile>;
 const NEWLINE = 0x0a;
 const CHUNK = 64 * 1024;
 
+/** The code openAppend fails with for a path that names a pipe, a socket or a device. */
+const NOT_REGULAR = 'ENOTREGULAR';
+
 export const openAppend: OpenSinkFile = async (path) => {
   await ensureDir(dirname(path));
   // O_APPEND: every write lands at the end, as one write(2) of the whole line. A new file is
   // its owner's only (0600), like the database: its lines hold candidate names, emails, phones.
-  return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
+  const fh = await open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
+  // A pipe or a device (`/dev/stdout` in a container) takes the write, then refuses the fsync
+  // (EINVAL): each retry would write the line again, up to max_attempts times, and then dead-letter it.
+  if (!(await fh.stat()).isFile()) {
+    await fh.close();
+    throw Object.assign(new Error(`${path} is not a regular file`), { code: NOT_REGULAR });
+  }
+  return fh;
 };
+
 
 /**
  * Drops a last line without its newline: what a crash in the middle of a
@@ -226,6 +237,9 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         await ensureOpen();
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        if (code === NOT_REGULAR) {
+          throw new Error(`cannot use ${options.path}: it is not a regular file (a pipe or a device, whose writes cannot be fsynced); for standard output, configure a sink of type "stdout"`);
+        }
         if (code && OPERATOR_PROBLEMS.has(code)) {
           const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
           throw new Error(`cannot open ${options.path} for appending: ${code}${uid}`);
