@@ -246,6 +246,28 @@ describe('file sink group append', () => {
   });
 });
 
+describe('file sink: a new file survives a power loss', () => {
+  it('fsyncs the folder that holds the file (and the parent of each folder it made) before the first line is written', async () => {
+    const d = dir();
+    const path = join(d, 'a', 'b', 'events.ndjson');
+    const synced: string[] = [];
+    const fh = await openAppend(path, async (folder) => {
+      synced.push(folder);
+    });
+    await fh.close();
+    // The file's name in b, b's in a, a's in the temp folder: each entry made is on disk.
+    expect(synced).toEqual([join(d, 'a', 'b'), join(d, 'a'), d]);
+    // Opened again after a rotation (mv, then a new file at the path): the new name too.
+    renameSync(path, `${path}.1`);
+    synced.length = 0;
+    await (await openAppend(path, async (folder) => {
+      synced.push(folder);
+    })).close();
+    expect(synced).toEqual([join(d, 'a', 'b')]);
+    expect(existsSync(path)).toBe(true);
+  });
+});
+
 describe('file sink at start', () => {
   /** Starts the receiver (a child process) with one file sink at `path`; how it ended, or null if it was still running after 15 s (then stopped). */
   async function startWithFileSink(d: string, path: string) {

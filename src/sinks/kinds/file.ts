@@ -30,8 +30,36 @@ const CHUNK = 64 * 1024;
 /** The code openAppend fails with for a path that names a pipe, a socket or a device. */
 const NOT_REGULAR = 'ENOTREGULAR';
 
-export const openAppend: OpenSinkFile = async (path) => {
-  await ensureDir(dirname(path));
+/** Where a folder cannot be opened or fsynced (some file systems, a folder without read permission): skipped. */
+const FOLDER_SYNC_SKIPPED = new Set(['EINVAL', 'EISDIR', 'ENOTSUP', 'EBADF', 'EACCES', 'EPERM']);
+
+/** fsync of a folder, so a file or folder just created in it survives a power loss. */
+export async function syncFolder(folder: string): Promise<void> {
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    fh = await open(folder, constants.O_RDONLY);
+    await fh.sync();
+  } catch (err) {
+    if (!FOLDER_SYNC_SKIPPED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  } finally {
+    await fh?.close();
+  }
+}
+
+/** The folders of `folder`'s path that do not exist yet, nearest first. */
+async function missingFolders(folder: string): Promise<string[]> {
+  const missing: string[] = [];
+  for (let d = folder; dirname(d) !== d; d = dirname(d)) {
+    if (await statPath(d).then(() => true, () => false)) break;
+    missing.push(d);
+  }
+  return missing;
+}
+
+export async function openAppend(path: string, sync: (folder: string) => Promise<void> = syncFolder): Promise<SinkFile> {
+  const folder = dirname(path);
+  const missing = await missingFolders(folder);
+  await ensureDir(folder);
   // O_APPEND: every write lands at the end, as one write(2) of the whole line. A new file is
   // its owner's only (0600), like the database: its lines hold candidate names, emails, phones.
   const fh = await open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
@@ -41,9 +69,18 @@ export const openAppend: OpenSinkFile = async (path) => {
     await fh.close();
     throw Object.assign(new Error(`${path} is not a regular file`), { code: NOT_REGULAR });
   }
+  // The fsync of a line makes its bytes durable, not a new file's name in its folder (nor a new
+  // folder's in its parent): without this, a power loss soon after the first lines of a new file
+  // (at the first start, after a rotation) could lose the whole file, its deliveries recorded done.
+  // The file is opened at start and after a rotation only, so this costs next to nothing.
+  try {
+    for (const f of [folder, ...missing.map((m) => dirname(m))]) await sync(f);
+  } catch (err) {
+    await fh.close();
+    throw err;
+  }
   return fh;
-};
-
+}
 
 /**
  * Drops a last line without its newline: what a crash in the middle of a
