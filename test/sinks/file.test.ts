@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -294,6 +294,15 @@ describe('file sink at start', () => {
     const { code, stderr } = await startWithFileSink(d, path);
     expect(code).toBe(1);
     expect(stderr).toContain(`fatal: sink "archive": cannot use ${path}: it is not a regular file`);
+  });
+
+  it('a path through a symbolic link to nothing stops the start (every delivery would fail until dead-lettered)', async () => {
+    const d = dir();
+    const path = join(d, 'events.ndjson');
+    symlinkSync(join(d, 'unmounted', 'volume', 'events.ndjson'), path);
+    const { code, stderr } = await startWithFileSink(d, path);
+    expect(code).toBe(1);
+    expect(stderr).toContain(`fatal: sink "archive": cannot open ${path} for appending: ENOENT (a symbolic link on the way points to nothing?)`);
   });
 
   it('a path that cannot be opened for appending stops the start with one line naming the sink, the path and why', async () => {

@@ -277,6 +277,10 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         if (code === NOT_REGULAR) {
           throw new Error(`cannot use ${options.path}: it is not a regular file (a pipe or a device, whose writes cannot be fsynced); for standard output, configure a sink of type "stdout"`);
         }
+        if (code === 'ENOENT') {
+          // Its folder was just made: what is missing is behind a symbolic link (or under /proc).
+          throw new Error(`cannot open ${options.path} for appending: ENOENT (a symbolic link on the way points to nothing?)`);
+        }
         if (code && OPERATOR_PROBLEMS.has(code)) {
           const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
           throw new Error(`cannot open ${options.path} for appending: ${code}${uid}`);
@@ -291,7 +295,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
   };
 }
 
-/** Errors opening a file sink's file that no retry will fix: permissions, a path through a file. */
+/** Errors opening a file sink's file that no retry will fix: permissions, a path through a file (and ENOENT, above). */
 const OPERATOR_PROBLEMS = new Set(['EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'ENAMETOOLONG', 'ELOOP']);
 
 export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
