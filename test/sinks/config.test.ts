@@ -196,6 +196,19 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     expect(problems.join('\n')).not.toContain('pasted-token-9');
   });
 
+  it('an http sink header whose value an env file left in quotes is refused, without showing it (the gateway would refuse every message)', () => {
+    const http = (headers: unknown) => ({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: newSecret(), headers }] });
+    const problems = problemsOf(http({ Authorization: { env: 'CRM_GATEWAY_AUTH' }, 'X-Api-Key': { env: 'CRM_KEY' } }), {
+      CRM_GATEWAY_AUTH: '"Bearer gw-token-77"',
+      CRM_KEY: "'k-123'",
+    });
+    expect(problems).toEqual([
+      'CONFIG_FILE sinks.0.headers.Authorization: the value is wrapped in quote characters: set the value without them',
+      'CONFIG_FILE sinks.0.headers.X-Api-Key: the value is wrapped in quote characters: set the value without them',
+    ]);
+    expect(problems.join('\n')).not.toContain('gw-token-77');
+  });
+
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {
     expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', events: ['Insights.Completed'] }] })).toEqual([
       'CONFIG_FILE sinks.0.events.0: must be an event type or "prefix.*", in lowercase as the service sends them',
