@@ -130,6 +130,17 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     ]);
   });
 
+  it('refuses a file path starting with "~", which only a shell expands (the lines would go to a folder named "~" in the working directory)', () => {
+    const file = (path: string) => ({ name: 'archive', type: 'file', path });
+    const message = 'starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...';
+    expect(problemsOf({ sinks: [file('~/hiring/events.ndjson'), { ...file('~'), name: 'b' }, { ...file('~ops/events.ndjson'), name: 'c' }] })).toEqual([
+      `CONFIG_FILE sinks.0.path: ${message}`,
+      `CONFIG_FILE sinks.1.path: ${message}`,
+      `CONFIG_FILE sinks.2.path: ${message}`,
+    ]);
+    expect(problemsOf({ sinks: [file('./data/~events.ndjson'), { ...file('/data/~/events.ndjson'), name: 'b' }] })).toEqual([]);
+  });
+
   it('compares files by their real path: a folder reached through a link names the database, and another sink\'s file, all the same', () => {
     const { dir, cleanup } = tempDir('sink-link-');
     try {

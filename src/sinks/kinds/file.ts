@@ -304,7 +304,15 @@ export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   // batchSize; 512 in flight lets the next batch be read while the previous one is fsynced (bench/).
   defaultConcurrency: 512,
   batchSize: 256,
-  resolve: (raw) => ({ path: raw.path }),
+  resolve(raw, ctx) {
+    // A shell expands `~`; a JSON file does not: the lines would go to a folder named "~" in the
+    // working directory, not to the home folder where the operator looks for them.
+    if (/^~[\w.-]*(\/|$)/.test(raw.path)) {
+      ctx.problem(`${ctx.at}.path: starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...`);
+      return null;
+    }
+    return { path: raw.path };
+  },
   target: (o) => o.path,
   create: (_name, options, deps: SinkDeps) => createFileSink(options, { logger: deps.logger }),
 };
