@@ -365,7 +365,11 @@ export function createApp(deps: AppDeps) {
     // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
     'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
   );
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinksStmt.all() }), () => storageFailure);
+  // Configured sinks only, as in the metrics: a sink removed from the configuration while disabled
+  // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
+  const configuredSinks = new Set(config.sinks.map((s) => s.name));
+  const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => storageFailure);
   const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
   // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
   const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();

@@ -4,7 +4,7 @@
  * a sink a 410 disabled. Other CLI modules use only this file's exports.
  */
 import { readFileSync } from 'node:fs';
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { ConfigError, configFileTopProblems, loadConfig, readConfigJson } from '../config/loadConfig.js';
 import { databasePathOf } from './cliConfig.js';
 import type { Database } from '../db/schema.js';
@@ -117,4 +117,25 @@ export async function queueSinkReplay(
 /** Operator action: the sink's worker claims its pending deliveries again. False when it was not disabled. */
 export async function enableSinkNamed(db: Kysely<Database>, name: string, now: number): Promise<boolean> {
   return enableSink(db, name, now);
+}
+
+/**
+ * A line for each disabled sink (a 410) that has deliveries waiting, of the sinks named (all when
+ * absent): what a replay or a retry queued for it waits until the sink is enabled, which a `--wait`
+ * would otherwise only show as time running out.
+ */
+export async function disabledSinkWarnings(db: Kysely<Database>, names?: readonly string[]): Promise<string[]> {
+  if (names?.length === 0) return [];
+  let q = db
+    .selectFrom('sink_state')
+    .select(['sink', 'disabled_at', 'disabled_reason'])
+    .where('disabled_at', 'is not', null)
+    .where((eb) => eb.exists(eb.selectFrom('jobs').select('jobs.id').where('jobs.state', '=', 'pending').where('jobs.kind', '=', sql<string>`'sink:' || sink_state.sink`)))
+    .orderBy('sink');
+  if (names) q = q.where('sink', 'in', [...names]);
+  const rows = await q.execute();
+  return rows.map(
+    (r) =>
+      `warning: sink ${r.sink} is disabled since ${r.disabled_at} (${r.disabled_reason ?? 'no reason recorded'}): its deliveries wait until \`sinks enable ${r.sink}\` (or a change of its URL in CONFIG_FILE)`,
+  );
 }

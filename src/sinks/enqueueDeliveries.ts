@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { oncePerConnection } from '../db/sqliteHelpers.js';
 import { enqueue, findReusableJob, preparedJobWritesOn, restartPendingJob, reviveDeadJob, type NewJob, type ReusableJob } from '../queue/JobQueue.js';
@@ -14,17 +14,21 @@ export const sinkJobKind = (sink: string) => `sink:${sink}`;
 /**
  * A job keeps the max_attempts it was queued with. This gives each configured sink's waiting
  * deliveries (pending, including those an operator's retry just queued again) the sink's
- * max_attempts as configured now, raised or lowered. Returns how many changed, per sink.
+ * max_attempts as configured now, raised or lowered. A delivery that already failed that many
+ * times (lowered below its attempts) gets one last attempt, whose failure dead-letters it with its
+ * own error: claimed past its max_attempts, the worker would dead-letter it unrun, as an attempt
+ * that never finished. Returns how many changed, per sink.
  */
 export async function applySinkMaxAttempts(db: Kysely<Database>, sinks: readonly SinkConfig[], nowIso: string): Promise<{ sink: string; deliveries: number; maxAttempts: number }[]> {
   const changed: { sink: string; deliveries: number; maxAttempts: number }[] = [];
   for (const config of sinks) {
+    const maxAttempts = sql<number>`max(${config.maxAttempts}, attempts + 1)`;
     const r = await db
       .updateTable('jobs')
-      .set({ max_attempts: config.maxAttempts, updated_at: nowIso })
+      .set({ max_attempts: maxAttempts, updated_at: nowIso })
       .where('state', '=', 'pending')
       .where('kind', '=', sinkJobKind(config.name))
-      .where('max_attempts', '<>', config.maxAttempts)
+      .where('max_attempts', '<>', maxAttempts)
       .executeTakeFirst();
     if (r.numUpdatedRows > 0n) changed.push({ sink: config.name, deliveries: Number(r.numUpdatedRows), maxAttempts: config.maxAttempts });
   }

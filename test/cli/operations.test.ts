@@ -463,6 +463,32 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     expect((await cli(['sinks', 'enable', 'scores'], cfg)).stdout).toBe('sink scores was not disabled\n');
   });
 
+  it('replay and dead-letters retry to a sink a 410 disabled say that what they queued waits until it is enabled', async () => {
+    const at = new Date().toISOString();
+    db.prepare(
+      `INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at)
+       VALUES ('archive', ?, 'HTTP 410 Gone from https://consumer.example', 410, ?, ?)
+       ON CONFLICT (sink) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason, disabled_target = excluded.disabled_target`,
+    ).run(at, sinkFile, at);
+    const cfg = { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! };
+    const warning = `warning: sink archive is disabled since ${at} (HTTP 410 Gone from https://consumer.example): its deliveries wait until \`sinks enable archive\` (or a change of its URL in CONFIG_FILE)\n`;
+    try {
+      const replayed = await cli(['replay', '--sink', 'archive', '--id', 'evt-a1'], cfg);
+      expect(replayed.code, replayed.stderr).toBe(0);
+      expect(replayed.stderr).toBe(warning);
+      // A dead letter of the sink, retried: the same.
+      db.prepare("UPDATE jobs SET state = 'dead', last_error = 'HTTP 500' WHERE kind = 'sink:archive' AND event_id = 'evt-a1' AND state = 'pending'").run();
+      const retried = await cli(['dead-letters', 'retry', '--kind', 'sink:archive'], cfg);
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(retried.stderr).toBe(warning);
+      // Another sink's replay says nothing of it.
+      expect((await cli(['replay', '--sink', 'scores', '--id', 'evt-a1'], cfg)).stderr).toBe('');
+    } finally {
+      expect((await cli(['sinks', 'enable', 'archive'], cfg)).code).toBe(0);
+      await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue');
+    }
+  });
+
   it('sinks list says what the server would refuse in CONFIG_FILE (a misspelt top-level key, a file sink into the database), not "no sinks"', async () => {
     const badTop = join(dir, 'bad-top.json');
     writeFileSync(badTop, JSON.stringify({ sink: [{ name: 'crm', type: 'stdout' }] }));

@@ -130,6 +130,17 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     ]);
   });
 
+  it('refuses a file path starting with "~", which only a shell expands (the lines would go to a folder named "~" in the working directory)', () => {
+    const file = (path: string) => ({ name: 'archive', type: 'file', path });
+    const message = 'starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...';
+    expect(problemsOf({ sinks: [file('~/hiring/events.ndjson'), { ...file('~'), name: 'b' }, { ...file('~ops/events.ndjson'), name: 'c' }] })).toEqual([
+      `CONFIG_FILE sinks.0.path: ${message}`,
+      `CONFIG_FILE sinks.1.path: ${message}`,
+      `CONFIG_FILE sinks.2.path: ${message}`,
+    ]);
+    expect(problemsOf({ sinks: [file('./data/~events.ndjson'), { ...file('/data/~/events.ndjson'), name: 'b' }] })).toEqual([]);
+  });
+
   it('compares files by their real path: a folder reached through a link names the database, and another sink\'s file, all the same', () => {
     const { dir, cleanup } = tempDir('sink-link-');
     try {
@@ -194,6 +205,19 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
     ]);
     expect(problems.join('\n')).not.toContain('secret-value-1');
     expect(problems.join('\n')).not.toContain('pasted-token-9');
+  });
+
+  it('an http sink header whose value an env file left in quotes is refused, without showing it (the gateway would refuse every message)', () => {
+    const http = (headers: unknown) => ({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: newSecret(), headers }] });
+    const problems = problemsOf(http({ Authorization: { env: 'CRM_GATEWAY_AUTH' }, 'X-Api-Key': { env: 'CRM_KEY' } }), {
+      CRM_GATEWAY_AUTH: '"Bearer gw-token-77"',
+      CRM_KEY: "'k-123'",
+    });
+    expect(problems).toEqual([
+      'CONFIG_FILE sinks.0.headers.Authorization: the value is wrapped in quote characters: set the value without them',
+      'CONFIG_FILE sinks.0.headers.X-Api-Key: the value is wrapped in quote characters: set the value without them',
+    ]);
+    expect(problems.join('\n')).not.toContain('gw-token-77');
   });
 
   it('refuses an events pattern in capitals (event types are lowercase and matched exactly)', () => {

@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -245,11 +246,31 @@ describe('file sink group append', () => {
   });
 });
 
-describe('file sink at start', () => {
-  it('a path that cannot be opened for appending stops the start with one line naming the sink, the path and why', async () => {
+describe('file sink: a new file survives a power loss', () => {
+  it('fsyncs the folder that holds the file (and the parent of each folder it made) before the first line is written', async () => {
     const d = dir();
-    writeFileSync(join(d, 'not-a-dir'), 'x');
-    const path = join(d, 'not-a-dir', 'events.ndjson');
+    const path = join(d, 'a', 'b', 'events.ndjson');
+    const synced: string[] = [];
+    const fh = await openAppend(path, async (folder) => {
+      synced.push(folder);
+    });
+    await fh.close();
+    // The file's name in b, b's in a, a's in the temp folder: each entry made is on disk.
+    expect(synced).toEqual([join(d, 'a', 'b'), join(d, 'a'), d]);
+    // Opened again after a rotation (mv, then a new file at the path): the new name too.
+    renameSync(path, `${path}.1`);
+    synced.length = 0;
+    await (await openAppend(path, async (folder) => {
+      synced.push(folder);
+    })).close();
+    expect(synced).toEqual([join(d, 'a', 'b')]);
+    expect(existsSync(path)).toBe(true);
+  });
+});
+
+describe('file sink at start', () => {
+  /** Starts the receiver (a child process) with one file sink at `path`; how it ended, or null if it was still running after 15 s (then stopped). */
+  async function startWithFileSink(d: string, path: string) {
     const configFile = join(d, 'config.json');
     writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path }] }));
     const child = runTs('src/main.ts', [], {
@@ -261,8 +282,35 @@ describe('file sink at start', () => {
       PORT: String(await freePort()),
       HOST: '127.0.0.1',
     });
-    const { code } = await child.exited;
+    const exited = await Promise.race([child.exited, new Promise<null>((r) => setTimeout(() => r(null), 15_000))]);
+    if (exited === null) child.proc.kill();
+    return { code: exited?.code, stderr: child.stderr.join('') };
+  }
+
+  it('a pipe or a device as the path stops the start (its writes cannot be fsynced, so every retry would write the line again)', async () => {
+    const d = dir();
+    const path = join(d, 'events.fifo');
+    execFileSync('mkfifo', [path]);
+    const { code, stderr } = await startWithFileSink(d, path);
     expect(code).toBe(1);
-    expect(child.stderr.join('')).toMatch(new RegExp(`^fatal: sink "archive": cannot open ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} for appending: ENOTDIR`));
+    expect(stderr).toContain(`fatal: sink "archive": cannot use ${path}: it is not a regular file`);
+  });
+
+  it('a path through a symbolic link to nothing stops the start (every delivery would fail until dead-lettered)', async () => {
+    const d = dir();
+    const path = join(d, 'events.ndjson');
+    symlinkSync(join(d, 'unmounted', 'volume', 'events.ndjson'), path);
+    const { code, stderr } = await startWithFileSink(d, path);
+    expect(code).toBe(1);
+    expect(stderr).toContain(`fatal: sink "archive": cannot open ${path} for appending: ENOENT (a symbolic link on the way points to nothing?)`);
+  });
+
+  it('a path that cannot be opened for appending stops the start with one line naming the sink, the path and why', async () => {
+    const d = dir();
+    writeFileSync(join(d, 'not-a-dir'), 'x');
+    const path = join(d, 'not-a-dir', 'events.ndjson');
+    const { code, stderr } = await startWithFileSink(d, path);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(new RegExp(`^fatal: sink "archive": cannot open ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} for appending: ENOTDIR`));
   });
 });

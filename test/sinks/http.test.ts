@@ -537,3 +537,32 @@ describe('http sink at shutdown', () => {
     }
   });
 });
+
+describe('http sink whose max_attempts was lowered', () => {
+  it('a waiting delivery that already failed that many times gets one last attempt, and its dead letter says why it failed', async () => {
+    consumer = await startConsumer({ '/a': SECRET_A });
+    consumer.reply(() => ({ status: 500 }));
+    const sink = { name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A };
+    h = await startHarness({ sinks: [{ ...sink, max_attempts: 25 }] });
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    h.clock.advance(1000);
+    await h.settle();
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'pending', attempts: 2 })]);
+    // The operator lowers max_attempts to 1, and the receiver starts again on the same database.
+    const configFile = join(h.dir, 'config.json');
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ ...sink, max_attempts: 1 }] }));
+    const restarted = await startReceiver(
+      { WEBHOOK_SECRET: h.secret, CONFIG_FILE: configFile, DATABASE_PATH: h.r.dbPath },
+      { clock: h.clock, listen: false, sinks: { backoff: { baseMs: 1000, capMs: 1000, jitter: 0 } } },
+    );
+    extra.push(restarted);
+    await restarted.app.fanOut.reconcile();
+    h.clock.advance(1000);
+    await restarted.app.fanOut.runUntilIdle();
+    expect(consumer.on('/a')).toHaveLength(3);
+    expect(jobOf(h, 'a')).toEqual([expect.objectContaining({ state: 'dead', last_error: 'HTTP 500' })]);
+    expect(h.deliveries('a')).toEqual([expect.objectContaining({ state: 'dead', last_status_code: 500, last_error: 'HTTP 500' })]);
+  });
+});

@@ -6,6 +6,7 @@ import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
 import { FanOut } from '../../src/sinks/FanOut.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
+import { startHarness } from './helpers.js';
 
 let database: OpenDatabase | undefined;
 let cleanup = () => {};
@@ -90,5 +91,23 @@ describe('a sink whose max_attempts changed in the configuration', () => {
     expect(lines.filter((l) => l.msg === "queued deliveries take the sink's max_attempts as configured now")).toEqual([
       expect.objectContaining({ sink: 'crm', deliveries: 2, max_attempts: 50 }),
     ]);
+  });
+});
+
+describe('a sink removed from the configuration while a 410 disabled it', () => {
+  it('is no longer listed under disabled_sinks by /readyz (as in the metrics); a configured one still is', async () => {
+    const h = await startHarness({ sinks: [{ name: 'kept', type: 'stdout' }] });
+    try {
+      const at = new Date(h.clock.now()).toISOString();
+      const disabled = h.r.app.database.ingestSqlite.prepare(
+        "INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at) VALUES (?, ?, 'HTTP 410 Gone', 410, 'stdout', ?)",
+      );
+      for (const sink of ['gone', 'kept']) disabled.run(sink, at, at);
+      const res = await h.r.app.app.request('/readyz');
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { disabled_sinks: unknown }).disabled_sinks).toEqual([{ sink: 'kept', disabled_at: at }]);
+    } finally {
+      await h.close();
+    }
   });
 });

@@ -6,7 +6,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
-import { applySinkMaxAttempts, configuredSinks, sinkJobKind } from '../sinkOps.js';
+import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, sinkJobKind } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
   database?: string;
@@ -146,6 +146,10 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       if (problems.length === 0 && io.env['CONFIG_FILE'] && !sinks.some((s) => s.name === sinkName)) {
         io.err(`warning: no sink named ${JSON.stringify(sinkName)} is configured in CONFIG_FILE (known: ${sinks.map((s) => s.name).join(', ') || 'none'}): its jobs stay pending until a receiver with that sink runs`);
       }
+    }
+    // Deliveries queued again for a sink a 410 disabled wait until it is enabled: said, not left to be found.
+    if (n > 0 && (o.kind === undefined || sinkName !== null)) {
+      for (const line of await disabledSinkWarnings(database.db, sinkName === null ? undefined : [sinkName])) io.err(line);
     }
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;

@@ -10,7 +10,7 @@ import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { oneLine, printJson, type CliIo } from '../io.js';
 import { groupBy } from '../../util/collections.js';
-import { configuredSinks, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
+import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
 export interface ReplayOptions {
   database?: string;
@@ -238,6 +238,10 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     bar?.stop();
 
+    // Said before any wait: what was queued for a disabled sink does not go out until it is enabled.
+    if (!o.dryRun) {
+      for (const line of await disabledSinkWarnings(db, targets.filter((s) => counts.sinks[s.name]!.queued > 0).map((s) => s.name))) io.err(line);
+    }
     let waited: { done: number; failed: number; unfinished?: number; timed_out?: boolean } | null = null;
     if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o);
 

@@ -27,12 +27,60 @@ export type OpenSinkFile = (path: string) => Promise<SinkFile>;
 const NEWLINE = 0x0a;
 const CHUNK = 64 * 1024;
 
-export const openAppend: OpenSinkFile = async (path) => {
-  await ensureDir(dirname(path));
+/** The code openAppend fails with for a path that names a pipe, a socket or a device. */
+const NOT_REGULAR = 'ENOTREGULAR';
+
+/** Where a folder cannot be opened or fsynced (some file systems, a folder without read permission): skipped. */
+const FOLDER_SYNC_SKIPPED = new Set(['EINVAL', 'EISDIR', 'ENOTSUP', 'EBADF', 'EACCES', 'EPERM']);
+
+/** fsync of a folder, so a file or folder just created in it survives a power loss. */
+export async function syncFolder(folder: string): Promise<void> {
+  let fh: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    fh = await open(folder, constants.O_RDONLY);
+    await fh.sync();
+  } catch (err) {
+    if (!FOLDER_SYNC_SKIPPED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  } finally {
+    await fh?.close();
+  }
+}
+
+/** The folders of `folder`'s path that do not exist yet, nearest first. */
+async function missingFolders(folder: string): Promise<string[]> {
+  const missing: string[] = [];
+  for (let d = folder; dirname(d) !== d; d = dirname(d)) {
+    if (await statPath(d).then(() => true, () => false)) break;
+    missing.push(d);
+  }
+  return missing;
+}
+
+export async function openAppend(path: string, sync: (folder: string) => Promise<void> = syncFolder): Promise<SinkFile> {
+  const folder = dirname(path);
+  const missing = await missingFolders(folder);
+  await ensureDir(folder);
   // O_APPEND: every write lands at the end, as one write(2) of the whole line. A new file is
   // its owner's only (0600), like the database: its lines hold candidate names, emails, phones.
-  return open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
-};
+  const fh = await open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
+  // A pipe or a device (`/dev/stdout` in a container) takes the write, then refuses the fsync
+  // (EINVAL): each retry would write the line again, up to max_attempts times, and then dead-letter it.
+  if (!(await fh.stat()).isFile()) {
+    await fh.close();
+    throw Object.assign(new Error(`${path} is not a regular file`), { code: NOT_REGULAR });
+  }
+  // The fsync of a line makes its bytes durable, not a new file's name in its folder (nor a new
+  // folder's in its parent): without this, a power loss soon after the first lines of a new file
+  // (at the first start, after a rotation) could lose the whole file, its deliveries recorded done.
+  // The file is opened at start and after a rotation only, so this costs next to nothing.
+  try {
+    for (const f of [folder, ...missing.map((m) => dirname(m))]) await sync(f);
+  } catch (err) {
+    await fh.close();
+    throw err;
+  }
+  return fh;
+}
 
 /**
  * Drops a last line without its newline: what a crash in the middle of a
@@ -226,6 +274,13 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         await ensureOpen();
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
+        if (code === NOT_REGULAR) {
+          throw new Error(`cannot use ${options.path}: it is not a regular file (a pipe or a device, whose writes cannot be fsynced); for standard output, configure a sink of type "stdout"`);
+        }
+        if (code === 'ENOENT') {
+          // Its folder was just made: what is missing is behind a symbolic link (or under /proc).
+          throw new Error(`cannot open ${options.path} for appending: ENOENT (a symbolic link on the way points to nothing?)`);
+        }
         if (code && OPERATOR_PROBLEMS.has(code)) {
           const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
           throw new Error(`cannot open ${options.path} for appending: ${code}${uid}`);
@@ -240,7 +295,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
   };
 }
 
-/** Errors opening a file sink's file that no retry will fix: permissions, a path through a file. */
+/** Errors opening a file sink's file that no retry will fix: permissions, a path through a file (and ENOENT, above). */
 const OPERATOR_PROBLEMS = new Set(['EACCES', 'EPERM', 'EROFS', 'EISDIR', 'ENOTDIR', 'ENAMETOOLONG', 'ELOOP']);
 
 export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
@@ -249,7 +304,15 @@ export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   // batchSize; 512 in flight lets the next batch be read while the previous one is fsynced (bench/).
   defaultConcurrency: 512,
   batchSize: 256,
-  resolve: (raw) => ({ path: raw.path }),
+  resolve(raw, ctx) {
+    // A shell expands `~`; a JSON file does not: the lines would go to a folder named "~" in the
+    // working directory, not to the home folder where the operator looks for them.
+    if (/^~[\w.-]*(\/|$)/.test(raw.path)) {
+      ctx.problem(`${ctx.at}.path: starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...`);
+      return null;
+    }
+    return { path: raw.path };
+  },
   target: (o) => o.path,
   create: (_name, options, deps: SinkDeps) => createFileSink(options, { logger: deps.logger }),
 };

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
-import { parseSecret } from '../../config/parseSecret.js';
+import { parseSecret, quotedProblem } from '../../config/parseSecret.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import { InterruptedByStopError } from '../interrupted.js';
@@ -132,6 +132,14 @@ function resolveHeaders(raw: Record<string, z.infer<typeof secretRef>>, ctx: Res
     }
     if (!HEADER_VALUE.test(value)) {
       ctx.problem(`${at}: the value must be printable ASCII (no line breaks), at most 8,192 characters`);
+      ok = false;
+      continue;
+    }
+    // `docker --env-file` and `fly secrets set` keep the quotes of `NAME="Bearer …"`: sent as they
+    // are, the gateway refuses every message, each retried until it is a dead letter.
+    const quoted = quotedProblem(value);
+    if (quoted) {
+      ctx.problem(`${at}: the value ${quoted}`);
       ok = false;
       continue;
     }
