@@ -32,14 +32,16 @@ const LOCATION_SECRET = 'tok-LOCSECRET';
  * never be shown); the others are passed to the sandbox.
  */
 async function startStub(sandboxUrl: () => string, redirecting: boolean) {
-  const state = { redirecting, only: null as string | null, redirects: 0 };
+  // `relative`: the Location is a path on the same host (`/api/v2/...?access_token=...`).
+  const state = { redirecting, only: null as string | null, relative: false, redirects: 0 };
   stub = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       if (state.redirecting && (state.only === null || req.url!.startsWith(state.only))) {
         state.redirects++;
-        res.writeHead(301, { location: `https://api.moved.example${req.url}?login_hint=jane%40example.com&access_token=${LOCATION_SECRET}` }).end();
+        const query = `?login_hint=jane%40example.com&access_token=${LOCATION_SECRET}`;
+        res.writeHead(301, { location: state.relative ? `/moved${req.url}${query}` : `https://api.moved.example${req.url}${query}` }).end();
         return;
       }
       const headers: Record<string, string> = {};
@@ -189,6 +191,25 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
  * failure, not the source's: they end as dead letters (given_up, as any read that fails for good),
  * the source's other reads are not held. Only a source whose reads are redirected as a whole pauses.
  */
+describe('a relative Location (a path on the same host)', () => {
+  it('is said by the origin it resolves to, never its path or query', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    api.state.relative = true;
+    const [app] = await complete(1);
+    const origin = api.url.replace(/[.]/g, '\\.');
+    const said = new RegExp(`^interview: HTTP 301 redirect not followed \\(to ${origin}/… \\(url sha256 [0-9a-f]{12}\\)\\)$`);
+    const [pause] = all(p, 'SELECT status, detail FROM source_pauses');
+    expect(pause).toEqual({ status: 301, detail: expect.stringMatching(said) });
+    expect(all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual([{ last_error: expect.stringMatching(said) }]);
+    const logged = p.receiver.logs.lines.filter((l) => l.level === 50 && l.source === 'default');
+    expect(logged.map((l) => String(l.err))).toEqual([expect.stringMatching(said)]);
+    for (const text of [pause!.detail as string, p.receiver.logs.raw.join('\n')]) {
+      for (const leak of [LOCATION_SECRET, 'jane', '/moved', 'relative Location']) expect(text).not.toContain(leak);
+    }
+    expect(resultState(p, app!.id)).toBe('processing');
+  }, 60_000);
+});
+
 describe('a redirect of some reads only ends those reads; a whole host that starts redirecting still pauses', () => {
   const FIVE_MINUTES = 5 * 60_000;
   const deadReads = (p: Pair) => all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'dead'");
