@@ -240,7 +240,8 @@ function createRead(ctx: ProcessingContext) {
         // with its log saying a retry in 5 s and last_error hiding the failure behind the wait.
         if (err instanceof RetryableError) throw mark(new RetryAfterError(err.message, ctx.minPollIntervalMs));
         // A refused key (401/403) or a redirect (3xx: the API URL is wrong) is a PauseSourceError:
-        // the whole source waits, nothing is given up. Other 4xx, a body over the cap: dead letters.
+        // the whole source waits, nothing is given up (a redirect only while the source's other
+        // reads are redirected too: Worker/SourceAnswers). Other 4xx, a body over the cap: dead letters.
         throw err ?? new Error(describeOutcome(outcome));
       }
     }

@@ -2,6 +2,7 @@ import { classifyResponse } from './classifyResponse.js';
 import { sharedHttpClient, type HttpClient, type HttpResponse } from '../http/httpClient.js';
 import { resourcePath } from './resourcePath.js';
 import type { HiringOutcome, HiringResource } from './types.js';
+import { resolveLocation } from '../util/httpTarget.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -118,7 +119,10 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
       elapsedMs: elapsed(),
       now: now(),
     });
-    return scrubOutcome(outcome, scrub);
+    const scrubbed = scrubOutcome(outcome, scrub);
+    // Resolved (after the key is taken out) so that a relative Location is said by its origin,
+    // like any other, in logs, last_error and the source's pause.
+    return scrubbed.kind === 'redirect' && scrubbed.location !== null ? { ...scrubbed, location: resolveLocation(scrubbed.location, url) } : scrubbed;
   }
 
   const client: HiringClient = {

@@ -45,7 +45,9 @@ export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
       // wrong (an http:// one behind a load balancer's 301 to https, a moved
       // host): every read of this source is answered so until an operator
       // fixes it, as with a refused key. Given up, each read would be sent to
-      // the sinks as given_up although its result exists.
+      // the sinks as given_up although its result exists. (A redirect of some
+      // reads only is theirs: the worker pauses only a source redirected as a
+      // whole, see outcomeToError's sourceWideOnly.)
       return { action: 'pause_source' };
     case 'invalid_response':
       // A proxy's HTML error page or a truncated body may be transient; a

@@ -9,6 +9,7 @@
  * - `pause_source`: the source's configuration no longer works (its key is
  *   refused, 401/403; its API URL is redirected, 3xx): stop fetching for the
  *   whole source without burning attempts, keep the work, resume once it is fixed.
+ *   A redirect pauses only while every read of the source meets it (`sourceWideOnly`).
  */
 export type ErrorDecision = 'permanent' | 'retry' | 'retry_after' | 'pause_source';
 
@@ -61,6 +62,12 @@ export interface PauseSourceErrorOptions extends DecisionErrorOptions {
   readonly status?: number;
   /** The pause's log line, saying what the operator must fix (the worker's default: a refused key). */
   readonly summary?: string;
+  /**
+   * Pause only while the source fails so as a whole (a redirect: a wrong API URL). A read that
+   * fails so while the source's other reads are answered ends instead (a dead letter): see
+   * SourceAnswers. Without it (a refused key), the source is always paused.
+   */
+  readonly sourceWideOnly?: boolean;
 }
 
 export class PauseSourceError extends DecisionError {
@@ -68,11 +75,13 @@ export class PauseSourceError extends DecisionError {
   readonly decision = 'pause_source' as const;
   readonly status: number | undefined;
   readonly summary: string | undefined;
+  readonly sourceWideOnly: boolean;
 
   constructor(message: string, options?: PauseSourceErrorOptions) {
     super(message, options);
     this.status = options?.status;
     this.summary = options?.summary;
+    this.sourceWideOnly = options?.sourceWideOnly === true;
   }
 }
 

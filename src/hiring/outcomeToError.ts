@@ -25,7 +25,14 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
     case 'permanent':
       return new PermanentError(message, options);
     case 'pause_source':
-      return new PauseSourceError(message, { ...options, status: 'status' in outcome ? outcome.status : 0, summary: pauseSummary(outcome) });
+      // A redirect of some reads only (one path moved, one application's URL) is those reads'
+      // failure, not the source's: the worker pauses only while the source is redirected as a whole.
+      return new PauseSourceError(message, {
+        ...options,
+        status: 'status' in outcome ? outcome.status : 0,
+        summary: pauseSummary(outcome),
+        sourceWideOnly: outcome.kind === 'redirect',
+      });
   }
 }
 

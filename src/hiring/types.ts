@@ -77,7 +77,7 @@ export type HiringOutcome =
       ErrorBodyFields & { readonly kind: 'server_error'; readonly status: number; readonly retryAfterMs: number | null })
   /** Any other 4xx. */
   | (OutcomeBase & ErrorBodyFields & { readonly kind: 'client_error'; readonly status: number })
-  /** 3xx: never followed, so the bearer key cannot leak to another host. */
+  /** 3xx: never followed, so the bearer key cannot leak to another host. `location` is resolved against the request URL. */
   | (OutcomeBase & { readonly kind: 'redirect'; readonly status: number; readonly location: string | null })
   /** No HTTP response (refused, reset, DNS, TLS) or the timeout fired, possibly mid-body. */
   | (OutcomeBase & {

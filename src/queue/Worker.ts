@@ -6,6 +6,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
+import { SourceAnswers } from './SourceAnswers.js';
 
 /**
  * What a handler returns: nothing when the job is done, or
@@ -151,8 +152,11 @@ export class Worker {
   private readonly outageFailures = new Map<string, number>();
   /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
   private readonly outageHoldUntil = new Map<string, number>();
-  /** Sources a job of which went through since this worker started (see `failing` in fail). */
-  private readonly answeredSources = new Set<string>();
+  /**
+   * Which runs of each source went through since this worker started: `failing` in fail, and
+   * whether a redirect is the source's as a whole or one read's (SourceAnswers).
+   */
+  private readonly answers = new SourceAnswers();
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -411,6 +415,7 @@ export class Worker {
       }
     }
     if (jobs.length === 0) return;
+    const run = this.answers.startRun();
     const handler = this.opts.handlers[jobs[0]!.kind];
     let out: BatchOutcome;
     try {
@@ -427,6 +432,8 @@ export class Worker {
     const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
     const untested = (r: BatchItemResult): boolean => r !== undefined && 'untested' in r && r.untested === true;
     const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
+    // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
+    for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
     const done = jobs.filter((job) => isDone(resultOf.get(job)));
     /** Jobs that went through after a request to their source: they prove it works. */
     const worked: ClaimedJob[] = [];
@@ -467,7 +474,7 @@ export class Worker {
     for (const source of sources) {
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
-      this.answeredSources.add(source);
+      this.answers.answer(source, run);
       try {
         await this.opts.gate.resume(source);
       } catch (err) {
@@ -500,9 +507,19 @@ export class Worker {
     const { queue, clock } = this.opts;
     const message = (err as Error).message ?? String(err);
     const now = clock.now();
-    if (isDecisionError(err) && err.decision === 'pause_source' && job.source && this.gated(job.kind)) {
+    const pausing = isDecisionError(err) && err.decision === 'pause_source' && Boolean(job.source) && this.gated(job.kind);
+    // A redirect pauses the source only while it is the source's as a whole (SourceAnswers).
+    const verdict = pausing && err instanceof PauseSourceError && err.sourceWideOnly ? this.answers.judge(job.source!, job.id) : 'source';
+    const alone = verdict === 'alone';
+    if (pausing && verdict === 'wait') {
+      const delay = this.opts.pauseRetryMs ?? 5 * 60_000;
+      const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
+      log.warn({ source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured, but the source's other reads were answered: tried again once, the source runs on");
+      return settle(ok ? 'retry' : 'lost');
+    }
+    if (pausing && !alone) {
       const status = (err as { status?: number }).status ?? 401;
-      await this.opts.gate.pause(job.source, status, message);
+      await this.opts.gate.pause(job.source!, status, message);
       const summary = err instanceof PauseSourceError ? err.summary : undefined;
       log.error({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
@@ -524,13 +541,13 @@ export class Worker {
       const ok = await queue.complete(job);
       return settle(ok ? 'done' : 'lost');
     }
-    const permanent = (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
+    const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
     // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
     const outage = !permanent && (err as { outage?: boolean }).outage === true;
     const streak = outage && job.source && this.gated(job.kind) ? this.holdForOutage(job.source, now, log) : 0;
     // Nothing of the source answered since this process started: after a restart mid-outage,
     // its first failure continues the outage (the streak before the restart is not remembered).
-    const failing = streak >= 2 || (streak === 1 && !this.answeredSources.has(job.source!));
+    const failing = streak >= 2 || (streak === 1 && !this.answers.hasAnswered(job.source!));
     // An outage outlasts max_attempts: such a job is retried at its longest backoff for as long
     // as it lasts (a night-long outage gave up every result unread after its 25th failure). Only
     // while its source is failing as a whole (this failure and the one before it, with nothing
@@ -546,11 +563,12 @@ export class Worker {
       return settle(ok ? 'retry' : 'lost');
     }
     if (permanent || job.attempts >= job.max_attempts) {
-      const ok = await queue.deadLetter(job, message);
-      log.error({ err: message, attempts: job.attempts }, 'job dead-lettered');
+      const said = alone ? `${message}; only this read: the source's other reads are answered` : message;
+      const ok = await queue.deadLetter(job, said);
+      log.error({ err: said, attempts: job.attempts }, 'job dead-lettered');
       if (ok && this.opts.onDeadLetter) {
         try {
-          await this.opts.onDeadLetter(job, message);
+          await this.opts.onDeadLetter(job, said);
         } catch (followErr) {
           // The job is dead and stays so: not "runs again after its lease".
           log.error({ err: (followErr as Error).message }, 'job dead-lettered, but what follows its dead letter failed: retried at the next sweep');

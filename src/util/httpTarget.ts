@@ -13,6 +13,19 @@ export function httpTarget(url: string): string {
 }
 
 /**
+ * A redirect's Location as a client following it would take it: resolved against the URL of the
+ * request it answered (RFC 9110 10.2.2: `Location: /api/v2/...` is on the same host). Kept as it is
+ * when it cannot be resolved.
+ */
+export function resolveLocation(location: string, requestUrl: string): string {
+  try {
+    return new URL(location, requestUrl).href;
+  } catch {
+    return location;
+  }
+}
+
+/**
  * A redirect's Location as httpTarget says it, resolved against `base` when given; without a
  * base, a relative one is said as such, with its digest.
  */

@@ -272,6 +272,15 @@ describe('redirects', () => {
     expect(server.requests).toHaveLength(1);
     expect(elsewhere.requests).toHaveLength(0);
   });
+
+  it('resolves a relative Location against the request URL (it names the same host)', async () => {
+    const server = await serve((_req, res) => {
+      res.writeHead(308, { location: '../v3/interview?token=x' });
+      res.end();
+    });
+    const outcome = expectKind(await client(server).getInterview(APP_ID), 'redirect');
+    expect(outcome.location).toBe(`${server.url}/api/v2/applications/v3/interview?token=x`);
+  });
 });
 
 describe('network and timeouts', () => {

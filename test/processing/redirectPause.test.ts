@@ -27,18 +27,21 @@ afterEach(async () => {
 const LOCATION_SECRET = 'tok-LOCSECRET';
 
 /**
- * A stub of the API host on 127.0.0.1: while `redirecting`, every request is answered 301 to
- * https://api.moved.example (with a query that must never be shown); otherwise passed to the sandbox.
+ * A stub of the API host on 127.0.0.1: while `redirecting`, every request (or, with `only`, those
+ * whose path starts with it) is answered 301 to https://api.moved.example (with a query that must
+ * never be shown); the others are passed to the sandbox.
  */
-async function startStub(sandboxUrl: () => string) {
-  const state = { redirecting: true, redirects: 0 };
+async function startStub(sandboxUrl: () => string, redirecting: boolean) {
+  // `relative`: the Location is a path on the same host (`/api/v2/...?access_token=...`).
+  const state = { redirecting, only: null as string | null, relative: false, redirects: 0 };
   stub = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (state.redirecting) {
+      if (state.redirecting && (state.only === null || req.url!.startsWith(state.only))) {
         state.redirects++;
-        res.writeHead(301, { location: `https://api.moved.example${req.url}?login_hint=jane%40example.com&access_token=${LOCATION_SECRET}` }).end();
+        const query = `?login_hint=jane%40example.com&access_token=${LOCATION_SECRET}`;
+        res.writeHead(301, { location: state.relative ? `/moved${req.url}${query}` : `https://api.moved.example${req.url}${query}` }).end();
         return;
       }
       const headers: Record<string, string> = {};
@@ -60,17 +63,35 @@ async function startStub(sandboxUrl: () => string) {
 }
 
 /** A pair whose receiver reads the API through the stub and writes every message to a file sink. */
-async function redirectedPair() {
+async function stubbedPair(redirecting: boolean) {
   const { dir, cleanup } = tempDir('redirect-');
   cleanups.push(cleanup);
   let sandboxUrl = '';
-  const api = await startStub(() => sandboxUrl);
+  const api = await startStub(() => sandboxUrl, redirecting);
   const file = join(dir, 'config.json');
   const out = join(dir, 'out.ndjson');
   writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: out }] }));
   const p = await startPair({ env: { CONFIG_FILE: file, HIRING_API_URL: api.url } });
   pair = p;
   sandboxUrl = p.sandboxUrl;
+  const messages = async () => {
+    await p.receiver.app.fanOut.runUntilIdle();
+    return existsSync(out) ? readFileSync(out, 'utf8').trimEnd().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>) : [];
+  };
+  /** Applications whose (v2, or with `legacy` v1) interview completes; the reads run. */
+  const complete = async (n: number, legacy = false) => {
+    const c = p.sandbox.control;
+    const apps = Array.from({ length: n }, () => c.createApplication({ jobId: c.createJob({ legacy }).id }));
+    apps.forEach((a) => c.completeInterview(a.id));
+    await p.settle();
+    return apps;
+  };
+  return { p, api, messages, complete, dir };
+}
+
+/** Three reads (two v2, one v1) through a stub that redirects every request. */
+async function redirectedPair() {
+  const { p, api, messages, dir } = await stubbedPair(true);
   const c = p.sandbox.control;
   const apps = [
     c.createApplication({ jobId: c.createJob({}).id }),
@@ -80,10 +101,6 @@ async function redirectedPair() {
   ];
   apps.forEach((a) => c.completeInterview(a.id));
   await p.settle();
-  const messages = async () => {
-    await p.receiver.app.fanOut.runUntilIdle();
-    return existsSync(out) ? readFileSync(out, 'utf8').trimEnd().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>) : [];
-  };
   return { p, api, apps, messages, dir };
 }
 
@@ -91,6 +108,18 @@ const all = (p: Pair, sql: string, ...args: unknown[]) => p.receiver.app.databas
 const resultState = (p: Pair, id: string) =>
   (all(p, 'SELECT state FROM interview_results WHERE application_id = ? UNION ALL SELECT state FROM legacy_interview_results WHERE application_id = ?', id, id)[0] ?? {}).state;
 const withResult = (ms: Record<string, any>[]) => ms.filter((m) => m.result !== undefined && m.result !== null);
+
+/** The host answers again (the redirect removed): a probe is answered, the pause lifts, and every read completes. */
+async function expectResumed(p: Pair, api: { state: { redirecting: boolean } }, apps: { id: string }[]) {
+  api.state.redirecting = false;
+  for (let i = 0; i < 20 && apps.some((a) => resultState(p, a.id) !== 'ready'); i++) {
+    p.clock.advance(60_000);
+    await p.settle();
+  }
+  for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
+  expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+  expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
+}
 
 /** What a redirect of every read leaves: a pause as a refused key's, nothing given up or dead. */
 async function expectPaused(p: Pair, api: { state: { redirects: number } }, messages: () => Promise<Record<string, any>[]>) {
@@ -135,15 +164,7 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
     expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
     expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
 
-    // The host answers again (the redirect removed): the next probe is answered and lifts the pause.
-    api.state.redirecting = false;
-    for (let i = 0; i < 20 && apps.some((a) => resultState(p, a.id) !== 'ready'); i++) {
-      p.clock.advance(60_000);
-      await p.settle();
-    }
-    for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
-    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
-    expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
+    await expectResumed(p, api, apps);
     const sent = withResult(await messages());
     expect(sent.map((m) => [m.application_id, m.revision, m.result.state]).sort()).toEqual(apps.map((a) => [a.id, 1, 'ready']).sort());
     expect(api.state.redirects).toBe(2);
@@ -162,5 +183,127 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
     expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
     expect(withResult(await messages()).map((m) => m.result.state)).toEqual(['ready', 'ready', 'ready']);
     expect(api.state.redirects).toBe(1);
+  }, 60_000);
+});
+
+/**
+ * A redirect of some reads only (only /api/v1/* moved, one application's URL) is those reads'
+ * failure, not the source's: they end as dead letters (given_up, as any read that fails for good),
+ * the source's other reads are not held. Only a source whose reads are redirected as a whole pauses.
+ */
+describe('a relative Location (a path on the same host)', () => {
+  it('is said by the origin it resolves to, never its path or query', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    api.state.relative = true;
+    const [app] = await complete(1);
+    const origin = api.url.replace(/[.]/g, '\\.');
+    const said = new RegExp(`^interview: HTTP 301 redirect not followed \\(to ${origin}/… \\(url sha256 [0-9a-f]{12}\\)\\)$`);
+    const [pause] = all(p, 'SELECT status, detail FROM source_pauses');
+    expect(pause).toEqual({ status: 301, detail: expect.stringMatching(said) });
+    expect(all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual([{ last_error: expect.stringMatching(said) }]);
+    const logged = p.receiver.logs.lines.filter((l) => l.level === 50 && l.source === 'default');
+    expect(logged.map((l) => String(l.err))).toEqual([expect.stringMatching(said)]);
+    for (const text of [pause!.detail as string, p.receiver.logs.raw.join('\n')]) {
+      for (const leak of [LOCATION_SECRET, 'jane', '/moved', 'relative Location']) expect(text).not.toContain(leak);
+    }
+    expect(resultState(p, app!.id)).toBe('processing');
+  }, 60_000);
+});
+
+describe('a redirect of some reads only ends those reads; a whole host that starts redirecting still pauses', () => {
+  const FIVE_MINUTES = 5 * 60_000;
+  const deadReads = (p: Pair) => all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'dead'");
+
+  it('only /api/v1/* redirected: the v1 read is given up after its retry, the v2 reads are never held, and a dead-letter retry reads it', async () => {
+    const { p, api, messages, complete } = await stubbedPair(true);
+    api.state.only = '/api/v1/';
+    const before = await complete(2);
+    for (const a of before) expect(resultState(p, a.id)).toBe('ready');
+
+    // The v1 read meets the redirect right after v2 reads were answered: it alone is tried again later.
+    const [legacy] = await complete(1, true);
+    expect(api.state.redirects).toBe(1);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    expect(resultState(p, legacy!.id)).toBe('processing');
+    // The source is not held meanwhile: new v2 reads are answered at once.
+    const during = await complete(3);
+    for (const a of during) expect(resultState(p, a.id)).toBe('ready');
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+
+    // Its retry meets the redirect again, while the other reads were answered: a dead letter.
+    p.clock.advance(FIVE_MINUTES + 1);
+    await p.settle();
+    expect(api.state.redirects).toBe(2);
+    expect(deadReads(p)).toEqual([{ last_error: expect.stringMatching(/^legacy_interview: HTTP 301 redirect not followed \(to https:\/\/api\.moved\.example\/… .*only this read/) }]);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    expect(resultState(p, legacy!.id)).toBe('given_up');
+    const given = withResult(await messages()).filter((m) => m.application_id === legacy!.id);
+    expect(given).toEqual([expect.objectContaining({ revision: 1, result: expect.objectContaining({ state: 'given_up', reason: expect.stringMatching(/^fetch failed: legacy_interview: HTTP 301 redirect not followed/) }) })]);
+    expect(JSON.stringify(given)).not.toContain(LOCATION_SECRET);
+
+    // Nothing loops: hours on, the source is not paused and the read is not tried again by itself.
+    for (let h = 0; h < 3; h++) {
+      p.clock.advance(3_600_000);
+      await p.settle();
+    }
+    expect(api.state.redirects).toBe(2);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+
+    // The operator has the path fixed and retries the dead letter: it is read, and sent again.
+    api.state.redirecting = false;
+    expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+    p.clock.advance(30_000);
+    await p.settle();
+    expect(resultState(p, legacy!.id)).toBe('ready');
+    const sent = withResult(await messages()).filter((m) => m.application_id === legacy!.id);
+    expect(sent.map((m) => [m.revision, m.result.state])).toEqual([[1, 'given_up'], [2, 'ready']]);
+  }, 60_000);
+
+  it('a v1 read redirected before anything was answered pauses the source once, then ends as a dead letter once v2 reads are answered', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    api.state.only = '/api/v1/';
+    const [legacy] = await complete(1, true);
+    // Nothing of the source was answered yet: as far as the receiver can tell, the source is redirected.
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    const apps = await complete(4);
+    // The probe lets the reads through: the v2 reads are answered, the v1 read is given up, and the pause does not come back.
+    for (let i = 0; i < 6; i++) {
+      p.clock.advance(FIVE_MINUTES + 1);
+      await p.settle();
+    }
+    for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
+    expect(resultState(p, legacy!.id)).toBe('given_up');
+    expect(deadReads(p)).toHaveLength(1);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    const redirects = api.state.redirects;
+    const later = await complete(2);
+    for (const a of later) expect(resultState(p, a.id)).toBe('ready');
+    p.clock.advance(3_600_000);
+    await p.settle();
+    expect(api.state.redirects).toBe(redirects);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+  }, 60_000);
+
+  it('the whole host starts redirecting while reads were being answered: the source pauses, nothing is given up, for as long as it lasts', async () => {
+    const { p, api, messages, complete } = await stubbedPair(false);
+    const before = await complete(2);
+    for (const a of before) expect(resultState(p, a.id)).toBe('ready');
+
+    api.state.redirecting = true;
+    const moved = [...(await complete(2)), ...(await complete(1, true))];
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    // A day of probes, all redirected: still paused, nothing dead, nothing given up.
+    for (let h = 0; h < 24; h++) {
+      p.clock.advance(3_600_000);
+      await p.settle();
+    }
+    expect(api.state.redirects).toBeGreaterThan(3);
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    expect(deadReads(p)).toEqual([]);
+    for (const a of moved) expect(resultState(p, a.id)).toBe('processing');
+    expect(withResult(await messages()).map((m) => m.result.state)).toEqual(['ready', 'ready']);
+
+    await expectResumed(p, api, moved);
+    expect(withResult(await messages()).map((m) => m.result.state)).toEqual(['ready', 'ready', 'ready', 'ready', 'ready']);
   }, 60_000);
 });
