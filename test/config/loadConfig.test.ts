@@ -315,4 +315,22 @@ describe('loadConfig', () => {
       'CONFIG_FILE sources.0.secrets: environment variable NOPE is not set',
     );
   });
+
+  it('says a secret\'s variable is set but empty, not that it is not set (a `NAME=` left blank in an env file)', () => {
+    const file = JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'ACME_SECRET' }, api_url: { env: 'ACME_URL' }, api_key: { env: 'ACME_KEY' } }] });
+    expect(problemsOf({ CONFIG_FILE: '/c.json', ACME_SECRET: '', ACME_URL: '', ACME_KEY: '' }, { '/c.json': file })).toEqual([
+      'CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is set but empty',
+      'CONFIG_FILE sources.0.api_url: environment variable ACME_URL is set but empty',
+      'CONFIG_FILE sources.0.api_key: environment variable ACME_KEY is set but empty',
+    ]);
+    expect(problemsOf({ CONFIG_FILE: '/c.json', ACME_URL: 'https://x.example' }, { '/c.json': file })).toEqual([
+      'CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is not set',
+      'CONFIG_FILE sources.0.api_key: environment variable ACME_KEY is not set',
+    ]);
+    // A name not shown (it may be the secret itself) is told apart the same way.
+    const hidden = JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'x9f3kq7z2m' }, api_url: 'https://x.example', api_key: 'sk-a.b' }] });
+    expect(problemsOf({ CONFIG_FILE: '/c.json', x9f3kq7z2m: '' }, { '/c.json': hidden })).toEqual([
+      'CONFIG_FILE sources.0.secrets: the environment variable it names is set but empty (the name is not shown: it does not look like one; is the secret itself here?)',
+    ]);
+  });
 });
