@@ -15,8 +15,9 @@ import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
  *   (`serve`, `work`, `migrate`: `giveFolder`), only if it is owned by root, is a real folder (no
  *   symbolic link anywhere in its path), is neither `/` nor the working directory, and is not a
  *   shared folder with the sticky bit (`/tmp`): `status --database /tmp/copy.db` gives nothing;
- *   for those commands a folder that does not exist yet is made, below a real folder of root's
- *   that no one else may write to, and the folders made are given (makeMissingFolder);
+ *   for those commands a folder that does not exist yet is made when the nearest folder that exists
+ *   is a volume (a mount point other than `/`), a real folder of root's no one else may write to,
+ *   and the folders made are given (makeMissingFolder);
  * - in it, only the database's own files (the database, its -wal, -shm, -journal, and the
  *   receiver's -ingest-wait, -workers-lock), only if owned by root and regular files. `lchown`
  *   never follows a link, so swapping a file for a link in between gains nothing.
@@ -68,9 +69,12 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }, giveFold
  * A database folder that does not exist yet below a volume root owns (DATABASE_PATH=/data/receiver/receiver.db):
  * the user could not make it there, so root does, as `mkdir -p`, and gives the folders it made,
  * deepest first, while the folder above each is still root's (no one else can swap a folder for a
- * link meanwhile). Only below a real folder owned by root that no one else may write to (not
- * sticky, not group- or world-writable: there the user can make the folder itself). Any failure
- * leaves the rest to the receiver, which names the problem when it opens the database.
+ * link meanwhile). Only when the nearest folder that exists is a volume, a mount point other than `/` (a typo,
+ * DATABASE_PATH=/dta/receiver.db, or a volume mounted at /mnt/data while the path says /data, must
+ * stop the start, not store every event on the container's own layer, lost at the next deploy),
+ * and only a real folder owned by root that no one else may write to (not sticky, not group- or
+ * world-writable: there the user can make the folder itself). Anything else, and any failure,
+ * leaves the rest to the receiver, which names the folder that does not exist when it opens the database.
  */
 function makeMissingFolder(folder: string, user: { uid: number; gid: number }): void {
   const missing: string[] = [];
@@ -91,7 +95,7 @@ function makeMissingFolder(folder: string, user: { uid: number; gid: number }): 
   try {
     if (realpathSync(at) !== at) return;
     const st = lstatSync(at);
-    if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o1022) !== 0) return;
+    if (!st.isDirectory() || st.uid !== 0 || (st.mode & 0o1022) !== 0 || !isVolume(at)) return;
     for (const dir of missing) {
       mkdirSync(dir, 0o755);
       made.push(dir);
@@ -100,6 +104,25 @@ function makeMissingFolder(folder: string, user: { uid: number; gid: number }): 
     // made: given all the same, so the user gets as far as root did
   }
   for (const dir of made.reverse()) lchownSync(dir, user.uid, user.gid);
+}
+
+/**
+ * A mount point other than `/`: on another device than the folder above it (a Fly.io volume, a
+ * Docker volume on its own file system), or listed in /proc/self/mountinfo (a bind mount from the
+ * same file system). Its fifth field is the mount point, with space, tab, newline and backslash
+ * written as octal escapes.
+ */
+function isVolume(folder: string): boolean {
+  if (folder === '/') return false;
+  if (lstatSync(folder).dev !== lstatSync(dirname(folder)).dev) return true;
+  let mounts: string;
+  try {
+    mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return false;
+  }
+  const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+  return mounts.split('\n').some((line) => unescape(line.split(' ')[4] ?? '') === folder);
 }
 
 /** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */

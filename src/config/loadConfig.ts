@@ -132,11 +132,18 @@ export function wrappingProblem(value: string): string | null {
 }
 
 /**
+ * An /api/v<n> segment ending the path or followed by one of the service's top-level resources
+ * (spec 4: /applications, /jobs, /organization, /webhooks): the start of one of its own URLs.
+ */
+const API_VERSION_SEGMENT = /\/api\/v\d+(?=$|\/(?:applications|jobs|organization|webhooks)(?:\/|$))/i;
+
+/**
  * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. Refused, each with its fix: a URL with /api/v1 or /api/v2 in its path (the client adds
- * those itself, so every read would go to .../api/v2/api/v1/... and answer 404; a gateway's own
- * path prefix is fine), one with a query or fragment, and one carrying user:password@ (a credential:
- * never echoed, and the API key is the bearer token anyway).
+ * slash. Refused, each with its fix: a URL of the service's API itself, /api/v1 or /api/v2 ending
+ * its path or followed by one of the API's resources (the client adds those itself, so every read
+ * would go to .../api/v2/api/v1/... and answer 404; a gateway's own path prefix is fine, even one
+ * holding /api/v1 such as /api/v1/hiring), one with a query or fragment, and one carrying
+ * user:password@ (a credential: never echoed, and the API key is the bearer token anyway).
  */
 function checkUrl(where: string, value: string, problems: string[]): string | null {
   const wrapped = wrappingProblem(value);
@@ -161,9 +168,10 @@ function checkUrl(where: string, value: string, problems: string[]): string | nu
   }
   // Built from the parsed URL (credentials are refused above), not by cutting the raw text.
   const path = u.pathname.replace(/\/+$/, '');
-  // Anywhere in the path, not only at its end: an endpoint's URL pasted whole
-  // (.../api/v2/applications) would send every read to .../api/v2/applications/api/v2/... (404).
-  const versioned = /\/api\/v\d+(?=\/|$)/i.exec(path);
+  // At the path's end, or followed by one of the API's own resources: an endpoint's URL pasted
+  // whole (.../api/v2/applications) would send every read to .../api/v2/applications/api/v2/... (404).
+  // Followed by anything else, it is a gateway's own prefix (https://gw.example/api/v1/hiring): kept.
+  const versioned = API_VERSION_SEGMENT.exec(path);
   if (versioned) {
     const base = u.origin + path.slice(0, versioned.index);
     const rest = path.slice(versioned.index);

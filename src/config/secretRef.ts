@@ -8,7 +8,7 @@ export type SecretRef = z.infer<typeof secretRef>;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-/** The secret's value, or null after reporting (through `problem`) an unset variable, named by `where`. */
+/** The secret's value, or null after reporting (through `problem`) an unset or empty variable, named by `where`. */
 export function resolveSecretRef(
   where: string,
   ref: SecretRef,
@@ -27,7 +27,9 @@ export function resolveSecretRef(
     // shown (upper-case words joined by _, none longer than 24, or one word of letters only, up
     // to 16), never a hex or base32 token.
     const shown = (/^[A-Z][A-Z0-9]{0,23}(_[A-Z0-9]{1,24})+$/.test(ref.env) || /^[A-Z]{1,16}$/.test(ref.env)) && !/^(WHSEC|SK)_/.test(ref.env) && ref.env.length <= 64;
-    problem(shown ? `${where}: environment variable ${ref.env} is not set` : `${where}: the environment variable it names is not set (the name is not shown: it does not look like one; is the secret itself here?)`);
+    // Told apart: an empty one is usually a `NAME=` left blank in an env file or compose file, not a missing one.
+    const state = v === undefined ? 'is not set' : 'is set but empty';
+    problem(shown ? `${where}: environment variable ${ref.env} ${state}` : `${where}: the environment variable it names ${state} (the name is not shown: it does not look like one; is the secret itself here?)`);
     return null;
   }
   return v;

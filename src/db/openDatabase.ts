@@ -266,9 +266,29 @@ function createPrivate(path: string): void {
   }
 }
 
+/**
+ * The database's folder, made when missing. A folder this process may not make is most often a
+ * mistyped path or a volume mounted elsewhere (DATABASE_PATH=/dta/receiver.db, or /data while the
+ * volume is at /mnt/data): said so, where mkdir says only `EACCES: permission denied, mkdir '/dta'`.
+ */
+function makeDatabaseFolder(folder: string): void {
+  try {
+    ensureDirSync(folder);
+  } catch (err) {
+    const { code, path: blocked } = err as NodeJS.ErrnoException;
+    if ((code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') || !blocked) throw err;
+    const uid = typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '';
+    throw new Error(
+      `the folder ${folder} does not exist, and this process${uid} may not create ${blocked} in ${dirname(blocked)} (${code}); ` +
+        'is the path mistyped, or the volume mounted at another folder? Give the path of a folder that exists or that this process may create',
+      { cause: err },
+    );
+  }
+}
+
 export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase {
   if (path !== ':memory:') {
-    ensureDirSync(dirname(path));
+    makeDatabaseFolder(dirname(path));
     createPrivate(path);
   }
   const sqlite = new BetterSqlite3(path);

@@ -81,10 +81,10 @@ export function createDeliveryHandler(h: {
       return { rescheduleAt: clock.now(), note: `sink disabled: ${message}` };
     }
     if (err instanceof InterruptedByStopError) {
-      // Cut by the stop, not failed by the sink: recorded on the delivery, and the job is put back
-      // without counting an attempt (as an interrupted result read is), to be sent at the restart.
+      // Cut by the stop, not failed by the sink: noted on the delivery without counting an attempt
+      // there either, and the job is put back likewise (as an interrupted result read is), to be sent at the restart.
       // Counted, a stop during the last attempt made a dead letter of it.
-      await recordFailedAttempt(db, sent, { state: 'retrying', statusCode: null, error: message }, clock.now());
+      await recordFailedAttempt(db, sent, { state: 'retrying', statusCode: null, error: message }, clock.now(), false);
       return { rescheduleAt: clock.now(), note: message, untested: true };
     }
     const dead = (isDecisionError(err) && err.decision === 'permanent') || job.attempts >= job.max_attempts;

@@ -54,17 +54,26 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
  * A failed attempt of a claimed job, recorded only while the pair's cycle is still the one that
  * job sent (`messageId`) and the job still holds its lease: a newer revision queued meanwhile, or
  * a job taken over after its lease ran out, is not marked failing by a stale attempt.
+ * `counted: false` (a send cut by the stop): the note only, `attempts` and `last_attempt_at` kept,
+ * as the job's attempt is not spent either; counted, three stops read as 3 attempts of at most 2.
  */
 export async function recordFailedAttempt(
   db: Db,
   d: { eventId: string; sink: string; messageId: string; jobId: number; leaseToken: string },
   r: AttemptRecord,
   now: number,
+  counted = true,
 ): Promise<void> {
   const at = iso(now);
   await db
     .updateTable('deliveries')
-    .set((eb) => ({ state: r.state, attempts: eb('attempts', '+', 1), last_status_code: r.statusCode, last_error: r.error, last_attempt_at: at, updated_at: at }))
+    .set((eb) => ({
+      state: r.state,
+      last_status_code: r.statusCode,
+      last_error: r.error,
+      updated_at: at,
+      ...(counted ? { attempts: eb('attempts', '+', 1), last_attempt_at: at } : {}),
+    }))
     .where('sink', '=', d.sink)
     .where('event_id', '=', d.eventId)
     .where('message_id', '=', d.messageId)

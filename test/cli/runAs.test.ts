@@ -1,8 +1,8 @@
-import { chmodSync, chownSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, chownSync, existsSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { freePort, ROOT } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -13,6 +13,26 @@ const root = typeof process.getuid === 'function' && process.getuid() === 0;
 const { dir, cleanup } = tempDir('run-as-');
 afterAll(cleanup);
 const NOBODY = 65534;
+
+/** Whether this machine lets root bind-mount a folder in a mount namespace of its own (unshare, CAP_SYS_ADMIN). */
+const canMount = root && spawnSync('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" "$0"', dir]).status === 0;
+
+/**
+ * The CLI with `volume` bind-mounted onto itself, a mount point as a Docker or Fly.io volume is, in
+ * a mount namespace of the child's own: the mount ends with it, whatever happens to the test.
+ */
+async function cliOnVolume(volume: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" "$0" && exec "$@"', volume, process.execPath, '--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 25_000);
+  const code = await new Promise<number | null>((r) => child.on('close', r)).finally(() => clearTimeout(timer));
+  return { code, stderr };
+}
 
 describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by root)', () => {
   it('gives the user the database folder and the database\'s own files, nothing else in it, then runs as that user', async () => {
@@ -35,13 +55,15 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(statSync(join(fresh, 'receiver.db')).uid).toBe(NOBODY);
   });
 
-  it('makes a database folder missing on the root-owned volume (DATABASE_PATH=/data/receiver/receiver.db) and gives it, as `mkdir -p` would for the user', async () => {
+  it('makes a database folder missing on a root-owned volume (DATABASE_PATH=/data/receiver/receiver.db) and gives it, as `mkdir -p` would for the user', async (ctx) => {
     // Before: the user could not create the folder in root's volume, and every start ended in EACCES.
+    // The volume is a bind mount in a mount namespace of the child's own, which needs CAP_SYS_ADMIN.
+    if (!canMount) return ctx.skip();
     chmodSync(dir, 0o755);
     const volume = join(dir, 'sub-volume');
     mkdirSync(volume);
     const db = join(volume, 'receiver', 'state', 'receiver.db');
-    const r = await cli(['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
+    const r = await cliOnVolume(volume, ['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
     expect(r.code, r.stderr).toBe(0);
     expect(statSync(db).uid).toBe(NOBODY);
     expect(statSync(join(volume, 'receiver', 'state')).uid).toBe(NOBODY);
@@ -50,14 +72,45 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     // Not for a command that does not create the database, nor below a folder others may write to.
     const looked = join(dir, 'looked-sub');
     mkdirSync(looked);
-    expect((await cli(['status', '--database', join(looked, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(1);
+    expect((await cliOnVolume(looked, ['status', '--database', join(looked, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(1);
     expect(existsSync(join(looked, 'missing'))).toBe(false);
     const open = join(dir, 'open-volume');
     mkdirSync(open);
     chmodSync(open, 0o777);
-    expect((await cli(['migrate', '--database', join(open, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(0);
+    expect((await cliOnVolume(open, ['migrate', '--database', join(open, 'missing', 'r.db')], { RUN_AS: 'nobody' })).code).toBe(0);
     expect(statSync(join(open, 'missing')).uid).toBe(NOBODY);
     expect(statSync(open).uid).toBe(0);
+  });
+
+  it('makes no folder below a folder that is not a volume, nor in /: a mistyped DATABASE_PATH stops the start naming the folder that does not exist', async () => {
+    // Before: /dta/receiver.db (for /data) or /data/receiver.db with the volume at /mnt/data was
+    // made on the container's own layer, and every event was lost at the next deploy.
+    chmodSync(dir, 0o755);
+    const image = join(dir, 'image-folder');
+    mkdirSync(image);
+    for (const db of [join(image, 'dta', 'receiver.db'), join(image, 'data', 'state', 'receiver.db')]) {
+      const r = await cli(['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
+      expect(r.code).toBe(1);
+      const missing = dirname(db);
+      const blocked = join(image, relative(image, db).split('/')[0]!);
+      expect(r.stderr).toBe(
+        `error: cannot open the database at ${db}: the folder ${missing} does not exist, and this process (uid ${NOBODY}) may not create ${blocked} in ${image} (EACCES); ` +
+          'is the path mistyped, or the volume mounted at another folder? Give the path of a folder that exists or that this process may create\n',
+      );
+      expect(existsSync(blocked)).toBe(false);
+    }
+    expect(statSync(image).uid).toBe(0);
+    // `/` is a mount point, and the one folder never taken for a volume.
+    const top = `/receiver-test-typo-${process.pid}`;
+    let served;
+    try {
+      served = await cli(['serve'], { DATABASE_PATH: `${top}/receiver.db`, RUN_AS: 'nobody', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: '0', HOST: '127.0.0.1' });
+      expect(existsSync(top)).toBe(false);
+    } finally {
+      rmSync(top, { recursive: true, force: true });
+    }
+    expect(served.code).toBe(1);
+    expect(served.stderr).toContain(`fatal: cannot open the database at ${top}/receiver.db (DATABASE_PATH): the folder ${top} does not exist, and this process (uid ${NOBODY}) may not create ${top} in / (EACCES)`);
   });
 
   it('--database names the folder it gives, not DATABASE_PATH', async () => {

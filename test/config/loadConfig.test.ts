@@ -102,11 +102,24 @@ describe('loadConfig', () => {
     ['https://hiring.example/api/v1/.', 'https://hiring.example', '/api/v1'],
     ['https://gateway.example/hiring/api/v2', 'https://gateway.example/hiring', '/api/v2'],
     ['https://hiring.example/api/v1?x=1', 'https://hiring.example', '/api/v1'],
+    ['https://hiring.example/api/v2/jobs/123/hiring-team', 'https://hiring.example', '/api/v2/jobs/123/hiring-team'],
+    ['https://hiring.example/API/V2/Webhooks', 'https://hiring.example', '/API/V2/Webhooks'],
+    ['https://gw.example/api/v1/hiring/api/v2/organization/members', 'https://gw.example/api/v1/hiring', '/api/v2/organization/members'],
   ])('refuses the versioned API URL %j as HIRING_API_URL or api_url, naming the base URL to give', (url, base, suffix) => {
     const message = `give the service's base URL without ${suffix} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`;
     expect(problemsOf({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' })).toEqual([`HIRING_API_URL: ${message}`]);
     const file = JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: url, api_key: 'sk-abc.def' }] });
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': file })).toEqual([`CONFIG_FILE sources.0.api_url: ${message}`]);
+  });
+
+  it.each([
+    ['https://gw.example.com/api/v1/hiring', 'https://gw.example.com/api/v1/hiring'],
+    ['https://gw.example.com/api/v2/hiring-service/', 'https://gw.example.com/api/v2/hiring-service'],
+    ['https://gw.example.com/api/v1/applicationsx', 'https://gw.example.com/api/v1/applicationsx'],
+  ])('takes %j, a gateway prefix holding /api/vN but no URL of the API itself, as the base URL', (url, base) => {
+    expect(loadConfig({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: url, HIRING_API_KEY: 'sk-abc.def' }).sources[0]!.apiUrl).toBe(base);
+    const file = JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: url, api_key: 'sk-abc.def' }] });
+    expect(loadConfig({ CONFIG_FILE: '/c.json' }, () => file).sources[0]!.apiUrl).toBe(base);
   });
 
   it('names a URL with an http scheme that does not parse as not valid, without echoing it', () => {
@@ -301,5 +314,23 @@ describe('loadConfig', () => {
     expect(problemsOf({ CONFIG_FILE: '/c.json' }, { '/c.json': JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'NOPE' }, api_url: 'https://x.example', api_key: 'sk-a.b' }] }) })).toContain(
       'CONFIG_FILE sources.0.secrets: environment variable NOPE is not set',
     );
+  });
+
+  it('says a secret\'s variable is set but empty, not that it is not set (a `NAME=` left blank in an env file)', () => {
+    const file = JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'ACME_SECRET' }, api_url: { env: 'ACME_URL' }, api_key: { env: 'ACME_KEY' } }] });
+    expect(problemsOf({ CONFIG_FILE: '/c.json', ACME_SECRET: '', ACME_URL: '', ACME_KEY: '' }, { '/c.json': file })).toEqual([
+      'CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is set but empty',
+      'CONFIG_FILE sources.0.api_url: environment variable ACME_URL is set but empty',
+      'CONFIG_FILE sources.0.api_key: environment variable ACME_KEY is set but empty',
+    ]);
+    expect(problemsOf({ CONFIG_FILE: '/c.json', ACME_URL: 'https://x.example' }, { '/c.json': file })).toEqual([
+      'CONFIG_FILE sources.0.secrets: environment variable ACME_SECRET is not set',
+      'CONFIG_FILE sources.0.api_key: environment variable ACME_KEY is not set',
+    ]);
+    // A name not shown (it may be the secret itself) is told apart the same way.
+    const hidden = JSON.stringify({ sources: [{ name: 'a', secrets: { env: 'x9f3kq7z2m' }, api_url: 'https://x.example', api_key: 'sk-a.b' }] });
+    expect(problemsOf({ CONFIG_FILE: '/c.json', x9f3kq7z2m: '' }, { '/c.json': hidden })).toEqual([
+      'CONFIG_FILE sources.0.secrets: the environment variable it names is set but empty (the name is not shown: it does not look like one; is the secret itself here?)',
+    ]);
   });
 });

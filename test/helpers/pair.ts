@@ -35,8 +35,8 @@ export interface Pair {
  * the receiver's URL is registered through the sandbox's webhook API with the
  * organization's key, and the receiver is started with the secret it returned.
  */
-export async function startPair(opts: { env?: Record<string, string> } = {}): Promise<Pair> {
-  const clock = new ManualClock(Date.parse('2026-11-02T09:00:00Z'));
+export async function startPair(opts: { env?: Record<string, string>; startAt?: number } = {}): Promise<Pair> {
+  const clock = new ManualClock(opts.startAt ?? Date.parse('2026-11-02T09:00:00Z'));
   const sandbox = createSandbox({ clock });
   const { url: sandboxUrl } = await sandbox.start(0, '127.0.0.1');
   const port = await freePort();

@@ -597,8 +597,13 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
-  it('honours a Retry-After given as an HTTP-date, counted on the receiver\'s clock', async () => {
-    pair = await startPair();
+  // The receiver's clock a month before and a month after the machine's: a wait counted on
+  // Date.now() instead would be 0 (the date long past) or capped at a day, never the 10 minutes.
+  it.each([
+    ['behind', -30],
+    ['ahead of', 30],
+  ])('honours a Retry-After given as an HTTP-date, counted on the receiver\'s clock (a month %s the machine\'s)', async (_, days) => {
+    pair = await startPair({ startAt: Math.trunc(Date.now() / 1000) * 1000 + days * 24 * 3_600_000 });
     const c = pair.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
     c.completeInterview(app.id);
@@ -607,7 +612,9 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     await pair.settle();
     const job = row("SELECT run_at, last_error FROM jobs WHERE kind = 'fetch_result'")!;
     expect(job.last_error).toMatch(/HTTP 429/);
+    // Told 10 minutes, spread by at most a minute (retryAfterJitter).
     expect(Date.parse(job.run_at)).toBeGreaterThanOrEqual(Date.parse(at));
+    expect(Date.parse(job.run_at)).toBeLessThanOrEqual(Date.parse(at) + 60_000);
   });
 
   it.each([429, 503])('a %i with Retry-After holds every read of the source until the wait has passed, not only the read it answered', async (status) => {

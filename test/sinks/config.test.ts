@@ -73,6 +73,17 @@ describe('CONFIG_FILE sinks', () => {
     ]);
   });
 
+  it('says a sink secret\'s or header\'s variable is set but empty, not that it is not set', () => {
+    const problems = problemsOf(
+      { sinks: [{ name: 'crm', type: 'http', url: 'https://x.example', secret: { env: 'CRM_SECRET' }, headers: { Authorization: { env: 'CRM_AUTH' } } }] },
+      { CRM_SECRET: '', CRM_AUTH: '' },
+    );
+    expect(problems).toEqual([
+      'CONFIG_FILE sinks.0.headers.Authorization: environment variable CRM_AUTH is set but empty',
+      'CONFIG_FILE sinks.0.secret: environment variable CRM_SECRET is set but empty',
+    ]);
+  });
+
   it('reports a bad top level and bad sources beside the sinks\' problems, and a sinks key that is not a list', () => {
     const problems = problemsOf({
       extra: true,
