@@ -3,6 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
+import { RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -161,8 +162,15 @@ export class Worker {
   /** Jobs per claim in the loop: the largest batch of a batch handler (> 1), else no limit but the free slots. */
   private readonly batchLimit: number;
 
+  /** A claim or a source run that fails at every poll (the write lock held elsewhere for minutes, a full disk): logged once a minute, not four times a second. */
+  private readonly claimFailures: RepeatedFailureLog;
+  private readonly sourceFailures: RepeatedFailureLog;
+
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
+    const { logger, clock } = opts;
+    this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
+    this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
   }
@@ -256,9 +264,10 @@ export class Worker {
           claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
         }
         pacer?.charge(performance.now() - started);
+        this.claimFailures.succeeded();
       }
     } catch (err) {
-      this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
+      this.claimFailures.failed(err);
     } finally {
       this.ticking = false;
     }
@@ -287,10 +296,12 @@ export class Worker {
     const now = this.opts.clock.now();
     if (!this.opts.source || now < this.sourceRetryAt) return 0;
     try {
-      return await this.opts.source.run(this.groupSize);
+      const ran = await this.opts.source.run(this.groupSize);
+      this.sourceFailures.succeeded();
+      return ran;
     } catch (err) {
       this.sourceRetryAt = now + SOURCE_RETRY_MS;
-      this.opts.logger.error({ err: (err as Error).message }, 'processing new events failed; will retry');
+      this.sourceFailures.failed(err);
       return 0;
     }
   }
