@@ -199,6 +199,17 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('status names a paused source that is no longer configured as such, not as "HTTP 0"', async () => {
+    await withOwnDatabase('paused.db', async (own, w) => {
+      const pause = w.prepare('INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, ?, ?, ?, ?)');
+      pause.run('acme', '2026-11-20T08:00:00.000Z', 401, 'interview: HTTP 401 unauthorized', '2026-11-20T08:05:00.000Z');
+      pause.run('gone', '2026-11-20T08:00:00.000Z', 0, 'source gone has no HIRING_API_URL / HIRING_API_KEY configured', '2026-11-20T08:05:00.000Z');
+      const out = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(out).toMatch(/^ {2}acme: HTTP 401 since 2026-11-20T08:00:00\.000Z \(interview: HTTP 401 unauthorized\)$/m);
+      expect(out).toMatch(/^ {2}gone: not configured since 2026-11-20T08:00:00\.000Z \(source gone has no HIRING_API_URL \/ HIRING_API_KEY configured\)$/m);
+    });
+  });
+
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
     await withOwnDatabase('reads.db', async (own, w) => {
       const job = w.prepare(

@@ -141,7 +141,8 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       }`,
     );
     io.out(`paused sources ${paused.length === 0 ? 'none' : ''}`);
-    for (const p of paused) io.out(`  ${p.source}: HTTP ${p.status} since ${p.paused_at} (${oneLine(p.detail)})`);
+    // Status 0: no request was made, the source is not configured (renamed or removed).
+    for (const p of paused) io.out(`  ${p.source}: ${p.status === 0 ? 'not configured' : `HTTP ${p.status}`} since ${p.paused_at} (${oneLine(p.detail)})`);
     if (sinkList.length === 0) io.out('sinks          none configured');
     else {
       io.out('sinks');
