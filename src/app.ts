@@ -260,7 +260,10 @@ export function createApp(deps: AppDeps) {
     clients,
     shutdown: processingShutdown.signal,
     onSettled: fanOut.onSettled,
-    onApiCall: (resource, outcome) => metrics.apiCalls.inc({ resource, outcome }),
+    onApiCall: (resource, outcome, elapsedMs) => {
+      metrics.apiCalls.inc({ resource, outcome });
+      metrics.apiCallDuration.observe({ resource }, elapsedMs / 1000);
+    },
     logger,
     ...DEFAULT_PROCESSING,
     giveUpAfterMs: config.resultGiveUpMs,

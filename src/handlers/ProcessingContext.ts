@@ -29,7 +29,7 @@ export interface ProcessingContext {
   /** Aborted when the receiver stops and its grace has passed: a read in flight gives up. */
   shutdown?: AbortSignal;
   /** Observes every hiring API read (metrics). */
-  onApiCall?: (resource: string, outcome: string) => void;
+  onApiCall?: (resource: string, outcome: string, elapsedMs: number) => void;
   /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */
   notFoundAttempts: number;
   /** For what an operator must hear about and no record says (a result event naming no application). */

@@ -140,7 +140,12 @@ function createRead(ctx: ProcessingContext) {
       // No read can ever answer: past the give-up window it is a dead letter (given_up, visible,
       // retried once the source is configured), not a pause for ever.
       if (now - since > ctx.giveUpAfterMs) throw new PermanentError(`${missing} for ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`);
-      throw new PauseSourceError(missing, { status: 0 });
+      // Not "API key refused": no key was sent, and a new key would not help. The configuration
+      // requires both for every source, so this is a source renamed or removed since its events came.
+      throw new PauseSourceError(missing, {
+        status: 0,
+        summary: `source ${job.source ?? '(none)'} is not configured (renamed or removed since its events were stored): its result reads are paused until a source of that name is configured again (CONFIG_FILE, with api_url and api_key), and given up after RESULT_GIVE_UP_HOURS`,
+      });
     }
     // Reserve the poll slot before the request, atomically: two jobs for the same (application,
     // resource) (a duplicate event, a replay) cannot both pass the 30 s check (spec 8).
@@ -173,7 +178,7 @@ function createRead(ctx: ProcessingContext) {
             : `${WAIT_NOTES.interrupted}; it failed before: ${prev}`;
       return { rescheduleAt: now + ctx.minPollIntervalMs, note, untested: true };
     }
-    ctx.onApiCall?.(p.resource, outcome.kind);
+    ctx.onApiCall?.(p.resource, outcome.kind, outcome.elapsedMs);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
     const unfinished = outcome.kind === 'ready' && p.resource === 'legacy_interview' ? unfinishedLegacyCall(outcome.data) : null;
     if (outcome.kind === 'ready' && unfinished !== null) outcome = { ...outcome, kind: 'processing', reason: unfinished };

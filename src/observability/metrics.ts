@@ -9,7 +9,7 @@ const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_
 const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The series a `work` process updates (its WORK_METRICS_PORT serves these and Node's own). */
-export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_total', 'receiver_hiring_api_calls_total', 'receiver_sink_deliveries_total', 'receiver_wal_checkpoint_errors_total']);
+export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_total', 'receiver_hiring_api_calls_total', 'receiver_hiring_api_call_duration_seconds', 'receiver_sink_deliveries_total', 'receiver_wal_checkpoint_errors_total']);
 
 /**
  * One registry per app instance, so tests running several apps in one process do not collide.
@@ -88,6 +88,13 @@ export function createMetrics(sources: readonly string[] = []) {
       name: 'receiver_hiring_api_calls_total',
       help: 'Reads of the hiring API by resource and outcome (ready, processing, unavailable, not_found, unauthorized, rate_limited, server_error, network, ...)',
       labelNames: ['resource', 'outcome'] as const,
+      registers: [registry],
+    }),
+    apiCallDuration: new Histogram({
+      name: 'receiver_hiring_api_call_duration_seconds',
+      help: 'Time each read of the hiring API took, by resource, until its answer or its failure (a timeout is 10 s): a slow service shows here before the backlog grows',
+      labelNames: ['resource'] as const,
+      buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 7.5, 10, 30],
       registers: [registry],
     }),
     sinkDeliveries: new Counter({

@@ -3,6 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
+import { LogThrottle, RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -165,8 +166,23 @@ export class Worker {
   /** Jobs per claim in the loop: the largest batch of a batch handler (> 1), else no limit but the free slots. */
   private readonly batchLimit: number;
 
+  /** A claim or a source run that fails at every poll (the write lock held elsewhere for minutes, a full disk): logged once a minute, not four times a second. */
+  private readonly claimFailures: RepeatedFailureLog;
+  private readonly sourceFailures: RepeatedFailureLog;
+  /**
+   * The jobs of a source (a sink, a hiring API source) failing alike: a consumer down with 500
+   * messages due wrote 500 identical 'job failed' lines in under 3 s, and as many at each
+   * retry. The first, one whose error differs, then one a minute, with a count; the rest at debug
+   * (each job's error stays in jobs.last_error and `deliveries`).
+   */
+  private readonly jobFailures: LogThrottle;
+
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
+    const { logger, clock } = opts;
+    this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
+    this.jobFailures = new LogThrottle(clock);
+    this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
   }
@@ -260,9 +276,10 @@ export class Worker {
           claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
         }
         pacer?.charge(performance.now() - started);
+        this.claimFailures.succeeded();
       }
     } catch (err) {
-      this.opts.logger.warn({ err: (err as Error).message }, 'job claim failed; will retry');
+      this.claimFailures.failed(err);
     } finally {
       this.ticking = false;
     }
@@ -291,10 +308,12 @@ export class Worker {
     const now = this.opts.clock.now();
     if (!this.opts.source || now < this.sourceRetryAt) return 0;
     try {
-      return await this.opts.source.run(this.groupSize);
+      const ran = await this.opts.source.run(this.groupSize);
+      this.sourceFailures.succeeded();
+      return ran;
     } catch (err) {
       this.sourceRetryAt = now + SOURCE_RETRY_MS;
-      this.opts.logger.error({ err: (err as Error).message }, 'processing new events failed; will retry');
+      this.sourceFailures.failed(err);
       return 0;
     }
   }
@@ -472,6 +491,7 @@ export class Worker {
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
     for (const source of sources) {
+      this.jobFailures.clear(source);
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
       this.answers.answer(source, run);
@@ -501,6 +521,13 @@ export class Worker {
     }
     this.outageHoldUntil.set(source, Math.max(this.outageHoldUntil.get(source) ?? 0, now + holdMs));
     return failures;
+  }
+
+  /** A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures). */
+  private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
+    const { loud, since } = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
+    if (!loud) return void log.debug(fields, msg);
+    log.warn(since > 0 ? { ...fields, failed_since_last_line: since } : fields, msg);
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
@@ -559,7 +586,7 @@ export class Worker {
     if (failing && job.attempts >= job.max_attempts - 1) {
       const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
       const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
-      log.warn({ err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
+      this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
       return settle(ok ? 'retry' : 'lost');
     }
     if (permanent || job.attempts >= job.max_attempts) {
@@ -581,7 +608,7 @@ export class Worker {
     // together), unless the backoff is longer anyway.
     if (told !== null && told >= delay) delay = told + retryAfterJitter(told, backoff.random);
     const ok = await queue.reschedule(job, now + delay, { error: message });
-    log.warn({ err: message, retry_in_ms: delay }, 'job failed; will retry');
+    this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
     settle(ok ? 'retry' : 'lost');
   }
 }

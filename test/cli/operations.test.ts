@@ -183,6 +183,33 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     }
   });
 
+  it('status says when the latest event was stored: refused deliveries (a rotated secret not configured) leave no other trace in the database', async () => {
+    await withOwnDatabase('latest.db', async (own, w) => {
+      expect(JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout).events).toMatchObject({ total: 0, latest_received_at: null, latest_received_age_ms: null });
+      expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(/^events {9}0$/m);
+      const insert = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`);
+      const latest = new Date(Date.now() - 3 * 3_600_000).toISOString();
+      insert.run('evt-l2', latest, 'msg-l2');
+      // Stored later (a quarantine replay) with the time it was first received: not the latest.
+      insert.run('evt-l1', '2026-01-01T00:00:00.000Z', 'msg-l1');
+      const json = JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout);
+      expect(json.events.latest_received_at).toBe(latest);
+      expect(json.events.latest_received_age_ms).toBeGreaterThanOrEqual(3 * 3_600_000);
+      expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(new RegExp(`^events {9}2 \\(latest stored 3 h 0 min ago, at ${latest.replace(/\./g, '\\.')}\\)$`, 'm'));
+    });
+  });
+
+  it('status names a paused source that is no longer configured as such, not as "HTTP 0"', async () => {
+    await withOwnDatabase('paused.db', async (own, w) => {
+      const pause = w.prepare('INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, ?, ?, ?, ?)');
+      pause.run('acme', '2026-11-20T08:00:00.000Z', 401, 'interview: HTTP 401 unauthorized', '2026-11-20T08:05:00.000Z');
+      pause.run('gone', '2026-11-20T08:00:00.000Z', 0, 'source gone has no HIRING_API_URL / HIRING_API_KEY configured', '2026-11-20T08:05:00.000Z');
+      const out = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(out).toMatch(/^ {2}acme: HTTP 401 since 2026-11-20T08:00:00\.000Z \(interview: HTTP 401 unauthorized\)$/m);
+      expect(out).toMatch(/^ {2}gone: not configured since 2026-11-20T08:00:00\.000Z \(source gone has no HIRING_API_URL \/ HIRING_API_KEY configured\)$/m);
+    });
+  });
+
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
     await withOwnDatabase('reads.db', async (own, w) => {
       const job = w.prepare(

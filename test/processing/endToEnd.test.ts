@@ -555,6 +555,10 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     pair.clock.advance(5 * 60_000 + 1);
     await pair.settle();
     expect(all("SELECT source, status FROM source_pauses WHERE source = 'gone'")).toEqual([{ source: 'gone', status: 0 }]);
+    // Said as what it is: no key was sent, and the runbook's "create a new key" would not help.
+    const paused = pair.receiver.logs.lines.filter((l) => l.source === 'gone' && l.level === 50);
+    expect(paused.length).toBeGreaterThan(0);
+    for (const l of paused) expect(l.msg).toMatch(/^source gone is not configured \(renamed or removed since its events were stored\)/);
     pair.clock.advance(2 * 3_600_000);
     await pair.settle();
     const missing = 'source gone has no HIRING_API_URL / HIRING_API_KEY configured for 1 h';

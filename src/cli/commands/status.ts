@@ -21,6 +21,11 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
   try {
     const { db } = database;
     const now = Date.now();
+    // When the last delivery was stored: refused deliveries (a signing secret rotated at the
+    // service and not configured here, a proxy stripping the webhook-* headers) leave no row, so
+    // this is all the database can say of them.
+    const latest = await db.selectFrom('events').select((eb) => eb.fn.max('received_at').as('at')).executeTakeFirst();
+    const latestAt = (latest?.at as string | null | undefined) ?? null;
     const byType = await db.selectFrom('events').select(['event_type', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('event_type').orderBy('event_type').execute();
     const byState = await db.selectFrom('jobs').select(['kind', 'state', (eb) => eb.fn.countAll<number>().as('n')]).groupBy(['kind', 'state']).orderBy('kind').execute();
     const count = async (table: 'quarantine' | 'event_conflicts') =>
@@ -78,7 +83,12 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     );
     const report = {
       database: path,
-      events: { total: byType.reduce((a, r) => a + Number(r.n), 0), by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])) },
+      events: {
+        total: byType.reduce((a, r) => a + Number(r.n), 0),
+        by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])),
+        latest_received_at: latestAt,
+        latest_received_age_ms: latestAt ? Math.max(0, now - Date.parse(latestAt)) : null,
+      },
       processing: {
         events_waiting: backlog.events,
         oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
@@ -99,7 +109,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       return 0;
     }
     io.out(`database       ${path}`);
-    io.out(`events         ${report.events.total}`);
+    io.out(`events         ${report.events.total}${latestAt ? ` (latest stored ${formatAge(report.events.latest_received_age_ms!)} ago, at ${latestAt})` : ''}`);
     for (const r of byType) io.out(`  ${oneLine(r.event_type).padEnd(28)} ${r.n}`);
     io.out(
       `processing     ${backlog.events === 0 ? 'caught up' : `${backlog.events} event${backlog.events === 1 ? '' : 's'} waiting, oldest stored ${formatAge(report.processing.oldest_waiting_age_ms!)} ago`}`,
@@ -131,7 +141,8 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       }`,
     );
     io.out(`paused sources ${paused.length === 0 ? 'none' : ''}`);
-    for (const p of paused) io.out(`  ${p.source}: HTTP ${p.status} since ${p.paused_at} (${oneLine(p.detail)})`);
+    // Status 0: no request was made, the source is not configured (renamed or removed).
+    for (const p of paused) io.out(`  ${p.source}: ${p.status === 0 ? 'not configured' : `HTTP ${p.status}`} since ${p.paused_at} (${oneLine(p.detail)})`);
     if (sinkList.length === 0) io.out('sinks          none configured');
     else {
       io.out('sinks');

@@ -1,0 +1,70 @@
+import { isSqliteBusy } from '../db/sqliteHelpers.js';
+import type { Clock } from '../util/clock.js';
+import type { Logger } from './logger.js';
+
+/** How often a failure that keeps repeating is logged again at its level (in between: at debug). */
+export const REPEATED_FAILURE_LOG_MS = 60_000;
+
+/**
+ * Which failures to log at their level: per group (a loop, a source, a sink), the first one, one
+ * whose key (its error) differs from the last, and then one a minute; the others at debug.
+ */
+export class LogThrottle {
+  private readonly groups = new Map<string, { key: string; atMs: number; since: number; total: number }>();
+
+  constructor(private readonly clock: Clock) {}
+
+  /** `loud`: log this one at its level, with `since` (the failures logged at debug since the last such line). */
+  note(group: string, key: string): { loud: boolean; since: number } {
+    const now = this.clock.now();
+    const last = this.groups.get(group);
+    if (last !== undefined && last.key === key && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
+      last.since++;
+      last.total++;
+      return { loud: false, since: last.since };
+    }
+    this.groups.set(group, { key, atMs: now, since: 0, total: (last?.total ?? 0) + 1 });
+    return { loud: true, since: last?.since ?? 0 };
+  }
+
+  /** The group works again: returns how many failures its run had (0: none). */
+  clear(group: string): number {
+    const total = this.groups.get(group)?.total ?? 0;
+    this.groups.delete(group);
+    return total;
+  }
+}
+
+/**
+ * A failure a loop meets at each of its turns (a job claim refused while another process holds
+ * the write lock for minutes, a full disk): four times a second per worker, identical, for as
+ * long as it lasts. Logged at its level when it starts or its error changes, then at most once
+ * a minute with `failed_since_last_line` (each failure in between at debug); the first success
+ * after a repeated one is logged at info, so the log says when it ended.
+ */
+export class RepeatedFailureLog {
+  private readonly throttle: LogThrottle;
+
+  constructor(private readonly o: { logger: Logger; clock: Clock; level: 'warn' | 'error'; msg: string; recovered: string }) {
+    this.throttle = new LogThrottle(o.clock);
+  }
+
+  failed(err: unknown): void {
+    const message = (err as Error)?.message ?? String(err);
+    const code = (err as { code?: unknown })?.code;
+    const fields = {
+      err: message,
+      ...(typeof code === 'string' ? { code } : {}),
+      ...(isSqliteBusy(err) ? { hint: 'another process holds the database write lock (a CLI command such as replay or dead-letters retry, a `work` process, a tool with a write transaction open); the work waits until it is released' } : {}),
+    };
+    const { loud, since } = this.throttle.note('', typeof code === 'string' ? code : message);
+    if (!loud) return void this.o.logger.debug(fields, this.o.msg);
+    this.o.logger[this.o.level]({ ...fields, ...(since > 0 ? { failed_since_last_line: since } : {}) }, this.o.msg);
+  }
+
+  /** The loop's turn went through: a failure that repeated ends here (said at info; a single one needs no second line). */
+  succeeded(): void {
+    const total = this.throttle.clear('');
+    if (total > 1) this.o.logger.info({ failures: total }, this.o.recovered);
+  }
+}

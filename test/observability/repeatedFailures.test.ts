@@ -1,0 +1,110 @@
+import Database from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+
+let r: TestReceiver | undefined;
+let holder: Database.Database | undefined;
+let consumer: Server | undefined;
+const { dir, cleanup } = tempDir('repeated-');
+afterEach(async () => {
+  if (holder?.inTransaction) holder.exec('ROLLBACK');
+  holder?.close();
+  await r?.close();
+  consumer?.close();
+});
+afterAll(cleanup);
+
+/** Bounded wait for a condition the receiver's own loop brings about (its 250 ms polls). */
+async function until(what: string, cond: () => boolean, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
+}
+
+describe('a failure the workers meet at every poll', () => {
+  it('is logged once, then once a minute with a count, and its end at info, while another process holds the write lock', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    // The result read fails (nothing listens on port 9) and waits for its retry.
+    r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
+    const body = JSON.stringify(envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() }));
+    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    const logs = r.logs.lines;
+    await until('the read to fail', () => logs.some((l) => l.msg === 'job failed; will retry'));
+
+    // Another process takes the write lock and keeps it; the read is due again.
+    holder = new Database(r.dbPath);
+    holder.exec('BEGIN IMMEDIATE');
+    clock.advance(3_600_000);
+    const claims = (level?: number) => logs.filter((l) => l.msg === 'job claim failed; will retry' && (level === undefined || l.level === level));
+    await until('several refused claims', () => claims().length >= 4);
+    expect(claims(40)).toHaveLength(1);
+    expect(claims(40)[0]).toMatchObject({ code: 'SQLITE_BUSY', hint: expect.stringMatching(/another process holds the database write lock/) });
+
+    // A minute later (the receiver's clock) it is said again, with how many failed meanwhile.
+    clock.advance(61_000);
+    await until('the line a minute later', () => claims(40).length === 2);
+    expect(claims(40)[1]!.failed_since_last_line).toBeGreaterThanOrEqual(3);
+
+    holder.exec('COMMIT');
+    await until('the claims to work again', () => logs.some((l) => l.msg === 'job claims work again'));
+    expect(logs.find((l) => l.msg === 'job claims work again')).toMatchObject({ level: 30 });
+    expect(claims(40)).toHaveLength(2);
+  });
+});
+
+describe('a sink whose consumer is down', () => {
+  it('logs its deliveries failing alike once, then once a minute with a count, not one warn line per message', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    let answer = 500;
+    consumer = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(answer).end());
+    });
+    await new Promise<void>((ok) => consumer!.listen(0, '127.0.0.1', () => ok()));
+    const config = join(dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`, secret: newSecret() }] }));
+    const secret = newSecret();
+    r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config }, { clock });
+    await r.app.worker.stop();
+    await r.app.fanOut.stop();
+    const post = async () => {
+      const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+      const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+      expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    };
+    for (let i = 0; i < 6; i++) await post();
+    await r.app.worker.runUntilIdle();
+    await r.app.fanOut.runUntilIdle();
+    const failed = (level: number) => r!.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.sink === 'crm' && l.level === level);
+    expect(failed(40)).toHaveLength(1);
+    expect(failed(40)[0]).toMatchObject({ err: 'HTTP 500', event_id: expect.any(String) });
+    expect(failed(20)).toHaveLength(5);
+
+    // Their retries, over a minute later: one line more, with how many were not said at warn.
+    clock.advance(2 * 60_000);
+    await r.app.fanOut.runUntilIdle();
+    expect(failed(40)).toHaveLength(2);
+    expect(failed(40)[1]!.failed_since_last_line).toBe(5);
+
+    // A delivery that goes through ends the run: the next failure is said at once.
+    answer = 200;
+    await post();
+    await r.app.worker.runUntilIdle();
+    await r.app.fanOut.runUntilIdle();
+    answer = 500;
+    await post();
+    await r.app.worker.runUntilIdle();
+    await r.app.fanOut.runUntilIdle();
+    expect(failed(40)).toHaveLength(3);
+  });
+});
