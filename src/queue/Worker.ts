@@ -426,6 +426,7 @@ export class Worker {
         jobs.push(job);
         continue;
       }
+      this.answers.forget(job.id);
       try {
         await this.fail(job, Object.assign(new Error(UNFINISHED_LAST_ATTEMPT), { permanent: true }), this.logFor(job), (o) => settle(job, o));
       } catch (recordErr) {
@@ -541,7 +542,7 @@ export class Worker {
     if (pausing && verdict === 'wait') {
       const delay = this.opts.pauseRetryMs ?? 5 * 60_000;
       const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
-      log.warn({ source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured, but the source's other reads were answered: tried again once, the source runs on");
+      this.logFailure(job, message, log, { source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured: tried again once after the probe period, the source runs on meanwhile (paused then only if none of its other reads was answered)");
       return settle(ok ? 'retry' : 'lost');
     }
     if (pausing && !alone) {

@@ -768,6 +768,9 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
       c.injectFault({ target: 'interview', applicationId: app.id, status: 302, times: 5, headers: { Location: `http://127.0.0.1:${port}/steal?login_hint=jane%40example.com&access_token=tok-LOCSECRET` } });
       c.completeInterview(app.id);
       await pair.settle();
+      // Its first redirect puts the read back 5 minutes; its second, nothing else answered, pauses the source.
+      pair.clock.advance(5 * 60_000);
+      await pair.settle();
       expect(hits).toBe(0);
       expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toMatchObject({ last_error: expect.stringMatching(/redirect not followed/) });
       // A sign-in redirect's query carries tokens and the user's address: logs, last_error and the

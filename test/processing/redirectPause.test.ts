@@ -10,8 +10,12 @@ import { ACME_KEY, startPair, type Pair } from '../helpers/pair.js';
 /**
  * A whole-host redirect in front of the hiring API (a load balancer's http→https 301, a moved
  * host): every scoring read answers it. It is the source's configuration, as a refused key is:
- * its reads pause, nothing is given up, and they complete once the service answers again.
+ * its reads pause, nothing is given up, and they complete once the service answers again. Each
+ * read's first redirect only puts it back one probe period (it may be that read's alone); the
+ * source pauses at a read's second, when nothing of the source was answered in between.
  */
+
+const FIVE_MINUTES = 5 * 60_000;
 
 let pair: Pair | undefined;
 let stub: Server | undefined;
@@ -63,7 +67,7 @@ async function startStub(sandboxUrl: () => string, redirecting: boolean) {
 }
 
 /** A pair whose receiver reads the API through the stub and writes every message to a file sink. */
-async function stubbedPair(redirecting: boolean) {
+async function stubbedPair(redirecting: boolean, env: Record<string, string> = {}) {
   const { dir, cleanup } = tempDir('redirect-');
   cleanups.push(cleanup);
   let sandboxUrl = '';
@@ -71,7 +75,7 @@ async function stubbedPair(redirecting: boolean) {
   const file = join(dir, 'config.json');
   const out = join(dir, 'out.ndjson');
   writeFileSync(file, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: out }] }));
-  const p = await startPair({ env: { CONFIG_FILE: file, HIRING_API_URL: api.url } });
+  const p = await startPair({ env: { CONFIG_FILE: file, HIRING_API_URL: api.url, ...env } });
   pair = p;
   sandboxUrl = p.sandboxUrl;
   const messages = async () => {
@@ -123,8 +127,18 @@ async function expectResumed(p: Pair, api: { state: { redirecting: boolean } }, 
 
 /** What a redirect of every read leaves: a pause as a refused key's, nothing given up or dead. */
 async function expectPaused(p: Pair, api: { state: { redirects: number } }, messages: () => Promise<Record<string, any>[]>) {
-  // One read met the redirect and paused the source; the others were not even tried.
-  expect(api.state.redirects).toBe(1);
+  // Each read met the redirect once, its first: put back one probe period, nothing paused yet.
+  expect(api.state.redirects).toBe(3);
+  expect(p.receiver.logs.lines.filter((l) => l.level === 40 && /tried again once/.test(String(l.msg)))).not.toEqual([]);
+  expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+  expect(all(p, "SELECT attempts, run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'")).toEqual(
+    [0, 0, 0].map(() => ({ attempts: 0, run_at: new Date(p.clock.now() + FIVE_MINUTES).toISOString() })),
+  );
+  // One period on, the first read tried again meets it with nothing of the source answered in
+  // between: the source is redirected as a whole and paused; the other reads are not tried again.
+  p.clock.advance(FIVE_MINUTES);
+  await p.settle();
+  expect(api.state.redirects).toBe(4);
   expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
   expect(all(p, "SELECT attempts FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").map((r) => r.attempts)).toEqual([0, 0, 0]);
   const pauses = all(p, 'SELECT source, status, detail FROM source_pauses');
@@ -158,16 +172,16 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
     expect(report).toMatchObject({ dead_letters: 0, results: { given_up: 0 }, paused_sources: [{ source: 'default', status: 301 }] });
 
     // The probe 5 minutes on still meets the redirect: paused again, still nothing given up.
-    p.clock.advance(5 * 60_000 + 1);
+    p.clock.advance(FIVE_MINUTES + 1);
     await p.settle();
-    expect(api.state.redirects).toBe(2);
+    expect(api.state.redirects).toBe(5);
     expect(all(p, "SELECT count(*) AS n FROM jobs WHERE state = 'dead'")).toEqual([{ n: 0 }]);
     expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
 
     await expectResumed(p, api, apps);
     const sent = withResult(await messages());
     expect(sent.map((m) => [m.application_id, m.revision, m.result.state]).sort()).toEqual(apps.map((a) => [a.id, 1, 'ready']).sort());
-    expect(api.state.redirects).toBe(2);
+    expect(api.state.redirects).toBe(5);
   }, 60_000);
 
   it('a restart with HIRING_API_URL fixed resumes at once', async () => {
@@ -182,20 +196,19 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
     for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
     expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
     expect(withResult(await messages()).map((m) => m.result.state)).toEqual(['ready', 'ready', 'ready']);
-    expect(api.state.redirects).toBe(1);
+    expect(api.state.redirects).toBe(4);
   }, 60_000);
 });
 
-/**
- * A redirect of some reads only (only /api/v1/* moved, one application's URL) is those reads'
- * failure, not the source's: they end as dead letters (given_up, as any read that fails for good),
- * the source's other reads are not held. Only a source whose reads are redirected as a whole pauses.
- */
 describe('a relative Location (a path on the same host)', () => {
   it('is said by the origin it resolves to, never its path or query', async () => {
     const { p, api, complete } = await stubbedPair(true);
     api.state.relative = true;
     const [app] = await complete(1);
+    // Its first redirect puts it back; its second, with nothing answered between, pauses.
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    p.clock.advance(FIVE_MINUTES);
+    await p.settle();
     const origin = api.url.replace(/[.]/g, '\\.');
     const said = new RegExp(`^interview: HTTP 301 redirect not followed \\(to ${origin}/… \\(url sha256 [0-9a-f]{12}\\)\\)$`);
     const [pause] = all(p, 'SELECT status, detail FROM source_pauses');
@@ -210,8 +223,12 @@ describe('a relative Location (a path on the same host)', () => {
   }, 60_000);
 });
 
+/**
+ * A redirect of some reads only (only /api/v1/* moved, one application's URL) is those reads'
+ * failure, not the source's: they end as dead letters (given_up, as any read that fails for good),
+ * the source's other reads are not held. Only a source whose reads are redirected as a whole pauses.
+ */
 describe('a redirect of some reads only ends those reads; a whole host that starts redirecting still pauses', () => {
-  const FIVE_MINUTES = 5 * 60_000;
   const deadReads = (p: Pair) => all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'dead'");
 
   it('only /api/v1/* redirected: the v1 read is given up after its retry, the v2 reads are never held, and a dead-letter retry reads it', async () => {
@@ -259,14 +276,54 @@ describe('a redirect of some reads only ends those reads; a whole host that star
     expect(sent.map((m) => [m.revision, m.result.state])).toEqual([[1, 'given_up'], [2, 'ready']]);
   }, 60_000);
 
-  it('a v1 read redirected before anything was answered pauses the source once, then ends as a dead letter once v2 reads are answered', async () => {
+  it('steady mixed traffic, v1 reads side by side with v2 reads in one claim, in any order: never paused, v2 reads answered at once, v1 reads given up', async () => {
+    // Four reads at once: a claim holds v1 and v2 reads, run side by side. Only the test's drains
+    // run them: the workers' own loops, started with a concurrency, are stopped.
+    const { p, api, messages } = await stubbedPair(true, { WORKER_CONCURRENCY: '4' });
+    await Promise.all([p.receiver.app.worker.stop(), p.receiver.app.fanOut.stop()]);
+    api.state.only = '/api/v1/';
+    const c = p.sandbox.control;
+    // A read a claim: 1 = a v1 read (redirected), 0 = a v2 read (answered).
+    const orders = ['0100', '1000', '1001', '0110', '1100', '0011'];
+    const v1: string[] = [];
+    const v2: string[] = [];
+    const pausedAt: number[] = [];
+    // 40 minutes of mixed traffic, then 6 of v2 reads only (among which the last v1 reads are retried).
+    for (let minute = 0; minute < 46; minute++) {
+      const order = minute < 40 ? orders[minute % orders.length]! : '0000';
+      const apps = [...order].map((k) => c.createApplication({ jobId: c.createJob({ legacy: k === '1' }).id }));
+      apps.forEach((a) => c.completeInterview(a.id));
+      await p.settle();
+      [...order].forEach((k, i) => (k === '1' ? v1 : v2).push(apps[i]!.id));
+      // Every v2 read is answered when it is due: the source never holds it.
+      [...order].forEach((k, i) => k === '0' && expect(resultState(p, apps[i]!.id), `minute ${minute} (${order})`).toBe('ready'));
+      if (all(p, 'SELECT * FROM source_pauses').length > 0) pausedAt.push(minute);
+      p.clock.advance(60_000);
+    }
+    expect(pausedAt).toEqual([]);
+    expect(p.receiver.logs.lines.filter((l) => /paused until/.test(String(l.msg)))).toEqual([]);
+    // Each v1 read was tried twice (its first redirect put it back once), then given up as a dead letter.
+    expect(api.state.redirects).toBe(2 * v1.length);
+    for (const id of v1) expect(resultState(p, id)).toBe('given_up');
+    const dead = deadReads(p);
+    expect(dead).toHaveLength(v1.length);
+    for (const d of dead) expect(d.last_error).toMatch(/^legacy_interview: HTTP 301 redirect not followed .*only this read/);
+    const sent = withResult(await messages());
+    expect(sent.filter((m) => v1.includes(m.application_id)).map((m) => m.result.state)).toEqual(v1.map(() => 'given_up'));
+    expect(sent.filter((m) => v2.includes(m.application_id)).map((m) => m.result.state)).toEqual(v2.map(() => 'ready'));
+    // Nothing is left waiting.
+    expect(all(p, "SELECT kind, state FROM jobs WHERE state NOT IN ('done', 'dead')")).toEqual([]);
+  }, 60_000);
+
+  it('a v1 read redirected before anything was answered waits one period, then ends as a dead letter once v2 reads are answered; nothing is paused', async () => {
     const { p, api, complete } = await stubbedPair(true);
     api.state.only = '/api/v1/';
     const [legacy] = await complete(1, true);
-    // Nothing of the source was answered yet: as far as the receiver can tell, the source is redirected.
-    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    // Its first redirect: put back one period; the source is not paused, and the v2 reads are answered at once.
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
     const apps = await complete(4);
-    // The probe lets the reads through: the v2 reads are answered, the v1 read is given up, and the pause does not come back.
+    for (const a of apps) expect(resultState(p, a.id)).toBe('ready');
+    // Its second, after those answers: given up, and no pause comes.
     for (let i = 0; i < 6; i++) {
       p.clock.advance(FIVE_MINUTES + 1);
       await p.settle();
@@ -284,13 +341,19 @@ describe('a redirect of some reads only ends those reads; a whole host that star
     expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
   }, 60_000);
 
-  it('the whole host starts redirecting while reads were being answered: the source pauses, nothing is given up, for as long as it lasts', async () => {
+  it('the whole host starts redirecting while reads were being answered: the source pauses one period on, nothing is given up, for as long as it lasts', async () => {
     const { p, api, messages, complete } = await stubbedPair(false);
     const before = await complete(2);
     for (const a of before) expect(resultState(p, a.id)).toBe('ready');
 
     api.state.redirecting = true;
     const moved = [...(await complete(2)), ...(await complete(1, true))];
+    // Each read's first redirect: put back one period, not paused yet.
+    expect(api.state.redirects).toBe(3);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+    // Their second, with nothing of the source answered since: the source is redirected as a whole.
+    p.clock.advance(FIVE_MINUTES);
+    await p.settle();
     expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
     // A day of probes, all redirected: still paused, nothing dead, nothing given up.
     for (let h = 0; h < 24; h++) {
