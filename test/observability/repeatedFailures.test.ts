@@ -62,6 +62,43 @@ describe('a failure the workers meet at every poll', () => {
   });
 });
 
+describe('processing new events failing at every turn', () => {
+  it('is logged once, then once a minute with a count, and its end at info', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
+    // Another process makes moving the processing cursor fail: every fold of new events rolls back.
+    holder = new Database(r.dbPath);
+    holder.exec("CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
+    const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    const logs = r.logs.lines;
+    const failed = (level?: number) => logs.filter((l) => l.msg === 'processing new events failed; will retry' && (level === undefined || l.level === level));
+    await until('the first failure', () => failed().length === 1);
+    expect(failed(50)).toHaveLength(1);
+    expect(failed(50)[0]).toMatchObject({ err: 'cursor refused', code: 'SQLITE_CONSTRAINT_TRIGGER' });
+
+    // Tried again a second later (the receiver's clock), each time alike: at debug.
+    for (let n = 2; n <= 4; n++) {
+      clock.advance(1_100);
+      await until(`failure ${n}`, () => failed().length === n);
+    }
+    expect(failed(50)).toHaveLength(1);
+    // A minute after its line, said again with how many failed meanwhile.
+    clock.advance(60_000);
+    await until('the line a minute later', () => failed(50).length === 2);
+    expect(failed(50)[1]!.failed_since_last_line).toBe(3);
+
+    // It works again: said at info, with the run's count; the event is folded.
+    holder.exec('DROP TRIGGER cursor_refused');
+    clock.advance(1_100);
+    await until('processing to work again', () => logs.some((l) => l.msg === 'processing new events works again'));
+    expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 5 });
+    expect(failed()).toHaveLength(5);
+  });
+});
+
 describe('a sink whose consumer is down', () => {
   it('logs its deliveries failing alike once, then once a minute with a count, not one warn line per message', async () => {
     const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
