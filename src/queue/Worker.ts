@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { LogThrottle, RepeatedFailureLog } from '../observability/repeatedFailure.js';
+import { LogThrottle, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -525,9 +525,9 @@ export class Worker {
 
   /** A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures). */
   private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
-    const { loud, since } = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
-    if (!loud) return void log.debug(fields, msg);
-    log.warn(since > 0 ? { ...fields, failed_since_last_line: since } : fields, msg);
+    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
+    if (!noted.loud) return void log.debug(fields, msg);
+    log.warn({ ...fields, ...throttleCounts(noted) }, msg);
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {

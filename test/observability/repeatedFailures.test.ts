@@ -90,12 +90,24 @@ describe('processing new events failing at every turn', () => {
     await until('the line a minute later', () => failed(50).length === 2);
     expect(failed(50)[1]!.failed_since_last_line).toBe(3);
 
+    // Another failure with the same code, about something else: said at once, with its own count
+    // (none) and the one of the failure before it apart.
+    clock.advance(1_100);
+    await until('failure 6', () => failed().length === 6);
+    holder.exec('DROP TRIGGER cursor_refused');
+    holder.exec("CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused for another reason'); END");
+    clock.advance(1_100);
+    await until('failure 7', () => failed().length === 7);
+    expect(failed(50)).toHaveLength(3);
+    expect(failed(50)[2]).toMatchObject({ err: 'cursor refused for another reason', code: 'SQLITE_CONSTRAINT_TRIGGER', previous_error_failed_since_last_line: 1 });
+    expect(failed(50)[2]).not.toHaveProperty('failed_since_last_line');
+
     // It works again: said at info, with the run's count; the event is folded.
     holder.exec('DROP TRIGGER cursor_refused');
     clock.advance(1_100);
     await until('processing to work again', () => logs.some((l) => l.msg === 'processing new events works again'));
-    expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 5 });
-    expect(failed()).toHaveLength(5);
+    expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 7 });
+    expect(failed()).toHaveLength(7);
   });
 });
 
