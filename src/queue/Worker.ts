@@ -488,10 +488,12 @@ export class Worker {
         settle(job, 'lost');
       }
     }
+    // Any job that went through ends its group's run of failures in the log (a fold as well as a
+    // read): the next failure is said at once.
+    for (const job of worked) this.jobFailures.clear(job.source ?? job.kind);
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
     for (const source of sources) {
-      this.jobFailures.clear(source);
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
       this.answers.answer(source, run);

@@ -29,6 +29,22 @@ async function until(what: string, cond: () => boolean, ms = 15_000): Promise<vo
   }
 }
 
+/**
+ * A write from another connection, once the receiver's connections let it: its busy wait would
+ * block this process's event loop, and with it the receiver's transaction it waits for.
+ */
+async function writeBeside(db: Database.Database, sql: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return void db.exec(sql);
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw err;
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
+  }
+}
+
 describe('a failure the workers meet at every poll', () => {
   it('is logged once, then once a minute with a count, and its end at info, while another process holds the write lock', async () => {
     const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
@@ -68,8 +84,8 @@ describe('processing new events failing at every turn', () => {
     const secret = newSecret();
     r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
     // Another process makes moving the processing cursor fail: every fold of new events rolls back.
-    holder = new Database(r.dbPath);
-    holder.exec("CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
+    holder = new Database(r.dbPath, { timeout: 0 });
+    await writeBeside(holder, "CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
     const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
     const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
     expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
@@ -94,8 +110,7 @@ describe('processing new events failing at every turn', () => {
     // (none) and the one of the failure before it apart.
     clock.advance(1_100);
     await until('failure 6', () => failed().length === 6);
-    holder.exec('DROP TRIGGER cursor_refused');
-    holder.exec("CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused for another reason'); END");
+    await writeBeside(holder, "DROP TRIGGER cursor_refused; CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused for another reason'); END");
     clock.advance(1_100);
     await until('failure 7', () => failed().length === 7);
     expect(failed(50)).toHaveLength(3);
@@ -103,7 +118,7 @@ describe('processing new events failing at every turn', () => {
     expect(failed(50)[2]).not.toHaveProperty('failed_since_last_line');
 
     // It works again: said at info, with the run's count; the event is folded.
-    holder.exec('DROP TRIGGER cursor_refused');
+    await writeBeside(holder, 'DROP TRIGGER cursor_refused');
     clock.advance(1_100);
     await until('processing to work again', () => logs.some((l) => l.msg === 'processing new events works again'));
     expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 7 });
@@ -155,5 +170,44 @@ describe('a sink whose consumer is down', () => {
     await r.app.worker.runUntilIdle();
     await r.app.fanOut.runUntilIdle();
     expect(failed(40)).toHaveLength(3);
+  });
+});
+
+describe('folds of events failing alike', () => {
+  it('are logged at warn again once a fold went through: a success ends the run, for folds too', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
+    await r.app.worker.stop();
+    // Another process makes every fold fail: each event becomes a process_event job, retried.
+    holder = new Database(r.dbPath, { timeout: 0 });
+    const refuse = () => writeBeside(holder!, "CREATE TRIGGER app_refused BEFORE INSERT ON applications BEGIN SELECT RAISE(ABORT, 'applications refused'); END");
+    await refuse();
+    const post = async () => {
+      const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+      const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+      expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    };
+    const retried = (level: number) => r!.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'process_event' && l.attempt !== 1 && l.level === level);
+    await post();
+    await r.app.worker.runUntilIdle();
+    clock.advance(6_000);
+    await r.app.worker.runUntilIdle();
+    expect(retried(40)).toHaveLength(1);
+
+    // Its next retry goes through.
+    await writeBeside(holder, 'DROP TRIGGER app_refused');
+    clock.advance(11_000);
+    await r.app.worker.runUntilIdle();
+    expect(r.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'process_event')).toHaveLength(2);
+
+    // A new failure, well within the minute: a new run, said at warn.
+    await refuse();
+    await post();
+    await r.app.worker.runUntilIdle();
+    clock.advance(6_000);
+    await r.app.worker.runUntilIdle();
+    expect(retried(20)).toHaveLength(0);
+    expect(retried(40)).toHaveLength(2);
   });
 });
