@@ -72,8 +72,11 @@ export interface SourceGate {
    * ones) are blocked anyway: their probe, if due, is kept for a claim that can use it.
    */
   blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<string[]>;
-  /** Record a refused key (or a redirected API URL); the job is put back without burning an attempt. */
-  pause(source: string, status: number, detail: string): Promise<void>;
+  /**
+   * Record a refused key (or a redirected API URL); the job is put back without burning an attempt.
+   * Returns whether this call paused the source (false: paused already), so one line says so.
+   */
+  pause(source: string, status: number, detail: string): Promise<boolean>;
   /** A job of the source succeeded against the API: the key works. */
   resume(source: string): Promise<void>;
 }
@@ -548,9 +551,11 @@ export class Worker {
     }
     if (pausing && !alone) {
       const status = (err as { status?: number }).status ?? 401;
-      await this.opts.gate.pause(job.source!, status, message);
+      // At error from the failure that paused it only: the reads in flight beside it, and the
+      // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
+      const paused = await this.opts.gate.pause(job.source!, status, message);
       const summary = err instanceof PauseSourceError ? err.summary : undefined;
-      log.error({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
+      log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');
     }
