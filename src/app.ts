@@ -260,8 +260,8 @@ export function createApp(deps: AppDeps) {
     clients,
     shutdown: processingShutdown.signal,
     onSettled: fanOut.onSettled,
-    onApiCall: (resource, outcome, elapsedMs) => {
-      metrics.apiCalls.inc({ resource, outcome });
+    onApiCall: (source, resource, outcome, elapsedMs) => {
+      metrics.apiCalls.inc({ source, resource, outcome });
       metrics.apiCallDuration.observe({ resource }, elapsedMs / 1000);
     },
     logger,

@@ -28,8 +28,8 @@ export interface ProcessingContext {
   giveUpAfterMs: number;
   /** Aborted when the receiver stops and its grace has passed: a read in flight gives up. */
   shutdown?: AbortSignal;
-  /** Observes every hiring API read (metrics). */
-  onApiCall?: (resource: string, outcome: string, elapsedMs: number) => void;
+  /** Observes every hiring API read (metrics); `source` is the configured source whose key made it. */
+  onApiCall?: (source: string, resource: string, outcome: string, elapsedMs: number) => void;
   /** 404s tolerated (spaced) before the fetch is dead-lettered: the application may not be visible yet. */
   notFoundAttempts: number;
   /** For what an operator must hear about and no record says (a result event naming no application). */

@@ -178,7 +178,7 @@ function createRead(ctx: ProcessingContext) {
             : `${WAIT_NOTES.interrupted}; it failed before: ${prev}`;
       return { rescheduleAt: now + ctx.minPollIntervalMs, note, untested: true };
     }
-    ctx.onApiCall?.(p.resource, outcome.kind, outcome.elapsedMs);
+    ctx.onApiCall?.(job.source!, p.resource, outcome.kind, outcome.elapsedMs);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
     const unfinished = outcome.kind === 'ready' && p.resource === 'legacy_interview' ? unfinishedLegacyCall(outcome.data) : null;
     if (outcome.kind === 'ready' && unfinished !== null) outcome = { ...outcome, kind: 'processing', reason: unfinished };

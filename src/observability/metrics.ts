@@ -86,8 +86,8 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     apiCalls: new Counter({
       name: 'receiver_hiring_api_calls_total',
-      help: 'Reads of the hiring API by resource and outcome (ready, processing, unavailable, not_found, unauthorized, rate_limited, server_error, network, ...)',
-      labelNames: ['resource', 'outcome'] as const,
+      help: 'Reads of the hiring API by source (the configured source whose key made it), resource and outcome (ready, processing, unavailable, not_found, unauthorized, rate_limited, server_error, network, ...)',
+      labelNames: ['source', 'resource', 'outcome'] as const,
       registers: [registry],
     }),
     apiCallDuration: new Histogram({

@@ -14,17 +14,22 @@ export class LogThrottle {
 
   constructor(private readonly clock: Clock) {}
 
-  /** `loud`: log this one at its level, with `since` (the failures logged at debug since the last such line). */
-  note(group: string, key: string): { loud: boolean; since: number } {
+  /**
+   * `loud`: log this one at its level, with `since` (the failures of this key logged at debug
+   * since its last such line) and, when the key changed, `previous` (those of the key before it,
+   * which no line will count now).
+   */
+  note(group: string, key: string): { loud: boolean; since: number; previous: number } {
     const now = this.clock.now();
     const last = this.groups.get(group);
-    if (last !== undefined && last.key === key && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
+    const sameKey = last !== undefined && last.key === key;
+    if (sameKey && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
       last.since++;
       last.total++;
-      return { loud: false, since: last.since };
+      return { loud: false, since: last.since, previous: 0 };
     }
     this.groups.set(group, { key, atMs: now, since: 0, total: (last?.total ?? 0) + 1 });
-    return { loud: true, since: last?.since ?? 0 };
+    return { loud: true, since: sameKey ? last.since : 0, previous: sameKey ? 0 : (last?.since ?? 0) };
   }
 
   /** The group works again: returns how many failures its run had (0: none). */
@@ -35,11 +40,17 @@ export class LogThrottle {
   }
 }
 
+/** The counts a loud line carries (see LogThrottle.note), only those above 0. */
+export function throttleCounts(n: { since: number; previous: number }): Record<string, number> {
+  return { ...(n.since > 0 ? { failed_since_last_line: n.since } : {}), ...(n.previous > 0 ? { previous_error_failed_since_last_line: n.previous } : {}) };
+}
+
 /**
  * A failure a loop meets at each of its turns (a job claim refused while another process holds
  * the write lock for minutes, a full disk): four times a second per worker, identical, for as
- * long as it lasts. Logged at its level when it starts or its error changes, then at most once
- * a minute with `failed_since_last_line` (each failure in between at debug); the first success
+ * long as it lasts. Logged at its level when it starts or its error (code or message) changes,
+ * then at most once a minute with `failed_since_last_line` (each failure in between at debug;
+ * when the error changes, the previous one's such failures are `previous_error_failed_since_last_line`); the first success
  * after a repeated one is logged at info, so the log says when it ended.
  */
 export class RepeatedFailureLog {
@@ -57,9 +68,10 @@ export class RepeatedFailureLog {
       ...(typeof code === 'string' ? { code } : {}),
       ...(isSqliteBusy(err) ? { hint: 'another process holds the database write lock (a CLI command such as replay or dead-letters retry, a `work` process, a tool with a write transaction open); the work waits until it is released' } : {}),
     };
-    const { loud, since } = this.throttle.note('', typeof code === 'string' ? code : message);
-    if (!loud) return void this.o.logger.debug(fields, this.o.msg);
-    this.o.logger[this.o.level]({ ...fields, ...(since > 0 ? { failed_since_last_line: since } : {}) }, this.o.msg);
+    // Code and message: two failures with one code (SQLITE_ERROR) about different things are two errors.
+    const noted = this.throttle.note('', `${typeof code === 'string' ? code : ''}\n${message}`);
+    if (!noted.loud) return void this.o.logger.debug(fields, this.o.msg);
+    this.o.logger[this.o.level]({ ...fields, ...throttleCounts(noted) }, this.o.msg);
   }
 
   /** The loop's turn went through: a failure that repeated ends here (said at info; a single one needs no second line). */

@@ -35,13 +35,18 @@ export class SourcePauses implements SourceGate {
     return blocked;
   }
 
-  async pause(source: string, status: number, detail: string): Promise<void> {
+  /** Returns whether this call paused the source (false: it was paused already: a probe, or a read in flight beside this one). */
+  async pause(source: string, status: number, detail: string): Promise<boolean> {
     const now = this.clock.now();
-    await this.db
+    const probeAfter = new Date(now + this.probeMs).toISOString();
+    const r = await this.db
       .insertInto('source_pauses')
-      .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: new Date(now + this.probeMs).toISOString() })
-      .onConflict((oc) => oc.column('source').doUpdateSet({ status, detail, probe_after: new Date(now + this.probeMs).toISOString() }))
-      .execute();
+      .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: probeAfter })
+      .onConflict((oc) => oc.column('source').doNothing())
+      .executeTakeFirst();
+    if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
+    await this.db.updateTable('source_pauses').set({ status, detail, probe_after: probeAfter }).where('source', '=', source).execute();
+    return false;
   }
 
   /**

@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { LogThrottle, RepeatedFailureLog } from '../observability/repeatedFailure.js';
+import { LogThrottle, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -72,8 +72,11 @@ export interface SourceGate {
    * ones) are blocked anyway: their probe, if due, is kept for a claim that can use it.
    */
   blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<string[]>;
-  /** Record a refused key (or a redirected API URL); the job is put back without burning an attempt. */
-  pause(source: string, status: number, detail: string): Promise<void>;
+  /**
+   * Record a refused key (or a redirected API URL); the job is put back without burning an attempt.
+   * Returns whether this call paused the source (false: paused already), so one line says so.
+   */
+  pause(source: string, status: number, detail: string): Promise<boolean>;
   /** A job of the source succeeded against the API: the key works. */
   resume(source: string): Promise<void>;
 }
@@ -489,10 +492,12 @@ export class Worker {
         settle(job, 'lost');
       }
     }
+    // Any job that went through ends its group's run of failures in the log (a fold as well as a
+    // read): the next failure is said at once.
+    for (const job of worked) this.jobFailures.clear(job.source ?? job.kind);
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
     for (const source of sources) {
-      this.jobFailures.clear(source);
       this.outageFailures.delete(source);
       this.outageHoldUntil.delete(source);
       this.answers.answer(source, run);
@@ -526,9 +531,9 @@ export class Worker {
 
   /** A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures). */
   private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
-    const { loud, since } = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
-    if (!loud) return void log.debug(fields, msg);
-    log.warn(since > 0 ? { ...fields, failed_since_last_line: since } : fields, msg);
+    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
+    if (!noted.loud) return void log.debug(fields, msg);
+    log.warn({ ...fields, ...throttleCounts(noted) }, msg);
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
@@ -547,9 +552,11 @@ export class Worker {
     }
     if (pausing && !alone) {
       const status = (err as { status?: number }).status ?? 401;
-      await this.opts.gate.pause(job.source!, status, message);
+      // At error from the failure that paused it only: the reads in flight beside it, and the
+      // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
+      const paused = await this.opts.gate.pause(job.source!, status, message);
       const summary = err instanceof PauseSourceError ? err.summary : undefined;
-      log.error({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
+      log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');
     }

@@ -28,8 +28,8 @@ export class SinkGate implements SourceGate {
     return (await sinkDisabled(this.db, this.sink)) ? [this.domain] : [];
   }
 
-  async pause(_source: string, status: number, detail: string): Promise<void> {
-    await disableSink(this.db, this.sink, { reason: detail, status, target: this.target }, this.clock.now());
+  async pause(_source: string, status: number, detail: string): Promise<boolean> {
+    return disableSink(this.db, this.sink, { reason: detail, status, target: this.target }, this.clock.now());
   }
 
   async resume(): Promise<void> {}

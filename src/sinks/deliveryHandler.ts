@@ -72,9 +72,10 @@ export function createDeliveryHandler(h: {
     const message = (err as Error).message ?? String(err);
     const status = statusOf(err);
     if (isDecisionError(err) && err.decision === 'pause_source') {
-      await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
+      const disabled = await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
       await recordFailedAttempt(db, sent, { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
-      log.error(
+      // At error from the attempt that disabled it only; those in flight beside it, at debug.
+      log[disabled ? 'error' : 'debug'](
         { target: config.target, status, err: message },
         'SINK DISABLED: the endpoint answered 410 Gone; its deliveries are kept pending until it is re-enabled (CLI) or its URL changes',
       );

@@ -175,16 +175,23 @@ export async function oldestUndeliveredAgeMs(db: Db, now: number, sinks?: readon
   return row?.oldest ? Math.max(0, now - Date.parse(row.oldest)) : null;
 }
 
-/** Persistently disables a sink (a 410 Gone). Pending deliveries stay pending. */
-export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number): Promise<void> {
+/**
+ * Persistently disables a sink (a 410 Gone). Pending deliveries stay pending. Returns whether this
+ * call disabled it (false: it was disabled already, by an attempt in flight beside this one).
+ */
+export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number): Promise<boolean> {
   const at = iso(now);
   const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
-  await db
+  const r = await db
     .insertInto('sink_state')
     .values({ sink, ...row })
-    // Keep the first disabled_at: concurrent attempts all see the 410.
-    .onConflict((oc) => oc.column('sink').doUpdateSet({ ...row, disabled_at: sql<string>`coalesce(sink_state.disabled_at, excluded.disabled_at)` }))
-    .execute();
+    .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
+    .executeTakeFirst();
+  if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
+  // Disabled already: keep the first disabled_at (concurrent attempts all see the 410), the latest answer.
+  const { disabled_at: _first, ...rest } = row;
+  await db.updateTable('sink_state').set(rest).where('sink', '=', sink).execute();
+  return false;
 }
 
 /** Operator action (CLI), or a changed target at start: the sink's worker claims again. */

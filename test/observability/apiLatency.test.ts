@@ -31,7 +31,7 @@ describe('a slow hiring API', () => {
     await r.app.worker.runUntilIdle();
 
     const text = await (await fetch(`${r.url}/metrics`)).text();
-    expect(text).toMatch(/^receiver_hiring_api_calls_total\{resource="interview",outcome="ready"\} 1$/m);
+    expect(text).toMatch(/^receiver_hiring_api_calls_total\{source="default",resource="interview",outcome="ready"\} 1$/m);
     expect(text).toMatch(/^receiver_hiring_api_call_duration_seconds_bucket\{le="2.5",resource="interview"\} 0$/m);
     expect(text).toMatch(/^receiver_hiring_api_call_duration_seconds_bucket\{le="5",resource="interview"\} 1$/m);
     expect(text).toMatch(/^receiver_hiring_api_call_duration_seconds_sum\{resource="interview"\} 4$/m);

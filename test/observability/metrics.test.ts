@@ -45,7 +45,7 @@ describe('/metrics and /readyz report the whole pipeline', () => {
     expect(await ready.json()).toMatchObject({ status: 'ready', disabled_sinks: [{ sink: 'crm' }], paused_sources: [] });
 
     const text = await (await fetch(`${pair.receiver.url}/metrics`)).text();
-    expect(text).toMatch(/receiver_hiring_api_calls_total\{resource="interview",outcome="ready"\} 1/);
+    expect(text).toMatch(/receiver_hiring_api_calls_total\{source="default",resource="interview",outcome="ready"\} 1/);
     expect(text).toMatch(/receiver_job_runs_total\{kind="process_event",outcome="done"\} \d+/);
     expect(text).toMatch(/receiver_sink_deliveries_total\{sink="archive",outcome="done"\} [1-9]/);
     expect(text).toMatch(/receiver_sink_disabled\{sink="crm"\} 1/);

@@ -29,6 +29,22 @@ async function until(what: string, cond: () => boolean, ms = 15_000): Promise<vo
   }
 }
 
+/**
+ * A write from another connection, once the receiver's connections let it: its busy wait would
+ * block this process's event loop, and with it the receiver's transaction it waits for.
+ */
+async function writeBeside(db: Database.Database, sql: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return void db.exec(sql);
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw err;
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
+  }
+}
+
 describe('a failure the workers meet at every poll', () => {
   it('is logged once, then once a minute with a count, and its end at info, while another process holds the write lock', async () => {
     const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
@@ -59,6 +75,54 @@ describe('a failure the workers meet at every poll', () => {
     await until('the claims to work again', () => logs.some((l) => l.msg === 'job claims work again'));
     expect(logs.find((l) => l.msg === 'job claims work again')).toMatchObject({ level: 30 });
     expect(claims(40)).toHaveLength(2);
+  });
+});
+
+describe('processing new events failing at every turn', () => {
+  it('is logged once, then once a minute with a count, and its end at info', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
+    // Another process makes moving the processing cursor fail: every fold of new events rolls back.
+    holder = new Database(r.dbPath, { timeout: 0 });
+    await writeBeside(holder, "CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
+    const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    const logs = r.logs.lines;
+    const failed = (level?: number) => logs.filter((l) => l.msg === 'processing new events failed; will retry' && (level === undefined || l.level === level));
+    await until('the first failure', () => failed().length === 1);
+    expect(failed(50)).toHaveLength(1);
+    expect(failed(50)[0]).toMatchObject({ err: 'cursor refused', code: 'SQLITE_CONSTRAINT_TRIGGER' });
+
+    // Tried again a second later (the receiver's clock), each time alike: at debug.
+    for (let n = 2; n <= 4; n++) {
+      clock.advance(1_100);
+      await until(`failure ${n}`, () => failed().length === n);
+    }
+    expect(failed(50)).toHaveLength(1);
+    // A minute after its line, said again with how many failed meanwhile.
+    clock.advance(60_000);
+    await until('the line a minute later', () => failed(50).length === 2);
+    expect(failed(50)[1]!.failed_since_last_line).toBe(3);
+
+    // Another failure with the same code, about something else: said at once, with its own count
+    // (none) and the one of the failure before it apart.
+    clock.advance(1_100);
+    await until('failure 6', () => failed().length === 6);
+    await writeBeside(holder, "DROP TRIGGER cursor_refused; CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused for another reason'); END");
+    clock.advance(1_100);
+    await until('failure 7', () => failed().length === 7);
+    expect(failed(50)).toHaveLength(3);
+    expect(failed(50)[2]).toMatchObject({ err: 'cursor refused for another reason', code: 'SQLITE_CONSTRAINT_TRIGGER', previous_error_failed_since_last_line: 1 });
+    expect(failed(50)[2]).not.toHaveProperty('failed_since_last_line');
+
+    // It works again: said at info, with the run's count; the event is folded.
+    await writeBeside(holder, 'DROP TRIGGER cursor_refused');
+    clock.advance(1_100);
+    await until('processing to work again', () => logs.some((l) => l.msg === 'processing new events works again'));
+    expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 7 });
+    expect(failed()).toHaveLength(7);
   });
 });
 
@@ -106,5 +170,44 @@ describe('a sink whose consumer is down', () => {
     await r.app.worker.runUntilIdle();
     await r.app.fanOut.runUntilIdle();
     expect(failed(40)).toHaveLength(3);
+  });
+});
+
+describe('folds of events failing alike', () => {
+  it('are logged at warn again once a fold went through: a success ends the run, for folds too', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
+    await r.app.worker.stop();
+    // Another process makes every fold fail: each event becomes a process_event job, retried.
+    holder = new Database(r.dbPath, { timeout: 0 });
+    const refuse = () => writeBeside(holder!, "CREATE TRIGGER app_refused BEFORE INSERT ON applications BEGIN SELECT RAISE(ABORT, 'applications refused'); END");
+    await refuse();
+    const post = async () => {
+      const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+      const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+      expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    };
+    const retried = (level: number) => r!.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'process_event' && l.attempt !== 1 && l.level === level);
+    await post();
+    await r.app.worker.runUntilIdle();
+    clock.advance(6_000);
+    await r.app.worker.runUntilIdle();
+    expect(retried(40)).toHaveLength(1);
+
+    // Its next retry goes through.
+    await writeBeside(holder, 'DROP TRIGGER app_refused');
+    clock.advance(11_000);
+    await r.app.worker.runUntilIdle();
+    expect(r.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'process_event')).toHaveLength(2);
+
+    // A new failure, well within the minute: a new run, said at warn.
+    await refuse();
+    await post();
+    await r.app.worker.runUntilIdle();
+    clock.advance(6_000);
+    await r.app.worker.runUntilIdle();
+    expect(retried(20)).toHaveLength(0);
+    expect(retried(40)).toHaveLength(2);
   });
 });
