@@ -1,6 +1,6 @@
 import type { DirectStatements } from '../db/directStatements.js';
 import type { ApplicationsTable } from '../db/schema.js';
-import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
+import { eligibilityVerdict, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, asString as str, type JsonRecord as Obj } from '../util/json.js';
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
 
@@ -107,10 +107,16 @@ const APPLICATION_EVENTS = `SELECT id, event_type, created_at, received_at, sour
  * legacy interview's data holds its knockouts. In this order, so the reasons keep it.
  */
 const RESULT_VERDICTS = `SELECT * FROM (
-    SELECT 1 AS n, is_eligible, ineligibility_reasons, NULL AS state, NULL AS data FROM interview_results WHERE application_id = @id
-    UNION ALL SELECT 2, is_eligible, ineligibility_reasons, NULL, NULL FROM insights_results WHERE application_id = @id
-    UNION ALL SELECT 3, NULL, NULL, state, data FROM legacy_interview_results WHERE application_id = @id
+    SELECT 1 AS n, is_eligible, ineligibility_reasons, fetched_at, NULL AS state, NULL AS data FROM interview_results WHERE application_id = @id
+    UNION ALL SELECT 2, is_eligible, ineligibility_reasons, fetched_at, NULL, NULL FROM insights_results WHERE application_id = @id
+    UNION ALL SELECT 3, NULL, NULL, NULL, state, data FROM legacy_interview_results WHERE application_id = @id
   ) ORDER BY n`;
+
+/** The result (RESULT_VERDICTS' n) whose verdict an event's is_eligible is an earlier word of. */
+const VERDICT_OF_EVENT: Record<string, { n: number; label: string }> = {
+  'interview.completed': { n: 1, label: 'the interview.completed event' },
+  'insights.completed': { n: 2, label: 'the insights.completed event' },
+};
 
 const FOLDED_COLUMNS = [
   'source', 'external_id', 'status', 'status_changed_at', 'job_id', 'job_title',
@@ -150,6 +156,9 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (!f.saidBy.includes(where)) f.saidBy.push(where);
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
+  // Per result: the newest event's is_eligible (fold order), and when its latest such event arrived.
+  // A re-scored interview says is_eligible again: the newest word is the verdict, not every word said.
+  const eventVerdicts = new Map<number, { ineligible: boolean; label: string; lastReceivedAt: string }>();
 
   for (const e of parsed) {
     const payload = e.payload;
@@ -177,7 +186,13 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
       if (has(cand, 'phone_number')) f.candidate_phone = str(cand.phone_number);
     }
     if (deleted && f.deleted_at === null) f.deleted_at = timeOf(e);
-    if (eventSaysIneligible(e.event_type, payload)) ineligibleBy(`the ${e.event_type} event`);
+    const verdictOf = VERDICT_OF_EVENT[e.event_type];
+    const eligible = verdictOf ? eligibilityVerdict(e.event_type, payload)?.is_eligible : undefined;
+    if (verdictOf && typeof eligible === 'boolean') {
+      const prev = eventVerdicts.get(verdictOf.n);
+      const lastReceivedAt = prev && prev.lastReceivedAt > e.received_at ? prev.lastReceivedAt : e.received_at;
+      eventVerdicts.set(verdictOf.n, { ineligible: !eligible, label: verdictOf.label, lastReceivedAt });
+    }
     if (e.event_type === 'application.status_changed') {
       history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: timeOf(e) });
     }
@@ -185,8 +200,21 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
 
   // Fetched results may also say is_eligible: false, with the reasons (spec 2.10); a legacy (v1)
   // interview has no is_eligible, and its knockouts are the same verdict. One read of the three.
-  for (const r of q.all<{ n: number; is_eligible: number | null; ineligibility_reasons: string | null; state: string | null; data: string | null }>(RESULT_VERDICTS, { id: applicationId })) {
-    if (r.is_eligible === 0) {
+  // A result read at or after its events arrived is the service's newest word and supersedes
+  // theirs; one read before (a newer event's read not done, given up, or unavailable) yields to
+  // the newest event's.
+  const results = q.all<{ n: number; is_eligible: number | null; ineligibility_reasons: string | null; fetched_at: string | null; state: string | null; data: string | null }>(
+    RESULT_VERDICTS,
+    { id: applicationId },
+  );
+  const resultRules = (n: number) => {
+    const r = results.find((x) => x.n === n);
+    const ev = eventVerdicts.get(n);
+    return r !== undefined && r.is_eligible !== null && (ev === undefined || (r.fetched_at !== null && r.fetched_at >= ev.lastReceivedAt));
+  };
+  for (const [n, v] of [...eventVerdicts].sort(([a], [b]) => a - b)) if (v.ineligible && !resultRules(n)) ineligibleBy(v.label);
+  for (const r of results) {
+    if (r.is_eligible === 0 && resultRules(r.n)) {
       ineligibleBy(r.n === 1 ? 'the interview result' : 'the insights result');
       for (const reason of r.ineligibility_reasons ? (JSON.parse(r.ineligibility_reasons) as unknown[]) : []) {
         const label = typeof reason === 'string' ? reason : JSON.stringify(reason);

@@ -110,11 +110,45 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     const flagged = row('SELECT needs_review, review_reasons FROM applications WHERE id = ?', app.id)!;
     expect(flagged.needs_review).toBe(1);
     // Events at one instant fold in id order: the two events' reasons come in either order.
+    // The insights result, read after its event arrived, is the newer word of that verdict; the
+    // interview's read gave none, so its event's stands.
     expect(new Set(JSON.parse(flagged.review_reasons))).toEqual(new Set([
-      'is_eligible false in the insights.completed event (no criteria named)',
       'is_eligible false in the interview.completed event (no criteria named)',
       'is_eligible false in the insights result (no criteria named)',
     ]));
+  });
+
+  it('a re-scored interview: the newest verdict decides needs_review, not every verdict ever said', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    const scored = (eligible: boolean) => ({ status: 'completed', overall_score: eligible ? 4 : 2, is_eligible: eligible, ineligibility_reasons: eligible ? [] : ['work permit'], criteria_results: [] });
+    const interviewDone = (eligible: boolean) =>
+      c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null }, interview: { id: 'iv-1', result: { overall_score: eligible ? 4 : 2, is_eligible: eligible } } } });
+    const review = () => row('SELECT needs_review, review_reasons FROM applications WHERE id = ?', app.id);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, body: scored(false) });
+    interviewDone(false);
+    await pair.settle();
+    expect(review()).toEqual({ needs_review: 1, review_reasons: JSON.stringify(['work permit']) });
+
+    // Scored again: eligible now. Its event and its read both say so.
+    pair.clock.advance(3_600_000);
+    c.clearFaults();
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, body: scored(true) });
+    interviewDone(true);
+    await pair.settle();
+    expect(row('SELECT is_eligible FROM interview_results WHERE application_id = ?', app.id)).toEqual({ is_eligible: 1 });
+    expect(review()).toEqual({ needs_review: 0, review_reasons: null });
+
+    // Scored once more, ineligible, and this read fails (retried): until a read answers, the
+    // newest event's verdict stands over the older read.
+    pair.clock.advance(3_600_000);
+    c.clearFaults();
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 400, times: 30 });
+    interviewDone(false);
+    await pair.settle();
+    expect(row('SELECT is_eligible FROM interview_results WHERE application_id = ?', app.id)).toEqual({ is_eligible: 1 });
+    expect(review()).toEqual({ needs_review: 1, review_reasons: JSON.stringify(['is_eligible false in the interview.completed event (no criteria named)']) });
   });
 
   it('polls a result that is processing no faster than every 30 s, then stores it when ready', async () => {
