@@ -9,6 +9,7 @@ import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
+import { deletionDigest } from '../util/resultDigest.js';
 import { settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
 /** Events folded per transaction at most: new ones from the cursor, or process_event jobs. */
@@ -116,7 +117,18 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  if (event.application_id) rebuildApplication(q, event.application_id, now);
+  const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
+  // A deletion's message takes the external_id stored for its application (its snapshot has
+  // none): one sent before the application's other events were folded (deliveries are unordered)
+  // said null, or an older id. It is sent again, as its next revision, when the stored id changed.
+  const deletionDigestNow = folded ? deletionDigest(folded.externalId) : null;
+  if (folded && deletionDigestNow !== null) {
+    for (const id of folded.deletionsWithoutExternalId) {
+      if (id === eventId) continue;
+      const sent = q.get<{ result_digest: string | null }>("SELECT result_digest FROM event_processing WHERE event_id = ? AND state = 'settled'", id);
+      if (sent && sent.result_digest !== deletionDigestNow) await settleEvent(ctx, trx, id, null, { digest: deletionDigestNow });
+    }
+  }
   // Deliveries are unordered (spec 6.1): reads of this application that gave up on 404s before
   // its deletion arrived (dead letters) run again, now that the 404 is known to be final, and
   // settle as the deleted branch of fetchResult decides.
@@ -130,7 +142,10 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     // would tell (the envelope is kept in events as sent).
     ctx.logger?.warn({ event_id: eventId, event_type: event.event_type, resource }, 'result event names no application: its message is sent without the result');
   }
-  if (!resource || !event.application_id) return settleEvent(ctx, trx, eventId, null);
+  if (!resource || !event.application_id) {
+    const ownDeletion = deletionDigestNow !== null && folded!.deletionsWithoutExternalId.includes(eventId);
+    return settleEvent(ctx, trx, eventId, null, ownDeletion ? { digest: deletionDigestNow } : {});
+  }
 
   const nowIso = new Date(now).toISOString();
   q.run(OPEN_RESULT[resource], { id: event.application_id, source: event.source, now: nowIso });

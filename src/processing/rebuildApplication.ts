@@ -131,6 +131,13 @@ const UPSERT_APPLICATION = `INSERT INTO applications (id, first_seen_at, ${FOLDE
 const INSERT_STATUS_CHANGE = `INSERT INTO application_status_history (event_id, application_id, from_status, to_status, changed_at, recorded_at)
   VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`;
 
+/** What a fold leaves that the deletion messages need: the stored external_id, and the deletions that lack their own. */
+export interface Rebuilt {
+  externalId: string | null;
+  /** job_application.deleted events of the application whose snapshot has no external_id (spec 6.4). */
+  deletionsWithoutExternalId: string[];
+}
+
 /**
  * The application row is a pure fold over ALL its events (those processing
  * has linked in application_events; each is linked before its fold), sorted by
@@ -139,9 +146,9 @@ const INSERT_STATUS_CHANGE = `INSERT INTO application_status_history (event_id, 
  * row. The newest event by created_at sets the status; a
  * job_application.deleted marks it deleted for good, whatever arrives later.
  */
-export function rebuildApplication(q: DirectStatements, applicationId: string, now: number): void {
+export function rebuildApplication(q: DirectStatements, applicationId: string, now: number): Rebuilt | null {
   const events = q.all<Omit<SortableEvent, 'payload'> & { source: string; envelope: string }>(APPLICATION_EVENTS, applicationId);
-  if (events.length === 0) return;
+  if (events.length === 0) return null;
   const parsed = events.map((e) => ({ ...e, payload: obj((JSON.parse(e.envelope) as Obj).payload) }));
   sortEvents(parsed);
 
@@ -244,4 +251,6 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     updated_at: nowIso,
   });
   for (const h of history) q.run(INSERT_STATUS_CHANGE, h.event_id, applicationId, h.from, h.to, h.at, nowIso);
+  const deletionsWithoutExternalId = parsed.filter((e) => e.event_type === 'job_application.deleted' && !has(e.payload, 'external_id')).map((e) => e.id);
+  return { externalId: f.external_id, deletionsWithoutExternalId };
 }

@@ -7,7 +7,7 @@ import type { MessageResult, SinkMessage } from './types.js';
 
 import { eventSaysIneligible, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, type JsonRecord as Obj } from '../util/json.js';
-import { resultDigest } from '../util/resultDigest.js';
+import { deletionDigest, resultDigest } from '../util/resultDigest.js';
 
 /**
  * ready: the message to send. missing: the event is not stored. incomplete:
@@ -96,8 +96,14 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
     const payload = payloads.get(event.id) ?? null;
     const deleted = event.event_type === 'job_application.deleted';
     const app = deleted ? obj(payload) : obj(obj(payload)?.application);
+    const fromStored = deleted && event.application_id !== null && !('external_id' in (app ?? {}));
     const externalId =
-      typeof app?.external_id === 'string' ? app.external_id : deleted && event.application_id ? (storedExternalIds.get(event.application_id) ?? null) : null;
+      typeof app?.external_id === 'string' ? app.external_id : fromStored ? (storedExternalIds.get(event.application_id!) ?? null) : null;
+    if (fromStored && event.result_digest !== null && deletionDigest(externalId) !== event.result_digest) {
+      // The stored external_id changed since this revision was settled: the next revision carries it.
+      out.set(event.id, { status: 'stale', was: event.result_digest, digest: deletionDigest(externalId), event: { event_type: event.event_type, source: event.source } });
+      continue;
+    }
 
     let result: MessageResult | null = null;
     const resource = RESOURCE_OF_EVENT[event.event_type];

@@ -10,7 +10,7 @@ import { messageIdFor } from '../../src/sinks/messageId.js';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
-import { newSecret } from '../helpers/signing.js';
+import { newSecret, signDelivery } from '../helpers/signing.js';
 
 // Revisions of a message (README "The message", `revision`): when they are sent, and when not.
 // Written from a review's reproductions of defects in the first version of revisions.
@@ -136,6 +136,35 @@ describe('message revisions', () => {
     await p.receiver.app.fanOut.runUntilIdle();
     const ofFirst = interviews().filter((m) => m.id === first.id);
     expect(ofFirst.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
+  });
+
+  it('a deletion sent before its application was known is sent again with the external_id once the creation arrives', async () => {
+    const { p, dir } = await withArchive();
+    const id = 'b2c4e6a8-0000-4000-8000-00000000d001';
+    const at = (m: number) => new Date(Date.parse('2026-11-02T08:00:00Z') + m * 60_000).toISOString();
+    const cand = { first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com' };
+    const job = { id: 'job-9', title: 'Engineer' };
+    const application = (status: string) => ({ id, external_id: 'ats-77', status, created_at: at(0) });
+    const deliver = async (eventId: string, minute: number, eventType: string, payload: Record<string, unknown>) => {
+      const body = JSON.stringify({ id: eventId, created_at: at(minute), webhook_id: 'wh_1', event_type: eventType, payload });
+      const d = signDelivery(p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) });
+      expect((await fetch(`${p.receiver.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      await p.settle();
+      await p.receiver.app.fanOut.runUntilIdle();
+    };
+    const deletions = () =>
+      readFileSync(join(dir, 'out.ndjson'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
+        .filter((m) => m.event_type === 'job_application.deleted').map((m) => [m.revision, m.external_id]);
+    // Deliveries are unordered (spec 6.1): the deletion (its snapshot has no external_id, 6.4)
+    // arrives first; the creation's delivery, retried, hours later.
+    await deliver('evt_del', 30, 'job_application.deleted', { id, status: 'screened', created_at: at(0), candidate: cand, job });
+    expect(deletions()).toEqual([[1, null]]);
+    p.clock.advance(3 * 3_600_000);
+    await deliver('evt_created', 0, 'application.created', { application: application('applied'), candidate: cand, job });
+    await deliver('evt_screened', 10, 'application.status_changed', { application: application('screened'), previous_status: 'applied', candidate: cand, job });
+    // Sent again, as revision 2, with the correlation id; the status change changes nothing of it.
+    expect(deletions()).toEqual([[1, null], [2, 'ats-77']]);
+    expect(p.receiver.app.database.ingestSqlite.prepare('SELECT status, external_id, deleted_at FROM applications').get()).toEqual({ status: 'screened', external_id: 'ats-77', deleted_at: at(30) });
   });
 
   it('a replay after the application was deleted keeps the result read before: no revision, nothing erased', async () => {
