@@ -13,6 +13,8 @@ import { registerSecret, registerSensitive, reportFigures, seededRandom, shuffle
 
 const EVENTS = 300;
 const CONCURRENCY = 32;
+/** Events whose first POST the http consumer refuses, so their message goes out twice. */
+const REFUSED = 3;
 
 const { dir, cleanups } = workspace('reliability-dup-');
 
@@ -29,12 +31,22 @@ describe('duplicate storm', () => {
     // A consumer on 127.0.0.1 behind an http sink: the message id is what it sees as webhook-id.
     const hookSecret = newSecret();
     registerSecret(hookSecret);
+    // It refuses the first POST of the first REFUSED events it sees (503, Retry-After: 1), so those
+    // are sent again: a retry must carry the webhook-id of the first try, or the consumer would
+    // take it for another message.
     const posts: { eventId: string; messageId: string }[] = [];
+    const refusedPosts: { eventId: string; messageId: string }[] = [];
     const consumer = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        posts.push({ eventId: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, messageId: String(req.headers['webhook-id']) });
+        const post = { eventId: (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string }).id, messageId: String(req.headers['webhook-id']) };
+        if (refusedPosts.length < REFUSED && !refusedPosts.some((p) => p.eventId === post.eventId)) {
+          refusedPosts.push(post);
+          res.writeHead(503, { 'retry-after': '1' }).end();
+          return;
+        }
+        posts.push(post);
         res.writeHead(204).end();
       });
     });
@@ -113,7 +125,7 @@ describe('duplicate storm', () => {
     const messageIds = new Set(db.deliveryRows.map((r) => r.message_id));
     // What the consumer saw: every webhook-id it was sent, per event.
     const hookIdsPerEvent = new Map<string, Set<string>>();
-    for (const p of posts) hookIdsPerEvent.set(p.eventId, (hookIdsPerEvent.get(p.eventId) ?? new Set()).add(p.messageId));
+    for (const p of [...refusedPosts, ...posts]) hookIdsPerEvent.set(p.eventId, (hookIdsPerEvent.get(p.eventId) ?? new Set()).add(p.messageId));
     const interviews = events.filter((e) => e.event_type === 'interview.completed').length;
     const accepted = [...outcomes.values()].map((o) => o.filter((x) => x === 'accepted').length);
     reportFigures('duplicate-storm', {
@@ -130,6 +142,7 @@ describe('duplicate storm', () => {
       sink_lines: fileIds.length,
       sink_message_ids: messageIds.size,
       http_posts: posts.length,
+      http_posts_refused_then_sent_again: refusedPosts.length,
       http_message_ids: new Set(posts.map((p) => p.messageId)).size,
       hiring_api_reads: stub.calls.length,
       lost: ackedIds.filter((id) => !storedIds.has(id) || !fileSet.has(id)).length,
@@ -145,9 +158,12 @@ describe('duplicate storm', () => {
     expect(db.settled).toBe(EVENTS);
     expect(folds).toBe(EVENTS);
     expect(stub.calls.length).toBe(interviews);
-    // One sink message id per event, as the sinks see it: the http consumer got each event once,
-    // under one webhook-id of its own, and the file has one line per event.
+    // One sink message id per event, as the sinks see it: the http consumer took each event once,
+    // under one webhook-id of its own (the same on the retry of a refused POST), and the file has
+    // one line per event.
     expect([...hookIdsPerEvent.keys()].sort()).toEqual([...ids].sort());
+    // Refused once and sent again (REFUSED of them), under the webhook-id of the first try.
+    expect(refusedPosts).toHaveLength(REFUSED);
     expect([...hookIdsPerEvent.values()].every((set) => set.size === 1)).toBe(true);
     expect(new Set(posts.map((p) => p.messageId)).size).toBe(EVENTS);
     expect(posts).toHaveLength(EVENTS);
