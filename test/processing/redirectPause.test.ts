@@ -200,6 +200,26 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
   }, 60_000);
 });
 
+describe('the log of many reads redirected', () => {
+  it('is one warn line for the source, not one per read (each read\'s Location digest differs), then one a minute with the count', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    const waitLines = (level: number) => p.receiver.logs.lines.filter((l) => l.level === level && /tried again once/.test(String(l.msg)));
+    await complete(12);
+    expect(api.state.redirects).toBe(12);
+    // Twelve reads, twelve different Locations (each its own path): one error of the source.
+    const texts = all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result'").map((r) => r.last_error as string);
+    expect(new Set(texts).size).toBe(12);
+    expect(waitLines(40)).toHaveLength(1);
+    expect(waitLines(20)).toHaveLength(11);
+    // Each read's full text is kept, at debug and in last_error.
+    expect(new Set(waitLines(20).map((l) => l.err)).size).toBe(11);
+    // A minute on, another read redirected: one line again, with those logged at debug meanwhile.
+    p.clock.advance(61_000);
+    await complete(1);
+    expect(waitLines(40).map((l) => l.failed_since_last_line)).toEqual([undefined, 11]);
+  }, 60_000);
+});
+
 describe('a relative Location (a path on the same host)', () => {
   it('is said by the origin it resolves to, never its path or query', async () => {
     const { p, api, complete } = await stubbedPair(true);
