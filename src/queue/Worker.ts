@@ -558,7 +558,9 @@ export class Worker {
       // At error from the failure that paused it only: the reads in flight beside it, and the
       // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
       const paused = await this.opts.gate.pause(job.source!, status, message);
-      const summary = err instanceof PauseSourceError ? err.summary : undefined;
+      // A redirect pausing a source that answered before may be one moved path: said so, not "fix the URL".
+      const answeredBefore = err instanceof PauseSourceError && err.sourceWideOnly && this.answers.hasAnswered(job.source!);
+      const summary = err instanceof PauseSourceError ? ((answeredBefore ? err.answeredSummary : undefined) ?? err.summary) : undefined;
       log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');

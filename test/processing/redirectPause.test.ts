@@ -361,6 +361,30 @@ describe('a redirect of some reads only ends those reads; a whole host that star
     expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
   }, 60_000);
 
+  it('a quiet source that answered before, one v1 read redirected and nothing else read in the period: paused, and the log line says it may be one moved path', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    api.state.only = '/api/v1/';
+    for (const a of await complete(2)) expect(resultState(p, a.id)).toBe('ready');
+    await complete(1, true);
+    // Five quiet minutes, then one v2 read: the v1 read's retry meets the redirect with nothing answered since.
+    p.clock.advance(FIVE_MINUTES);
+    const [later] = await complete(1);
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    expect(resultState(p, later!.id)).toBe('processing');
+    const logged = p.receiver.logs.lines.filter((l) => l.level === 50 && l.source === 'default');
+    expect(logged.map((l) => l.msg)).toEqual([
+      "reads of legacy_interview are redirected (not followed) and no other read of this source was answered meanwhile: fetching for this source is paused until a probe is answered; if its other reads are answered, only the redirected ones will be given up. Check whether the service moved this endpoint or HIRING_API_URL (or the source's api_url) is wrong",
+    ]);
+    expect(String(logged[0]!.err)).toMatch(/^legacy_interview: HTTP 301 redirect not followed \(to https:\/\/api\.moved\.example\/…/);
+    // The probe: the v2 read is answered, the pause lifts; the v1 read is given up at its next run.
+    p.clock.advance(FIVE_MINUTES + 1);
+    await p.settle();
+    p.clock.advance(FIVE_MINUTES + 1);
+    await p.settle();
+    expect(resultState(p, later!.id)).toBe('ready');
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+  }, 60_000);
+
   it('the whole host starts redirecting while reads were being answered: the source pauses one period on, nothing is given up, for as long as it lasts', async () => {
     const { p, api, messages, complete } = await stubbedPair(false);
     const before = await complete(2);
