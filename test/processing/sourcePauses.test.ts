@@ -1,20 +1,12 @@
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { OpenDatabase } from '../../src/db/openDatabase.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { ManualClock } from '../../src/util/clock.js';
-import { tempDir } from '../helpers/receiver.js';
+import { scratchDatabase } from '../helpers/database.js';
 
 let database: OpenDatabase;
-let cleanup: () => void;
 beforeEach(() => {
-  const t = tempDir();
-  cleanup = t.cleanup;
-  database = openDatabase(join(t.dir, 'pauses.db'));
-});
-afterEach(async () => {
-  await database.close();
-  cleanup();
+  database = scratchDatabase();
 });
 
 /** The pause rows as they are the moment a call returns (a synchronous read of the file). */
