@@ -68,6 +68,13 @@ export interface PauseSourceErrorOptions extends DecisionErrorOptions {
    * SourceAnswers. Without it (a refused key), the source is always paused.
    */
   readonly sourceWideOnly?: boolean;
+  /**
+   * With `sourceWideOnly`: the pause's log line when the source had answered other reads in this
+   * process before. Its reads redirected with none answered meanwhile may be one moved path of
+   * a quiet source, not its URL wrong: the line must not send the operator to fix a URL that
+   * may be right.
+   */
+  readonly answeredSummary?: string;
 }
 
 export class PauseSourceError extends DecisionError {
@@ -76,11 +83,13 @@ export class PauseSourceError extends DecisionError {
   readonly status: number | undefined;
   readonly summary: string | undefined;
   readonly sourceWideOnly: boolean;
+  readonly answeredSummary: string | undefined;
 
   constructor(message: string, options?: PauseSourceErrorOptions) {
     super(message, options);
     this.status = options?.status;
     this.summary = options?.summary;
+    this.answeredSummary = options?.answeredSummary;
     this.sourceWideOnly = options?.sourceWideOnly === true;
   }
 }

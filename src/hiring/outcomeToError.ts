@@ -32,6 +32,7 @@ export function outcomeToError(outcome: HiringOutcome): DecisionError | null {
         status: 'status' in outcome ? outcome.status : 0,
         summary: pauseSummary(outcome),
         sourceWideOnly: outcome.kind === 'redirect',
+        ...(outcome.kind === 'redirect' ? { answeredSummary: redirectAfterAnswersSummary(outcome.resource) } : {}),
       });
   }
 }
@@ -41,6 +42,14 @@ function pauseSummary(outcome: HiringOutcome): string {
   return outcome.kind === 'redirect'
     ? "the service's answer was a redirect, not followed (the key must not reach another host): fetching for this source is paused until HIRING_API_URL (or the source's api_url) names the API itself"
     : 'API key refused: fetching for this source is paused until a working key is configured';
+}
+
+/**
+ * The log line of a redirect's pause of a source that answered other reads before: its reads of
+ * one resource may be all that was made in the probe period (a quiet source, one path moved).
+ */
+function redirectAfterAnswersSummary(resource: string): string {
+  return `reads of ${resource} are redirected (not followed) and no other read of this source was answered meanwhile: fetching for this source is paused until a probe is answered; if its other reads are answered, only the redirected ones will be given up. Check whether the service moved this endpoint or HIRING_API_URL (or the source's api_url) is wrong`;
 }
 
 /**

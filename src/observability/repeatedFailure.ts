@@ -46,6 +46,20 @@ export function throttleCounts(n: { since: number; previous: number }): Record<s
 }
 
 /**
+ * What makes two job failures "alike" for the log throttle: the error's text without what each
+ * request says of itself. A redirect's Location digest (`(url sha256 …)`: each read's own path) and
+ * a Retry-After's wait counted from that request's clock (`retry after 29123 ms`, an HTTP-date)
+ * differ at every request of one failure: keyed on them, every failing read was a new error at
+ * warn. The full text is still each job's `last_error`, and every line's `err`.
+ */
+export function failureKey(message: string): string {
+  return message
+    .replace(/\((?:url )?sha256 [0-9a-f]+\)/g, '(sha256 …)')
+    .replace(/(retry after )\d+( ms)/gi, '$1…$2')
+    .replace(/(Retry-After )\d+( s)/g, '$1…$2');
+}
+
+/**
  * A failure a loop meets at each of its turns (a job claim refused while another process holds
  * the write lock for minutes, a full disk): four times a second per worker, identical, for as
  * long as it lasts. Logged at its level when it starts or its error (code or message) changes,

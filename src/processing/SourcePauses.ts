@@ -35,18 +35,26 @@ export class SourcePauses implements SourceGate {
     return blocked;
   }
 
-  /** Returns whether this call paused the source (false: it was paused already: a probe, or a read in flight beside this one). */
+  /**
+   * Returns whether this call paused the source (false: it was paused already: a probe, or a read
+   * in flight beside this one). Two statements: a resume between them (a read beside this one
+   * answered) deletes the row the update was for; the pause is then made again, by this call.
+   */
   async pause(source: string, status: number, detail: string): Promise<boolean> {
     const now = this.clock.now();
     const probeAfter = new Date(now + this.probeMs).toISOString();
-    const r = await this.db
-      .insertInto('source_pauses')
-      .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: probeAfter })
-      .onConflict((oc) => oc.column('source').doNothing())
-      .executeTakeFirst();
-    if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
-    await this.db.updateTable('source_pauses').set({ status, detail, probe_after: probeAfter }).where('source', '=', source).execute();
-    return false;
+    // Bounded: each further turn needs another resume between this call's two statements.
+    for (let turn = 0; turn < 5; turn++) {
+      const r = await this.db
+        .insertInto('source_pauses')
+        .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: probeAfter })
+        .onConflict((oc) => oc.column('source').doNothing())
+        .executeTakeFirst();
+      if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
+      const u = await this.db.updateTable('source_pauses').set({ status, detail, probe_after: probeAfter }).where('source', '=', source).executeTakeFirst();
+      if (u.numUpdatedRows > 0n) return false;
+    }
+    throw new Error(`could not record the pause of source ${source}: it was resumed at each try`);
   }
 
   /**

@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { LogThrottle, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
+import { failureKey, LogThrottle, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -529,9 +529,12 @@ export class Worker {
     return failures;
   }
 
-  /** A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures). */
+  /**
+   * A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures):
+   * alike on the error without its per-request details (failureKey).
+   */
   private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
-    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${message}`);
+    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
     if (!noted.loud) return void log.debug(fields, msg);
     log.warn({ ...fields, ...throttleCounts(noted) }, msg);
   }
@@ -555,7 +558,9 @@ export class Worker {
       // At error from the failure that paused it only: the reads in flight beside it, and the
       // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
       const paused = await this.opts.gate.pause(job.source!, status, message);
-      const summary = err instanceof PauseSourceError ? err.summary : undefined;
+      // A redirect pausing a source that answered before may be one moved path: said so, not "fix the URL".
+      const answeredBefore = err instanceof PauseSourceError && err.sourceWideOnly && this.answers.hasAnswered(job.source!);
+      const summary = err instanceof PauseSourceError ? ((answeredBefore ? err.answeredSummary : undefined) ?? err.summary) : undefined;
       log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
       const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
       return settle(ok ? 'paused' : 'lost');

@@ -178,20 +178,26 @@ export async function oldestUndeliveredAgeMs(db: Db, now: number, sinks?: readon
 /**
  * Persistently disables a sink (a 410 Gone). Pending deliveries stay pending. Returns whether this
  * call disabled it (false: it was disabled already, by an attempt in flight beside this one).
+ * Two statements: an enable between them (the CLI) leaves nothing disabled for the second one to
+ * update; the sink is then disabled again, by this call (its 410 is said at error, not debug).
  */
 export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number): Promise<boolean> {
   const at = iso(now);
   const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
-  const r = await db
-    .insertInto('sink_state')
-    .values({ sink, ...row })
-    .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
-    .executeTakeFirst();
-  if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
   // Disabled already: keep the first disabled_at (concurrent attempts all see the 410), the latest answer.
   const { disabled_at: _first, ...rest } = row;
-  await db.updateTable('sink_state').set(rest).where('sink', '=', sink).execute();
-  return false;
+  // Bounded: each further turn needs another enable between this call's two statements.
+  for (let turn = 0; turn < 5; turn++) {
+    const r = await db
+      .insertInto('sink_state')
+      .values({ sink, ...row })
+      .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
+      .executeTakeFirst();
+    if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
+    const u = await db.updateTable('sink_state').set(rest).where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst();
+    if (u.numUpdatedRows > 0n) return false;
+  }
+  throw new Error(`could not record that sink ${sink} is gone: it was enabled at each try`);
 }
 
 /** Operator action (CLI), or a changed target at start: the sink's worker claims again. */

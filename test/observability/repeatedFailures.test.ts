@@ -126,50 +126,83 @@ describe('processing new events failing at every turn', () => {
   });
 });
 
+/**
+ * A receiver whose only sink is an HTTP consumer answering `reply(n)` to its n-th request (from 0),
+ * with its own loops stopped: the test drains them. `post` takes one event in.
+ */
+async function sinkReceiver(reply: (n: number) => { status: number; headers?: Record<string, string> }) {
+  const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+  let n = 0;
+  consumer = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const a = reply(n++);
+      res.writeHead(a.status, a.headers).end();
+    });
+  });
+  await new Promise<void>((ok) => consumer!.listen(0, '127.0.0.1', () => ok()));
+  const config = join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`, secret: newSecret() }] }));
+  const secret = newSecret();
+  r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config }, { clock });
+  await r.app.worker.stop();
+  await r.app.fanOut.stop();
+  const post = async () => {
+    const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
+    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
+    expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+  };
+  return { clock, post, requests: () => n, rec: r };
+}
+
 describe('a sink whose consumer is down', () => {
   it('logs its deliveries failing alike once, then once a minute with a count, not one warn line per message', async () => {
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
     let answer = 500;
-    consumer = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => res.writeHead(answer).end());
-    });
-    await new Promise<void>((ok) => consumer!.listen(0, '127.0.0.1', () => ok()));
-    const config = join(dir, 'config.json');
-    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`, secret: newSecret() }] }));
-    const secret = newSecret();
-    r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config }, { clock });
-    await r.app.worker.stop();
-    await r.app.fanOut.stop();
-    const post = async () => {
-      const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
-      const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-      expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
-    };
+    const { clock, post, rec } = await sinkReceiver(() => ({ status: answer }));
     for (let i = 0; i < 6; i++) await post();
-    await r.app.worker.runUntilIdle();
-    await r.app.fanOut.runUntilIdle();
-    const failed = (level: number) => r!.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.sink === 'crm' && l.level === level);
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
+    const failed = (level: number) => rec.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.sink === 'crm' && l.level === level);
     expect(failed(40)).toHaveLength(1);
     expect(failed(40)[0]).toMatchObject({ err: 'HTTP 500', event_id: expect.any(String) });
     expect(failed(20)).toHaveLength(5);
 
     // Their retries, over a minute later: one line more, with how many were not said at warn.
     clock.advance(2 * 60_000);
-    await r.app.fanOut.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
     expect(failed(40)).toHaveLength(2);
     expect(failed(40)[1]!.failed_since_last_line).toBe(5);
 
     // A delivery that goes through ends the run: the next failure is said at once.
     answer = 200;
     await post();
-    await r.app.worker.runUntilIdle();
-    await r.app.fanOut.runUntilIdle();
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
     answer = 500;
     await post();
-    await r.app.worker.runUntilIdle();
-    await r.app.fanOut.runUntilIdle();
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
     expect(failed(40)).toHaveLength(3);
+  });
+});
+
+describe('a sink whose consumer keeps asking to slow down', () => {
+  it('logs its deliveries failing alike once a minute, though each answer counts its Retry-After down', async () => {
+    // A rate limiter's 429: the seconds left of its window, a different number at each request.
+    const { clock, post, requests, rec } = await sinkReceiver((n) => ({ status: 429, headers: { 'retry-after': String(9 - (n % 8)) } }));
+    for (let i = 0; i < 4; i++) await post();
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
+    // Tries within the minute, each told another wait.
+    for (let s = 0; s < 55; s += 5) {
+      clock.advance(5_000);
+      await rec.app.fanOut.runUntilIdle();
+    }
+    const failed = (level: number) => rec.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.sink === 'crm' && l.level === level);
+    expect(requests()).toBeGreaterThanOrEqual(4);
+    expect(failed(20)).toHaveLength(requests() - 1);
+    expect(new Set(failed(20).map((l) => l.err)).size).toBeGreaterThanOrEqual(3);
+    expect(failed(40)).toEqual([expect.objectContaining({ err: 'HTTP 429; Retry-After 9 s' })]);
   });
 });
 

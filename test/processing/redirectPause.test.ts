@@ -200,6 +200,26 @@ describe('a redirect of the scoring reads (a wrong HIRING_API_URL) pauses the so
   }, 60_000);
 });
 
+describe('the log of many reads redirected', () => {
+  it('is one warn line for the source, not one per read (each read\'s Location digest differs), then one a minute with the count', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    const waitLines = (level: number) => p.receiver.logs.lines.filter((l) => l.level === level && /tried again once/.test(String(l.msg)));
+    await complete(12);
+    expect(api.state.redirects).toBe(12);
+    // Twelve reads, twelve different Locations (each its own path): one error of the source.
+    const texts = all(p, "SELECT last_error FROM jobs WHERE kind = 'fetch_result'").map((r) => r.last_error as string);
+    expect(new Set(texts).size).toBe(12);
+    expect(waitLines(40)).toHaveLength(1);
+    expect(waitLines(20)).toHaveLength(11);
+    // Each read's full text is kept, at debug and in last_error.
+    expect(new Set(waitLines(20).map((l) => l.err)).size).toBe(11);
+    // A minute on, another read redirected: one line again, with those logged at debug meanwhile.
+    p.clock.advance(61_000);
+    await complete(1);
+    expect(waitLines(40).map((l) => l.failed_since_last_line)).toEqual([undefined, 11]);
+  }, 60_000);
+});
+
 describe('a relative Location (a path on the same host)', () => {
   it('is said by the origin it resolves to, never its path or query', async () => {
     const { p, api, complete } = await stubbedPair(true);
@@ -338,6 +358,30 @@ describe('a redirect of some reads only ends those reads; a whole host that star
     p.clock.advance(3_600_000);
     await p.settle();
     expect(api.state.redirects).toBe(redirects);
+    expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
+  }, 60_000);
+
+  it('a quiet source that answered before, one v1 read redirected and nothing else read in the period: paused, and the log line says it may be one moved path', async () => {
+    const { p, api, complete } = await stubbedPair(true);
+    api.state.only = '/api/v1/';
+    for (const a of await complete(2)) expect(resultState(p, a.id)).toBe('ready');
+    await complete(1, true);
+    // Five quiet minutes, then one v2 read: the v1 read's retry meets the redirect with nothing answered since.
+    p.clock.advance(FIVE_MINUTES);
+    const [later] = await complete(1);
+    expect(all(p, 'SELECT status FROM source_pauses')).toEqual([{ status: 301 }]);
+    expect(resultState(p, later!.id)).toBe('processing');
+    const logged = p.receiver.logs.lines.filter((l) => l.level === 50 && l.source === 'default');
+    expect(logged.map((l) => l.msg)).toEqual([
+      "reads of legacy_interview are redirected (not followed) and no other read of this source was answered meanwhile: fetching for this source is paused until a probe is answered; if its other reads are answered, only the redirected ones will be given up. Check whether the service moved this endpoint or HIRING_API_URL (or the source's api_url) is wrong",
+    ]);
+    expect(String(logged[0]!.err)).toMatch(/^legacy_interview: HTTP 301 redirect not followed \(to https:\/\/api\.moved\.example\/…/);
+    // The probe: the v2 read is answered, the pause lifts; the v1 read is given up at its next run.
+    p.clock.advance(FIVE_MINUTES + 1);
+    await p.settle();
+    p.clock.advance(FIVE_MINUTES + 1);
+    await p.settle();
+    expect(resultState(p, later!.id)).toBe('ready');
     expect(all(p, 'SELECT * FROM source_pauses')).toEqual([]);
   }, 60_000);
 
