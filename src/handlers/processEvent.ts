@@ -117,16 +117,23 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
+  // A deletion settled before deletions kept a digest (result_digest NULL) was sent with the
+  // external_id stored before this fold: as far as the database knows, the one its message took.
+  const storedBefore = event.application_id
+    ? (q.get<{ external_id: string | null }>('SELECT external_id FROM applications WHERE id = ?', event.application_id)?.external_id ?? null)
+    : null;
   const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
   // A deletion's message takes the external_id stored for its application (its snapshot has
   // none): one sent before the application's other events were folded (deliveries are unordered)
   // said null, or an older id. It is sent again, as its next revision, when the stored id changed.
   const deletionDigestNow = folded ? deletionDigest(folded.externalId) : null;
+  const settleDeletion = (id: string, sentDigest: string | null) =>
+    settleEvent(ctx, trx, id, null, { digest: deletionDigestNow!, changed: (sentDigest ?? deletionDigest(storedBefore)) !== deletionDigestNow });
   if (folded && deletionDigestNow !== null) {
     for (const id of folded.deletionsWithoutExternalId) {
       if (id === eventId) continue;
       const sent = q.get<{ result_digest: string | null }>("SELECT result_digest FROM event_processing WHERE event_id = ? AND state = 'settled'", id);
-      if (sent && sent.result_digest !== deletionDigestNow) await settleEvent(ctx, trx, id, null, { digest: deletionDigestNow });
+      if (sent && sent.result_digest !== deletionDigestNow) await settleDeletion(id, sent.result_digest);
     }
   }
   // Deliveries are unordered (spec 6.1): reads of this application that gave up on 404s before
@@ -144,7 +151,9 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   }
   if (!resource || !event.application_id) {
     const ownDeletion = deletionDigestNow !== null && folded!.deletionsWithoutExternalId.includes(eventId);
-    return settleEvent(ctx, trx, eventId, null, ownDeletion ? { digest: deletionDigestNow } : {});
+    if (!ownDeletion) return settleEvent(ctx, trx, eventId, null);
+    const sent = q.get<{ result_digest: string | null }>('SELECT result_digest FROM event_processing WHERE event_id = ?', eventId);
+    return settleDeletion(eventId, sent?.result_digest ?? null);
   }
 
   const nowIso = new Date(now).toISOString();

@@ -163,7 +163,8 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (!f.saidBy.includes(where)) f.saidBy.push(where);
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
-  // Per result: the newest event's is_eligible (fold order), and when its latest such event arrived.
+  // Per result: the is_eligible of the newest event (fold order) that states one (a boolean: spec
+  // 2.10; one missing or null is passed over), and when its latest such event arrived.
   // A re-scored interview says is_eligible again: the newest word is the verdict, not every word said.
   const eventVerdicts = new Map<number, { ineligible: boolean; label: string; lastReceivedAt: string }>();
 

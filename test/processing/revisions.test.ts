@@ -48,6 +48,33 @@ const deadLetterTheRead = async (p: Pair) => {
 const replayThroughProcessing = (p: Pair, eventId: string) =>
   enqueue(p.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, p.clock.now());
 
+/** One application's deletion and the events that give it an external_id, delivered signed over HTTP. */
+function deletionFixture(p: Pair, dir: string) {
+  const id = 'b2c4e6a8-0000-4000-8000-00000000d001';
+  const at = (m: number) => new Date(Date.parse('2026-11-02T08:00:00Z') + m * 60_000).toISOString();
+  const cand = { first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com' };
+  const job = { id: 'job-9', title: 'Engineer' };
+  const sqlite = p.receiver.app.database.ingestSqlite;
+  return {
+    at,
+    application: (status: string) => ({ application: { id, external_id: 'ats-77', status, created_at: at(0) }, candidate: cand, job }),
+    snapshot: { id, status: 'screened', created_at: at(0), candidate: cand, job },
+    deliver: async (eventId: string, minute: number, eventType: string, payload: Record<string, unknown>) => {
+      const body = JSON.stringify({ id: eventId, created_at: at(minute), webhook_id: 'wh_1', event_type: eventType, payload });
+      const d = signDelivery(p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) });
+      expect((await fetch(`${p.receiver.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      await p.settle();
+      await p.receiver.app.fanOut.runUntilIdle();
+    },
+    deletions: () =>
+      readFileSync(join(dir, 'out.ndjson'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
+        .filter((m) => m.event_type === 'job_application.deleted').map((m) => [m.revision, m.external_id]),
+    /** As an event settled before deletions kept a digest left its row. */
+    forgetDigest: (eventId: string) => sqlite.prepare('UPDATE event_processing SET result_digest = NULL WHERE event_id = ?').run(eventId),
+    digestOf: (eventId: string) => (sqlite.prepare('SELECT result_digest FROM event_processing WHERE event_id = ?').get(eventId) as { result_digest: string | null }).result_digest,
+  };
+}
+
 describe('message revisions', () => {
   it('revision 2 is sent even when it is made while revision 1 is still in flight to an http sink', async () => {
     const received: { revision: number; state: string }[] = [];
@@ -140,31 +167,41 @@ describe('message revisions', () => {
 
   it('a deletion sent before its application was known is sent again with the external_id once the creation arrives', async () => {
     const { p, dir } = await withArchive();
-    const id = 'b2c4e6a8-0000-4000-8000-00000000d001';
-    const at = (m: number) => new Date(Date.parse('2026-11-02T08:00:00Z') + m * 60_000).toISOString();
-    const cand = { first_name: 'Ada', last_name: 'Lovelace', email: 'ada@example.com' };
-    const job = { id: 'job-9', title: 'Engineer' };
-    const application = (status: string) => ({ id, external_id: 'ats-77', status, created_at: at(0) });
-    const deliver = async (eventId: string, minute: number, eventType: string, payload: Record<string, unknown>) => {
-      const body = JSON.stringify({ id: eventId, created_at: at(minute), webhook_id: 'wh_1', event_type: eventType, payload });
-      const d = signDelivery(p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) });
-      expect((await fetch(`${p.receiver.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
-      await p.settle();
-      await p.receiver.app.fanOut.runUntilIdle();
-    };
-    const deletions = () =>
-      readFileSync(join(dir, 'out.ndjson'), 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, any>)
-        .filter((m) => m.event_type === 'job_application.deleted').map((m) => [m.revision, m.external_id]);
+    const { deliver, deletions, application, snapshot, at } = deletionFixture(p, dir);
     // Deliveries are unordered (spec 6.1): the deletion (its snapshot has no external_id, 6.4)
     // arrives first; the creation's delivery, retried, hours later.
-    await deliver('evt_del', 30, 'job_application.deleted', { id, status: 'screened', created_at: at(0), candidate: cand, job });
+    await deliver('evt_del', 30, 'job_application.deleted', snapshot);
     expect(deletions()).toEqual([[1, null]]);
     p.clock.advance(3 * 3_600_000);
-    await deliver('evt_created', 0, 'application.created', { application: application('applied'), candidate: cand, job });
-    await deliver('evt_screened', 10, 'application.status_changed', { application: application('screened'), previous_status: 'applied', candidate: cand, job });
+    await deliver('evt_created', 0, 'application.created', application('applied'));
+    await deliver('evt_screened', 10, 'application.status_changed', { ...application('screened'), previous_status: 'applied' });
     // Sent again, as revision 2, with the correlation id; the status change changes nothing of it.
     expect(deletions()).toEqual([[1, null], [2, 'ats-77']]);
     expect(p.receiver.app.database.ingestSqlite.prepare('SELECT status, external_id, deleted_at FROM applications').get()).toEqual({ status: 'screened', external_id: 'ats-77', deleted_at: at(30) });
+  });
+
+  // Deletions settled before they kept a digest of their external_id have result_digest NULL
+  // (the start-up backfill fills only events with a result): the external_id stored before the
+  // next fold is what they were sent with.
+  it('a deletion settled before deletions kept a digest is sent again when a later event gives the external_id', async () => {
+    const { p, dir } = await withArchive();
+    const { deliver, deletions, application, snapshot, forgetDigest } = deletionFixture(p, dir);
+    await deliver('evt_del', 30, 'job_application.deleted', snapshot);
+    forgetDigest('evt_del');
+    p.clock.advance(3 * 3_600_000);
+    await deliver('evt_created', 0, 'application.created', application('applied'));
+    expect(deletions()).toEqual([[1, null], [2, 'ats-77']]);
+  });
+
+  it('a deletion settled before deletions kept a digest, whose external_id stays, is not sent again', async () => {
+    const { p, dir } = await withArchive();
+    const { deliver, deletions, application, snapshot, forgetDigest, digestOf } = deletionFixture(p, dir);
+    await deliver('evt_created', 0, 'application.created', application('applied'));
+    await deliver('evt_del', 30, 'job_application.deleted', snapshot);
+    forgetDigest('evt_del');
+    await deliver('evt_screened', 10, 'application.status_changed', { ...application('screened'), previous_status: 'applied' });
+    expect(deletions()).toEqual([[1, 'ats-77']]);
+    expect(digestOf('evt_del')).not.toBeNull(); // filled in, without a revision
   });
 
   it('a replay after the application was deleted keeps the result read before: no revision, nothing erased', async () => {
