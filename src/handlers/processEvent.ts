@@ -117,12 +117,10 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
+  const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
   // A deletion settled before deletions kept a digest (result_digest NULL) was sent with the
   // external_id stored before this fold: as far as the database knows, the one its message took.
-  const storedBefore = event.application_id
-    ? (q.get<{ external_id: string | null }>('SELECT external_id FROM applications WHERE id = ?', event.application_id)?.external_id ?? null)
-    : null;
-  const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
+  const storedBefore = folded?.externalIdBefore ?? null;
   // A deletion's message takes the external_id stored for its application (its snapshot has
   // none): one sent before the application's other events were folded (deliveries are unordered)
   // said null, or an older id. It is sent again, as its next revision, when the stored id changed.

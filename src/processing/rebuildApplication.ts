@@ -134,6 +134,11 @@ const INSERT_STATUS_CHANGE = `INSERT INTO application_status_history (event_id, 
 /** What a fold leaves that the deletion messages need: the stored external_id, and the deletions that lack their own. */
 export interface Rebuilt {
   externalId: string | null;
+  /**
+   * The external_id stored before this fold, read only when the application has such deletions
+   * (a deletion settled by an earlier version, without a digest, was sent with it): null otherwise.
+   */
+  externalIdBefore: string | null;
   /** job_application.deleted events of the application whose snapshot has no external_id (spec 6.4). */
   deletionsWithoutExternalId: string[];
 }
@@ -241,6 +246,13 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
   // reasons; a result not read) still says why the row needs review: which verdict it was.
   if (f.ineligible && f.reasons.length === 0) for (const where of f.saidBy) f.reasons.push(`is_eligible false in ${where} (no criteria named)`);
 
+  const deletionsWithoutExternalId = parsed.filter((e) => e.event_type === 'job_application.deleted' && !has(e.payload, 'external_id')).map((e) => e.id);
+  // Read before the upsert, and only when a deletion may need it: one read per fold cost 2-6% of
+  // processing's rate (bench/README.md, twenty-first round).
+  const externalIdBefore =
+    deletionsWithoutExternalId.length > 0
+      ? (q.get<{ external_id: string | null }>('SELECT external_id FROM applications WHERE id = ?', applicationId)?.external_id ?? null)
+      : null;
   const nowIso = new Date(now).toISOString();
   const { reasons, ineligible, saidBy: _saidBy, ...columns } = f;
   q.run(UPSERT_APPLICATION, {
@@ -252,6 +264,5 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     updated_at: nowIso,
   });
   for (const h of history) q.run(INSERT_STATUS_CHANGE, h.event_id, applicationId, h.from, h.to, h.at, nowIso);
-  const deletionsWithoutExternalId = parsed.filter((e) => e.event_type === 'job_application.deleted' && !has(e.payload, 'external_id')).map((e) => e.id);
-  return { externalId: f.external_id, deletionsWithoutExternalId };
+  return { externalId: f.external_id, externalIdBefore, deletionsWithoutExternalId };
 }
