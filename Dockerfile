@@ -34,7 +34,8 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-# node runs as PID 1 and installs its own SIGTERM/SIGINT handlers: stop accepting,
+# Run with `docker run --init` (Compose `init: true`): as PID 1, node drops a SIGTERM that arrives
+# before its handlers are installed (README "Docker"). The handlers: stop accepting,
 # finish in-flight requests and their commit, drain workers, close the database.
 STOPSIGNAL SIGTERM
 # `docker run IMAGE` serves; `docker run IMAGE status` (or `docker exec CONTAINER hiring-receiver status`) runs the CLI.

@@ -1,7 +1,7 @@
 import { createApp, type App } from './app.js';
 import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { ConfigError, loadConfig } from './config/loadConfig.js';
+import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 
 /**
@@ -55,7 +55,8 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   const rawWorkPort = process.env['WORK_METRICS_PORT'];
   const workMetricsPort = mode === 'work' && rawWorkPort !== undefined && rawWorkPort !== '' ? Number(rawWorkPort) : null;
   if (workMetricsPort !== null && (!/^\d+$/.test(rawWorkPort!) || workMetricsPort > 65535)) {
-    process.stderr.write(`config error: WORK_METRICS_PORT: must be an integer 0-65535, got ${JSON.stringify(rawWorkPort)}\n`);
+    const wrapped = wrappingProblem(rawWorkPort!);
+    process.stderr.write(`config error: WORK_METRICS_PORT: ${wrapped ?? `must be an integer 0-65535, got ${JSON.stringify(rawWorkPort)}`}\n`);
     process.exit(1);
   }
   if (mode === 'work' && config.workerConcurrency === 0) {

@@ -74,7 +74,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     pausedSources: new Gauge({
       name: 'receiver_source_paused',
-      help: '1 while a source is paused: the service refused its API key (401/403), or redirected its reads (3xx: the API URL is wrong)',
+      help: '1 while a source\'s reads are paused: its API key refused (401/403), its reads redirected (3xx), or the source no longer configured while reads wait (0)',
       labelNames: ['source'] as const,
       registers: [registry],
     }),

@@ -320,6 +320,10 @@ describe('ingest and workers in separate processes', () => {
     const badPort = runTs('src/cli/main.ts', ['work'], { ...env, WORK_METRICS_PORT: 'nine' });
     expect((await badPort.exited).code).toBe(1);
     expect(badPort.stderr.join('')).toMatch(/^config error: WORK_METRICS_PORT: must be an integer 0-65535, got "nine"/);
+    // As an env file leaves it: named as such, like every other setting.
+    const quotedPort = runTs('src/cli/main.ts', ['work'], { ...env, WORK_METRICS_PORT: '"9092"' });
+    expect((await quotedPort.exited).code).toBe(1);
+    expect(quotedPort.stderr.join('')).toBe('config error: WORK_METRICS_PORT: is wrapped in quote characters: set the value without them\n');
     expect((await refused.exited).code).toBe(1);
     expect(refused.stderr.join('')).toMatch(/WORKER_CONCURRENCY: must be at least 1 for `work`/);
 
