@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { insertElseUpdate } from '../db/sqliteHelpers.js';
 import type { SourceGate } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 
@@ -43,18 +44,16 @@ export class SourcePauses implements SourceGate {
   async pause(source: string, status: number, detail: string): Promise<boolean> {
     const now = this.clock.now();
     const probeAfter = new Date(now + this.probeMs).toISOString();
-    // Bounded: each further turn needs another resume between this call's two statements.
-    for (let turn = 0; turn < 5; turn++) {
-      const r = await this.db
-        .insertInto('source_pauses')
-        .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: probeAfter })
-        .onConflict((oc) => oc.column('source').doNothing())
-        .executeTakeFirst();
-      if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
-      const u = await this.db.updateTable('source_pauses').set({ status, detail, probe_after: probeAfter }).where('source', '=', source).executeTakeFirst();
-      if (u.numUpdatedRows > 0n) return false;
-    }
-    throw new Error(`could not record the pause of source ${source}: it was resumed at each try`);
+    return insertElseUpdate(
+      () =>
+        this.db
+          .insertInto('source_pauses')
+          .values({ source, paused_at: new Date(now).toISOString(), status, detail, probe_after: probeAfter })
+          .onConflict((oc) => oc.column('source').doNothing())
+          .executeTakeFirst(),
+      () => this.db.updateTable('source_pauses').set({ status, detail, probe_after: probeAfter }).where('source', '=', source).executeTakeFirst(),
+      `could not record the pause of source ${source}: it was resumed at each try`,
+    );
   }
 
   /**

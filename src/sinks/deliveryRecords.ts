@@ -1,7 +1,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database, DeliveryState } from '../db/schema.js';
-import { inChunks } from '../db/sqliteHelpers.js';
+import { inChunks, insertElseUpdate } from '../db/sqliteHelpers.js';
 import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -186,18 +186,16 @@ export async function disableSink(db: Db, sink: string, d: { reason: string; sta
   const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
   // Disabled already: keep the first disabled_at (concurrent attempts all see the 410), the latest answer.
   const { disabled_at: _first, ...rest } = row;
-  // Bounded: each further turn needs another enable between this call's two statements.
-  for (let turn = 0; turn < 5; turn++) {
-    const r = await db
-      .insertInto('sink_state')
-      .values({ sink, ...row })
-      .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
-      .executeTakeFirst();
-    if (Number(r.numInsertedOrUpdatedRows ?? 0) > 0) return true;
-    const u = await db.updateTable('sink_state').set(rest).where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst();
-    if (u.numUpdatedRows > 0n) return false;
-  }
-  throw new Error(`could not record that sink ${sink} is gone: it was enabled at each try`);
+  return insertElseUpdate(
+    () =>
+      db
+        .insertInto('sink_state')
+        .values({ sink, ...row })
+        .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
+        .executeTakeFirst(),
+    () => db.updateTable('sink_state').set(rest).where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst(),
+    `could not record that sink ${sink} is gone: it was enabled at each try`,
+  );
 }
 
 /** Operator action (CLI), or a changed target at start: the sink's worker claims again. */
