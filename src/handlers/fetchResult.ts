@@ -106,6 +106,8 @@ function yieldTo(ctx: ProcessingContext, job: ClaimedJob, why: string): HandlerR
 }
 
 function createRead(ctx: ProcessingContext) {
+  // Readiness statuses the spec does not list, already logged (once each per process and resource).
+  const unrecognizedLogged = new Set<string>();
   return async (job: ClaimedJob): Promise<HandlerResult> => {
     const p = JSON.parse(job.payload) as Payload;
     const table = RESULT_TABLE[p.resource];
@@ -196,6 +198,13 @@ function createRead(ctx: ProcessingContext) {
         if (now - since > ctx.giveUpAfterMs) {
           await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
           return;
+        }
+        if (outcome.unrecognized !== undefined && !unrecognizedLogged.has(`${p.resource}\0${outcome.unrecognized}`)) {
+          unrecognizedLogged.add(`${p.resource}\0${outcome.unrecognized}`);
+          ctx.logger?.warn(
+            { source: job.source, resource: p.resource, application_id: p.application_id, readiness_status: outcome.unrecognized.slice(0, 100) },
+            'the service answered a readiness status this version does not know: read again later, as for processing',
+          );
         }
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
         return { rescheduleAt: now + pollDelay(now - since, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };

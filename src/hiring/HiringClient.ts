@@ -205,6 +205,7 @@ function scrubOutcome(outcome: HiringOutcome, scrub: (text: string) => string): 
     case 'ready':
       return outcome;
     case 'processing':
+      return outcome.reason === null ? outcome : { ...outcome, reason: scrub(outcome.reason), ...(outcome.unrecognized === undefined ? {} : { unrecognized: scrub(outcome.unrecognized) }) };
     case 'unavailable':
       return outcome.reason === null ? outcome : { ...outcome, reason: scrub(outcome.reason) };
     case 'redirect':

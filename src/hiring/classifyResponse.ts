@@ -100,5 +100,11 @@ function classifySuccess(snapshot: ResponseSnapshot): HiringOutcome {
   if (envelope.status === 'processing') {
     return { resource, elapsedMs, kind: 'processing', status, reason: envelope.reason };
   }
+  if (envelope.status === 'unrecognized') {
+    // Not the result (there is none in it), and not known to be final: read again, as for
+    // processing, and given up after RESULT_GIVE_UP_HOURS if it never changes.
+    const reason = `readiness status ${JSON.stringify(envelope.sent)}, not one the spec lists${envelope.reason === null ? '' : ` (reason: ${envelope.reason})`}`;
+    return { resource, elapsedMs, kind: 'processing', status, reason: reason.slice(0, 300), unrecognized: envelope.sent };
+  }
   return { resource, elapsedMs, kind: 'unavailable', status, reason: envelope.reason };
 }

@@ -1,22 +1,32 @@
 import type { ReadinessEnvelope } from './types.js';
 
 /**
+ * The interview outcomes of spec 2.10 (`status` of a result object). A body `{status: "failed",
+ * result: null}` is such a result, not an envelope.
+ */
+const RESULT_OUTCOMES: ReadonlySet<string> = new Set(['completed', 'failed', 'unreachable', 'opted_out']);
+
+/**
  * Recognise the v2 "not ready" envelope `{status, reason, result: null}`
  * (spec 3.6) in a parsed JSON body; null when the body is anything else.
  *
  * Strict on purpose: a result object has its own `status` (`completed`,
  * `failed`, `unreachable`, `opted_out`...) which is the interview outcome, not
- * readiness. Only an object whose `result` key is present and null and whose
- * `status` is `processing` or `unavailable` is an envelope; `{status:
- * "processing", result: {...}}` or `{status: "failed", overall_score: null}`
- * are results.
+ * readiness. Only an object whose `result` key is present and null is an
+ * envelope; `{status: "processing", result: {...}}` or `{status: "failed",
+ * overall_score: null}` are results, and so is `{status: "failed", result: null}`.
+ *
+ * The envelope's shape with a status the spec does not list (a third readiness state the
+ * service adds, `queued` say) is `unrecognized`: it carries no result, and taking it for one
+ * stored a final "ready" result of nothing, never read again.
  */
 export function detectReadinessEnvelope(body: unknown): ReadinessEnvelope | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
   const record = body as Record<string, unknown>;
   if (!Object.hasOwn(record, 'result') || record['result'] !== null) return null;
   const status = record['status'];
-  if (status !== 'processing' && status !== 'unavailable') return null;
   const reason = typeof record['reason'] === 'string' ? record['reason'] : null;
-  return { status, reason };
+  if (status === 'processing' || status === 'unavailable') return { status, reason };
+  if (typeof status !== 'string' || status === '' || RESULT_OUTCOMES.has(status)) return null;
+  return { status: 'unrecognized', sent: status, reason };
 }

@@ -34,7 +34,9 @@ export type UnavailableReason = KnownUnavailableReason | (string & {});
 /** The v2 "not ready" body `{status, reason, result: null}` (spec 3.6). */
 export type ReadinessEnvelope =
   | { readonly status: 'processing'; readonly reason: string | null }
-  | { readonly status: 'unavailable'; readonly reason: UnavailableReason | null };
+  | { readonly status: 'unavailable'; readonly reason: UnavailableReason | null }
+  /** The envelope's shape (`result: null`) with a status spec 3.6 does not list, as `sent`. */
+  | { readonly status: 'unrecognized'; readonly sent: string; readonly reason: string | null };
 
 /** Why a response could not be used although its status looked usable. */
 export type InvalidResponseProblem =
@@ -63,8 +65,11 @@ interface ErrorBodyFields {
 export type HiringOutcome =
   /** Full result object, unknown fields kept. Its own `status` is the interview outcome, not readiness. */
   | (OutcomeBase & { readonly kind: 'ready'; readonly status: number; readonly data: JsonObject })
-  /** Envelope `processing`: poll again (no faster than every 30 s, spec 8). */
-  | (OutcomeBase & { readonly kind: 'processing'; readonly status: number; readonly reason: string | null })
+  /**
+   * Envelope `processing`: poll again (no faster than every 30 s, spec 8). Also an envelope whose
+   * readiness status the spec does not list, named in `unrecognized` (and in `reason`).
+   */
+  | (OutcomeBase & { readonly kind: 'processing'; readonly status: number; readonly reason: string | null; readonly unrecognized?: string })
   /** Envelope `unavailable`: terminal, no result will ever come. */
   | (OutcomeBase & { readonly kind: 'unavailable'; readonly status: number; readonly reason: UnavailableReason | null })
   /** 404: the application is unknown or belongs to another organization (never work in progress). */

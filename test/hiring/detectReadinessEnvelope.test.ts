@@ -39,6 +39,15 @@ describe('detectReadinessEnvelope', () => {
     },
   );
 
+  it('names a readiness status the spec does not list, in the envelope\'s shape, instead of taking it for a result', () => {
+    expect(detectReadinessEnvelope({ status: 'queued', reason: 'waiting_for_cv', result: null })).toEqual({ status: 'unrecognized', sent: 'queued', reason: 'waiting_for_cv' });
+    expect(detectReadinessEnvelope({ status: 'Processing', result: null })).toEqual({ status: 'unrecognized', sent: 'Processing', reason: null });
+    // Without `result: null`, or without a status, it is not the envelope's shape.
+    expect(detectReadinessEnvelope({ status: 'queued', overall_score: 3 })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 7, result: null })).toBeNull();
+    expect(detectReadinessEnvelope({ status: '', result: null })).toBeNull();
+  });
+
   it('needs the result key present and null', () => {
     expect(detectReadinessEnvelope({ status: 'processing' })).toBeNull();
     expect(detectReadinessEnvelope({ status: 'processing', result: undefined })).toBeNull();
@@ -49,8 +58,8 @@ describe('detectReadinessEnvelope', () => {
   });
 
   it('is case-sensitive about status', () => {
-    expect(detectReadinessEnvelope({ status: 'Processing', result: null })).toBeNull();
-    expect(detectReadinessEnvelope({ status: 'UNAVAILABLE', result: null })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'Processing', result: null })?.status).toBe('unrecognized');
+    expect(detectReadinessEnvelope({ status: 'UNAVAILABLE', result: null })?.status).toBe('unrecognized');
   });
 
   it.each([null, undefined, 'processing', 1, true, [], [{ status: 'processing', result: null }]])(

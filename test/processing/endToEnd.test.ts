@@ -226,6 +226,26 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(Math.max(...gaps)).toBeLessThanOrEqual(75 * 60_000);
   });
 
+  it('a readiness envelope with a status the spec does not list yet is not taken for the result: the read polls on, and the result is read once it comes', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    // Spec 3.6 lists `processing` and `unavailable`; a service that grows a third ("queued")
+    // still answers the envelope's shape: no result in it.
+    c.injectFault({ target: 'cv-evaluation', applicationId: app.id, status: 200, body: { status: 'queued', reason: 'waiting_for_cv', result: null } });
+    c.completeCvEvaluation(app.id, { overallScore: 3.5 });
+    await pair.settle();
+    const result = () => row('SELECT state, reason, data FROM cv_evaluation_results WHERE application_id = ?', app.id);
+    expect(result()).toEqual({ state: 'processing', reason: 'readiness status "queued", not one the spec lists (reason: waiting_for_cv)', data: null });
+    expect(pair.receiver.logs.lines.filter((l) => l.msg === 'the service answered a readiness status this version does not know: read again later, as for processing')).toHaveLength(1);
+    for (let i = 0; i < 10 && result()?.state === 'processing'; i++) {
+      pair.clock.advance(30_000);
+      await pair.settle();
+    }
+    expect(result()).toMatchObject({ state: 'ready', reason: null });
+    expect(JSON.parse(result()!.data)).toMatchObject({ application_id: app.id });
+  });
+
   it('gives up on a result still processing after the configured bound, visibly', async () => {
     pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '2' } });
     pair.sandbox.control.setResultDelay(24 * 3_600_000);
