@@ -35,6 +35,18 @@ export function needsReview(eventType: string, payload: unknown, resultData: unk
   return resource === 'legacy_interview' && legacyKnockoutReasons(resultData).length > 0;
 }
 
+/** The envelope fields of spec 6.1; the message carries them in its own fields. */
+const ENVELOPE_FIELDS: ReadonlySet<string> = new Set(['id', 'created_at', 'webhook_id', 'event_type', 'payload']);
+
+/**
+ * The envelope's other top-level fields (the service adds some: the set of its fields can grow
+ * like its event types), so the sinks get them as sent rather than a copy without them.
+ */
+function envelopeExtra(envelope: Obj): { envelope_extra?: Obj } {
+  const extra = Object.entries(envelope).filter(([k]) => !ENVELOPE_FIELDS.has(k));
+  return extra.length === 0 ? {} : { envelope_extra: Object.fromEntries(extra) };
+}
+
 /**
  * The message of one event, read from the events row and its result table.
  * Built when it is sent (not stored per sink): the result is the newest final
@@ -82,7 +94,8 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
       for (const row of rows) results.set(`${resource}\0${row.application_id}`, row);
     }
   }
-  const payloads = new Map(events.map((e) => [e.id, (JSON.parse(e.envelope) as Obj).payload ?? null]));
+  const envelopes = new Map(events.map((e) => [e.id, obj(JSON.parse(e.envelope)) ?? {}]));
+  const payloads = new Map(events.map((e) => [e.id, envelopes.get(e.id)!.payload ?? null]));
   // The deleted event's payload is the application snapshot itself (spec 6.4), which lists no
   // external_id: the correlation id then comes from the application as stored.
   const deletedApps = events.filter((e) => e.event_type === 'job_application.deleted' && e.application_id && !('external_id' in (obj(payloads.get(e.id)) ?? {})));
@@ -135,6 +148,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         payload,
         result,
         needs_review: needsReview(event.event_type, payload, result?.data ?? null, result?.resource),
+        ...envelopeExtra(envelopes.get(event.id)!),
       },
     });
   }

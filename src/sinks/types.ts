@@ -30,6 +30,12 @@ export interface SinkMessage {
   payload: unknown;
   result: MessageResult | null;
   needs_review: boolean;
+  /**
+   * The envelope's top-level fields other than those of spec 6.1 (`id`, `created_at`,
+   * `webhook_id`, `event_type`, `payload`), as sent: fields the service added since. Absent when
+   * there are none.
+   */
+  envelope_extra?: Record<string, unknown>;
 }
 
 export interface DeliveryContext {

@@ -98,6 +98,17 @@ describe('the message (public contract)', () => {
     expect(new Map(h.stdout.messages().map((m) => [m.id, m]))).toEqual(byId);
   });
 
+  it('envelope fields the spec does not list yet reach the sinks, under envelope_extra; a message without any has no such key', async () => {
+    const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }));
+    const added = { api_version: '2027-01-01', attempt: 2, organization: { id: 'org-1' }, created_at_ms: null };
+    await h.post({ ...ev('e-new-fields', 'application.created', { application, candidate: cand, job }), ...added });
+    await h.post(ev('e-plain', 'application.created', { application, candidate: cand, job }));
+    await h.settle();
+    const byId = new Map(h.stdout.messages().map((m) => [m.id, m]));
+    expect(byId.get('e-new-fields')).toMatchObject({ id: 'e-new-fields', webhook_id: 'wh_1', created_at: at(1), envelope_extra: added });
+    expect(byId.get('e-plain')).not.toHaveProperty('envelope_extra');
+  });
+
   it('needs_review comes from the result too, when the event payload says nothing', async () => {
     const api = keep(await startFakeHiringApi({ [`/api/v2/applications/${APP}/insights`]: { ...INSIGHTS, is_eligible: false } }));
     const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
