@@ -38,6 +38,9 @@ const headerValue = (v: string | string[] | undefined): string | undefined => (A
 export function createWebhookHandler(deps: WebhookRouteDeps) {
   const { verifier, committer, clock, metrics, maxBodyBytes } = deps;
   const logger = deliveryLogger(deps.logger);
+  // Event types this version does not know, said once each at warn (a bounded few), so an
+  // operator hears that the service sends a new one: every delivery is logged at info.
+  const unknownTypesTold = new Set<string>();
 
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
     const started = performance.now();
@@ -141,8 +144,17 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     }
     const { id, eventType } = parsed.envelope;
     if (outcome === 'conflict') metrics.eventConflicts.inc();
-    // Unknown types are stored and acknowledged like any other (spec 6): noted at info level.
-    done(outcome, 200, { source, event_id: id, event_type: eventType, ...(isKnownEventType(eventType) ? {} : { unknown_type: true }) });
+    // Unknown types are stored and acknowledged like any other (spec 6): noted at info level,
+    // the first of each type at warn too.
+    const known = isKnownEventType(eventType);
+    done(outcome, 200, { source, event_id: id, event_type: eventType, ...(known ? {} : { unknown_type: true }) });
+    if (!known && outcome === 'accepted' && unknownTypesTold.size < 100 && !unknownTypesTold.has(eventType)) {
+      unknownTypesTold.add(eventType);
+      logger.warn(
+        { source, event_id: id, event_type: eventType.slice(0, 100) },
+        'an event type this version does not know: stored, acknowledged and sent to the sinks as received, with no result read for it (said once per type)',
+      );
+    }
     return c.json({ outcome, id }, 200);
   };
 }

@@ -174,6 +174,16 @@ describe('POST /webhooks over real HTTP', () => {
     expect(line).toMatchObject({ level: 30, unknown_type: true, outcome: 'accepted' });
   });
 
+  it('says the first delivery of each unknown event type at warn, once, so an operator hears of a new type', async () => {
+    const told = () => r.logs.lines.filter((l) => l.level === 40 && typeof l.msg === 'string' && l.msg.startsWith('an event type this version does not know'));
+    const before = told().length;
+    for (const type of ['offer.extended', 'offer.extended', 'offer.withdrawn', 'application.created']) {
+      const res = await post(signDelivery(secret, JSON.stringify(envelope({ event_type: type }))));
+      expect(res.status).toBe(200);
+    }
+    expect(told().slice(before).map((l) => l.event_type)).toEqual(['offer.extended', 'offer.withdrawn']);
+  });
+
   it.each([
     ['not JSON', Buffer.from('this is <b>not</b> json'), 'body is not valid JSON'],
     ['JSON without an id', Buffer.from('{"event_type":"application.created"}'), 'envelope has no "id" string'],
