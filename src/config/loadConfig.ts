@@ -1,6 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { homedir } from 'node:os';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
@@ -8,6 +7,7 @@ import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { CONFIG_PARSE, configIssues } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
+import { tildeProblem } from '../util/tildeProblem.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -209,16 +209,6 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
     else problems.push(`${label}: ${parsed.problem}`);
   });
   return keys;
-}
-
-/**
- * A path starting with "~": only a shell expands it, not an env file, Docker, systemd or fly
- * secrets, so it would name a folder "~" in the working directory (the database made there, out
- * of sight, or a CONFIG_FILE not found).
- */
-function tildeProblem(path: string): string | null {
-  if (!/^~(\/|$)/.test(path)) return null;
-  return `starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as ${JSON.stringify(homedir() + path.slice(1))}`;
 }
 
 /**

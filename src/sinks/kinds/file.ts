@@ -6,6 +6,7 @@ import { RetryableError } from '../../hiring/errors.js';
 import { serializeMessage } from '../serializeMessage.js';
 import type { Logger } from '../../observability/logger.js';
 import { ensureDir } from '../../util/ensureDir.js';
+import { tildeProblem } from '../../util/tildeProblem.js';
 import type { DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 
 export interface FileSinkOptions {
@@ -305,10 +306,9 @@ export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   defaultConcurrency: 512,
   batchSize: 256,
   resolve(raw, ctx) {
-    // A shell expands `~`; a JSON file does not: the lines would go to a folder named "~" in the
-    // working directory, not to the home folder where the operator looks for them.
-    if (/^~[\w.-]*(\/|$)/.test(raw.path)) {
-      ctx.problem(`${ctx.at}.path: starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...`);
+    const tilde = tildeProblem(raw.path);
+    if (tilde) {
+      ctx.problem(`${ctx.at}.path: ${tilde}`);
       return null;
     }
     return { path: raw.path };
