@@ -202,6 +202,14 @@ describe('backup', () => {
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
   }, 40_000);
 
+  // procfs answers ENOENT to a mkdir under a folder that exists: Node's recursive mkdir then
+  // never returns, at 100% CPU (see src/util/ensureDir.ts); the backup must end with an error.
+  it.skipIf(!existsSync('/proc/self'))('ends with an error for a folder to make under /proc (a typo), instead of never returning', async () => {
+    const r = await cli(['backup', '/proc/self/no-such-dir/backups/', '--database', dbPath], {}, 15_000);
+    expect([r.code, r.signal]).toEqual([1, null]);
+    expect(r.stderr).toBe("error: cannot create the folder /proc/self/no-such-dir/backups for the backup: ENOENT: no such file or directory, mkdir '/proc/self/no-such-dir'\n");
+  }, 20_000);
+
   it('copies a database at another schema version than this build (a backup is taken before an upgrade)', async () => {
     const other = join(dir, 'other.db');
     const seeded = openCopy(dbPath);
