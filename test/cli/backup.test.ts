@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readMigrations } from '../../src/db/migrate.js';
 import { ROOT, freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { cli } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-backup-');
@@ -20,7 +20,7 @@ let sent = 0;
 async function post(): Promise<void> {
   const id = `evt-backup-${sent++}`;
   const body = JSON.stringify(envelope({ id, event_type: 'application.created', payload: { application: { id: `app-${id}`, status: 'applied' }, padding: 'x'.repeat(1500) } }));
-  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, body) });
+  const res = await postSigned(url, secret, body);
   expect(res.status).toBe(200);
 }
 
