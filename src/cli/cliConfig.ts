@@ -1,4 +1,4 @@
-import { ConfigError, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
+import { ConfigError, checkDatabasePath, databasePathIn, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
 import { CliError, UsageError } from './errors.js';
 
 /**
@@ -17,9 +17,6 @@ import { CliError, UsageError } from './errors.js';
  */
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Same default as the server (src/config/loadConfig.ts). */
-export const DEFAULT_DATABASE_PATH = './data/receiver.db';
-
 export function configProblems(problems: readonly string[]): CliError {
   return new CliError(problems.map((p) => `config error: ${p}`).join('\n'));
 }
@@ -28,8 +25,12 @@ export function databasePathOf(env: Env, override?: string): string {
   // An empty --database (an unset shell variable, --database "$DB") is a mistake, not "the default".
   if (override === '') throw new UsageError('--database: the path is empty (leave the option out for DATABASE_PATH or the default)');
   if (override !== undefined) return override;
-  const v = env['DATABASE_PATH'];
-  return v !== undefined && v !== '' ? v : DEFAULT_DATABASE_PATH;
+  // DATABASE_PATH as `serve` takes it: one that serve refuses (`~/receiver.db` from an env file,
+  // a folder) must not make a database elsewhere for `migrate`, nor send `status` to look there.
+  const path = databasePathIn(env);
+  const problem = checkDatabasePath(path);
+  if (problem) throw configProblems([`DATABASE_PATH: ${problem}`]);
+  return path;
 }
 
 /** The server's whole configuration; problems become `config error:` lines and exit 1. */

@@ -1,6 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { homedir } from 'node:os';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
@@ -8,6 +7,7 @@ import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { CONFIG_PARSE, configIssues } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
+import { tildeProblem } from '../util/tildeProblem.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -212,22 +212,12 @@ function decodeSecrets(where: string, values: string[], problems: string[]): Buf
 }
 
 /**
- * A path starting with "~": only a shell expands it, not an env file, Docker, systemd or fly
- * secrets, so it would name a folder "~" in the working directory (the database made there, out
- * of sight, or a CONFIG_FILE not found).
- */
-function tildeProblem(path: string): string | null {
-  if (!/^~(\/|$)/.test(path)) return null;
-  return `starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as ${JSON.stringify(homedir() + path.slice(1))}`;
-}
-
-/**
  * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
  * name, the receiver's side files would not: a second process could then run workers on the same
  * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
  * "/", a folder still to be made).
  */
-function checkDatabasePath(path: string): string | null {
+export function checkDatabasePath(path: string): string | null {
   const wrapped = wrappingProblem(path);
   if (wrapped) return wrapped;
   const tilde = tildeProblem(path);
@@ -245,11 +235,15 @@ function checkDatabasePath(path: string): string | null {
   return null;
 }
 
+export const DEFAULT_DATABASE_PATH = './data/receiver.db';
+
+/** DATABASE_PATH, or the default when it is unset or empty: for the server and every CLI command alike. */
+export const databasePathIn = (env: Env): string => (env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH);
+
 /**
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
  * collected and reported together, each naming its variable or field path.
  */
-const DEFAULT_DATABASE_PATH = './data/receiver.db';
 
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
@@ -259,7 +253,7 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   if (metricsPort !== null && metricsPort !== 0 && metricsPort === port) {
     problems.push(`METRICS_PORT: must differ from PORT (${port}); leave it unset to serve /metrics on PORT`);
   }
-  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
+  const databasePath = databasePathIn(env);
   const databaseProblem = checkDatabasePath(databasePath);
   if (databaseProblem) problems.push(`DATABASE_PATH: ${databaseProblem}`);
   const logLevel = env.LOG_LEVEL && env.LOG_LEVEL.length > 0 && !wrapped(env, 'LOG_LEVEL', problems) ? env.LOG_LEVEL : 'info';
@@ -545,7 +539,7 @@ function loadFileSources(
       apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
     });
   });
-  const databasePath = env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH;
+  const databasePath = databasePathIn(env);
   sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems, databasePath }));
   return json;
 }

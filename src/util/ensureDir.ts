@@ -20,13 +20,14 @@ export function ensureDirSync(dir: string): void {
   if (second !== 'done') throw second;
 }
 
-export async function ensureDir(dir: string): Promise<void> {
-  const first = await tryMkdir(dir);
+/** As ensureDirSync; `mode` (before the umask) is given to every folder it makes, as `mkdir -p -m`. */
+export async function ensureDir(dir: string, mode?: number): Promise<void> {
+  const first = await tryMkdir(dir, mode);
   if (first === 'done') return;
   const parent = dirname(dir);
   if (parent === dir) throw first;
-  await ensureDir(parent);
-  const second = await tryMkdir(dir);
+  await ensureDir(parent, mode);
+  const second = await tryMkdir(dir, mode);
   if (second !== 'done') throw second;
 }
 
@@ -46,9 +47,9 @@ function tryMkdirSync(dir: string): 'done' | Error {
   }
 }
 
-async function tryMkdir(dir: string): Promise<'done' | Error> {
+async function tryMkdir(dir: string, mode?: number): Promise<'done' | Error> {
   try {
-    await mkdir(dir);
+    await mkdir(dir, mode);
     return 'done';
   } catch (err) {
     let isDirectory = false;

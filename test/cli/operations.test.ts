@@ -5,7 +5,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 import { cli, until } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-');
@@ -28,7 +28,7 @@ const one = <T>(sql: string, ...args: unknown[]) => db.prepare(sql).get(...args)
 const all = <T>(sql: string, ...args: unknown[]) => db.prepare(sql).all(...args) as T[];
 
 async function post(env: Record<string, unknown>): Promise<void> {
-  const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) });
+  const res = await postSigned(url, secret, JSON.stringify(env));
   expect(res.status).toBe(200);
 }
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { cli } from './helpers.js';
 
 // A signed delivery may carry anything in its id and type: the CLI's plain output must not hand
@@ -12,7 +12,7 @@ const TYPE = 'weird\u0000type\nsecond line';
 
 beforeAll(async () => {
   receiver = await startReceiver({ WEBHOOK_SECRET: secret, WORKER_CONCURRENCY: '0' });
-  const res = await fetch(`${receiver.url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(envelope({ id: ID, event_type: TYPE }))) });
+  const res = await postSigned(receiver.url, secret, JSON.stringify(envelope({ id: ID, event_type: TYPE })));
   expect(await res.json()).toMatchObject({ outcome: 'accepted' });
 });
 afterAll(() => receiver.close());

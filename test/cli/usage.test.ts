@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
@@ -100,6 +100,28 @@ describe('CLI usage', () => {
     const r = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'oops-secret-value' });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('config error: HIRING_API_KEY: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")\n');
+  });
+});
+
+describe('CLI DATABASE_PATH', () => {
+  it('refuses the DATABASE_PATH serve refuses (a "~" path from an env file, a folder), before making a database anywhere', async () => {
+    const { dir, cleanup } = tempDir('cli-database-path-');
+    try {
+      const home = await cli(['migrate'], { DATABASE_PATH: '~/receiver.db', HOME: dir });
+      expect([home.code, home.stderr]).toEqual([
+        1,
+        `config error: DATABASE_PATH: starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, such as ${JSON.stringify(join(dir, 'receiver.db'))}\n`,
+      ]);
+      expect(existsSync(join(ROOT, '~'))).toBe(false);
+      const folder = await cli(['status'], { DATABASE_PATH: dir });
+      expect([folder.code, folder.stderr]).toEqual([
+        1,
+        `config error: DATABASE_PATH: ${JSON.stringify(dir)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(dir, 'receiver.db'))}\n`,
+      ]);
+    } finally {
+      rmSync(join(ROOT, '~'), { recursive: true, force: true });
+      cleanup();
+    }
   });
 });
 

@@ -128,6 +128,13 @@ describe('start-up configuration errors', () => {
     expect(existsSync(join(ROOT, '~'))).toBe(false);
   });
 
+  it('refuses a DATABASE_PATH or CONFIG_FILE starting with "~user/" too (a shell expands it to that user\'s home folder; nothing else does)', async () => {
+    const r = await serve({ ...source(), DATABASE_PATH: '~nobody/receiver.db', CONFIG_FILE: '~nobody/config.json' });
+    const expand = 'starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path, starting with the home folder of "nobody"';
+    expectRefused(r, [`DATABASE_PATH: ${expand}`, `CONFIG_FILE: cannot read "~nobody/config.json" (ENOENT): it ${expand}`]);
+    expect(existsSync(join(ROOT, '~nobody'))).toBe(false);
+  });
+
 
   it('says a number, HOST, LOG_LEVEL or CONFIG_FILE carries quotes or a line end from an env file', async () => {
     const r = await serve({

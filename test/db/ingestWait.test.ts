@@ -7,7 +7,7 @@ import { INGEST_WAIT_SUFFIX, openIngestWaitSignal, type IngestWaitSignal } from 
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { immediateTransaction } from '../../src/queue/JobQueue.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
 // Two processes on one database: `serve` (its ingest committer writes the signal) and `work`
 // (its processing reads it before each query). Each side here opens the file on its own, as
@@ -213,8 +213,7 @@ describe('the ingest committer writes the signal', () => {
     const other = new BetterSqlite3(r.dbPath);
     opened.push({ close: () => other.close() });
     other.exec('BEGIN IMMEDIATE');
-    const d = signDelivery(secret, JSON.stringify(envelope()));
-    const answer = fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+    const answer = postSigned(r.url, secret, JSON.stringify(envelope()));
     try {
       await until(() => work.isWaiting(Date.now()));
     } finally {

@@ -40,3 +40,8 @@ export function envelope(overrides: Record<string, unknown> = {}): Record<string
     ...overrides,
   };
 }
+
+/** POSTs `body` to the receiver at `url` (its `/webhooks`), signed with `secret` as the sender does. */
+export function postSigned(url: string, secret: string, body: string, opts: { msgId?: string; timestampSeconds?: number } = {}): Promise<Response> {
+  return fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, body, opts) });
+}

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 
 const secret = newSecret();
@@ -291,7 +291,7 @@ describe('several sources (organizations) on one URL', () => {
     try {
       for (const [name, s] of [['acme', acme], ['globex', globex]] as const) {
         const env = envelope();
-        const res = await fetch(`${multi.url}/webhooks`, { method: 'POST', ...signDelivery(s, JSON.stringify(env)) });
+        const res = await postSigned(multi.url, s, JSON.stringify(env));
         expect(res.status).toBe(200);
         expect(multi.app.database.ingestSqlite.prepare('SELECT source FROM events WHERE id = ?').pluck().get(env.id)).toBe(name);
       }

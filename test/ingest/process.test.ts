@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 
 async function waitFor(check: () => boolean, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -133,7 +133,7 @@ describe('the receiver as a real process', () => {
     const url = `http://127.0.0.1:${port}`;
     await waitForHttp(`${url}/healthz`);
     const env = envelope();
-    expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) })).status).toBe(200);
+    expect((await postSigned(url, secret, JSON.stringify(env))).status).toBe(200);
     child.proc.kill(signal);
     expect(await child.exited).toEqual({ code: 0, signal: null });
     expect(child.stdout.join('')).toMatch(new RegExp(`"signal":"${signal}","msg":"shutting down"[\\s\\S]*"msg":"receiver stopped"`));
@@ -273,7 +273,7 @@ describe('the receiver as a real process', () => {
         sent++;
         const e = envelope();
         try {
-          const res = await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) });
+          const res = await postSigned(url, secret, JSON.stringify(e));
           if (res.status === 200) acked.push(e.id as string);
         } catch {
           // connection cut by the kill: not acknowledged, so the service would retry
@@ -332,7 +332,7 @@ describe('ingest and workers in separate processes', () => {
     const worker = runTs('src/cli/main.ts', ['work'], { ...env, METRICS_PORT: String(serveMetrics), WORK_METRICS_PORT: String(workMetrics) });
     try {
       const e = envelope();
-      expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
+      expect((await postSigned(url, secret, JSON.stringify(e))).status).toBe(200);
       const deadline = Date.now() + 15_000;
       while (Date.now() < deadline && !(existsSync(sinkFile) && readFileSync(sinkFile, 'utf8').includes(e.id as string))) {
         await new Promise((r) => setTimeout(r, 100));

@@ -7,7 +7,7 @@ import { ManualClock } from '../../src/util/clock.js';
 import { cli } from '../cli/helpers.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 
 describe('stop() and keep-alive connections', () => {
   it('a keep-alive connection whose request ends during the grace is closed once idle: stop() does not wait out SHUTDOWN_GRACE_MS, and warns of nothing', async () => {
@@ -87,7 +87,7 @@ describe('stop() and a result read in flight', () => {
     try {
       other.exec('BEGIN IMMEDIATE');
       const e = envelope();
-      const answer = fetch(`${r.url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) }).then(
+      const answer = postSigned(r.url, secret, JSON.stringify(e)).then(
         (res) => res.status,
         () => 'cut',
       );

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createVerifier } from '../../src/ingest/verifySignature.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { parseSecret } from '../../src/config/parseSecret.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 
 // The Standard Webhooks reference vector.
@@ -180,8 +180,7 @@ describe('a secret written without its base64 padding (accepted by the standardw
     expect(unpadded.map((s) => (s.length - 'whsec_'.length) % 4)).toEqual([3, 2]);
     for (const secret of unpadded) {
       const env = envelope();
-      const d = signDelivery(secret, JSON.stringify(env), { timestampSeconds: now });
-      const res = await fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+      const res = await postSigned(r.url, secret, JSON.stringify(env), { timestampSeconds: now });
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual({ outcome: 'accepted', id: env.id });
     }

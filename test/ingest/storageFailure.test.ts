@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 
 const secret = newSecret();
@@ -10,7 +10,7 @@ beforeEach(async () => {
 });
 afterEach(() => r.close());
 
-const post = (body: string) => fetch(`${r.url}/webhooks`, { method: 'POST', ...signDelivery(secret, body) });
+const post = (body: string) => postSigned(r.url, secret, body);
 const count = (sql: string, ...p: unknown[]) => r.app.database.ingestSqlite.prepare(sql).pluck().get(...p) as number;
 
 describe('a write that cannot commit is answered 503, never 2xx', () => {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
 const servers: Server[] = [];
 let r: TestReceiver | undefined;
@@ -49,8 +49,7 @@ describe('receiver_hiring_api_calls_total', () => {
     await r.app.worker.stop();
     for (const secret of [acmeSecret, globexSecret]) {
       const body = JSON.stringify(envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() }));
-      const s = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-      expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: s.headers, body: s.body })).status).toBe(200);
+      expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     }
     await r.app.worker.runUntilIdle();
 

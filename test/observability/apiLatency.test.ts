@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
 let r: TestReceiver | undefined;
 let api: Server | undefined;
@@ -26,8 +26,7 @@ describe('a slow hiring API', () => {
     r = await startReceiver({ WEBHOOK_SECRET: secret, HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}` }, { clock });
     await r.app.worker.stop();
     const body = JSON.stringify(envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() }));
-    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     await r.app.worker.runUntilIdle();
 
     const text = await (await fetch(`${r.url}/metrics`)).text();

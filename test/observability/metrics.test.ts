@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { ManualClock } from '../../src/util/clock.js';
 
 const { dir, cleanup } = tempDir('metrics-');
@@ -85,8 +85,7 @@ describe('ages that show stalled work at any volume', () => {
       expect(value(text, 'receiver_jobs_lease_expired')).toBe(0);
       expect(value(text, 'receiver_jobs_oldest_due_seconds{kind="fetch_result"}')).toBe(0);
 
-      const d = signDelivery(secret, JSON.stringify(envelope()), { timestampSeconds: Math.floor(clock.now() / 1000) });
-      expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      expect((await postSigned(r.url, secret, JSON.stringify(envelope()), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
       const at = (ms: number) => new Date(ms).toISOString();
       const job = r.app.database.ingestSqlite.prepare(
         `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_expires_at)

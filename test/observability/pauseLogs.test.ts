@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { startConsumer, startHarness, type Consumer, type Harness } from '../sinks/helpers.js';
 
 let h: Harness | undefined;
@@ -48,8 +48,7 @@ describe('a sink disabled or a source paused by several attempts at once', () =>
     await r.app.worker.stop();
     for (let i = 0; i < 4; i++) {
       const body = JSON.stringify(envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() }));
-      const s = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-      expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: s.headers, body: s.body })).status).toBe(200);
+      expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     }
     await r.app.worker.runUntilIdle();
     const paused = (level: number) => r!.logs.lines.filter((l) => String(l.msg).startsWith('API key refused') && l.level === level);

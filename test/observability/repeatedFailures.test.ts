@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
 let r: TestReceiver | undefined;
 let holder: Database.Database | undefined;
@@ -52,8 +52,7 @@ describe('a failure the workers meet at every poll', () => {
     // The result read fails (nothing listens on port 9) and waits for its retry.
     r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
     const body = JSON.stringify(envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() }));
-    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     const logs = r.logs.lines;
     await until('the read to fail', () => logs.some((l) => l.msg === 'job failed; will retry'));
 
@@ -87,8 +86,7 @@ describe('processing new events failing at every turn', () => {
     holder = new Database(r.dbPath, { timeout: 0 });
     await writeBeside(holder, "CREATE TRIGGER cursor_refused BEFORE UPDATE ON processing_cursor BEGIN SELECT RAISE(ABORT, 'cursor refused'); END");
     const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
-    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-    expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     const logs = r.logs.lines;
     const failed = (level?: number) => logs.filter((l) => l.msg === 'processing new events failed; will retry' && (level === undefined || l.level === level));
     await until('the first failure', () => failed().length === 1);
@@ -149,8 +147,7 @@ async function sinkReceiver(reply: (n: number) => { status: number; headers?: Re
   await r.app.fanOut.stop();
   const post = async () => {
     const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
-    const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-    expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+    expect((await postSigned(r!.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
   };
   return { clock, post, requests: () => n, rec: r };
 }
@@ -218,8 +215,7 @@ describe('folds of events failing alike', () => {
     await refuse();
     const post = async () => {
       const body = JSON.stringify(envelope({ created_at: new Date(clock.now()).toISOString() }));
-      const signed = signDelivery(secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) });
-      expect((await fetch(`${r!.url}/webhooks`, { method: 'POST', headers: signed.headers, body: signed.body })).status).toBe(200);
+      expect((await postSigned(r!.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
     };
     const retried = (level: number) => r!.logs.lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'process_event' && l.attempt !== 1 && l.level === level);
     await post();

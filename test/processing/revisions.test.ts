@@ -10,7 +10,7 @@ import { messageIdFor } from '../../src/sinks/messageId.js';
 import { freePort } from '../../src/util/freePort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
-import { newSecret, signDelivery } from '../helpers/signing.js';
+import { newSecret, postSigned } from '../helpers/signing.js';
 
 // Revisions of a message (README "The message", `revision`): when they are sent, and when not.
 // Written from a review's reproductions of defects in the first version of revisions.
@@ -61,8 +61,7 @@ function deletionFixture(p: Pair, dir: string) {
     snapshot: { id, status: 'screened', created_at: at(0), candidate: cand, job },
     deliver: async (eventId: string, minute: number, eventType: string, payload: Record<string, unknown>) => {
       const body = JSON.stringify({ id: eventId, created_at: at(minute), webhook_id: 'wh_1', event_type: eventType, payload });
-      const d = signDelivery(p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) });
-      expect((await fetch(`${p.receiver.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
+      expect((await postSigned(p.receiver.url, p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) })).status).toBe(200);
       await p.settle();
       await p.receiver.app.fanOut.runUntilIdle();
     },

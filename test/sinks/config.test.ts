@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { homedir } from 'node:os';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -143,11 +144,11 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
 
   it('refuses a file path starting with "~", which only a shell expands (the lines would go to a folder named "~" in the working directory)', () => {
     const file = (path: string) => ({ name: 'archive', type: 'file', path });
-    const message = 'starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...';
+    const shell = 'starts with "~", which only a shell expands (not an env file, Docker or systemd): give the whole path,';
     expect(problemsOf({ sinks: [file('~/hiring/events.ndjson'), { ...file('~'), name: 'b' }, { ...file('~ops/events.ndjson'), name: 'c' }] })).toEqual([
-      `CONFIG_FILE sinks.0.path: ${message}`,
-      `CONFIG_FILE sinks.1.path: ${message}`,
-      `CONFIG_FILE sinks.2.path: ${message}`,
+      `CONFIG_FILE sinks.0.path: ${shell} such as ${JSON.stringify(join(homedir(), 'hiring/events.ndjson'))}`,
+      `CONFIG_FILE sinks.1.path: ${shell} such as ${JSON.stringify(homedir())}`,
+      `CONFIG_FILE sinks.2.path: ${shell} starting with the home folder of "ops"`,
     ]);
     expect(problemsOf({ sinks: [file('./data/~events.ndjson'), { ...file('/data/~/events.ndjson'), name: 'b' }] })).toEqual([]);
   });

@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
 const { dir, cleanup } = tempDir('receiver-stdout-');
 afterAll(cleanup);
@@ -37,7 +37,7 @@ describe('stdout sink whose reader goes away', () => {
       await waitForHttp(`${url}/healthz`);
       const post = async () => {
         const e = envelope({ event_type: 'application.created' });
-        return (await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status;
+        return (await postSigned(url, secret, JSON.stringify(e))).status;
       };
       expect(await post()).toBe(200);
       const deadline = Date.now() + 10_000;
@@ -86,7 +86,7 @@ describe('stdout sink whose reader goes away', () => {
       for (let i = 0; i < 80; i++) {
         const base = envelope({ event_type: 'application.created' });
         const e = { ...base, payload: { ...(base.payload as Record<string, unknown>), note: big } };
-        expect((await fetch(`${url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(e)) })).status).toBe(200);
+        expect((await postSigned(url, secret, JSON.stringify(e))).status).toBe(200);
       }
       await new Promise((r) => setTimeout(r, 1000)); // the sink's write is stuck by now
       const started = Date.now();

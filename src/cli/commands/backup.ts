@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
@@ -6,6 +6,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
 import { realPathOf } from '../../util/realPath.js';
+import { makeFolderFor, syncFolder } from '../../util/syncFolder.js';
 
 export interface BackupOptions {
   database?: string;
@@ -15,19 +16,6 @@ export interface BackupOptions {
 
 /** `receiver-20261125T043000Z.db`: the name a backup gets inside a folder. */
 export const backupName = (now: Date): string => `receiver-${now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}.db`;
-
-/** fsync of a folder, so a rename in it is durable (not possible on every file system: then skipped). */
-function syncFolder(folder: string): void {
-  let fd: number | undefined;
-  try {
-    fd = openSync(folder, 'r');
-    fsyncSync(fd);
-  } catch {
-    // e.g. EISDIR/EINVAL where folders cannot be fsynced; the file itself was synced.
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
 
 /**
  * A consistent copy of the database while the receiver runs, as one self-contained file: SQLite's
@@ -43,6 +31,8 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
 
   if (destination.trim() === '') throw new UsageError('no destination: give a file or a folder for the backup');
   let target = destination;
+  // What makes the backup's name in its folder durable (and the folders made for it, if any).
+  let madeDurable = (): Promise<void> => syncFolder(dirname(resolve(target)));
   const isDir = (p: string) => existsSync(p) && statSync(p).isDirectory();
   if (destination.endsWith('/')) {
     const folder = destination.replace(/\/+$/, '') || '/';
@@ -51,7 +41,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     // candidate data), so `backup /data/backups/` works on a new volume as the runbook shows it.
     if (!existsSync(folder)) {
       try {
-        mkdirSync(folder, { recursive: true, mode: 0o700 });
+        madeDurable = await makeFolderFor(folder, { mode: 0o700 });
       } catch (err) {
         throw new CliError(`cannot create the folder ${folder} for the backup: ${(err as Error).message}`);
       }
@@ -113,7 +103,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
       closeSync(fd);
     }
     renameSync(partial, target);
-    syncFolder(dirname(resolve(target)));
+    await madeDurable();
   } catch (err) {
     for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) {
       try {

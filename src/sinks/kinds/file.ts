@@ -5,7 +5,8 @@ import { z } from 'zod';
 import { RetryableError } from '../../hiring/errors.js';
 import { serializeMessage } from '../serializeMessage.js';
 import type { Logger } from '../../observability/logger.js';
-import { ensureDir } from '../../util/ensureDir.js';
+import { makeFolderFor, syncFolder } from '../../util/syncFolder.js';
+import { tildeProblem } from '../../util/tildeProblem.js';
 import type { DeliveryOutcome, Sink, SinkDeps, SinkKind, SinkMessage } from '../types.js';
 
 export interface FileSinkOptions {
@@ -30,36 +31,9 @@ const CHUNK = 64 * 1024;
 /** The code openAppend fails with for a path that names a pipe, a socket or a device. */
 const NOT_REGULAR = 'ENOTREGULAR';
 
-/** Where a folder cannot be opened or fsynced (some file systems, a folder without read permission): skipped. */
-const FOLDER_SYNC_SKIPPED = new Set(['EINVAL', 'EISDIR', 'ENOTSUP', 'EBADF', 'EACCES', 'EPERM']);
-
-/** fsync of a folder, so a file or folder just created in it survives a power loss. */
-export async function syncFolder(folder: string): Promise<void> {
-  let fh: Awaited<ReturnType<typeof open>> | undefined;
-  try {
-    fh = await open(folder, constants.O_RDONLY);
-    await fh.sync();
-  } catch (err) {
-    if (!FOLDER_SYNC_SKIPPED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
-  } finally {
-    await fh?.close();
-  }
-}
-
-/** The folders of `folder`'s path that do not exist yet, nearest first. */
-async function missingFolders(folder: string): Promise<string[]> {
-  const missing: string[] = [];
-  for (let d = folder; dirname(d) !== d; d = dirname(d)) {
-    if (await statPath(d).then(() => true, () => false)) break;
-    missing.push(d);
-  }
-  return missing;
-}
-
 export async function openAppend(path: string, sync: (folder: string) => Promise<void> = syncFolder): Promise<SinkFile> {
   const folder = dirname(path);
-  const missing = await missingFolders(folder);
-  await ensureDir(folder);
+  const madeDurable = await makeFolderFor(folder, { sync });
   // O_APPEND: every write lands at the end, as one write(2) of the whole line. A new file is
   // its owner's only (0600), like the database: its lines hold candidate names, emails, phones.
   const fh = await open(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT, 0o600);
@@ -74,7 +48,7 @@ export async function openAppend(path: string, sync: (folder: string) => Promise
   // (at the first start, after a rotation) could lose the whole file, its deliveries recorded done.
   // The file is opened at start and after a rotation only, so this costs next to nothing.
   try {
-    for (const f of [folder, ...missing.map((m) => dirname(m))]) await sync(f);
+    await madeDurable();
   } catch (err) {
     await fh.close();
     throw err;
@@ -305,10 +279,9 @@ export const fileSinkKind: SinkKind<{ path: z.ZodString }, FileSinkOptions> = {
   defaultConcurrency: 512,
   batchSize: 256,
   resolve(raw, ctx) {
-    // A shell expands `~`; a JSON file does not: the lines would go to a folder named "~" in the
-    // working directory, not to the home folder where the operator looks for them.
-    if (/^~[\w.-]*(\/|$)/.test(raw.path)) {
-      ctx.problem(`${ctx.at}.path: starts with "~", which the receiver does not expand (it would make a folder named "~" in the working directory): give the full path, such as /home/<user>/...`);
+    const tilde = tildeProblem(raw.path);
+    if (tilde) {
+      ctx.problem(`${ctx.at}.path: ${tilde}`);
       return null;
     }
     return { path: raw.path };
