@@ -10,6 +10,7 @@ import { migrate } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
 import { ensureDirSync } from '../util/ensureDir.js';
+import { syncFolderSync } from '../util/syncFolder.js';
 
 export interface OpenDatabase {
   /** For everything but the ingest hot path: queue, handlers, readers. */
@@ -273,7 +274,10 @@ function createPrivate(path: string): void {
  */
 function makeDatabaseFolder(folder: string): void {
   try {
-    ensureDirSync(folder);
+    // Each folder made is fsynced in its parent (innermost first), so a power loss soon after the
+    // first acknowledged deliveries cannot take the new folder, and the database in it, away:
+    // SQLite fsyncs the database's own folder, not the ones above it.
+    for (const made of ensureDirSync(folder).reverse()) syncFolderSync(dirname(made));
   } catch (err) {
     const { code, path: blocked } = err as NodeJS.ErrnoException;
     if ((code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') || !blocked) throw err;

@@ -9,15 +9,18 @@ import { dirname } from 'node:path';
  * sync call freezes the process, the async one spins a libuv pool thread and never settles).
  * A DATABASE_PATH or a file sink's path with a typo under /proc did exactly that. Here a child
  * whose parent was just made or found is created once more at most; a second ENOENT is final.
+ * Returns the folders it made, outermost first (their parents need an fsync for them to last).
  */
-export function ensureDirSync(dir: string): void {
-  const first = tryMkdirSync(dir);
-  if (first === 'done') return;
+export function ensureDirSync(dir: string): string[] {
+  const made: string[] = [];
+  const first = tryMkdirSync(dir, made);
+  if (first === 'done') return made;
   const parent = dirname(dir);
   if (parent === dir) throw first;
-  ensureDirSync(parent);
-  const second = tryMkdirSync(dir);
+  made.push(...ensureDirSync(parent));
+  const second = tryMkdirSync(dir, made);
   if (second !== 'done') throw second;
+  return made;
 }
 
 /** As ensureDirSync; `mode` (before the umask) is given to every folder it makes, as `mkdir -p -m`. */
@@ -32,9 +35,10 @@ export async function ensureDir(dir: string, mode?: number): Promise<void> {
 }
 
 /** 'done' when `dir` is a directory now; the ENOENT to act on; any other error is thrown. */
-function tryMkdirSync(dir: string): 'done' | Error {
+function tryMkdirSync(dir: string, made: string[]): 'done' | Error {
   try {
     mkdirSync(dir);
+    made.push(dir);
     return 'done';
   } catch (err) {
     return settle(err, () => {

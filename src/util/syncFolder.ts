@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { closeSync, constants, fsyncSync, openSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ensureDir } from './ensureDir.js';
@@ -19,6 +19,19 @@ export async function syncFolder(folder: string): Promise<void> {
     if (!FOLDER_SYNC_SKIPPED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
   } finally {
     await fh?.close();
+  }
+}
+
+/** syncFolder for a synchronous caller (the database's folder, made before the database opens). */
+export function syncFolderSync(folder: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(folder, constants.O_RDONLY);
+    fsyncSync(fd);
+  } catch (err) {
+    if (!FOLDER_SYNC_SKIPPED.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 
