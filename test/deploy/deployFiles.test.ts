@@ -1,8 +1,10 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkImageNode, parseDockerfile } from '../../scripts/docker-dry-run.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import { ROOT } from '../helpers/childServer.js';
+import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
@@ -86,6 +88,26 @@ describe('fly.toml', () => {
     const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
     expect(config.port).toBe(8080);
     expect(config.metricsPort).toBe(9091);
+  });
+
+  it("listens where Fly reaches it: IPv4 for Fly Proxy and IPv6 for the private network (<app>.internal)", async () => {
+    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
+    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
+    const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      const status = (url: string) => fetch(url).then((r) => r.status, (e: Error) => `${(e.cause as Error | undefined)?.message ?? e.message}`);
+      expect(await status(`http://127.0.0.1:${port}/healthz`)).toBe(200);
+      expect(await status(`http://[::1]:${port}/healthz`)).toBe(200);
+      expect(await status(`http://127.0.0.1:${metricsPort}/metrics`)).toBe(200);
+      expect(await status(`http://[::1]:${metricsPort}/metrics`)).toBe(200);
+    } finally {
+      child.proc.kill('SIGTERM');
+      await child.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('holds no secret values', () => {
