@@ -15,6 +15,10 @@ COPY src ./src
 COPY migrations ./migrations
 RUN npm run build
 RUN npm prune --omit=dev --no-audit --no-fund
+# better-sqlite3 needs only build/Release/better_sqlite3.node at run time (found by `bindings`).
+# Its SQLite sources (deps/, 10 MB), C++ sources and, when built from source, the object files
+# (build/Release/obj*, 20 MB) were half of the runtime's node_modules (61 MB measured, 30 MB after).
+RUN cd node_modules/better-sqlite3 && mv build/Release/better_sqlite3.node . && rm -rf build deps src binding.gyp && mkdir -p build/Release && mv better_sqlite3.node build/Release/
 
 FROM node:22-bookworm-slim AS runtime
 # RUN_AS: the process starts as root, makes the database folder the node user's and drops to it

@@ -12,9 +12,9 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/util/freePort.js';
 
@@ -105,6 +105,13 @@ export function checkImageNode(steps: Instruction[], packageLock: string, today:
 const CONTAINER_ONLY = /^(apt-get|mkdir -p \/data|chown|ln -s .* \/usr\/local\/bin)/;
 
 const log = (msg: string) => process.stdout.write(`${msg}\n`);
+
+/** Bytes of the files below a folder (symbolic links not followed). */
+function duBytes(dir: string): number {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .reduce((sum, e) => sum + lstatSync(join(e.parentPath, e.name)).size, 0);
+}
 
 async function waitFor(url: string, ms: number): Promise<Response> {
   const deadline = Date.now() + ms;
@@ -204,6 +211,16 @@ async function main(): Promise<void> {
       if (existsSync(join(app, 'node_modules', dev))) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
     }
     log(`\nruntime has production dependencies only (no typescript, vitest, tsx)`);
+    // better-sqlite3 needs only its compiled module at run time; its sources and build tree are ~30 MB.
+    const sqlite = join(app, 'node_modules', 'better-sqlite3');
+    const leftovers = ['deps', 'src', 'build']
+      .flatMap((d) => (existsSync(join(sqlite, d)) ? readdirSync(join(sqlite, d), { recursive: true, withFileTypes: true }) : []))
+      .filter((e) => e.isFile())
+      .map((e) => relative(sqlite, join(e.parentPath, e.name)))
+      .filter((f) => f !== join('build', 'Release', 'better_sqlite3.node'));
+    if (!existsSync(join(sqlite, 'build', 'Release', 'better_sqlite3.node'))) throw new Error('better-sqlite3 has no build/Release/better_sqlite3.node in the runtime image');
+    if (leftovers.length > 0) throw new Error(`better-sqlite3's build leftovers are in the runtime image (${leftovers.length} files, e.g. ${leftovers.slice(0, 3).join(', ')})`);
+    log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module, not its build tree`);
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
     const port = await freePort();
