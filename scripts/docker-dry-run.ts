@@ -12,9 +12,9 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/util/freePort.js';
 
@@ -45,10 +45,73 @@ export function parseDockerfile(text: string): Instruction[] {
   return out;
 }
 
+/**
+ * End of life of each Node.js release line (nodejs.org/en/about/previous-releases): after it, no
+ * security fixes. A new line is added here before the Dockerfile may name it.
+ */
+const NODE_END_OF_LIFE: Record<number, string> = {
+  18: '2025-04-30',
+  20: '2026-04-30',
+  21: '2024-06-01',
+  22: '2027-04-30',
+  23: '2025-06-01',
+  24: '2028-04-30',
+  25: '2026-06-01',
+  26: '2029-04-30',
+};
+
+/** Does a package's `engines.node` (`20.x || 22.x`, `>=20`, `^20.19.0` alternatives) admit this major? */
+function enginesAdmit(range: string, major: number): boolean {
+  return range.split('||').some((alt) => {
+    const m = /^\s*(>=|\^|~)?\s*(\d+)(?:\.(?:\d+|x))*\s*$/.exec(alt);
+    if (!m) throw new Error(`cannot read the engines range "${range}"`);
+    return m[1] === '>=' ? major >= Number(m[2]) : major === Number(m[2]);
+  });
+}
+
+/**
+ * What is wrong with the image's Node.js: its stages on different majors, a major the locked
+ * better-sqlite3 (a native module built for one ABI) does not support, or one past its end of life
+ * on `today`. Returns the major and the problems (none: fine).
+ */
+export function checkImageNode(steps: Instruction[], packageLock: string, today: Date): { major: number | null; problems: string[] } {
+  const problems: string[] = [];
+  const majors = steps
+    .filter((s) => s.op === 'FROM')
+    .map((s) => {
+      const m = /^node:(\d+)[.-]/.exec(s.args);
+      if (!m) problems.push(`FROM ${s.args} (stage ${s.stage}): not an official node:<major>-… image`);
+      return m ? Number(m[1]) : null;
+    });
+  const distinct = [...new Set(majors.filter((m): m is number => m !== null))];
+  if (distinct.length > 1) problems.push(`the stages use different Node.js majors (${distinct.join(', ')}): better-sqlite3 is compiled in the build stage for its Node ABI and would not load in the runtime stage`);
+  const major = distinct.length === 1 ? distinct[0]! : null;
+  if (major === null) return { major, problems };
+  const lock = JSON.parse(packageLock) as { packages: Record<string, { version?: string; engines?: { node?: string } }> };
+  const bs = lock.packages['node_modules/better-sqlite3'];
+  if (bs?.engines?.node && !enginesAdmit(bs.engines.node, major)) problems.push(`Node.js ${major}: the locked better-sqlite3 ${bs.version} supports ${bs.engines.node}`);
+  // From 24.19.0, node::ObjectWrap's destructor CHECKs for an entered Environment; better-sqlite3
+  // before 13 (built on node::ObjectWrap, not Node-API) compiled against those headers aborts the
+  // process with SIGABRT when V8 collects a Statement outside JS (nodejs/node#65446). Seen here:
+  // Node 24.21.0 with 12.11.1 built from source aborted the vitest worker of signature.test.ts.
+  if (major >= 24 && bs?.version && Number(bs.version.split('.')[0]) < 13) problems.push(`Node.js ${major}: better-sqlite3 ${bs.version} (before 13) aborts on Node.js 24.19 and later when a statement is garbage-collected (nodejs/node#65446); move to better-sqlite3 13 first`);
+  const eol = NODE_END_OF_LIFE[major];
+  if (!eol) problems.push(`Node.js ${major}: no end-of-life date known; add it to NODE_END_OF_LIFE (scripts/docker-dry-run.ts)`);
+  else if (today.toISOString().slice(0, 10) > eol) problems.push(`Node.js ${major} reached end of life on ${eol} (no security fixes): move both FROM lines to a supported LTS line`);
+  return { major, problems };
+}
+
 /** Runtime RUN steps that only make sense inside the image (root paths, users); reported, not replayed. */
 const CONTAINER_ONLY = /^(apt-get|mkdir -p \/data|chown|ln -s .* \/usr\/local\/bin)/;
 
 const log = (msg: string) => process.stdout.write(`${msg}\n`);
+
+/** Bytes of the files below a folder (symbolic links not followed). */
+function duBytes(dir: string): number {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .reduce((sum, e) => sum + lstatSync(join(e.parentPath, e.name)).size, 0);
+}
 
 async function waitFor(url: string, ms: number): Promise<Response> {
   const deadline = Date.now() + ms;
@@ -66,6 +129,11 @@ async function waitFor(url: string, ms: number): Promise<Response> {
 
 async function main(): Promise<void> {
   const steps = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  const node = checkImageNode(steps, readFileSync(join(ROOT, 'package-lock.json'), 'utf8'), new Date());
+  if (node.problems.length > 0) throw new Error(`the image's Node.js: ${node.problems.join('; ')}`);
+  log(`image runs Node.js ${node.major} in both stages (a supported line the locked better-sqlite3 supports)`);
+  const hostMajor = Number(process.versions.node.split('.')[0]);
+  if (hostMajor !== node.major) log(`note this replay runs on this machine's Node.js ${process.versions.node}, not the image's ${node.major}`);
   const tmp = mkdtempSync(join(tmpdir(), 'docker-dry-run-'));
   const dataDir = join(tmp, 'data');
   mkdirSync(dataDir);
@@ -143,6 +211,16 @@ async function main(): Promise<void> {
       if (existsSync(join(app, 'node_modules', dev))) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
     }
     log(`\nruntime has production dependencies only (no typescript, vitest, tsx)`);
+    // better-sqlite3 needs only its compiled module at run time; its sources and build tree are ~30 MB.
+    const sqlite = join(app, 'node_modules', 'better-sqlite3');
+    const leftovers = ['deps', 'src', 'build']
+      .flatMap((d) => (existsSync(join(sqlite, d)) ? readdirSync(join(sqlite, d), { recursive: true, withFileTypes: true }) : []))
+      .filter((e) => e.isFile())
+      .map((e) => relative(sqlite, join(e.parentPath, e.name)))
+      .filter((f) => f !== join('build', 'Release', 'better_sqlite3.node'));
+    if (!existsSync(join(sqlite, 'build', 'Release', 'better_sqlite3.node'))) throw new Error('better-sqlite3 has no build/Release/better_sqlite3.node in the runtime image');
+    if (leftovers.length > 0) throw new Error(`better-sqlite3's build leftovers are in the runtime image (${leftovers.length} files, e.g. ${leftovers.slice(0, 3).join(', ')})`);
+    log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module, not its build tree`);
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
     const port = await freePort();

@@ -1,13 +1,16 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { checkImageNode, parseDockerfile } from '../../scripts/docker-dry-run.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
-import { ROOT } from '../helpers/childServer.js';
+import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
 const runtime = dockerfile.filter((i) => i.stage === dockerfile.at(-1)!.stage);
 const fly = readFileSync(`${ROOT}fly.toml`, 'utf8');
+const lock = readFileSync(`${ROOT}package-lock.json`, 'utf8');
 
 describe('Dockerfile', () => {
   it('builds in one stage and runs in a slim second stage with production dependencies only', () => {
@@ -31,6 +34,26 @@ describe('Dockerfile', () => {
     expect(runtime.find((i) => i.op === 'EXPOSE')?.args).toBe('8080');
     expect(runtime.find((i) => i.op === 'HEALTHCHECK')?.args).toContain('/healthz');
     expect(runtime.find((i) => i.op === 'STOPSIGNAL')?.args).toBe('SIGTERM');
+  });
+});
+
+describe("the image's Node.js", () => {
+  const on = (date: string, text: string) => checkImageNode(parseDockerfile(text), lock, new Date(date));
+
+  it('is one supported LTS line in both stages, which the locked better-sqlite3 supports', () => {
+    // 2026-11-26: Node.js 20 reached end of life on 2026-04-30; the image must not ship it.
+    expect(on('2026-11-26T12:00:00Z', readFileSync(`${ROOT}Dockerfile`, 'utf8'))).toEqual({ major: 22, problems: [] });
+  });
+
+  it('names a major past its end of life, stages on different majors, or one better-sqlite3 does not support', () => {
+    const two = (a: string, b: string) => `FROM node:${a}-bookworm-slim AS build\nRUN true\nFROM node:${b}-bookworm-slim AS runtime\n`;
+    expect(on('2026-11-26', two('20', '20')).problems).toEqual(['Node.js 20 reached end of life on 2026-04-30 (no security fixes): move both FROM lines to a supported LTS line']);
+    expect(on('2026-04-30', two('20', '20')).problems).toEqual([]);
+    expect(on('2026-11-26', two('22', '24')).problems[0]).toMatch(/different Node.js majors \(22, 24\)/);
+    expect(on('2024-01-01', two('21', '21')).problems).toEqual([expect.stringMatching(/^Node.js 21: the locked better-sqlite3 12\.\S+ supports 20\.x \|\| 22\.x/)]);
+    expect(on('2026-11-26', two('28', '28')).problems).toContain('Node.js 28: no end-of-life date known; add it to NODE_END_OF_LIFE (scripts/docker-dry-run.ts)');
+    // Node 24.19+ with better-sqlite3 12 aborts when a statement is collected.
+    expect(on('2026-11-26', two('24', '24')).problems).toEqual([expect.stringMatching(/^Node.js 24: better-sqlite3 12\.\S+ \(before 13\) aborts/)]);
   });
 });
 
@@ -65,6 +88,26 @@ describe('fly.toml', () => {
     const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
     expect(config.port).toBe(8080);
     expect(config.metricsPort).toBe(9091);
+  });
+
+  it("listens where Fly reaches it: IPv4 for Fly Proxy and IPv6 for the private network (<app>.internal)", async () => {
+    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
+    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
+    const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      const status = (url: string) => fetch(url).then((r) => r.status, (e: Error) => `${(e.cause as Error | undefined)?.message ?? e.message}`);
+      expect(await status(`http://127.0.0.1:${port}/healthz`)).toBe(200);
+      expect(await status(`http://[::1]:${port}/healthz`)).toBe(200);
+      expect(await status(`http://127.0.0.1:${metricsPort}/metrics`)).toBe(200);
+      expect(await status(`http://[::1]:${metricsPort}/metrics`)).toBe(200);
+    } finally {
+      child.proc.kill('SIGTERM');
+      await child.exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('holds no secret values', () => {
