@@ -380,7 +380,20 @@ export class Worker {
     if (!polled && key !== null && held.probes.length === 0 && this.emptyWhileBlocked === key) return [];
     const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled, probes: held.probes });
     this.emptyWhileBlocked = jobs.length === 0 ? key : null;
-    for (const job of jobs) if (job.source && held.probes.includes(job.source) && this.gated(job.kind)) this.probeJobs.add(job.id);
+    const probed = new Set<string>();
+    for (const job of jobs) {
+      if (job.source && held.probes.includes(job.source) && this.gated(job.kind)) {
+        this.probeJobs.add(job.id);
+        probed.add(job.source);
+      }
+    }
+    // The probe arms come first: when their jobs alone filled the claim, a probed source without
+    // one may have been cut by the limit, not found with nothing due. Its probe was spent by the
+    // gate: the next claim probes it again (else the same sources, first in the gate's order,
+    // would take every period's probe and the others none).
+    if (probed.size >= limit) {
+      for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
+    }
     return jobs;
   }
 
@@ -454,6 +467,8 @@ export class Worker {
         settle(job, 'lost');
       }
     }
+    // A probe dead-lettered unrun sent no request: the next claim probes again.
+    for (const job of probes) if (!jobs.includes(job)) await this.probeAgain(job.source!);
     if (jobs.length === 0) return;
     const run = this.answers.startRun();
     const handler = this.opts.handlers[jobs[0]!.kind];
@@ -529,11 +544,16 @@ export class Worker {
     // waiting a whole period more.
     for (const job of probes) {
       if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
-      try {
-        await this.opts.gate.probeAgain?.(job.source!);
-      } catch (err) {
-        this.opts.logger.warn({ source: job.source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
-      }
+      await this.probeAgain(job.source!);
+    }
+  }
+
+  /** The source's probe sent no request (untested, dead-lettered unrun, or not claimed for want of room): due again at once. */
+  private async probeAgain(source: string): Promise<void> {
+    try {
+      await this.opts.gate.probeAgain?.(source);
+    } catch (err) {
+      this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
     }
   }
 
