@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { insertElseUpdate } from '../db/sqliteHelpers.js';
-import type { SourceGate } from '../queue/Worker.js';
+import type { HeldSources, SourceGate } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 
 /**
@@ -9,8 +9,10 @@ import type { Clock } from '../util/clock.js';
  * their creator leaves the organization (spec 5), so a 401/403 pauses all
  * fetching for the source instead of burning every job's attempts. The pause
  * is kept in the database (visible to /readyz, metrics and the CLI). Every
- * `probeMs` one batch of jobs is let through to try the key again; a restart
- * with a new key clears the pauses (see clearAll), and any success resumes.
+ * `probeMs` one job of the source is let through to try the key again (one
+ * request per period, not a batch of them all refused); the first that goes
+ * through resumes the source, and its held jobs are claimed at once. A restart
+ * with a new key clears the pauses (see clearAll).
  */
 export class SourcePauses implements SourceGate {
   constructor(
@@ -19,21 +21,28 @@ export class SourcePauses implements SourceGate {
     private readonly probeMs = 5 * 60_000,
   ) {}
 
-  async blockedSources(now: number, alsoBlocked: readonly string[] = []): Promise<string[]> {
+  async blockedSources(now: number, alsoBlocked: readonly string[] = []): Promise<HeldSources> {
     const rows = await this.db.selectFrom('source_pauses').select(['source', 'probe_after']).execute();
-    const blocked: string[] = [];
+    const held: HeldSources = { blocked: [], probes: [] };
     for (const r of rows) {
-      if (Date.parse(r.probe_after) > now || alsoBlocked.includes(r.source)) blocked.push(r.source);
+      if (Date.parse(r.probe_after) > now || alsoBlocked.includes(r.source)) held.blocked.push(r.source);
       else {
-        // Let this claim through as the probe; block again for the next period.
+        // This claim takes the probe; the next one is a period on (kept in the database, so a
+        // restart does not probe early; a failed probe sets it again from its own answer).
         await this.db
           .updateTable('source_pauses')
           .set({ probe_after: new Date(now + this.probeMs).toISOString() })
           .where('source', '=', r.source)
           .execute();
+        held.probes.push(r.source);
       }
     }
-    return blocked;
+    return held;
+  }
+
+  /** The probe's job sent no request: the next claim probes again (it would otherwise wait a period). */
+  async probeAgain(source: string): Promise<void> {
+    await this.db.updateTable('source_pauses').set({ probe_after: new Date(this.clock.now()).toISOString() }).where('source', '=', source).execute();
   }
 
   /**

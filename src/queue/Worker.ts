@@ -66,12 +66,21 @@ export interface WorkSource {
   run(limit: number): Promise<number>;
 }
 
+/** What a gate holds back from a claim (jobs of gated kinds only). */
+export interface HeldSources {
+  /** Sources none of whose jobs may be claimed now. */
+  blocked: string[];
+  /** Paused sources whose probe is due: held as well, but one of their jobs is claimed to try them again. */
+  probes: string[];
+}
+
 export interface SourceGate {
   /**
-   * Sources whose jobs must not be claimed now (paused after a 401/403 or a 3xx). `alsoBlocked` (throttled
-   * ones) are blocked anyway: their probe, if due, is kept for a claim that can use it.
+   * Sources whose jobs must not be claimed now (paused after a 401/403 or a 3xx), and those due a
+   * probe. `alsoBlocked` (throttled ones) are blocked anyway: their probe, if due, is kept for a
+   * claim that can use it.
    */
-  blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<string[]>;
+  blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<HeldSources>;
   /**
    * Record a refused key (or a redirected API URL); the job is put back without burning an attempt.
    * Returns whether this call paused the source (false: paused already), so one line says so.
@@ -79,6 +88,8 @@ export interface SourceGate {
   pause(source: string, status: number, detail: string): Promise<boolean>;
   /** A job of the source succeeded against the API: the key works. */
   resume(source: string): Promise<void>;
+  /** The probe's job sent no request (untested): the source's probe is due again at once. */
+  probeAgain?(source: string): Promise<void>;
 }
 
 export interface WorkerOptions {
@@ -161,6 +172,8 @@ export class Worker {
    * whether a redirect is the source's as a whole or one read's (SourceAnswers).
    */
   private readonly answers = new SourceAnswers();
+  /** Jobs claimed as a paused source's probe (HeldSources.probes), until their run ends. */
+  private readonly probeJobs = new Set<number>();
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -356,15 +369,31 @@ export class Worker {
     // Throttled sources first: a paused source that is also throttled must not spend its probe
     // on a claim that cannot take its jobs.
     const throttled = this.throttled(now);
-    const blocked = this.opts.gatedKinds?.length === 0 ? [] : [...(await this.opts.gate.blockedSources(now, throttled)), ...throttled];
+    const held = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
+    const blocked = [...held.blocked, ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
     // kick's claim takes the write lock: while the last one found nothing but held work, kicks
-    // (one per fold) wait for the next poll, which looks with a read first.
+    // (one per fold) wait for the next poll, which looks with a read first. A claim with a
+    // probe is never skipped: the probe's period has begun.
     const key = blocked.length > 0 ? blocked.join('\n') : null;
-    if (!polled && key !== null && this.emptyWhileBlocked === key) return [];
-    const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled });
+    if (!polled && key !== null && held.probes.length === 0 && this.emptyWhileBlocked === key) return [];
+    const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled, probes: held.probes });
     this.emptyWhileBlocked = jobs.length === 0 ? key : null;
+    const probed = new Set<string>();
+    for (const job of jobs) {
+      if (job.source && held.probes.includes(job.source) && this.gated(job.kind)) {
+        this.probeJobs.add(job.id);
+        probed.add(job.source);
+      }
+    }
+    // The probe arms come first: when their jobs alone filled the claim, a probed source without
+    // one may have been cut by the limit, not found with nothing due. Its probe was spent by the
+    // gate: the next claim probes it again (else the same sources, first in the gate's order,
+    // would take every period's probe and the others none).
+    if (probed.size >= limit) {
+      for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
+    }
     return jobs;
   }
 
@@ -420,6 +449,7 @@ export class Worker {
   private async runGroup(claimed: ClaimedJob[]): Promise<void> {
     const { queue } = this.opts;
     const settle = (job: ClaimedJob, outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
+    const probes = claimed.filter((job) => this.probeJobs.delete(job.id));
     // Claimed past its last attempt: that attempt never finished (its process ended, it hung past
     // its lease, or its outcome could not be recorded). Not run again: a job that kills or hangs
     // its worker every time would otherwise do so for ever.
@@ -437,6 +467,8 @@ export class Worker {
         settle(job, 'lost');
       }
     }
+    // A probe dead-lettered unrun sent no request: the next claim probes again.
+    for (const job of probes) if (!jobs.includes(job)) await this.probeAgain(job.source!);
     if (jobs.length === 0) return;
     const run = this.answers.startRun();
     const handler = this.opts.handlers[jobs[0]!.kind];
@@ -506,6 +538,22 @@ export class Worker {
       } catch (err) {
         this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
       }
+    }
+    // A probe that sent no request (it waited for the poll spacing, or reused a stored result)
+    // said nothing of the key: the next claim probes again, instead of the source's reads
+    // waiting a whole period more.
+    for (const job of probes) {
+      if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
+      await this.probeAgain(job.source!);
+    }
+  }
+
+  /** The source's probe sent no request (untested, dead-lettered unrun, or not claimed for want of room): due again at once. */
+  private async probeAgain(source: string): Promise<void> {
+    try {
+      await this.opts.gate.probeAgain?.(source);
+    } catch (err) {
+      this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
     }
   }
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import type { SourceGate } from '../queue/Worker.js';
+import type { HeldSources, SourceGate } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { disableSink, sinkDisabled } from './deliveryRecords.js';
 import { sinkJobKind } from './enqueueDeliveries.js';
@@ -24,8 +24,8 @@ export class SinkGate implements SourceGate {
     this.domain = sinkJobKind(sink);
   }
 
-  async blockedSources(): Promise<string[]> {
-    return (await sinkDisabled(this.db, this.sink)) ? [this.domain] : [];
+  async blockedSources(): Promise<HeldSources> {
+    return { blocked: (await sinkDisabled(this.db, this.sink)) ? [this.domain] : [], probes: [] };
   }
 
   async pause(_source: string, status: number, detail: string): Promise<boolean> {

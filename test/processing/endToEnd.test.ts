@@ -773,38 +773,70 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(pair.calls.map((x) => x.status)).toEqual([503, 200]);
   });
 
-  it('a read that only waited for the 30 s spacing while the key was refused does not lift the pause', async () => {
-    pair = await startPair({ env: { WORKER_CONCURRENCY: '2' } });
+  it('a paused source is probed with one read per period, whatever WORKER_CONCURRENCY; the first read that goes through releases the rest at once', async () => {
+    pair = await startPair({ env: { WORKER_CONCURRENCY: '4' } });
+    // Only settle() runs jobs: its claims take up to WORKER_CONCURRENCY jobs each, as the loop's do.
+    await pair.receiver.app.worker.stop();
     const c = pair.sandbox.control;
-    // With workers of its own running, the receiver may still hold a job when settle() returns
-    // (runUntilIdle found nothing to claim): settle again until the state is reached, bounded.
-    const settleUntil = async (reached: () => boolean) => {
-      for (let i = 0; i < 100 && !reached(); i++) {
-        await pair!.settle();
-        if (!reached()) await new Promise((r) => setTimeout(r, 50));
-      }
-    };
-    const running = () => all("SELECT id FROM jobs WHERE state = 'running'").length;
-    c.revokeKey(ACME_KEY);
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    await settleUntil(() => all('SELECT source FROM source_pauses').length === 1 && running() === 0);
-    const [pause] = all('SELECT source, paused_at FROM source_pauses');
-    expect(pause).toMatchObject({ source: 'default' });
-    // The same result announced again: a second read, held back by the pause meanwhile.
-    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: app.id, external_id: null } } });
-    await settleUntil(() => all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").length === 2);
-    expect(all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'")).toHaveLength(2);
-    // At the probe both are claimed together: one reads (refused again), the other finds the
-    // 30 s spacing taken and waits, which says nothing of the key.
+    const apps = Array.from({ length: 6 }, () => c.createApplication({ jobId: c.createJob({}).id }));
+    c.injectFault({ target: 'interview', status: 401, times: 1000 });
+    apps.forEach((a) => c.completeInterview(a.id));
+    await pair.settle();
+    // The first claim's reads (up to 4) were sent before any answer said the key was refused.
+    expect(new Set(pair.calls.map((x) => x.status))).toEqual(new Set([401]));
+    // Each probe period: one request with the refused key, not one per free slot.
+    for (let period = 1; period <= 3; period++) {
+      const before = pair.calls.length;
+      pair.clock.advance(5 * 60_000 + 1);
+      await pair.settle();
+      expect(pair.calls.slice(before).map((x) => x.status), `period ${period}`).toEqual([401]);
+    }
+    expect(all("SELECT attempts FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'").map((r) => r.attempts)).toEqual([0, 0, 0, 0, 0, 0]);
+    // The key works again: the next probe goes through, and every held read is made then, not a period later.
+    c.clearFaults();
     const before = pair.calls.length;
     pair.clock.advance(5 * 60_000 + 1);
-    await settleUntil(() => pair!.calls.length > before && running() === 0);
-    expect(pair.calls.slice(before).map((x) => x.status)).toEqual([401]);
+    const probeAt = pair.clock.now();
+    await pair.settle();
+    expect(pair.calls.slice(before).map((x) => [x.status, x.at])).toEqual(apps.map(() => [200, probeAt]));
+    for (const a of apps) expect(row('SELECT state FROM interview_results WHERE application_id = ?', a.id)).toEqual({ state: 'ready' });
+    expect(all('SELECT * FROM source_pauses')).toEqual([]);
+  });
+
+  it('a probe that only waited for the 30 s spacing does not lift the pause, and uses no period: the next read probes at once', async () => {
+    pair = await startPair({ env: { WORKER_CONCURRENCY: '4' } });
+    await pair.receiver.app.worker.stop();
+    const c = pair.sandbox.control;
+    c.revokeKey(ACME_KEY);
+    const [a, b] = [0, 1].map(() => c.createApplication({ jobId: c.createJob({}).id }));
+    c.completeInterview(a!.id);
+    await pair.settle();
+    const [pause] = all('SELECT source, paused_at FROM source_pauses');
+    expect(pause).toMatchObject({ source: 'default' });
+    // The same result announced again, and another application's: two more reads, held by the pause.
+    c.emitEvent({ eventType: 'interview.completed', payload: { application: { id: a!.id, external_id: null } } });
+    await pair.settle();
+    pair.clock.advance(60_000);
+    c.completeInterview(b!.id);
+    await pair.settle();
+    expect(all("SELECT id FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'")).toHaveLength(3);
+    // At the probe, the oldest held read is the re-announced one, and application a was read a
+    // moment ago (as by a read beside it): it only waits for the spacing, which says nothing of
+    // the key. The probe goes on to the next held read, which asks the service (refused).
+    pair.clock.advance(4 * 60_000 + 1);
+    db().prepare('UPDATE interview_results SET last_polled_at = ? WHERE application_id = ?').run(new Date(pair.clock.now() - 1_000).toISOString(), a!.id);
+    const before = pair.calls.length;
+    await pair.settle();
+    expect(pair.calls.slice(before).map((x) => [x.status, x.path.includes(b!.id)])).toEqual([[401, true]]);
     expect(all("SELECT last_error FROM jobs WHERE kind = 'fetch_result' AND state = 'pending' ORDER BY id").map((r) => r.last_error)).toEqual(
       expect.arrayContaining(['waiting for the 30 s poll spacing']),
     );
     expect(all('SELECT source, paused_at FROM source_pauses')).toEqual([pause]);
+    // The next period, one read again.
+    const next = pair.calls.length;
+    pair.clock.advance(5 * 60_000 + 1);
+    await pair.settle();
+    expect(pair.calls.slice(next).map((x) => x.status)).toEqual([401]);
   });
 
   it('does not follow a redirect: the bearer key never reaches the other host, and its Location is said by origin only', async () => {

@@ -101,6 +101,22 @@ describe('JobQueue', () => {
     expect(await q.claim('w', 4, [], ['fetch_result'], ['fetch_result'])).toHaveLength(1);
   });
 
+  it('a probe claims one job of its source (an expired lease first), of a gated kind only; other sources and kinds as usual', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    const add = (kind: string, source: string) => enqueue(database.db, { kind, payload: {}, source }, clock.now());
+    const hung = await add('fetch_result', 'acme');
+    await q.claim('hung', 1);
+    clock.advance(1_001);
+    const held = [await add('fetch_result', 'acme'), await add('fetch_result', 'acme'), await add('fetch_result', 'acme')];
+    const others = [await add('fetch_result', 'globex'), await add('fold', 'acme')];
+    const kinds = ['fetch_result', 'fold'];
+    const claimed = await q.claim('w', 10, [], kinds, ['fetch_result'], { probes: ['acme'] });
+    expect(claimed.map((j) => j.id).sort()).toEqual([hung, ...others].sort());
+    // The next probe takes the oldest due job; the check-first read sees it too.
+    const next = await q.claim('w', 10, [], kinds, ['fetch_result'], { probes: ['acme'], checkFirst: true });
+    expect(next.map((j) => j.id)).toEqual([held[0]]);
+  });
+
   it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
     const q = new JobQueue(database.db, clock);
     const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 1 }, T0);
@@ -544,10 +560,10 @@ describe('Worker', () => {
     await gate.pause('acme', 401, 'authentication_failed');
     const probeAt = (await gate.list())[0]!.probe_after;
     clock.advance(5 * 60_000 + 1); // the probe is due
-    expect(await gate.blockedSources(clock.now(), ['acme'])).toEqual(['acme']);
+    expect(await gate.blockedSources(clock.now(), ['acme'])).toEqual({ blocked: ['acme'], probes: [] });
     expect((await gate.list())[0]!.probe_after).toBe(probeAt);
     // Not throttled: this claim is the probe, and the next one is 5 minutes on.
-    expect(await gate.blockedSources(clock.now())).toEqual([]);
+    expect(await gate.blockedSources(clock.now())).toEqual({ blocked: [], probes: ['acme'] });
     expect(Date.parse((await gate.list())[0]!.probe_after)).toBe(clock.now() + 5 * 60_000);
   });
 
