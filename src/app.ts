@@ -8,6 +8,7 @@ import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/op
 import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
+import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy, primarySqliteCode, probeWrite } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
@@ -199,6 +200,8 @@ export function createApp(deps: AppDeps) {
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;
+  /** Since when deliveries have found the write lock held by another connection (for /readyz). */
+  const lockHold = new WriteLockHold();
   const committer = new GroupCommitter<IngestItem, IngestOutcome>({
     write: createIngestWriter(database.ingestSqlite),
     isBusy: isSqliteBusy,
@@ -206,6 +209,7 @@ export function createApp(deps: AppDeps) {
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size, durationMs) => {
       storageFailure = null;
+      lockHold.obtained();
       database.ingestWait.committed();
       metrics.batchSize.observe(size);
       metrics.commitDuration.observe(durationMs / 1000);
@@ -218,10 +222,13 @@ export function createApp(deps: AppDeps) {
         // Deliveries wait for another process's lock: processing, here or in a `work` process,
         // must not take it first.
         database.ingestWait.waiting(Date.now());
+        lockHold.held(clock.now());
         pacer.noteLockWait();
         logger.debug({ batch: size }, 'ingest write lock busy; retrying');
       } else {
         storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: Date.now() };
+        // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
+        lockHold.obtained();
         logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
       }
     },
@@ -372,7 +379,11 @@ export function createApp(deps: AppDeps) {
   // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
   const configuredSinks = new Set(config.sinks.map((s) => s.name));
   const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => storageFailure);
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => storageFailure, {
+    hold: lockHold,
+    boundMs: config.writeTimeoutMs,
+    clock,
+  });
   const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
   // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
   const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();

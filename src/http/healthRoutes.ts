@@ -2,6 +2,8 @@ import type { Hono } from 'hono';
 import type { OpenDatabase } from '../db/openDatabase.js';
 import { isMigrated } from '../db/migrate.js';
 import { isSqliteBusy, probeWrite } from '../db/sqliteHelpers.js';
+import type { WriteLockHold } from '../ingest/WriteLockHold.js';
+import type { Clock } from '../util/clock.js';
 
 export interface ReadinessExtras {
   /** Extra detail for /readyz (paused sources, disabled sinks): reported, never failing readiness. */
@@ -18,10 +20,49 @@ export type StorageFailure = () => { code: string; atMs: number } | null;
  */
 export const STORAGE_FAILURE_NOT_READY_MS = 30_000;
 
-/** GET /healthz: the process is up. GET /readyz: database open, writable and migrated. */
-export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, extras: ReadinessExtras = () => ({}), storageFailure: StorageFailure = () => null): void {
+/**
+ * How long /readyz keeps trying for a write lock another connection holds (on 1-4 ms timers, as
+ * the ingest committer does) before it counts as held: a `work` process's transactions last
+ * milliseconds, so one probe landing in one of them says nothing of how long the lock is held.
+ */
+export const READY_LOCK_TRY_MS = 100;
+
+/** The write lock as deliveries wait for it: who saw it held since when, and how long they wait. */
+export interface WriteLockReadiness {
+  hold: WriteLockHold;
+  /** WRITE_TIMEOUT_MS: a delivery that waits this long is answered 503. */
+  boundMs: number;
+  clock: Clock;
+}
+
+/** probeWrite, tried again on 1-4 ms timers for `tryMs` while another connection holds the lock. */
+async function probeWriteWithin(sqlite: OpenDatabase['ingestSqlite'], tryMs: number): Promise<void> {
+  const until = performance.now() + tryMs;
+  for (let turn = 0; ; turn++) {
+    try {
+      return probeWrite(sqlite);
+    } catch (err) {
+      if (!isSqliteBusy(err) || performance.now() >= until || !sqlite.open) throw err;
+    }
+    await new Promise((r) => setTimeout(r, Math.min(2 ** turn, 4)));
+    // Closed meanwhile (a stop): said as a closed database, not as a held lock.
+    if (!sqlite.open) throw Object.assign(new Error('database closed'), { code: 'closed' });
+  }
+}
+
+/**
+ * GET /healthz: the process is up. GET /readyz: database open, writable and migrated, and its
+ * write lock not held elsewhere so long that deliveries are refused (WRITE_TIMEOUT_MS).
+ */
+export function registerHealthRoutes(
+  app: Hono<any>,
+  database: OpenDatabase,
+  extras: ReadinessExtras = () => ({}),
+  storageFailure: StorageFailure = () => null,
+  writeLock?: WriteLockReadiness,
+): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', (c) => {
+  app.get('/readyz', async (c) => {
     const checks: Record<string, string> = {};
     let ready = true;
     // The ingest connection is never left inside a transaction between ticks, unlike kysely's.
@@ -36,11 +77,25 @@ export function registerHealthRoutes(app: Hono<any>, database: OpenDatabase, ext
       const failed = storageFailure();
       const ago = failed === null ? Infinity : Date.now() - failed.atMs;
       try {
-        probeWrite(sqlite);
+        await probeWriteWithin(sqlite, READY_LOCK_TRY_MS);
+        writeLock?.hold.obtained();
         checks.writable = 'yes';
       } catch (err) {
-        if (isSqliteBusy(err)) checks.writable = 'yes (write lock busy)';
-        else {
+        if (isSqliteBusy(err)) {
+          checks.writable = 'yes (write lock busy)';
+          if (writeLock) {
+            // Not ready once deliveries are refused, or would be: the lock was found held at every
+            // attempt (the committer's, these probes') for as long as a delivery waits for it.
+            // Ready again as soon as a probe or a commit takes it.
+            const now = writeLock.clock.now();
+            writeLock.hold.held(now);
+            const heldMs = writeLock.hold.heldForMs(now);
+            if (heldMs >= writeLock.boundMs) {
+              checks.writable = `no (the write lock has been held by another connection for ${(heldMs / 1000).toFixed(1)} s; deliveries wait ${writeLock.boundMs} ms for it, then are answered 503)`;
+              ready = false;
+            }
+          }
+        } else {
           checks.writable = `no (${(err as { code?: string }).code ?? 'error'})`;
           ready = false;
         }

@@ -1,0 +1,70 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
+
+// Another connection on the same file (as a CLI operation or a backup in another process would)
+// holds the write lock. Deliveries wait WRITE_TIMEOUT_MS for it, then are answered 503: a load
+// balancer must stop routing them here then, and not before (a short hold is waited out).
+
+const secret = newSecret();
+const WRITE_TIMEOUT_MS = 300;
+let r: TestReceiver;
+let clock: ManualClock;
+let other: BetterSqlite3.Database;
+beforeEach(async () => {
+  clock = new ManualClock(Date.now());
+  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: String(WRITE_TIMEOUT_MS) }, { clock });
+  other = new BetterSqlite3(r.dbPath);
+});
+afterEach(async () => {
+  if (other.inTransaction) other.exec('ROLLBACK');
+  other.close();
+  await r.close();
+});
+
+const readyz = async () => {
+  const res = await fetch(`${r.url}/readyz`);
+  return { status: res.status, writable: ((await res.json()) as { checks: { writable: string } }).checks.writable };
+};
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !cond(); i++) await new Promise((res) => setTimeout(res, 10));
+  expect(cond()).toBe(true);
+}
+const post = (env: Record<string, unknown>) => fetch(`${r.url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) });
+
+describe('/readyz while another connection holds the write lock', () => {
+  it('ready during a short hold; not ready once held as long as a delivery waits; ready again when let go', async () => {
+    other.exec('BEGIN IMMEDIATE');
+    // Just taken: deliveries would wait it out.
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes (write lock busy)' });
+    clock.advance(WRITE_TIMEOUT_MS - 1);
+    expect((await readyz()).status).toBe(200);
+    clock.advance(1);
+    const held = await readyz();
+    expect(held.status).toBe(503);
+    expect(held.writable).toBe(`no (the write lock has been held by another connection for 0.3 s; deliveries wait ${WRITE_TIMEOUT_MS} ms for it, then are answered 503)`);
+    other.exec('ROLLBACK');
+    // Recovers by itself: the probe takes the lock.
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes' });
+    // And a new hold starts the count afresh.
+    other.exec('BEGIN IMMEDIATE');
+    expect((await readyz()).status).toBe(200);
+  });
+
+  it('not ready while deliveries are being refused for the lock; a commit makes it ready again', async () => {
+    other.exec('BEGIN IMMEDIATE');
+    const env = envelope();
+    const answer = post(env);
+    // Once the committer found the lock held (it retries on 1-4 ms timers), its wait passes its bound.
+    await until(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying'));
+    clock.advance(WRITE_TIMEOUT_MS);
+    const refused = await answer;
+    expect(refused.status).toBe(503);
+    expect((await readyz()).status).toBe(503);
+    other.exec('ROLLBACK');
+    expect((await post(env)).status).toBe(200);
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes' });
+  });
+});
