@@ -68,17 +68,20 @@ export function oncePerConnection<T>(build: (sqlite: BetterSqlite3.Database) => 
  * A row made or, when it is there already, updated, in two statements, saying which: true when
  * `insert` made it (it inserts nothing on conflict), false when `update` changed the row that
  * was there. Another writer can delete the row between the two (a resume, an enable): the update
- * then changes nothing, and the row is made again, by this call. Bounded: each further turn needs
- * another deletion between this call's two statements; `gone` names the failure after 5.
+ * then changes nothing, and the row is made again, by this call, unless `stands` (asked then)
+ * says that writer's row must stand as it is: false, with nothing written. Bounded: each further
+ * turn needs another deletion between this call's two statements; `gone` names the failure after 5.
  */
 export async function insertElseUpdate(
   insert: () => Promise<{ numInsertedOrUpdatedRows?: bigint }>,
   update: () => Promise<{ numUpdatedRows: bigint }>,
   gone: string,
+  stands: () => Promise<boolean> = async () => false,
 ): Promise<boolean> {
   for (let turn = 0; turn < 5; turn++) {
     if (Number((await insert()).numInsertedOrUpdatedRows ?? 0) > 0) return true;
     if ((await update()).numUpdatedRows > 0n) return false;
+    if (await stands()) return false;
   }
   throw new Error(gone);
 }

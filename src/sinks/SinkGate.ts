@@ -25,11 +25,18 @@ export class SinkGate implements SourceGate {
   }
 
   async blockedSources(): Promise<HeldSources> {
-    return { blocked: (await sinkDisabled(this.db, this.sink)) ? [this.domain] : [], probes: [] };
+    return { blocked: (await this.disabled()) ? [this.domain] : [], probes: [] };
   }
 
-  async pause(_source: string, status: number, detail: string): Promise<boolean> {
-    return disableSink(this.db, this.sink, { reason: detail, status, target: this.target }, this.clock.now());
+  /** `sentAt`: when the attempt answered 410 was sent; an enable since then wins (disableSink). */
+  async pause(_source: string, status: number, detail: string, sentAt?: number): Promise<boolean> {
+    const now = this.clock.now();
+    return disableSink(this.db, this.sink, { reason: detail, status, target: this.target }, now, sentAt ?? now);
+  }
+
+  /** Whether the sink is disabled now. */
+  async disabled(): Promise<boolean> {
+    return (await sinkDisabled(this.db, this.sink)) !== undefined;
   }
 
   async resume(): Promise<void> {}

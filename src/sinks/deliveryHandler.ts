@@ -67,12 +67,21 @@ export function createDeliveryHandler(h: {
   const log = h.logger.child({ sink: config.name });
   const pairOf = (eventId: string) => ({ eventId, sink: config.name });
 
-  async function failed(job: ClaimedJob, eventId: string, messageId: string, err: unknown): Promise<BatchItemResult> {
+  /** `sentAt`: when the failed attempt was sent. */
+  async function failed(job: ClaimedJob, eventId: string, messageId: string, err: unknown, sentAt: number): Promise<BatchItemResult> {
     const sent = { ...pairOf(eventId), messageId, jobId: job.id, leaseToken: job.lease_token };
     const message = (err as Error).message ?? String(err);
     const status = statusOf(err);
     if (isDecisionError(err) && err.decision === 'pause_source') {
-      const disabled = await h.gate.pause(`sink:${config.name}`, status ?? 0, message);
+      const disabled = await h.gate.pause(`sink:${config.name}`, status ?? 0, message, sentAt);
+      if (!disabled && !(await h.gate.disabled())) {
+        // Enabled (the CLI, a new target) since this attempt was sent: its 410 is from the consumer
+        // as it was before, so the enable stands and the message is sent again now (the job's
+        // attempt refunded, as for the 410 that disables).
+        await recordFailedAttempt(db, sent, { state: 'pending', statusCode: status, error: `${message} (to an attempt sent before the sink was enabled: sent again)` }, clock.now());
+        log.warn({ target: config.target, status, err: message }, 'a 410 answered an attempt sent before the sink was enabled: the sink stays enabled and the message is sent again');
+        return { rescheduleAt: clock.now(), note: `answered 410 to an attempt sent before the sink was enabled: ${message}` };
+      }
       await recordFailedAttempt(db, sent, { state: 'pending', statusCode: status, error: `sink disabled: ${message}` }, clock.now());
       // At error from the attempt that disabled it only; those in flight beside it, at debug.
       log[disabled ? 'error' : 'debug'](
@@ -156,6 +165,7 @@ export function createDeliveryHandler(h: {
         }
       }
 
+      const sentAt = clock.now();
       let outcomes: PromiseSettledResult<DeliveryOutcome>[];
       try {
         outcomes = await deliverAll(h.sink, batch);
@@ -167,7 +177,7 @@ export function createDeliveryHandler(h: {
       for (const [k, i] of sending.entries()) {
         const o = outcomes[k]!;
         if (o.status === 'fulfilled') statusOfJob.set(jobs[i]!.id, o.value.statusCode ?? null);
-        else results[i] = await failed(jobs[i]!, eventIds[i]!, sentIdOfJob.get(jobs[i]!.id)!, o.reason);
+        else results[i] = await failed(jobs[i]!, eventIds[i]!, sentIdOfJob.get(jobs[i]!.id)!, o.reason, sentAt);
       }
       if (statusOfJob.size > 0) log.debug({ delivered: statusOfJob.size }, 'delivered');
       const eventOfJob = new Map(jobs.map((job, i) => [job.id, eventIds[i]!]));

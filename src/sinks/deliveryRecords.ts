@@ -177,24 +177,32 @@ export async function oldestUndeliveredAgeMs(db: Db, now: number, sinks?: readon
 
 /**
  * Persistently disables a sink (a 410 Gone). Pending deliveries stay pending. Returns whether this
- * call disabled it (false: it was disabled already, by an attempt in flight beside this one).
- * Two statements: an enable between them (the CLI) leaves nothing disabled for the second one to
- * update; the sink is then disabled again, by this call (its 410 is said at error, not debug).
+ * call disabled it (false: it was disabled already, by an attempt in flight beside this one, or
+ * enabled since). `sentAt`: when the attempt that was answered 410 was sent (default `now`). An
+ * enable at or after it (the CLI's, a new target at start) wins: the answer came from the consumer
+ * as it was before the operator acted on it, so the sink is left enabled and the next attempt
+ * decides. An enable stamped before it, even when it lands between this call's two statements, is
+ * overtaken: the sink is disabled again, by this call (its 410 is said at error, not debug).
  */
-export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number): Promise<boolean> {
+export async function disableSink(db: Db, sink: string, d: { reason: string; status: number | null; target: string }, now: number, sentAt = now): Promise<boolean> {
   const at = iso(now);
+  const sent = iso(sentAt);
   const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
   // Disabled already: keep the first disabled_at (concurrent attempts all see the 410), the latest answer.
   const { disabled_at: _first, ...rest } = row;
+  // An enabled row's updated_at is when it was enabled (enableSink stamps it; nothing else writes an enabled row).
+  const enabledSinceSent = async () =>
+    (await db.selectFrom('sink_state').select('sink').where('sink', '=', sink).where('disabled_at', 'is', null).where('updated_at', '>=', sent).executeTakeFirst()) !== undefined;
   return insertElseUpdate(
     () =>
       db
         .insertInto('sink_state')
         .values({ sink, ...row })
-        .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null))
+        .onConflict((oc) => oc.column('sink').doUpdateSet(row).where('sink_state.disabled_at', 'is', null).where('sink_state.updated_at', '<', sent))
         .executeTakeFirst(),
     () => db.updateTable('sink_state').set(rest).where('sink', '=', sink).where('disabled_at', 'is not', null).executeTakeFirst(),
     `could not record that sink ${sink} is gone: it was enabled at each try`,
+    enabledSinceSent,
   );
 }
 
