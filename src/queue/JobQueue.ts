@@ -81,6 +81,9 @@ const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pendi
 /** The SQL term under which jobs_event covers a lookup by event_id (see OPEN_JOB). */
 export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
 
+/** Dead letters per transaction of a retry (retryDeadLetters): about 20 ms of write lock each. */
+export const RETRY_BATCH = 500;
+
 /**
  * findOpenJob and enqueue as prepared statements on a better-sqlite3
  * connection, for callers that queue thousands of jobs in their own
@@ -462,24 +465,44 @@ export class JobQueue {
     return r.numUpdatedRows === 1n;
   }
 
-  /** Operator action: dead-lettered jobs matching the filter run again now, with fresh attempts. */
-  async retryDeadLetters(filter: DeadLetterFilter, opts: { dryRun?: boolean } = {}): Promise<number> {
+  /**
+   * Operator action: dead-lettered jobs matching the filter run again now, with fresh attempts.
+   * Chosen with one read, then run again in transactions of RETRY_BATCH jobs, `pause` between
+   * them, and `withEach` in each (what else the caller marks with them, in the same transaction):
+   * one transaction for them all held the write lock 4.7 s at 200,000 dead letters (a sink's
+   * consumer down past its retries), while deliveries wait WRITE_TIMEOUT_MS for it (5 s).
+   * Stopped between two, what was run again stays so and the rest stay dead letters.
+   */
+  async retryDeadLetters(
+    filter: DeadLetterFilter,
+    opts: { dryRun?: boolean; pause?: () => Promise<void>; withEach?: (trx: Transaction<Database>, ids: number[]) => Promise<void> } = {},
+  ): Promise<number> {
     if (!chosen(filter)) return 0;
     if (opts.dryRun) {
       const row = await this.db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('id', 'in', deadLetterIds(this.db, filter)).executeTakeFirst();
       return Number(row?.n ?? 0);
     }
     const now = iso(this.clock.now());
-    return immediateTransaction(this.db, async (trx) => {
-      const r = await trx
-        .updateTable('jobs')
-        // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
-        .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, created_at: now, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
-        .where('id', 'in', deadLetterIds(trx, filter))
-        .where('state', '=', 'dead')
-        .executeTakeFirst();
-      return Number(r.numUpdatedRows);
-    });
+    const ids = [...new Set((await deadLetterIds(this.db, filter).execute()).map((r) => r.id))];
+    let retried = 0;
+    for (const [i, chunk] of inChunks(ids, RETRY_BATCH).entries()) {
+      if (i > 0) await opts.pause?.();
+      retried += await immediateTransaction(this.db, async (trx) => {
+        const r = await trx
+          .updateTable('jobs')
+          // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
+          .set({ state: 'pending', run_at: now, attempts: 0, finished_at: null, created_at: now, updated_at: now, payload: sql<string>`CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', ${now}) ELSE payload END` })
+          .where('id', 'in', chunk)
+          // Still dead: another retry may have taken it since the read. Unary +: by the ids, not
+          // through an index on state (the planner took jobs_lease, reading every dead letter for
+          // each batch: 27 s for 200,000 in batches).
+          .where(sql<string>`+state`, '=', 'dead')
+          .executeTakeFirst();
+        await opts.withEach?.(trx, chunk);
+        return Number(r.numUpdatedRows);
+      });
+    }
+    return retried;
   }
 
   /**

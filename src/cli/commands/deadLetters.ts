@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { deadLetterIds, JobQueue, jobsByEventTerm, type DeadLetterFilter } from '../../queue/JobQueue.js';
+import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -125,11 +125,18 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       sayNotDeadLetters(io, notDead, o);
       return notDead.length > 0 ? 1 : 0;
     }
-    const n = await queue.retryDeadLetters(filterOf(o, ids));
-    // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next attempt.
-    await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
-      WHERE state = 'dead' AND EXISTS (SELECT 1 FROM jobs WHERE jobs.state = 'pending'
-        AND jobs.kind = 'sink:' || deliveries.sink AND ${jobsByEventTerm} AND jobs.event_id = deliveries.event_id)`.execute(database.db);
+    // In short transactions with a pause between them (as `prune`), so a running receiver's ingest
+    // commits get the write lock meanwhile.
+    const n = await queue.retryDeadLetters(filterOf(o, ids), {
+      pause: () => new Promise((r) => setTimeout(r, 5)),
+      // Sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until
+      // their next attempt: looked up by their key from the jobs just retried.
+      withEach: async (trx, jobIds) => {
+        await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
+          WHERE state = 'dead' AND (event_id, sink) IN (SELECT event_id, substr(kind, 6) FROM jobs
+            WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
+      },
+    });
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     const { sinks, problems } = n > 0 ? configuredSinks(io.env, databasePathOf(io.env, o.database)) : { sinks: [], problems: [] };

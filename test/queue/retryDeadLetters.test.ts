@@ -1,0 +1,82 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { JobQueue } from '../../src/queue/JobQueue.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { cli } from '../cli/helpers.js';
+import { scratchDatabase } from '../helpers/database.js';
+
+// A sink's consumer down for longer than its retries (about 14 h): every delivery of that time is
+// a dead letter, and `dead-letters retry --kind sink:<name>` sends them all once it is back. Next
+// to a running receiver, whose deliveries wait WRITE_TIMEOUT_MS for the write lock.
+
+/** Dead letters per transaction (RETRY_BATCH), and a number of them that needs three. */
+const BATCH = 500;
+const N = 2 * BATCH + 200;
+const T = '2026-11-01T00:00:00.000Z';
+
+/** `n` dead-lettered deliveries to sink `crm`: their jobs and their `deliveries` rows. */
+function deadLetters(sqlite: BetterSqlite3.Database, n: number): void {
+  const job = sqlite.prepare(
+    "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) VALUES ('sink:crm', ?, ?, 'sink:crm', 'dead', ?, 25, 25, 'HTTP 503', ?, ?, ?)",
+  );
+  const delivery = sqlite.prepare(
+    "INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at) VALUES (?, 'crm', ?, 'dead', 25, 503, 'HTTP 503', ?, ?, ?, ?)",
+  );
+  sqlite.transaction(() => {
+    for (let i = 0; i < n; i++) {
+      const e = `evt_${String(i).padStart(6, '0')}`;
+      job.run(JSON.stringify({ event_id: e }), e, T, T, T, T);
+      delivery.run(e, `msg_${i}`, T, T, T, T);
+    }
+  })();
+}
+
+const states = (sqlite: BetterSqlite3.Database, table: 'jobs' | 'deliveries') =>
+  Object.fromEntries((sqlite.prepare(`SELECT state, COUNT(*) AS n FROM ${table} GROUP BY state`).all() as { state: string; n: number }[]).map((r) => [r.state, r.n]));
+
+describe('dead-letters retry of many dead letters', () => {
+  it('runs them again in short transactions: another connection gets the write lock between two, and sees each one committed', async () => {
+    const database = scratchDatabase();
+    deadLetters(database.sqlite, N);
+    const other = new BetterSqlite3(database.sqlite.name);
+    other.pragma('busy_timeout = 0');
+    const seen: number[] = [];
+    try {
+      const queue = new JobQueue(database.db, new ManualClock(Date.parse(T) + 3_600_000));
+      const retried = await queue.retryDeadLetters(
+        { kind: 'sink:crm' },
+        {
+          pause: async () => {
+            // A delivery's commit here would not wait for the whole retry (throws SQLITE_BUSY if the lock is held).
+            other.exec('BEGIN IMMEDIATE');
+            seen.push(other.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'pending'").pluck().get() as number);
+            other.exec('ROLLBACK');
+          },
+          withEach: async (trx, ids) => {
+            await trx.updateTable('deliveries').set({ state: 'pending' }).where('state', '=', 'dead').where('event_id', 'in', trx.selectFrom('jobs').select('event_id').where('id', 'in', ids)).execute();
+          },
+        },
+      );
+      expect(retried).toBe(N);
+      expect(seen).toEqual([BATCH, 2 * BATCH]);
+      expect(states(database.sqlite, 'jobs')).toEqual({ pending: N });
+      expect(states(database.sqlite, 'deliveries')).toEqual({ pending: N });
+    } finally {
+      other.close();
+    }
+  });
+
+  it('the CLI sends every one of them again with one command, each delivery pending at once', async () => {
+    const database = scratchDatabase();
+    deadLetters(database.sqlite, N);
+    const retry = await cli(['dead-letters', 'retry', '--kind', 'sink:crm'], { DATABASE_PATH: database.sqlite.name });
+    expect({ code: retry.code, stderr: retry.stderr, stdout: retry.stdout }).toEqual({
+      code: 0,
+      stderr: '',
+      stdout: `${N} dead-lettered jobs queued again (pending now; the receiver's workers run them)\n`,
+    });
+    expect(states(database.sqlite, 'jobs')).toEqual({ pending: N });
+    expect(states(database.sqlite, 'deliveries')).toEqual({ pending: N });
+    expect(database.sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE attempts <> 0 OR last_error IS NOT NULL').pluck().get()).toBe(0);
+  });
+});
