@@ -204,7 +204,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   deadLetterSelection(dl.command('retry').description('run dead-lettered jobs again now, with fresh attempts').addOption(databaseOption()))
     .option('--dry-run', 'count what would run again; change nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result']))
+    .addHelpText('after', examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
   deadLetterSelection(
     dl
