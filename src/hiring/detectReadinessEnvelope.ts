@@ -7,6 +7,14 @@ import type { ReadinessEnvelope } from './types.js';
 const RESULT_OUTCOMES: ReadonlySet<string> = new Set(['completed', 'failed', 'unreachable', 'opted_out']);
 
 /**
+ * Fields a result object has (spec 2.10 for the interview; 6.4's payloads for all three: every
+ * result has `overall_score`). A body with `result: null` and one of these is a result whose own
+ * `status` the spec does not list (an interview `cancelled`, a CV evaluation `evaluated`), not an
+ * envelope: the envelope of 3.6 is `{status, reason, result}`.
+ */
+const RESULT_FIELDS: readonly string[] = ['overall_score', 'is_eligible', 'ineligibility_reasons', 'criteria_results', 'hiring_recommendation', 'id', 'completed_at'];
+
+/**
  * Recognise the v2 "not ready" envelope `{status, reason, result: null}`
  * (spec 3.6) in a parsed JSON body; null when the body is anything else.
  *
@@ -18,7 +26,8 @@ const RESULT_OUTCOMES: ReadonlySet<string> = new Set(['completed', 'failed', 'un
  *
  * The envelope's shape with a status the spec does not list (a third readiness state the
  * service adds, `queued` say) is `unrecognized`: it carries no result, and taking it for one
- * stored a final "ready" result of nothing, never read again.
+ * stored a final "ready" result of nothing, never read again. Unless it also carries a field of a
+ * result (RESULT_FIELDS): then it is a result, whatever its status, and read as one.
  */
 export function detectReadinessEnvelope(body: unknown): ReadinessEnvelope | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
@@ -28,5 +37,6 @@ export function detectReadinessEnvelope(body: unknown): ReadinessEnvelope | null
   const reason = typeof record['reason'] === 'string' ? record['reason'] : null;
   if (status === 'processing' || status === 'unavailable') return { status, reason };
   if (typeof status !== 'string' || status === '' || RESULT_OUTCOMES.has(status)) return null;
+  if (RESULT_FIELDS.some((f) => Object.hasOwn(record, f))) return null;
   return { status: 'unrecognized', sent: status, reason };
 }

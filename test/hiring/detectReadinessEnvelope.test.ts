@@ -48,6 +48,16 @@ describe('detectReadinessEnvelope', () => {
     expect(detectReadinessEnvelope({ status: '', result: null })).toBeNull();
   });
 
+  it('takes a body with result: null, a status the spec does not list and a result\'s fields for a result, not an envelope', () => {
+    // Spec 2.10: the interview's outcomes "include" those listed; CV evaluation and insights fields
+    // are not shown. A result may well hold `result: null` (6.4's interview block has a `result`).
+    expect(detectReadinessEnvelope({ id: 'i1', status: 'cancelled', completed_at: '2026-01-01T00:00:00Z', overall_score: null, is_eligible: false, result: null })).toBeNull();
+    expect(detectReadinessEnvelope({ application_id: 'a1', status: 'evaluated', overall_score: 3.5, result: null })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'done', hiring_recommendation: 'yes', result: null })).toBeNull();
+    // The envelope's own fields, and others, still make the unrecognized envelope.
+    expect(detectReadinessEnvelope({ status: 'queued', reason: 'x', result: null, eta: 'soon' })?.status).toBe('unrecognized');
+  });
+
   it('needs the result key present and null', () => {
     expect(detectReadinessEnvelope({ status: 'processing' })).toBeNull();
     expect(detectReadinessEnvelope({ status: 'processing', result: undefined })).toBeNull();

@@ -246,6 +246,21 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(JSON.parse(result()!.data)).toMatchObject({ application_id: app.id });
   });
 
+  it('a result holding result: null and a status the spec does not list is stored as the result, not polled as an envelope', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    // Spec 2.10 shows no CV evaluation fields beyond overall_score (6.4): its status and a `result`
+    // key are the service's to choose. This is a result (it has a score), not the envelope of 3.6.
+    const body = { id: 'cv-1', application_id: app.id, status: 'evaluated', overall_score: 3.5, result: null };
+    c.injectFault({ target: 'cv-evaluation', applicationId: app.id, status: 200, body });
+    c.completeCvEvaluation(app.id, { overallScore: 3.5 });
+    await pair.settle();
+    const result = row('SELECT state, reason, data FROM cv_evaluation_results WHERE application_id = ?', app.id);
+    expect(result).toMatchObject({ state: 'ready', reason: null });
+    expect(JSON.parse(result!.data)).toEqual(body);
+  });
+
   it('gives up on a result still processing after the configured bound, visibly', async () => {
     pair = await startPair({ env: { RESULT_GIVE_UP_HOURS: '2' } });
     pair.sandbox.control.setResultDelay(24 * 3_600_000);
