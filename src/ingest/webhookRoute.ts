@@ -148,10 +148,13 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     // the first of each type at warn too.
     const known = isKnownEventType(eventType);
     done(outcome, 200, { source, event_id: id, event_type: eventType, ...(known ? {} : { unknown_type: true }) });
-    if (!known && outcome === 'accepted' && unknownTypesTold.size < 100 && !unknownTypesTold.has(eventType)) {
-      unknownTypesTold.add(eventType);
+    // Remembered by its first 100 characters, copied: the type itself is as long as the sender
+    // made it (up to MAX_BODY_BYTES), and a slice of it would keep the whole string alive.
+    const told = eventType.length <= 100 ? eventType : Buffer.from(eventType.slice(0, 100)).toString();
+    if (!known && outcome === 'accepted' && unknownTypesTold.size < 100 && !unknownTypesTold.has(told)) {
+      unknownTypesTold.add(told);
       logger.warn(
-        { source, event_id: id, event_type: eventType.slice(0, 100) },
+        { source, event_id: id, event_type: told },
         'an event type this version does not know: stored, acknowledged and sent to the sinks as received, with no result read for it (said once per type)',
       );
     }

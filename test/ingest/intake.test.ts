@@ -184,6 +184,18 @@ describe('POST /webhooks over real HTTP', () => {
     expect(told().slice(before).map((l) => l.event_type)).toEqual(['offer.extended', 'offer.withdrawn']);
   });
 
+  it('remembers an unknown event type by its first 100 characters: a type as long as the body is not kept whole in memory', async () => {
+    const told = () => r.logs.lines.filter((l) => l.level === 40 && typeof l.msg === 'string' && l.msg.startsWith('an event type this version does not know'));
+    const before = told().length;
+    // Each type held whole (up to MAX_BODY_BYTES) kept about 1 MB per type alive with the default limit.
+    const prefix = `long.${'t'.repeat(200)}`;
+    for (const type of [`${prefix}.one`, `${prefix}.two`]) {
+      const res = await post(signDelivery(secret, JSON.stringify(envelope({ event_type: type }))));
+      expect(res.status).toBe(200);
+    }
+    expect(told().slice(before).map((l) => l.event_type)).toEqual([prefix.slice(0, 100)]);
+  });
+
   it.each([
     ['not JSON', Buffer.from('this is <b>not</b> json'), 'body is not valid JSON'],
     ['JSON without an id', Buffer.from('{"event_type":"application.created"}'), 'envelope has no "id" string'],
