@@ -8,6 +8,7 @@ import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.js';
 import { preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
+import { SaidOnce } from '../util/collections.js';
 import type { HandlerResult } from '../queue/Worker.js';
 import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
@@ -107,7 +108,7 @@ function yieldTo(ctx: ProcessingContext, job: ClaimedJob, why: string): HandlerR
 
 function createRead(ctx: ProcessingContext) {
   // Readiness statuses the spec does not list, already logged (once each per process and resource).
-  const unrecognizedLogged = new Set<string>();
+  const unrecognizedLogged = new SaidOnce();
   return async (job: ClaimedJob): Promise<HandlerResult> => {
     const p = JSON.parse(job.payload) as Payload;
     const table = RESULT_TABLE[p.resource];
@@ -199,8 +200,7 @@ function createRead(ctx: ProcessingContext) {
           await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
           return;
         }
-        if (outcome.unrecognized !== undefined && !unrecognizedLogged.has(`${p.resource}\0${outcome.unrecognized}`)) {
-          unrecognizedLogged.add(`${p.resource}\0${outcome.unrecognized}`);
+        if (outcome.unrecognized !== undefined && unrecognizedLogged.first(`${p.resource}\0${outcome.unrecognized}`) !== null) {
           ctx.logger?.warn(
             { source: job.source, resource: p.resource, application_id: p.application_id, readiness_status: outcome.unrecognized.slice(0, 100) },
             'the service answered a readiness status this version does not know: read again later, as for processing',

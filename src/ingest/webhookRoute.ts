@@ -6,6 +6,7 @@ import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../util/clock.js';
 import { isCredentialHeader } from '../util/credentialHeaders.js';
+import { SaidOnce } from '../util/collections.js';
 import type { IngestItem, IngestOutcome } from './eventStore.js';
 import { StorageUnavailableError, type GroupCommitter } from './GroupCommitter.js';
 import { parseEnvelope } from './parseEnvelope.js';
@@ -40,7 +41,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
   const logger = deliveryLogger(deps.logger);
   // Event types this version does not know, said once each at warn (a bounded few), so an
   // operator hears that the service sends a new one: every delivery is logged at info.
-  const unknownTypesTold = new Set<string>();
+  const unknownTypesTold = new SaidOnce();
 
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
     const started = performance.now();
@@ -148,11 +149,8 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
     // the first of each type at warn too.
     const known = isKnownEventType(eventType);
     done(outcome, 200, { source, event_id: id, event_type: eventType, ...(known ? {} : { unknown_type: true }) });
-    // Remembered by its first 100 characters, copied: the type itself is as long as the sender
-    // made it (up to MAX_BODY_BYTES), and a slice of it would keep the whole string alive.
-    const told = eventType.length <= 100 ? eventType : Buffer.from(eventType.slice(0, 100)).toString();
-    if (!known && outcome === 'accepted' && unknownTypesTold.size < 100 && !unknownTypesTold.has(told)) {
-      unknownTypesTold.add(told);
+    const told = known || outcome !== 'accepted' ? null : unknownTypesTold.first(eventType);
+    if (told !== null) {
       logger.warn(
         { source, event_id: id, event_type: told },
         'an event type this version does not know: stored, acknowledged and sent to the sinks as received, with no result read for it (said once per type)',

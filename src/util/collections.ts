@@ -9,3 +9,25 @@ export function groupBy<T, K, V>(items: Iterable<T>, key: (item: T) => K, value:
   }
   return groups;
 }
+
+/**
+ * Remembers which values were already said (logged once each), for values a sender chooses: at
+ * most `max` of them, each by a copy of its first `keyChars` characters (a slice would keep the
+ * whole string alive, and a value can be as long as a body). `first` returns that key the first
+ * time a value is seen and room is left, else null.
+ */
+export class SaidOnce {
+  private readonly said = new Set<string>();
+
+  constructor(
+    private readonly max = 100,
+    private readonly keyChars = 100,
+  ) {}
+
+  first(value: string): string | null {
+    const key = value.length <= this.keyChars ? value : Buffer.from(value.slice(0, this.keyChars)).toString();
+    if (this.said.size >= this.max || this.said.has(key)) return null;
+    this.said.add(key);
+    return key;
+  }
+}
