@@ -1,9 +1,14 @@
 import BetterSqlite3 from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JobQueue } from '../../src/queue/JobQueue.js';
 import { ManualClock } from '../../src/util/clock.js';
+import { markRetried } from '../../src/cli/commands/deadLetters.js';
+import type { SinkConfig } from '../../src/sinks/sinkConfig.js';
 import { cli } from '../cli/helpers.js';
 import { scratchDatabase } from '../helpers/database.js';
+import { tempDir } from '../helpers/receiver.js';
 
 // A sink's consumer down for longer than its retries (about 14 h): every delivery of that time is
 // a dead letter, and `dead-letters retry --kind sink:<name>` sends them all once it is back. Next
@@ -78,5 +83,48 @@ describe('dead-letters retry of many dead letters', () => {
     expect(states(database.sqlite, 'jobs')).toEqual({ pending: N });
     expect(states(database.sqlite, 'deliveries')).toEqual({ pending: N });
     expect(database.sqlite.prepare('SELECT COUNT(*) FROM deliveries WHERE attempts <> 0 OR last_error IS NOT NULL').pluck().get()).toBe(0);
+  });
+
+  it("gives the retried deliveries, and the sink's others waiting, its max_attempts as configured now", async () => {
+    const database = scratchDatabase();
+    deadLetters(database.sqlite, N);
+    // A delivery waiting (not a dead letter) takes it too, as README says (in batches as well: one
+    // statement over all of them held the write lock 0.6 s after a retry of 200,000).
+    const waiting = database.sqlite
+      .prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)")
+      .run('evt_waiting', T, T, T).lastInsertRowid;
+    const t = tempDir();
+    try {
+      const config = join(t.dir, 'config.json');
+      writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(t.dir, 'out.ndjson'), max_attempts: 40 }] }));
+      const retry = await cli(['dead-letters', 'retry', '--kind', 'sink:crm', '--json'], { DATABASE_PATH: database.sqlite.name, CONFIG_FILE: config });
+      expect({ code: retry.code, stderr: retry.stderr, stdout: JSON.parse(retry.stdout) }).toEqual({ code: 0, stderr: '', stdout: { retried: N } });
+      expect(database.sqlite.prepare("SELECT max_attempts, COUNT(*) AS n FROM jobs WHERE state = 'pending' GROUP BY max_attempts").all()).toEqual([{ max_attempts: 40, n: N + 1 }]);
+      expect(database.sqlite.prepare('SELECT attempts, max_attempts FROM jobs WHERE id = ?').get(waiting)).toEqual({ attempts: 2, max_attempts: 40 });
+    } finally {
+      t.cleanup();
+    }
+  });
+
+  it('each transaction gives its jobs the max_attempts configured now: a worker that runs one between two sees it', async () => {
+    const database = scratchDatabase();
+    deadLetters(database.sqlite, N);
+    const other = new BetterSqlite3(database.sqlite.name);
+    const unmarked: number[] = [];
+    try {
+      const queue = new JobQueue(database.db, new ManualClock(Date.parse(T) + 3_600_000));
+      const sink = { name: 'crm', maxAttempts: 40 } as SinkConfig;
+      await queue.retryDeadLetters(
+        { kind: 'sink:crm' },
+        {
+          pause: async () => void unmarked.push(other.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND max_attempts <> 40").pluck().get() as number),
+          withEach: (trx, ids) => markRetried(trx, ids, [sink]),
+        },
+      );
+      expect(unmarked).toEqual([0, 0]);
+      expect(states(database.sqlite, 'deliveries')).toEqual({ pending: N });
+    } finally {
+      other.close();
+    }
   });
 });
