@@ -87,8 +87,10 @@ export function registerHealthRoutes(
             // Not ready once deliveries are refused, or would be: the lock was found held at every
             // attempt (the committer's, these probes') for as long as a delivery waits for it.
             // Ready again as soon as a probe or a commit takes it.
+            // data_version moves when another connection commits: a hold seen after one is a new
+            // hold, not the one an earlier probe saw (two short holds are not one long one).
             const now = writeLock.clock.now();
-            writeLock.hold.held(now);
+            writeLock.hold.held(now, sqlite.pragma('data_version', { simple: true }) as number);
             const heldMs = writeLock.hold.heldForMs(now);
             if (heldMs >= writeLock.boundMs) {
               checks.writable = `no (the write lock has been held by another connection for ${(heldMs / 1000).toFixed(1)} s; deliveries wait ${writeLock.boundMs} ms for it, then are answered 503)`;

@@ -11,15 +11,25 @@
  */
 export class WriteLockHold {
   private since: number | null = null;
+  /** The database's data_version at the last probe that saw the hold (undefined: none did). */
+  private version: number | undefined;
 
-  /** The lock was found held by another connection at `nowMs` (Unix ms, the injected clock). */
-  held(nowMs: number): void {
-    if (this.since === null) this.since = nowMs;
+  /**
+   * The lock was found held by another connection at `nowMs` (Unix ms, the injected clock).
+   * `dataVersion` (PRAGMA data_version, from a probe): when it moved since the last probe that
+   * saw the lock held, another connection committed in between, so this is a new hold and its
+   * time starts now. The committer's retries (every few ms) give none: they see one hold.
+   */
+  held(nowMs: number, dataVersion?: number): void {
+    const committedBetween = dataVersion !== undefined && this.version !== undefined && dataVersion !== this.version;
+    if (this.since === null || committedBetween) this.since = nowMs;
+    if (dataVersion !== undefined) this.version = dataVersion;
   }
 
   /** The lock was taken (a commit, a probe): whatever held it let go. */
   obtained(): void {
     this.since = null;
+    this.version = undefined;
   }
 
   /** How long, in ms, the lock has been found held at every attempt to take it; 0 when it was not. */

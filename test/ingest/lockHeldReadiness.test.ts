@@ -53,6 +53,21 @@ describe('/readyz while another connection holds the write lock', () => {
     expect((await readyz()).status).toBe(200);
   });
 
+  it('two holds with a commit between them are two holds, not one long one (no traffic between the probes)', async () => {
+    other.exec('CREATE TABLE IF NOT EXISTS test_hold (x)');
+    other.exec('BEGIN IMMEDIATE');
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes (write lock busy)' });
+    other.exec('INSERT INTO test_hold VALUES (1)');
+    other.exec('COMMIT');
+    clock.advance(WRITE_TIMEOUT_MS);
+    // Another operation takes the lock just before the next probe: held for moments, not 0.3 s.
+    other.exec('BEGIN IMMEDIATE');
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes (write lock busy)' });
+    // This one does last: counted from the probe that first saw it.
+    clock.advance(WRITE_TIMEOUT_MS);
+    expect((await readyz()).status).toBe(503);
+  });
+
   it('not ready while deliveries are being refused for the lock; a commit makes it ready again', async () => {
     other.exec('BEGIN IMMEDIATE');
     const env = envelope();
