@@ -17,6 +17,15 @@ import { SourceAnswers } from './SourceAnswers.js';
  *   that a paused source's key works again.
  */
 export type HandlerResult = void | { untested: true } | { rescheduleAt: number; note?: string; untested?: true };
+
+/**
+ * Marks a failure that came before any request to the job's source (nothing left to read, an id
+ * no request can name): like an `untested` result, it says nothing of a paused source's key, so a
+ * probe spent on it is due again at once instead of the source's reads waiting a whole period.
+ */
+export function failedBeforeRequest<E extends Error>(err: E): E {
+  return Object.assign(err, { untested: true });
+}
 export type JobHandler = (job: ClaimedJob) => Promise<HandlerResult>;
 
 /** One job's result in a batch: done (undefined), run again later (as HandlerResult), or the error it failed with. */
@@ -497,7 +506,9 @@ export class Worker {
     }
 
     const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
-    const untested = (r: BatchItemResult): boolean => r !== undefined && 'untested' in r && r.untested === true;
+    // A failure before any request (failedBeforeRequest) as well: it is never done, so only the probe review sees it.
+    const untested = (r: BatchItemResult): boolean =>
+      r !== undefined && (('untested' in r && r.untested === true) || ('error' in r && (r.error as { untested?: unknown } | null)?.untested === true));
     const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
     // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
     for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
@@ -555,8 +566,8 @@ export class Worker {
         this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
       }
     }
-    // A probe that sent no request (it waited for the poll spacing, or reused a stored result)
-    // said nothing of the key: the next claim probes again, instead of the source's reads
+    // A probe that sent no request (it waited for the poll spacing, reused a stored result, or
+    // failed before its request) said nothing of the key: the next claim probes again, instead of the source's reads
     // waiting a whole period more.
     for (const job of probes) {
       if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
