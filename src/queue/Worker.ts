@@ -81,6 +81,11 @@ export interface HeldSources {
   blocked: string[];
   /** Paused sources whose probe is due: held as well, but one of their jobs is claimed to try them again. */
   probes: string[];
+  /**
+   * Sources an operator said are back since the gate was last asked (`sinks send-now`): the
+   * worker's own holds of them (a Retry-After's wait, the outage breaker's) end now.
+   */
+  released?: string[];
 }
 
 export interface SourceGate {
@@ -389,8 +394,9 @@ export class Worker {
     // which belongs to a worker whose jobs can prove the key works again.
     // Throttled sources first: a paused source that is also throttled must not spend its probe
     // on a claim that cannot take its jobs.
-    const throttled = this.throttled(now);
-    const held = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
+    let throttled = this.throttled(now);
+    const held: HeldSources = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
+    if (held.released && held.released.length > 0) throttled = this.release(held.released, now);
     const blocked = [...held.blocked, ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
@@ -416,6 +422,21 @@ export class Worker {
       for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
     }
     return jobs;
+  }
+
+  /**
+   * Holds in memory: after a restart they are gone anyway, and the CLI, another process, can end
+   * them only through the gate (HeldSources.released). Returns the sources still throttled.
+   */
+  private release(sources: readonly string[], now: number): string[] {
+    for (const source of sources) {
+      const until = Math.max(this.throttledUntil.get(source) ?? 0, this.outageHoldUntil.get(source) ?? 0);
+      this.throttledUntil.delete(source);
+      this.outageHoldUntil.delete(source);
+      this.outageFailures.delete(source);
+      if (until > now) this.opts.logger.info({ source, held_for_ms: until - now }, "an operator said the remote is back: this source's jobs run again now, not when its wait has passed");
+    }
+    return this.throttled(now);
   }
 
   /** Sources still throttled at `now`, by a Retry-After or the outage breaker (expired entries are dropped). */
