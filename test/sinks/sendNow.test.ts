@@ -25,13 +25,13 @@ afterAll(cleanup);
 const SINK_SECRET = newSecret();
 
 /** A running receiver (its loops on, on 127.0.0.1) whose one sink `crm` posts to a consumer answering `answer()`. */
-async function running(answer: () => Reply) {
+async function running(answer: () => Reply, sinkOptions: Record<string, unknown> = {}) {
   // Near real time: the CLI (a child process) reads the real clock.
   const clock = new ManualClock(Date.now());
   consumer = await startConsumer({ '/crm': SINK_SECRET });
   consumer.reply(() => answer());
   const config = join(dir, `config-${Date.now()}.json`);
-  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `${consumer.url}/crm`, secret: SINK_SECRET, concurrency: 1 }] }));
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `${consumer.url}/crm`, secret: SINK_SECRET, concurrency: 1, ...sinkOptions }] }));
   const secret = newSecret();
   r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config }, { clock });
   const rec = r;
@@ -75,6 +75,21 @@ describe('sinks send-now', () => {
     await until(() => deliveries().find((d) => d.state === 'delivered')?.n === 3, 'every delivery delivered');
     expect(consumer!.on('/crm').map((m) => m.message?.['type'])).toHaveLength(4);
     expect(rec.logs.lines.filter((l) => String(l.msg).startsWith('an operator said the remote is back'))).toEqual([expect.objectContaining({ level: 30, source: 'sink:crm' })]);
+  });
+
+  it("dead-letters retry of a sink's deliveries sends them through the running receiver, though the consumer's last answer asked it to wait an hour", async () => {
+    let reply: Reply = { status: 503, headers: { 'retry-after': '3600' } };
+    const { clock, post, deliveries, rec, env } = await running(() => reply, { max_attempts: 1 });
+    await post();
+    await until(() => deliveries().find((d) => d.state === 'dead')?.n === 1, 'the delivery dead-lettered, its last answer a Retry-After');
+    expect(rec.logs.lines.some((l) => l.sink === 'crm' && String(l.msg).startsWith('asked to slow down (Retry-After)'))).toBe(true);
+
+    reply = { status: 204 };
+    const retried = await cli(['dead-letters', 'retry', '--kind', 'sink:crm'], env);
+    expect(retried.code, retried.stderr).toBe(0);
+    clock.set(Date.now());
+    await until(() => deliveries().find((d) => d.state === 'delivered')?.n === 1, 'the delivery delivered');
+    expect(consumer!.on('/crm')).toHaveLength(2);
   });
 
   it('enables a sink a 410 disabled, saying so, and names the known sinks for an unknown one (exit 2)', async () => {

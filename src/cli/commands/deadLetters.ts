@@ -135,6 +135,12 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
         await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
           WHERE state = 'dead' AND (event_id, sink) IN (SELECT event_id, substr(kind, 6) FROM jobs
             WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
+        // The consumer is back: a running sink worker still waiting out the Retry-After of its
+        // last answer (kept in its memory, up to a day) ends that wait when it sees the sink's
+        // stamp change (SinkGate), as for `sinks send-now`. A disabled sink stays disabled.
+        await sql`INSERT INTO sink_state (sink, updated_at)
+          SELECT DISTINCT substr(kind, 6), ${new Date().toISOString()} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
+          ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL`.execute(trx);
       },
     });
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
