@@ -272,6 +272,18 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(databaseOption())
     .addHelpText('after', examples(['hiring-receiver sinks enable crm']))
     .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksEnable(io, name, o))));
+  sk.command('send-now')
+    .description("the sink's consumer is back: its deliveries waiting for a later attempt (a backoff of up to 1 h, a Retry-After) go out now, each keeping its attempts; a sink a 410 disabled is enabled")
+    .argument('<name>')
+    .addOption(databaseOption())
+    .option('--dry-run', 'count what would be sent now; change nothing')
+    .addOption(jsonOption())
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
+        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`.",
+    )
+    .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
 
   const wh = program
     .command('webhooks')

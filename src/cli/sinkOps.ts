@@ -1,7 +1,7 @@
 /**
  * Everything the CLI needs from the sink fan-out (src/sinks), in one place:
- * reading the configured sinks, their status, queueing replays, and enabling
- * a sink a 410 disabled. Other CLI modules use only this file's exports.
+ * reading the configured sinks, their status, queueing replays, enabling
+ * a sink a 410 disabled, and sending a sink's waiting deliveries now. Other CLI modules use only this file's exports.
  */
 import { readFileSync } from 'node:fs';
 import { sql, type Kysely, type Transaction } from 'kysely';
@@ -12,10 +12,11 @@ import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryReco
 import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import { matchesSink, undocumentedPatterns } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
+import { sendSinkNow, type SendNowResult } from '../sinks/sendSinkNow.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 
-export type { DeliveryWrites, SinkConfig, SinkStatus };
-export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sinkJobKind, undocumentedPatterns };
+export type { DeliveryWrites, SendNowResult, SinkConfig, SinkStatus };
+export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sendSinkNow, sinkJobKind, undocumentedPatterns };
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -9,7 +9,7 @@ import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.
 import { preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import { SaidOnce } from '../util/collections.js';
-import type { HandlerResult } from '../queue/Worker.js';
+import { failedBeforeRequest, type HandlerResult } from '../queue/Worker.js';
 import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
 interface Payload {
@@ -117,7 +117,7 @@ function createRead(ctx: ProcessingContext) {
 
     const row = await ctx.db.selectFrom(table).selectAll().where('application_id', '=', p.application_id).executeTakeFirst();
     const event = await ctx.db.selectFrom('events').select(['received_at']).where('id', '=', p.event_id).executeTakeFirst();
-    if (!row || !event) throw new PermanentError(`nothing to fetch for event ${p.event_id}: result row or event missing`);
+    if (!row || !event) throw failedBeforeRequest(new PermanentError(`nothing to fetch for event ${p.event_id}: result row or event missing`));
 
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
@@ -136,13 +136,13 @@ function createRead(ctx: ProcessingContext) {
     );
     // An id no request can name (".." would change the request's path): no retry will read it.
     const idProblem = applicationIdProblem(p.application_id);
-    if (idProblem !== null) throw new PermanentError(`application id ${JSON.stringify(p.application_id)} cannot be read from the service: it ${idProblem}`);
+    if (idProblem !== null) throw failedBeforeRequest(new PermanentError(`application id ${JSON.stringify(p.application_id)} cannot be read from the service: it ${idProblem}`));
     const client = job.source ? ctx.clients.get(job.source) : undefined;
     if (!client) {
       const missing = `source ${job.source ?? '(none)'} has no HIRING_API_URL / HIRING_API_KEY configured`;
       // No read can ever answer: past the give-up window it is a dead letter (given_up, visible,
       // retried once the source is configured), not a pause for ever.
-      if (now - since > ctx.giveUpAfterMs) throw new PermanentError(`${missing} for ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`);
+      if (now - since > ctx.giveUpAfterMs) throw failedBeforeRequest(new PermanentError(`${missing} for ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`));
       // Not "API key refused": no key was sent, and a new key would not help. The configuration
       // requires both for every source, so this is a source renamed or removed since its events came.
       throw new PauseSourceError(missing, {

@@ -32,6 +32,24 @@ export class LogThrottle {
     return { loud: true, since: sameKey ? last.since : 0, previous: sameKey ? 0 : (last?.since ?? 0) };
   }
 
+  /**
+   * The failures noted at debug since their group's last loud line, in groups whose last line is
+   * at least `minAgeMs` old (`group`: that group only): each count is returned once, and counts as
+   * a line said now. A burst that stops leaves no later failure to carry its count (see note):
+   * this is how its count is said at all.
+   */
+  unsaid(minAgeMs: number, group?: string): { group: string; key: string; since: number; total: number }[] {
+    const now = this.clock.now();
+    const out: { group: string; key: string; since: number; total: number }[] = [];
+    for (const [name, g] of this.groups) {
+      if ((group !== undefined && name !== group) || g.since === 0 || now - g.atMs < minAgeMs) continue;
+      out.push({ group: name, key: g.key, since: g.since, total: g.total });
+      g.since = 0;
+      g.atMs = now;
+    }
+    return out;
+  }
+
   /** The group works again: returns how many failures its run had (0: none). */
   clear(group: string): number {
     const total = this.groups.get(group)?.total ?? 0;

@@ -3,7 +3,7 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { failureKey, LogThrottle, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
+import { failureKey, LogThrottle, REPEATED_FAILURE_LOG_MS, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
@@ -17,6 +17,15 @@ import { SourceAnswers } from './SourceAnswers.js';
  *   that a paused source's key works again.
  */
 export type HandlerResult = void | { untested: true } | { rescheduleAt: number; note?: string; untested?: true };
+
+/**
+ * Marks a failure that came before any request to the job's source (nothing left to read, an id
+ * no request can name): like an `untested` result, it says nothing of a paused source's key, so a
+ * probe spent on it is due again at once instead of the source's reads waiting a whole period.
+ */
+export function failedBeforeRequest<E extends Error>(err: E): E {
+  return Object.assign(err, { untested: true });
+}
 export type JobHandler = (job: ClaimedJob) => Promise<HandlerResult>;
 
 /** One job's result in a batch: done (undefined), run again later (as HandlerResult), or the error it failed with. */
@@ -72,6 +81,11 @@ export interface HeldSources {
   blocked: string[];
   /** Paused sources whose probe is due: held as well, but one of their jobs is claimed to try them again. */
   probes: string[];
+  /**
+   * Sources an operator said are back since the gate was last asked (`sinks send-now`): the
+   * worker's own holds of them (a Retry-After's wait, the outage breaker's) end now.
+   */
+  released?: string[];
 }
 
 export interface SourceGate {
@@ -192,12 +206,22 @@ export class Worker {
    * (each job's error stays in jobs.last_error and `deliveries`).
    */
   private readonly jobFailures: LogThrottle;
+  /**
+   * Dead letters of one kind (and source) failing alike: a sink's consumer down past its retries
+   * dead-letters its deliveries one after another, one error line each (hundreds at once after a
+   * burst). The first and one whose error differs at error, then one a minute with a count, the
+   * rest at debug; the count of those is said a minute after the last line, when a job of the
+   * kind goes through, or when the worker stops (sayDeadLetters). Each one stays in
+   * `dead-letters list` (and `deliveries`).
+   */
+  private readonly deadLetters: LogThrottle;
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
     const { logger, clock } = opts;
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
     this.jobFailures = new LogThrottle(clock);
+    this.deadLetters = new LogThrottle(clock);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
@@ -228,6 +252,7 @@ export class Worker {
     // is claimed or started after stop() resolved.
     if (this.currentTick) await this.currentTick;
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+    this.sayDeadLetters(0);
   }
 
   /** Something was enqueued: look now rather than at the next poll. */
@@ -364,12 +389,14 @@ export class Worker {
    */
   private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
     const now = this.opts.clock.now();
+    this.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
     // Throttled sources first: a paused source that is also throttled must not spend its probe
     // on a claim that cannot take its jobs.
-    const throttled = this.throttled(now);
-    const held = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
+    let throttled = this.throttled(now);
+    const held: HeldSources = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
+    if (held.released && held.released.length > 0) throttled = this.release(held.released, now);
     const blocked = [...held.blocked, ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
@@ -395,6 +422,21 @@ export class Worker {
       for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
     }
     return jobs;
+  }
+
+  /**
+   * Holds in memory: after a restart they are gone anyway, and the CLI, another process, can end
+   * them only through the gate (HeldSources.released). Returns the sources still throttled.
+   */
+  private release(sources: readonly string[], now: number): string[] {
+    for (const source of sources) {
+      const until = Math.max(this.throttledUntil.get(source) ?? 0, this.outageHoldUntil.get(source) ?? 0);
+      this.throttledUntil.delete(source);
+      this.outageHoldUntil.delete(source);
+      this.outageFailures.delete(source);
+      if (until > now) this.opts.logger.info({ source, held_for_ms: until - now }, "an operator said the remote is back: this source's jobs run again now, not when its wait has passed");
+    }
+    return this.throttled(now);
   }
 
   /** Sources still throttled at `now`, by a Retry-After or the outage breaker (expired entries are dropped). */
@@ -485,7 +527,9 @@ export class Worker {
     }
 
     const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
-    const untested = (r: BatchItemResult): boolean => r !== undefined && 'untested' in r && r.untested === true;
+    // A failure before any request (failedBeforeRequest) as well: it is never done, so only the probe review sees it.
+    const untested = (r: BatchItemResult): boolean =>
+      r !== undefined && (('untested' in r && r.untested === true) || ('error' in r && (r.error as { untested?: unknown } | null)?.untested === true));
     const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
     // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
     for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
@@ -526,7 +570,11 @@ export class Worker {
     }
     // Any job that went through ends its group's run of failures in the log (a fold as well as a
     // read): the next failure is said at once.
-    for (const job of worked) this.jobFailures.clear(job.source ?? job.kind);
+    for (const job of worked) {
+      this.jobFailures.clear(job.source ?? job.kind);
+      this.sayDeadLetters(0, deadLetterGroup(job));
+      this.deadLetters.clear(deadLetterGroup(job));
+    }
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
     for (const source of sources) {
@@ -539,8 +587,8 @@ export class Worker {
         this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
       }
     }
-    // A probe that sent no request (it waited for the poll spacing, or reused a stored result)
-    // said nothing of the key: the next claim probes again, instead of the source's reads
+    // A probe that sent no request (it waited for the poll spacing, reused a stored result, or
+    // failed before its request) said nothing of the key: the next claim probes again, instead of the source's reads
     // waiting a whole period more.
     for (const job of probes) {
       if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
@@ -585,6 +633,29 @@ export class Worker {
     const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
     if (!noted.loud) return void log.debug(fields, msg);
     log.warn({ ...fields, ...throttleCounts(noted) }, msg);
+  }
+
+  /** A dead letter, at error unless its kind's jobs are dying alike (see deadLetters). */
+  private logDeadLetter(job: ClaimedJob, said: string, log: Logger): void {
+    const fields = { err: said, attempts: job.attempts };
+    const noted = this.deadLetters.note(deadLetterGroup(job), failureKey(said));
+    if (!noted.loud) return void log.debug(fields, 'job dead-lettered');
+    log.error({ ...fields, ...throttleCounts(noted) }, 'job dead-lettered');
+  }
+
+  /**
+   * The dead letters logged at debug only since their run's last line, one error line per run
+   * (kind, source and error): of runs whose last line is `minAgeMs` old or more (0: every run;
+   * `group`: that run only). Without it, the last minute of a burst was never counted at error.
+   */
+  private sayDeadLetters(minAgeMs: number, group?: string): void {
+    for (const run of this.deadLetters.unsaid(minAgeMs, group)) {
+      const [kind, source] = run.group.split('\n');
+      this.opts.logger.error(
+        { kind, ...(source ? { source } : {}), err: run.key, dead_lettered_since_last_line: run.since, dead_lettered_in_run: run.total },
+        'more jobs dead-lettered alike (each is in dead-letters list)',
+      );
+    }
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
@@ -653,7 +724,7 @@ export class Worker {
     if (permanent || job.attempts >= job.max_attempts) {
       const said = alone ? `${message}; only this read: the source's other reads are answered` : message;
       const ok = await queue.deadLetter(job, said);
-      log.error({ err: said, attempts: job.attempts }, 'job dead-lettered');
+      this.logDeadLetter(job, said, log);
       if (ok && this.opts.onDeadLetter) {
         try {
           await this.opts.onDeadLetter(job, said);
@@ -673,3 +744,6 @@ export class Worker {
     settle(ok ? 'retry' : 'lost');
   }
 }
+
+/** Dead letters are counted together per job kind and source (see Worker.deadLetters). */
+const deadLetterGroup = (job: ClaimedJob): string => `${job.kind}\n${job.source ?? ''}`;

@@ -128,7 +128,7 @@ describe('processing new events failing at every turn', () => {
  * A receiver whose only sink is an HTTP consumer answering `reply(n)` to its n-th request (from 0),
  * with its own loops stopped: the test drains them. `post` takes one event in.
  */
-async function sinkReceiver(reply: (n: number) => { status: number; headers?: Record<string, string> }) {
+async function sinkReceiver(reply: (n: number) => { status: number; headers?: Record<string, string> }, sinkOptions: Record<string, unknown> = {}) {
   const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
   let n = 0;
   consumer = createServer((req, res) => {
@@ -140,7 +140,7 @@ async function sinkReceiver(reply: (n: number) => { status: number; headers?: Re
   });
   await new Promise<void>((ok) => consumer!.listen(0, '127.0.0.1', () => ok()));
   const config = join(dir, 'config.json');
-  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`, secret: newSecret() }] }));
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `http://127.0.0.1:${(consumer.address() as AddressInfo).port}/hook`, secret: newSecret(), ...sinkOptions }] }));
   const secret = newSecret();
   r = await startReceiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config }, { clock });
   await r.app.worker.stop();
@@ -180,6 +180,59 @@ describe('a sink whose consumer is down', () => {
     await rec.app.worker.runUntilIdle();
     await rec.app.fanOut.runUntilIdle();
     expect(failed(40)).toHaveLength(3);
+  });
+});
+
+describe('a sink whose consumer is down past its retries', () => {
+  it('logs its deliveries dead-lettered alike once, then once a minute with a count, and the count left at the end, not one error line each', async () => {
+    let answer = 500;
+    const { clock, post, rec } = await sinkReceiver(() => ({ status: answer }), { max_attempts: 1 });
+    const drain = async () => {
+      await rec.app.worker.runUntilIdle();
+      await rec.app.fanOut.runUntilIdle();
+    };
+    const dead = (level: number) => rec.logs.lines.filter((l) => l.msg === 'job dead-lettered' && l.sink === 'crm' && l.level === level);
+    const more = () => rec.logs.lines.filter((l) => l.msg === 'more jobs dead-lettered alike (each is in dead-letters list)');
+    for (let i = 0; i < 6; i++) await post();
+    await drain();
+    expect(dead(50)).toEqual([expect.objectContaining({ err: 'HTTP 500', event_id: expect.any(String), kind: 'sink:crm' })]);
+    expect(dead(20)).toHaveLength(5);
+
+    // Another error: said at once, with the count of the one before it.
+    answer = 503;
+    await post();
+    await drain();
+    expect(dead(50)).toHaveLength(2);
+    expect(dead(50)[1]).toMatchObject({ err: 'HTTP 503', previous_error_failed_since_last_line: 5 });
+
+    // The burst ends: a minute after its last line, its count, though no dead letter follows.
+    answer = 500;
+    for (let i = 0; i < 3; i++) await post();
+    await drain();
+    expect(dead(50)).toHaveLength(3);
+    expect(more()).toHaveLength(0);
+    clock.advance(61_000);
+    await drain();
+    expect(more()).toEqual([expect.objectContaining({ level: 50, sink: 'crm', kind: 'sink:crm', err: 'HTTP 500', dead_lettered_since_last_line: 2, dead_lettered_in_run: 10 })]);
+
+    // The ones not said yet when the receiver stops: counted in its last line.
+    await post();
+    await post();
+    await drain();
+    // Each one is a dead letter all the same, its delivery dead.
+    const db = new Database(rec.dbPath, { readonly: true });
+    try {
+      expect(db.prepare("SELECT count(*) FROM jobs WHERE kind = 'sink:crm' AND state = 'dead'").pluck().get()).toBe(12);
+      expect(db.prepare("SELECT count(*) FROM deliveries WHERE sink = 'crm' AND state = 'dead'").pluck().get()).toBe(12);
+    } finally {
+      db.close();
+    }
+    const receiver = r!;
+    r = undefined;
+    await receiver.close();
+    expect(dead(50)).toHaveLength(3);
+    expect(more()).toHaveLength(2);
+    expect(more()[1]).toMatchObject({ dead_lettered_since_last_line: 2, dead_lettered_in_run: 12 });
   });
 });
 

@@ -1,8 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { createFetchResultHandler } from '../../src/handlers/fetchResult.js';
+import { DEFAULT_PROCESSING } from '../../src/handlers/ProcessingContext.js';
 import { PauseSourceError } from '../../src/hiring/errors.js';
 import { enqueue, JobQueue } from '../../src/queue/JobQueue.js';
+import { JobKind } from '../../src/queue/jobKinds.js';
 import { Worker, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -61,6 +64,30 @@ describe('probe review', () => {
     clock.advance(5 * 60_000 + 1);
     await w.runUntilIdle(20);
     expect(await job(orphan)).toMatchObject({ state: 'dead' });
+    expect({ requests, paused: (await gate.list()).map((p) => p.source), read: (await job(read)).state }).toEqual({ requests: [read], paused: [], read: 'done' });
+  });
+
+  it('a probe spent on a result read that fails for good before any request (nothing to read, an id no request can name) probes again at once', async () => {
+    const requests: number[] = [];
+    const gate = new SourcePauses(database.db, clock);
+    const fetch = createFetchResultHandler({
+      ...DEFAULT_PROCESSING,
+      db: database.db,
+      sqlite: database.sqlite,
+      clock,
+      clients: new Map(),
+      onSettled: async () => {},
+      logger,
+    });
+    const w = new Worker({ queue: new JobQueue(database.db, clock), clock, logger, gate, concurrency: 1, handlers: { [JobKind.fetchResult]: fetch, k: async (j) => void requests.push(j.id) } });
+    await gate.pause('acme', 401, 'refused');
+    // Each of the source's periods first probes a read whose event is gone (a pruned or hand-edited database).
+    const gone = await enqueue(database.db, { kind: JobKind.fetchResult, payload: { event_id: 'evt_gone', application_id: 'app_1', resource: 'interview' }, eventId: 'evt_gone', source: 'acme' }, clock.now());
+    const read = await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now());
+    clock.advance(5 * 60_000 + 1);
+    await w.runUntilIdle(20);
+    expect(await job(gone)).toMatchObject({ state: 'dead', last_error: 'nothing to fetch for event evt_gone: result row or event missing' });
+    // The read beside it is the next probe, in the same period: its request proves the key works.
     expect({ requests, paused: (await gate.list()).map((p) => p.source), read: (await job(read)).state }).toEqual({ requests: [read], paused: [], read: 'done' });
   });
 });

@@ -118,12 +118,19 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
  * sink deliveries queued again show as pending in `deliveries` at once, not 'dead' until their next
  * attempt (looked up by their key); and they take their sink's max_attempts as configured now
  * (raised during a consumer's outage, say), not the one they were first queued with, before a
- * worker runs them.
+ * worker runs them; their sinks' sink_state is stamped, which ends a running worker's wait on a
+ * Retry-After.
  */
 export async function markRetried(trx: Transaction<Database>, jobIds: readonly number[], sinks: readonly SinkConfig[]): Promise<void> {
   await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
     WHERE state = 'dead' AND (event_id, sink) IN (SELECT event_id, substr(kind, 6) FROM jobs
       WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
+  // The consumer is back: a running sink worker still waiting out the Retry-After of its last
+  // answer (kept in its memory, up to a day) ends that wait when it sees the sink's stamp change
+  // (SinkGate), as for `sinks send-now`. A disabled sink stays disabled.
+  await sql`INSERT INTO sink_state (sink, updated_at)
+    SELECT DISTINCT substr(kind, 6), ${new Date().toISOString()} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
+    ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL`.execute(trx);
   for (const s of sinks) await giveMaxAttempts(trx, jobIds, s);
 }
 

@@ -1,8 +1,9 @@
+import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks, enableSinkNamed, sinkRows, undocumentedPatterns } from '../sinkOps.js';
+import { configuredSinks, enableSinkNamed, sendSinkNow, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
@@ -41,18 +42,55 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
   }
 }
 
-/** Re-enables a sink a 410 Gone disabled; a running receiver's sink worker claims again at its next poll. */
-export async function runSinksEnable(io: CliIo, name: string, o: { database?: string }): Promise<number> {
+/**
+ * The database of a command on one sink, named by `name`: one CONFIG_FILE has, or one the database
+ * knows (its deliveries, its sink_state). A bad value, as for `replay --sink`: exit 2, with the
+ * names that would do.
+ */
+async function openForSink(io: CliIo, name: string, o: { database?: string; readOnly?: boolean }): Promise<OpenDatabase> {
   const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
   if (problems.length > 0) throw configProblems(problems);
-  const database = openCliDatabase(databasePathOf(io.env, o.database));
+  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.readOnly === true });
   try {
-    const stored = (await database.db.selectFrom('sink_state').select('sink').execute()).map((r) => r.sink);
-    const names = [...new Set([...sinks.map((s) => s.name), ...stored])];
-    // A bad value, as for `replay --sink`: exit 2, with the names that would do.
+    const stored = await database.db.selectFrom('sink_state').select('sink').union(database.db.selectFrom('deliveries').select('sink').distinct()).execute();
+    const names = [...new Set([...sinks.map((s) => s.name), ...stored.map((r) => r.sink)])];
     if (!names.includes(name)) throw new CliError(`no sink named ${JSON.stringify(name)} (known: ${names.length > 0 ? names.join(', ') : 'none'})`, 2);
+    return database;
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
+}
+
+/** Re-enables a sink a 410 Gone disabled; a running receiver's sink worker claims again at its next poll. */
+export async function runSinksEnable(io: CliIo, name: string, o: { database?: string }): Promise<number> {
+  const database = await openForSink(io, name, o);
+  try {
     const changed = await enableSinkNamed(database.db, name, Date.now());
     io.out(changed ? `sink ${name} enabled; its waiting deliveries go out now` : `sink ${name} was not disabled`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/**
+ * The sink's consumer is back: its deliveries waiting for their next attempt go out now
+ * (sendSinkNow), next to a running receiver, whose sink worker sends them at its next poll.
+ */
+export async function runSinksSendNow(io: CliIo, name: string, o: { database?: string; dryRun?: boolean; json?: boolean }): Promise<number> {
+  const dryRun = o.dryRun === true;
+  const database = await openForSink(io, name, { ...o, readOnly: dryRun });
+  try {
+    // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
+    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: () => new Promise((ok) => setTimeout(ok, 5)) });
+    if (o.json) printJson(io, { dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
+    else {
+      const n = (k: number) => `${k} deliver${k === 1 ? 'y' : 'ies'}`;
+      const verb = dryRun ? 'would be made due now' : 'made due now';
+      io.out(`sink ${name}: ${n(r.due)} waiting for a later attempt ${verb} (${n(r.pending)} pending in all)${dryRun ? ' (dry run: nothing changed)' : "; a running receiver sends them at its next poll"}`);
+      if (r.disabled) io.out(`sink ${name} ${dryRun ? 'is' : 'was'} disabled since ${r.disabled.at} (${r.disabled.reason ?? 'no reason recorded'}): ${dryRun ? 'it would be enabled' : 'enabled'}`);
+    }
     return 0;
   } finally {
     await database.close();

@@ -1,0 +1,65 @@
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../db/schema.js';
+import { immediateTransaction } from '../queue/JobQueue.js';
+import { isoTime as iso } from '../util/clock.js';
+import { sinkDisabled } from './deliveryRecords.js';
+import { sinkJobKind } from './enqueueDeliveries.js';
+
+/** Jobs made due per transaction: as a prune's batch (PRUNE_BATCH), about 15 ms of write lock. */
+export const SEND_NOW_BATCH = 500;
+
+export interface SendNowResult {
+  /** Deliveries that were waiting for a later attempt and are due now (would be, with dryRun). */
+  due: number;
+  /** Pending deliveries of the sink in all, those due already included. */
+  pending: number;
+  /** The sink was disabled (a 410): enabled by this call (would be, with dryRun). */
+  disabled: { at: string; reason: string | null } | null;
+}
+
+/**
+ * Operator action, the sink's consumer is back: its deliveries waiting for their next attempt (a
+ * backoff of up to an hour, a Retry-After) are made due now, each keeping its attempts. In
+ * transactions of SEND_NOW_BATCH with `pause` between them, so a running receiver's ingest gets
+ * the write lock meanwhile. First the sink's sink_state row is stamped as an enable (enableSink's
+ * stamp; a disabled sink is enabled): a running receiver's sink worker ends its own hold of the
+ * sink (a Retry-After's wait, kept in its memory) at its next claim (SinkGate), and claims them
+ * at its next poll. A delivery the worker rescheduled after `now` (sent since, and failed again)
+ * is left as it is, so the batches end.
+ */
+export async function sendSinkNow(db: Kysely<Database>, sink: string, now: number, opts: { dryRun?: boolean; pause?: () => Promise<void> } = {}): Promise<SendNowResult> {
+  const at = iso(now);
+  const kind = sinkJobKind(sink);
+  const off = await sinkDisabled(db, sink);
+  const disabled = off ? { at: off.disabled_at!, reason: off.disabled_reason } : null;
+  const countPending = async (waitingOnly: boolean) => {
+    let q = db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'pending').where('kind', '=', kind);
+    if (waitingOnly) q = q.where('run_at', '>', at);
+    return Number((await q.executeTakeFirst())?.n ?? 0);
+  };
+  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled };
+  const enabled = { disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: at };
+  await db
+    .insertInto('sink_state')
+    .values({ sink, ...enabled })
+    .onConflict((oc) => oc.column('sink').doUpdateSet(enabled))
+    .execute();
+  let due = 0;
+  for (;;) {
+    const n = await immediateTransaction(db, async (trx) => {
+      const r = await trx
+        .updateTable('jobs')
+        .set({ run_at: at, updated_at: at })
+        .where('id', 'in', (eb) =>
+          // Through jobs_kind_ready (state, kind, run_at): the waiting ones only.
+          eb.selectFrom('jobs').select('id').where('state', '=', 'pending').where('kind', '=', kind).where('run_at', '>', at).where('updated_at', '<', at).orderBy('run_at').limit(SEND_NOW_BATCH),
+        )
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows);
+    });
+    due += n;
+    if (n < SEND_NOW_BATCH) break;
+    await opts.pause?.();
+  }
+  return { due, pending: await countPending(false), disabled };
+}
