@@ -8,6 +8,8 @@ import { markRetried } from '../../src/cli/commands/deadLetters.js';
 import type { SinkConfig } from '../../src/sinks/sinkConfig.js';
 import { cli } from '../cli/helpers.js';
 import { scratchDatabase } from '../helpers/database.js';
+import { SinkGate } from '../../src/sinks/SinkGate.js';
+import { disableSink } from '../../src/sinks/deliveryRecords.js';
 import { tempDir } from '../helpers/receiver.js';
 
 // A sink's consumer down for longer than its retries (about 14 h): every delivery of that time is
@@ -118,7 +120,7 @@ describe('dead-letters retry of many dead letters', () => {
         { kind: 'sink:crm' },
         {
           pause: async () => void unmarked.push(other.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND max_attempts <> 40").pluck().get() as number),
-          withEach: (trx, ids) => markRetried(trx, ids, [sink]),
+          withEach: (trx, ids) => markRetried(trx, ids, [sink], T),
         },
       );
       expect(unmarked).toEqual([0, 0]);
@@ -126,5 +128,37 @@ describe('dead-letters retry of many dead letters', () => {
     } finally {
       other.close();
     }
+  });
+});
+
+describe("dead-letters retry and a running sink worker's view of sink_state", () => {
+  it("stamps the sink once per retry: the worker ends its Retry-After wait once, and a 410 to an attempt sent after the retry began still disables the sink", async () => {
+    const database = scratchDatabase();
+    deadLetters(database.sqlite, N);
+    const clock = new ManualClock(Date.now());
+    const gate = new SinkGate(database.db, clock, 'crm', 'http://127.0.0.1:1/crm');
+    // The worker's first claim: the stamp it compares the next ones with.
+    await gate.blockedSources();
+    const released: boolean[] = [];
+    let sentAt: number | null = null;
+    const queue = new JobQueue(database.db, clock);
+    await queue.retryDeadLetters(
+      { kind: 'sink:crm' },
+      {
+        pause: async () => {
+          // The worker claims between two transactions of the retry (a few ms apart).
+          await new Promise((ok) => setTimeout(ok, 5));
+          released.push((await gate.blockedSources()).released !== undefined);
+          // An attempt sent now, after the retry began (and the worker's wait ended).
+          sentAt ??= Date.now();
+          await new Promise((ok) => setTimeout(ok, 5));
+        },
+        withEach: (trx, ids) => markRetried(trx, ids, [], new Date(clock.now()).toISOString()),
+      },
+    );
+    released.push((await gate.blockedSources()).released !== undefined);
+    // The consumer is gone for good: its 410 to that attempt disables the sink.
+    const disabled = await disableSink(database.db, 'crm', { reason: 'HTTP 410 Gone', status: 410, target: 'http://127.0.0.1:1/crm' }, Date.now(), sentAt!);
+    expect({ released, disabled }).toEqual({ released: [true, false, false], disabled: true });
   });
 });

@@ -119,9 +119,13 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
  * attempt (looked up by their key); and they take their sink's max_attempts as configured now
  * (raised during a consumer's outage, say), not the one they were first queued with, before a
  * worker runs them; their sinks' sink_state is stamped, which ends a running worker's wait on a
- * Retry-After.
+ * Retry-After. `stampedAt`: one time for the whole retry (when it began), the same in each of its
+ * transactions: a stamp moved at each one ended the worker's wait again and again (a consumer
+ * still answering Retry-After was sent to every few ms, as long as the retry ran), and made a 410
+ * to any attempt sent before the retry's last transaction read as one from before an enable, so a
+ * consumer gone for good was not disabled until the retry ended.
  */
-export async function markRetried(trx: Transaction<Database>, jobIds: readonly number[], sinks: readonly SinkConfig[]): Promise<void> {
+export async function markRetried(trx: Transaction<Database>, jobIds: readonly number[], sinks: readonly SinkConfig[], stampedAt: string): Promise<void> {
   await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
     WHERE state = 'dead' AND (event_id, sink) IN (SELECT event_id, substr(kind, 6) FROM jobs
       WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
@@ -129,8 +133,8 @@ export async function markRetried(trx: Transaction<Database>, jobIds: readonly n
   // answer (kept in its memory, up to a day) ends that wait when it sees the sink's stamp change
   // (SinkGate), as for `sinks send-now`. A disabled sink stays disabled.
   await sql`INSERT INTO sink_state (sink, updated_at)
-    SELECT DISTINCT substr(kind, 6), ${new Date().toISOString()} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
-    ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL`.execute(trx);
+    SELECT DISTINCT substr(kind, 6), ${stampedAt} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
+    ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL AND updated_at < excluded.updated_at`.execute(trx);
   for (const s of sinks) await giveMaxAttempts(trx, jobIds, s);
 }
 
@@ -194,7 +198,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     // In short transactions with a pause between them (as `prune`), so a running receiver's ingest
     // commits get the write lock meanwhile; what else marks the retried jobs is done in each.
     const pause = () => new Promise<void>((r) => setTimeout(r, 5));
-    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks) });
+    const stampedAt = new Date().toISOString();
+    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt) });
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch.
     if (n > 0) await giveWaitingMaxAttempts(database.db, retriedSinks, pause);
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
