@@ -30,20 +30,24 @@ export interface SendNowResult {
 export async function sendSinkNow(db: Kysely<Database>, sink: string, now: number, opts: { dryRun?: boolean; pause?: () => Promise<void> } = {}): Promise<SendNowResult> {
   const at = iso(now);
   const kind = sinkJobKind(sink);
-  const off = await sinkDisabled(db, sink);
-  const disabled = off ? { at: off.disabled_at!, reason: off.disabled_reason } : null;
   const countPending = async (waitingOnly: boolean) => {
     let q = db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'pending').where('kind', '=', kind);
     if (waitingOnly) q = q.where('run_at', '>', at);
     return Number((await q.executeTakeFirst())?.n ?? 0);
   };
-  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled };
+  const disabledNow = async (d: Kysely<Database>) => {
+    const off = await sinkDisabled(d, sink);
+    return off ? { at: off.disabled_at!, reason: off.disabled_reason } : null;
+  };
+  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled: await disabledNow(db) };
   const enabled = { disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: at };
-  await db
-    .insertInto('sink_state')
-    .values({ sink, ...enabled })
-    .onConflict((oc) => oc.column('sink').doUpdateSet(enabled))
-    .execute();
+  // Read and enabled in one transaction: a 410 disabling the sink between the two would be
+  // enabled over without the operator being told it had been disabled.
+  const disabled = await immediateTransaction(db, async (trx) => {
+    const was = await disabledNow(trx);
+    await trx.insertInto('sink_state').values({ sink, ...enabled }).onConflict((oc) => oc.column('sink').doUpdateSet(enabled)).execute();
+    return was;
+  });
   let due = 0;
   for (;;) {
     const n = await immediateTransaction(db, async (trx) => {
