@@ -1,0 +1,90 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/receiver.js';
+import { cli, withMigratedDatabase } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-cli-bulk-');
+afterAll(cleanup);
+
+const withDatabase = (name: string, body: (path: string, w: BetterSqlite3.Database) => Promise<void>) => withMigratedDatabase(join(dir, name), body);
+
+/** `n` events dead-lettered for the sink crm: their jobs dead, their delivery rows dead. */
+function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
+  const at = '2026-11-20T10:00:00.000Z';
+  const job = w.prepare(
+    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
+     VALUES ('sink:crm', json_object('event_id', @e, 'sink', 'crm'), @e, 'sink:crm', 'dead', @at, 25, 25, 'HTTP 503', @at, @at, @at)`,
+  );
+  const delivery = w.prepare(
+    `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
+     VALUES (@e, 'crm', 'msg_' || @e, 'dead', 25, 503, 'HTTP 503', @at, @at, @at, @at)`,
+  );
+  w.transaction(() => {
+    for (let i = 0; i < n; i++) {
+      job.run({ e: `evt-${i}`, at });
+      delivery.run({ e: `evt-${i}`, at });
+    }
+  })();
+}
+
+describe('bulk operator commands next to a running receiver', { timeout: 60_000 }, () => {
+  it('dead-letters retry --all commits in batches of 500, each with its deliveries, not in one transaction', async () => {
+    await withDatabase('retry-batches.db', async (path, w) => {
+      deadDeliveries(w, 1_200);
+      // A failure once 500 jobs are pending (a full disk, a kill): what committed before it stays
+      // committed. One transaction for every dead letter held the write lock for seconds at a
+      // hundred thousand of them (a running receiver answered its deliveries 503), and here rolls
+      // back whole.
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE UPDATE OF state ON jobs
+        WHEN NEW.state = 'pending' AND (SELECT count(*) FROM jobs WHERE state = 'pending') >= 500
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['dead-letters', 'retry', '--all'], { DATABASE_PATH: path });
+      expect(stopped.code).toBe(1);
+      expect(stopped.stderr).toContain('stopped by the test');
+      const count = (sql: string) => w.prepare(sql).pluck().get() as number;
+      expect(count("SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(500);
+      // Each batch's deliveries turn pending in the batch's own transaction.
+      expect(count("SELECT count(*) FROM deliveries WHERE state = 'pending'")).toBe(500);
+      expect(count(`SELECT count(*) FROM jobs j JOIN deliveries d ON d.event_id = j.event_id AND d.sink = 'crm' WHERE j.state <> d.state`)).toBe(0);
+
+      // Run again without the failure: the rest are retried, each delivery pending with its job.
+      w.exec('DROP TRIGGER stop_after_500');
+      const rest = await cli(['dead-letters', 'retry', '--all', '--json'], { DATABASE_PATH: path });
+      expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toEqual({ retried: 700 });
+      expect(w.prepare('SELECT state, count(*) AS n FROM jobs GROUP BY state').all()).toEqual([{ state: 'pending', n: 1_200 }]);
+      expect(w.prepare('SELECT state, attempts, last_error, count(*) AS n FROM deliveries GROUP BY state').all()).toEqual([
+        { state: 'pending', attempts: 0, last_error: null, n: 1_200 },
+      ]);
+    });
+  });
+
+  it('replay reads the selection page by page: a dry run over more events than its heap could hold at once', async () => {
+    await withDatabase('replay-pages.db', async (path, w) => {
+      const n = 150_000;
+      const insert = w.prepare(
+        `INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope)
+         VALUES (@id, 'application.created', 'default', @at, @at, 'msg_' || @id, '{}')`,
+      );
+      w.transaction(() => {
+        for (let i = 0; i < n; i++) {
+          // Equal received_at in runs of three: pages are ordered (and continued) by id within one.
+          const at = new Date(Date.UTC(2026, 10, 1) + Math.floor(i / 3) * 1000).toISOString();
+          insert.run({ id: `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`, at });
+        }
+      })();
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(n);
+      // Each selected event held at once took about 500 bytes of heap: 150,000 of them did not fit
+      // in 64 MB (the process died with "heap out of memory"), a page of them does.
+      const env = { DATABASE_PATH: path, NODE_OPTIONS: '--max-old-space-size=64' };
+      const dry = await cli(['replay', '--all', '--dry-run', '--json'], env, 50_000);
+      expect({ code: dry.code, stderr: dry.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(dry.stdout)).toMatchObject({ dry_run: true, selected: n, processing: { queued: n, already_queued: 0 } });
+      // Oldest first across page boundaries and equal times: --limit takes the first events stored.
+      const limited = await cli(['replay', '--all', '--limit', '1001', '--dry-run'], env);
+      const ids = limited.stdout.split('\n').filter((l) => l.startsWith('would queue')).map((l) => l.split(' ')[2]);
+      expect(ids).toEqual(Array.from({ length: 1001 }, (_, i) => `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`));
+    });
+  });
+});
