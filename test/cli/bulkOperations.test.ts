@@ -87,4 +87,25 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       expect(ids).toEqual(Array.from({ length: 1001 }, (_, i) => `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`));
     });
   });
+
+  it('sinks list names every sink the database knows, from its deliveries and sink_state, when none is configured', async () => {
+    await withDatabase('sink-names.db', async (path, w) => {
+      const at = '2026-11-20T10:00:00.000Z';
+      const delivery = w.prepare(
+        `INSERT INTO deliveries (event_id, sink, message_id, state, queued_at, created_at, updated_at) VALUES (@event, @sink, 'msg_' || @event || @sink, 'delivered', @at, @at, @at)`,
+      );
+      for (const [event, sink] of [['e1', 'crm'], ['e2', 'crm'], ['e1', 'archive'], ['e3', 'zz-last'], ['e3', 'a.b']]) delivery.run({ event, sink, at });
+      w.prepare(`INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, disabled_target, updated_at) VALUES ('gone', @at, 'HTTP 410', 410, 'x', @at)`).run({ at });
+      const listed = await cli(['sinks', 'list', '--json'], { DATABASE_PATH: path });
+      expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: '' });
+      const rows = JSON.parse(listed.stdout) as { name: string; configured: boolean; delivered: number }[];
+      expect(rows.map((r) => [r.name, r.configured, r.delivered]).sort()).toEqual([
+        ['a.b', false, 1],
+        ['archive', false, 1],
+        ['crm', false, 2],
+        ['gone', false, 0],
+        ['zz-last', false, 1],
+      ]);
+    });
+  });
 });
