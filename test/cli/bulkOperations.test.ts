@@ -60,6 +60,26 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
     });
   });
 
+  it('dead-letters discard --all deletes in batches of 500, not in one transaction', async () => {
+    await withDatabase('discard-batches.db', async (path, w) => {
+      deadDeliveries(w, 1_200);
+      // As for retry: one transaction for all of them held the write lock for seconds, and rolls back whole here.
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE DELETE ON jobs
+        WHEN (SELECT count(*) FROM jobs WHERE state = 'dead') <= 700
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['dead-letters', 'discard', '--all'], { DATABASE_PATH: path });
+      expect(stopped.code).toBe(1);
+      expect(stopped.stderr).toContain('stopped by the test');
+      const dead = () => w.prepare("SELECT count(*) FROM jobs WHERE state = 'dead'").pluck().get();
+      expect(dead()).toBe(700);
+      w.exec('DROP TRIGGER stop_after_500');
+      const rest = await cli(['dead-letters', 'discard', '--all', '--json'], { DATABASE_PATH: path });
+      expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toEqual({ dry_run: false, discarded: 700, by_kind: { 'sink:crm': 700 }, kept: [] });
+      expect(dead()).toBe(0);
+    });
+  });
+
   it('replay reads the selection page by page: a dry run over more events than its heap could hold at once', async () => {
     await withDatabase('replay-pages.db', async (path, w) => {
       const n = 150_000;

@@ -1,3 +1,5 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { expect } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
 
 export interface CliResult {
@@ -28,5 +30,16 @@ export async function until<T>(check: () => T | undefined | false | Promise<T | 
     if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A database `migrate` made at `path`, written meanwhile through a connection of the test's own (as a running receiver would). */
+export async function withMigratedDatabase(path: string, body: (path: string, w: BetterSqlite3.Database) => Promise<void>): Promise<void> {
+  expect((await cli(['migrate'], { DATABASE_PATH: path })).code).toBe(0);
+  const w = new BetterSqlite3(path);
+  try {
+    await body(path, w);
+  } finally {
+    w.close();
   }
 }

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
-import { cli, until } from './helpers.js';
+import { cli, until, withMigratedDatabase } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-');
 const secret = newSecret();
@@ -81,16 +81,7 @@ afterAll(async () => {
 });
 
 /** A database of the test's own (migrated by the CLI, no receiver on it), open for its writes meanwhile. */
-async function withOwnDatabase(name: string, body: (own: string, w: BetterSqlite3.Database) => Promise<void>): Promise<void> {
-  const own = join(dir, name);
-  expect((await cli(['migrate'], { DATABASE_PATH: own })).code).toBe(0);
-  const w = new BetterSqlite3(own);
-  try {
-    await body(own, w);
-  } finally {
-    w.close();
-  }
-}
+const withOwnDatabase = (name: string, body: (own: string, w: BetterSqlite3.Database) => Promise<void>) => withMigratedDatabase(join(dir, name), body);
 
 // Up to nine CLI runs a test, each a Node start-up (about a second here, more on a busy runner).
 describe('operations on a running receiver', { timeout: 60_000 }, () => {

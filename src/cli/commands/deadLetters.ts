@@ -51,6 +51,9 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
   }
 }
 
+/** Between two transactions of a retry or discard: a running receiver's ingest takes the write lock. */
+const betweenBatches = () => new Promise<void>((r) => setTimeout(r, 5));
+
 /** The --id values as job ids, and a usage error when nothing is chosen. */
 function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {
   const ids = (o.id ?? []).map((v) => {
@@ -97,7 +100,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
-    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true });
+    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches });
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
@@ -197,7 +200,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     const retriedSinks = problems.length > 0 ? [] : o.kind === undefined ? sinks : sinks.filter((s) => sinkJobKind(s.name) === o.kind);
     // In short transactions with a pause between them (as `prune`), so a running receiver's ingest
     // commits get the write lock meanwhile; what else marks the retried jobs is done in each.
-    const pause = () => new Promise<void>((r) => setTimeout(r, 5));
+    const pause = betweenBatches;
     const stampedAt = new Date().toISOString();
     const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt) });
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch.
