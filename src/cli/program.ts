@@ -96,7 +96,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .command('prune')
     .description('delete finished jobs (state done) older than an age: the queue\'s history, which nothing reads again (the receiver prunes by itself after JOB_RETENTION_DAYS)')
     .addOption(databaseOption())
-    .option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)', ageArg(3_600_000, '1h'), 30 * 86_400_000)
+    // The default named as an age: commander would print it in milliseconds (2592000000).
+    .addOption(new Option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)').argParser(ageArg(3_600_000, '1h')).default(30 * 86_400_000, '30d'))
     .option('--dry-run', 'count them, delete nothing')
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d']))

@@ -46,6 +46,8 @@ describe('CLI usage', () => {
       [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
       [['send', '--help'], 0, /interview_v2\.completed[\s\S]*Examples:/],
       [['help', 'status'], 0, /Usage: hiring-receiver status/],
+      // An age, as it is written on the command line, not the milliseconds it is parsed into.
+      [['prune', '--help'], 0, /--older-than <age> +finished more than this long ago: 12h, 30d, 2w \(at least\s+1h\) \(default: 30d\)/],
       [['help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: serve, .*\)\n$/],
       [['dead-letters', 'help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: list, retry, discard\)\n$/],
       [['frobnicate'], 2, /unknown command 'frobnicate'/],
