@@ -33,6 +33,7 @@ const RELEASED: Record<string, string> = {
   '006_processing_cursor': 'a189a30c31ec2268c6de74889abe89e3ff7d4ed5d5b7333de71bd46b4b4f71fc',
   '007_message_revision': '928ffb02eaa412e1e9137b5b231a067afef5ea238042ca47ca9467f13f24c013',
   '008_undigested_index': '4521fb2c0d7fafda794f13546d1ce7c49467e60a219105b0ec6bf5d656fd4706',
+  '009_result_state_indexes': '8ce78f07ca9778c77b8c47a4dc839042075bc9944c31e92886acba3c1bdb5372',
 };
 
 /** Migration 007 as commit 0a7ff40 released it, before result_digest was added to the file. */
@@ -53,7 +54,7 @@ describe('migrations', () => {
     const columns = () => sqlite.prepare("SELECT name FROM pragma_table_info('event_processing')").pluck().all();
     expect(columns()).not.toContain('result_digest');
 
-    expect(migrate(sqlite)).toEqual([8]);
+    expect(migrate(sqlite)).toEqual([8, 9]);
     expect(columns()).toContain('result_digest');
     expect(sqlite.prepare('SELECT event_id, revision, result_digest FROM event_processing').all()).toEqual([{ event_id: 'evt_1', revision: 1, result_digest: null }]);
     // A database with the whole of 007 is left as it is.
@@ -77,7 +78,7 @@ describe('migrations', () => {
     const additive: Migration = { version: known + 1, name: 'an_index', sql: `-- compatible-from: ${known}\nCREATE INDEX later_idx ON events (delivery_id);`, compatibleFrom: known };
     expect(migrate(sqlite, [...all, additive])).toEqual([...all.map((m) => m.version), known + 1]);
     expect(sqlite.prepare('SELECT version, compatible_from FROM schema_migrations WHERE version >= ? ORDER BY version').all(known)).toEqual([
-      { version: known, compatible_from: known },
+      { version: known, compatible_from: all.at(-1)!.compatibleFrom },
       { version: known + 1, compatible_from: known },
     ]);
     // This build, rolled back to: runs.
