@@ -28,6 +28,17 @@ function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
   })();
 }
 
+/** `n` application.created events, the i-th with the id and received_at `of(i)` gives. */
+function storeEvents(w: BetterSqlite3.Database, n: number, of: (i: number) => { id: string; at: string }): void {
+  const insert = w.prepare(
+    `INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope)
+     VALUES (@id, 'application.created', 'default', @at, @at, 'msg_' || @id, '{}')`,
+  );
+  w.transaction(() => {
+    for (let i = 0; i < n; i++) insert.run(of(i));
+  })();
+}
+
 describe('bulk operator commands next to a running receiver', { timeout: 60_000 }, () => {
   it('dead-letters retry --all commits in batches of 500, each with its deliveries, not in one transaction', async () => {
     await withDatabase('retry-batches.db', async (path, w) => {
@@ -83,17 +94,8 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
   it('replay reads the selection page by page: a dry run over more events than its heap could hold at once', async () => {
     await withDatabase('replay-pages.db', async (path, w) => {
       const n = 150_000;
-      const insert = w.prepare(
-        `INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope)
-         VALUES (@id, 'application.created', 'default', @at, @at, 'msg_' || @id, '{}')`,
-      );
-      w.transaction(() => {
-        for (let i = 0; i < n; i++) {
-          // Equal received_at in runs of three: pages are ordered (and continued) by id within one.
-          const at = new Date(Date.UTC(2026, 10, 1) + Math.floor(i / 3) * 1000).toISOString();
-          insert.run({ id: `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`, at });
-        }
-      })();
+      // Equal received_at in runs of three: pages are ordered (and continued) by id within one.
+      storeEvents(w, n, (i) => ({ id: `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`, at: new Date(Date.UTC(2026, 10, 1) + Math.floor(i / 3) * 1000).toISOString() }));
       w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(n);
       // Each selected event held at once took about 500 bytes of heap: 150,000 of them did not fit
       // in 64 MB (the process died with "heap out of memory"), a page of them does.
@@ -105,6 +107,38 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       const limited = await cli(['replay', '--all', '--limit', '1001', '--dry-run'], env);
       const ids = limited.stdout.split('\n').filter((l) => l.startsWith('would queue')).map((l) => l.split(' ')[2]);
       expect(ids).toEqual(Array.from({ length: 1001 }, (_, i) => `evt-${String(i).padStart(7, '0')}-padding-to-the-length-of-a-uuid`));
+    });
+  });
+
+  it('replay sees the process_event jobs opened or finished by others while it runs, batch by batch', async () => {
+    await withDatabase('replay-open-jobs.db', async (path, w) => {
+      const n = 1_200;
+      const ev = (i: number) => `evt-${String(i).padStart(4, '0')}`;
+      storeEvents(w, n, (i) => ({ id: ev(i), at: new Date(Date.UTC(2026, 10, 1) + i * 1000).toISOString() }));
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(n);
+      const at = '2026-11-20T10:00:00.000Z';
+      const job = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, max_attempts, created_at, updated_at)
+         VALUES ('process_event', json_object('event_id', @e), @e, 'default', @state, @at, 5, @at, @at)`,
+      );
+      const open = Number(job.run({ e: ev(700), state: 'pending', at }).lastInsertRowid);
+      const dead = Number(job.run({ e: ev(900), state: 'dead', at }).lastInsertRowid);
+      // What another process commits between the replay's first and second batch (here in the first
+      // batch's transaction): the open fold of evt-0700 is dead-lettered, the dead one of evt-0900 is
+      // retried, and a fold of evt-0800 fails (a new process_event job).
+      w.exec(`CREATE TRIGGER meanwhile AFTER INSERT ON jobs WHEN NEW.event_id = '${ev(499)}' BEGIN
+        UPDATE jobs SET state = 'dead' WHERE id = ${open};
+        UPDATE jobs SET state = 'pending' WHERE id = ${dead};
+        INSERT INTO jobs (kind, payload, event_id, source, state, run_at, max_attempts, created_at, updated_at)
+          VALUES ('process_event', '{"event_id":"${ev(800)}"}', '${ev(800)}', 'default', 'pending', '${at}', 5, '${at}', '${at}');
+      END`);
+      const r = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path });
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      // evt-0700 is queued (its job is no longer open), evt-0800 and evt-0900 are not (they have one).
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: n, processing: { queued: n - 2, already_queued: 2 } });
+      const openJobs = w.prepare(`SELECT event_id, count(*) AS n FROM jobs WHERE kind = 'process_event' AND state IN ('pending', 'running') GROUP BY event_id`).all() as { event_id: string; n: number }[];
+      expect(openJobs.filter((j) => j.n !== 1)).toEqual([]);
+      expect(openJobs.length).toBe(n);
     });
   });
 

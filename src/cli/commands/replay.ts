@@ -144,6 +144,52 @@ async function selectEventsPage(
   return rows.map((r) => ({ seq: r.seq, id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
 }
 
+/**
+ * Which events have an open (pending or running) process_event job the replay did not queue, kept
+ * current batch by batch without reading every open one again: that read included every job the
+ * replay had queued so far (quadratic, 27 s for 164,000 events), and one read at the start went
+ * stale (a job that finished or was dead-lettered meanwhile still counted as queued, so its event
+ * was left out; a fold that failed or a dead letter retried meanwhile did not, so the event got a
+ * second job). The jobs found at the start (open or dead: `dead-letters retry` revives a dead one
+ * in place) are looked up by id when their event comes; jobs added later are read by id range
+ * (jobs.id grows) from where the last read ended, the replay's own left out.
+ */
+function openProcessEventJobs(sqlite: BetterSqlite3.Database) {
+  const byEvent = new Map<string, number[]>();
+  const add = (rows: { id: number; event_id: string }[]) => {
+    for (const r of rows) byEvent.set(r.event_id, [...(byEvent.get(r.event_id) ?? []), r.id]);
+  };
+  const top = sqlite.prepare<[], number>('SELECT coalesce(max(id), 0) FROM jobs').pluck();
+  // Unary +: through jobs_kind_ready (state, kind), not every job by the id bound.
+  const initial = sqlite.prepare<[number], { id: number; event_id: string }>(
+    `SELECT id, event_id FROM jobs WHERE state IN ('pending', 'running', 'dead') AND kind = '${JobKind.processEvent}' AND +id <= ? AND event_id IS NOT NULL`,
+  );
+  const added = sqlite.prepare<[number, number], { id: number; event_id: string }>(
+    `SELECT id, event_id FROM jobs WHERE id > ? AND id <= ? AND kind = '${JobKind.processEvent}' AND event_id IS NOT NULL`,
+  );
+  const isOpen = sqlite.prepare<[number], number>(`SELECT 1 FROM jobs WHERE id = ? AND state IN ('pending', 'running')`).pluck();
+  let seen: number | null = null;
+  // The replay's jobs since the last read (one batch's): its own are not another's open job.
+  let own = new Set<number>();
+  return {
+    /** Reads the process_event jobs added since the last batch (all of them, the first time). */
+    catchUp(): void {
+      const upTo = top.get() ?? 0;
+      add(seen === null ? initial.all(upTo) : added.all(seen, upTo).filter((r) => !own.has(r.id)));
+      seen = upTo;
+      own = new Set();
+    },
+    /** A job the replay queued. */
+    queued(id: number): void {
+      own.add(id);
+    },
+    has(eventId: string): boolean {
+      const ids = byEvent.get(eventId);
+      return ids !== undefined && ids.some((id) => isOpen.get(id) !== undefined);
+    },
+  };
+}
+
 function resolveTargetSinks(io: CliIo, names: readonly string[] | undefined, databasePath: string): SinkConfig[] {
   if (!names?.length) return [];
   const { sinks, problems } = configuredSinks(io.env, databasePath);
@@ -206,11 +252,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     // Prepared statements, not kysely: it compiled four statements per (event, sink), most of the CLI's time.
     const writes = preparedDeliveryWrites(database.sqlite);
     const jobs = preparedJobWrites(database.sqlite);
-    // The open process_event jobs, read once (no index finds them by event: migration 005). Read
-    // again per batch, they included every job the replay had queued so far: quadratic, 27 s for
-    // 164,000 events and about a quarter of an hour for a million. The pages never repeat an event,
-    // so the jobs this replay queues need not be added.
-    const openProcessing = processing ? jobs.openProcessEventIds() : new Set<string>();
+    // Whether an event has an open process_event job that is not this replay's (see openProcessEventJobs).
+    const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
     for (let after: PageStart | null = null; ; ) {
       const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
       if (pageSize <= 0) break;
@@ -224,19 +267,22 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         const now = Date.now();
         // Events past the processing cursor are still to be folded: queued already, too.
         const cursor = processing ? jobs.processingCursor() : 0;
+        openProcessing?.catchUp();
         for (const e of batch) {
           const what: string[] = [];
           // Left out, with why: listed after the queued parts, never under the verb.
           const skipped: string[] = [];
           if (processing) {
-            if (openProcessing.has(e.id) || e.seq > cursor) {
+            const open = openProcessing!.has(e.id);
+            if (open || e.seq > cursor) {
               counts.processing.already_queued++;
-              skipped.push(openProcessing.has(e.id) ? 'processing (already queued)' : 'processing (not processed yet: it will be)');
+              skipped.push(open ? 'processing (already queued)' : 'processing (not processed yet: it will be)');
             } else {
               counts.processing.queued++;
               what.push('processing');
               if (w) {
                 const job = jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now);
+                openProcessing!.queued(job);
                 // Kept only for --wait, which follows them.
                 if (o.wait) replayed.push({ job, event: e.id });
               }
