@@ -531,11 +531,15 @@ export class JobQueue {
     const traced = [JobKind.fetchResult, JobKind.processEvent] as string[];
     const unfinished = (r: (typeof rows)[number]) => traced.includes(r.kind) && r.event_state !== 'settled';
     const kept = rows.filter(unfinished).map((r) => ({ id: r.id, kind: r.kind, event_id: r.event_id }));
+    // A dry run counts what it read; a discard what it deleted (a job retried or its event unsettled
+    // since the read stays, and is not counted).
     const gone = rows.filter((r) => !unfinished(r));
+    let counted: { kind: string }[] = gone;
     if (!opts.dryRun) {
+      counted = [];
       for (const [i, chunk] of inChunks(gone.map((r) => r.id), RETRY_BATCH).entries()) {
         if (i > 0) await opts.pause?.();
-        await immediateTransaction(this.db, (trx) =>
+        const deleted = await immediateTransaction(this.db, (trx) =>
           trx
             .deleteFrom('jobs')
             .where('id', 'in', chunk)
@@ -548,12 +552,14 @@ export class JobQueue {
                 eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
               ]),
             )
+            .returning('kind')
             .execute(),
         );
+        counted.push(...deleted);
       }
     }
     const byKind = new Map<string, number>();
-    for (const r of gone) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
+    for (const r of counted) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
     return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept };
   }
 

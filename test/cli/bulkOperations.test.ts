@@ -91,6 +91,21 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
     });
   });
 
+  it('dead-letters discard counts the jobs it deleted, not one another process retried after its read', async () => {
+    await withDatabase('discard-retried.db', async (path, w) => {
+      deadDeliveries(w, 1_200);
+      const id = (event: string) => w.prepare('SELECT id FROM jobs WHERE event_id = ?').pluck().get(event) as number;
+      // Between the discard's read and the delete of the third batch, a dead-letters retry elsewhere
+      // (here: in the first batch's delete) runs evt-1100's job again: it is no dead letter to delete.
+      w.exec(`CREATE TRIGGER meanwhile AFTER DELETE ON jobs WHEN OLD.id = ${id('evt-0')}
+        BEGIN UPDATE jobs SET state = 'pending' WHERE id = ${id('evt-1100')}; END`);
+      const r = await cli(['dead-letters', 'discard', '--all', '--json'], { DATABASE_PATH: path });
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(w.prepare('SELECT event_id, state FROM jobs').all()).toEqual([{ event_id: 'evt-1100', state: 'pending' }]);
+      expect(JSON.parse(r.stdout)).toEqual({ dry_run: false, discarded: 1_199, by_kind: { 'sink:crm': 1_199 }, kept: [] });
+    });
+  });
+
   it('replay reads the selection page by page: a dry run over more events than its heap could hold at once', async () => {
     await withDatabase('replay-pages.db', async (path, w) => {
       const n = 150_000;
