@@ -157,6 +157,22 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
     });
   });
 
+  it('replay continues a page after an id stored from a lone surrogate, which reads back as U+FFFD', async () => {
+    await withDatabase('replay-surrogate.db', async (path, w) => {
+      // All at one received_at: the pages continue by id. The 500th id ends in a lone surrogate (an
+      // envelope's "\ud800" escape), stored as bytes that are not UTF-8 (ED A0 80); the next one
+      // sorts between those and U+FFFD's (EF BF BD), as which the first reads back.
+      const ids = Array.from({ length: 1_000 }, (_, i) => `evt-${String(i).padStart(4, '0')}`);
+      ids[499] = 'evt-0498\ud800';
+      ids[500] = 'evt-0498\ue000';
+      storeEvents(w, ids.length, (i) => ({ id: ids[i]!, at: '2026-11-01T00:00:00.000Z' }));
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(ids.length);
+      const dry = await cli(['replay', '--all', '--dry-run', '--json'], { DATABASE_PATH: path });
+      expect({ code: dry.code, stderr: dry.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(dry.stdout)).toMatchObject({ selected: 1_000 });
+    });
+  });
+
   it('sinks list names every sink the database knows, from its deliveries and sink_state, when none is configured', async () => {
     await withDatabase('sink-names.db', async (path, w) => {
       const at = '2026-11-20T10:00:00.000Z';

@@ -36,6 +36,8 @@ interface SelectedEvent {
   /** events.rowid: the order events were stored in, which the processing cursor follows. */
   seq: number;
   id: string;
+  /** The id as stored (see PageStart). */
+  idBytes: Buffer;
   event_type: string;
   source: string;
   received_at: string;
@@ -59,10 +61,14 @@ function typeMatches(eb: ExpressionBuilder<any, any>, patterns: readonly string[
   );
 }
 
-/** Where a page of the selection starts: after this event, in (received_at, id) order. */
+/**
+ * Where a page of the selection starts: after this event, in (received_at, id) order. The id's
+ * stored bytes, not the string read: an id stored from a lone UTF-16 surrogate (a JSON "\ud800"
+ * escape) is not valid UTF-8, reads back as U+FFFD, and compared as that it skipped the ids between.
+ */
 interface PageStart {
   received_at: string;
-  id: string;
+  idBytes: Buffer;
 }
 
 /**
@@ -136,12 +142,13 @@ async function selectEventsPage(
     'events.received_at',
     'event_processing.state',
     sql<number>`events.rowid`.as('seq'),
+    sql<Buffer>`CAST(events.id AS BLOB)`.as('id_bytes'),
   ]);
   // A bound on received_at from the first page on (every text is >= ''): without one, SQLite walked
   // the rowids below the selection's bound and sorted them all, 4.3 s for `--limit 10` at a million.
-  q = q.where(after ? sql<SqlBool>`(events.received_at, events.id) > (${after.received_at}, ${after.id})` : sql<SqlBool>`events.received_at >= ''`);
+  q = q.where(after ? sql<SqlBool>`(events.received_at, events.id) > (${after.received_at}, CAST(${after.idBytes} AS TEXT))` : sql<SqlBool>`events.received_at >= ''`);
   const rows = await q.orderBy('events.received_at').orderBy('events.id').limit(limit).execute();
-  return rows.map((r) => ({ seq: r.seq, id: r.id, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
+  return rows.map((r) => ({ seq: r.seq, id: r.id, idBytes: r.id_bytes, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
 }
 
 /**
