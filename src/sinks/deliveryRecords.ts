@@ -190,7 +190,8 @@ export async function disableSink(db: Db, sink: string, d: { reason: string; sta
   const row = { disabled_at: at, disabled_reason: d.reason, disabled_status: d.status, disabled_target: d.target, updated_at: at };
   // Disabled already: keep the first disabled_at (concurrent attempts all see the 410), the latest answer.
   const { disabled_at: _first, ...rest } = row;
-  // An enabled row's updated_at is when it was enabled (enableSink stamps it; nothing else writes an enabled row).
+  // An enabled row's updated_at is when an operator last acted on the sink: `sinks enable`, `sinks send-now` and
+  // `dead-letters retry` stamp it (so a 410 to an attempt sent before any of them does not disable it).
   const enabledSinceSent = async () =>
     (await db.selectFrom('sink_state').select('sink').where('sink', '=', sink).where('disabled_at', 'is', null).where('updated_at', '>=', sent).executeTakeFirst()) !== undefined;
   return insertElseUpdate(
