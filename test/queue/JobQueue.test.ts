@@ -1,5 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { OpenDatabase } from '../../src/db/openDatabase.js';
 import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../../src/hiring/errors.js';
 import { backoffDelay } from '../../src/queue/backoff.js';
 import { deadLetterIds, enqueue, JobQueue } from '../../src/queue/JobQueue.js';
@@ -7,23 +7,15 @@ import { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, UNFINISHED_LAST_ATTEMPT, Worke
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
-import { tempDir } from '../helpers/receiver.js';
-import { join } from 'node:path';
+import { scratchDatabase } from '../helpers/database.js';
 import BetterSqlite3 from 'better-sqlite3';
 
 let database: OpenDatabase;
-let cleanup: () => void;
 const clock = new ManualClock(Date.parse('2026-11-01T00:00:00Z'));
 const T0 = clock.now();
 beforeEach(() => {
-  const t = tempDir();
-  cleanup = t.cleanup;
-  database = openDatabase(join(t.dir, 'q.db'));
+  database = scratchDatabase();
   clock.set(T0);
-});
-afterEach(async () => {
-  await database.close();
-  cleanup();
 });
 
 const job = async (id: number) => database.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirstOrThrow();

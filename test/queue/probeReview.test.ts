@@ -1,6 +1,5 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { join } from 'node:path';
-import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { OpenDatabase } from '../../src/db/openDatabase.js';
 import { createFetchResultHandler } from '../../src/handlers/fetchResult.js';
 import { DEFAULT_PROCESSING } from '../../src/handlers/ProcessingContext.js';
 import { PauseSourceError } from '../../src/hiring/errors.js';
@@ -10,21 +9,14 @@ import { Worker, type JobHandler } from '../../src/queue/Worker.js';
 import { SourcePauses } from '../../src/processing/SourcePauses.js';
 import { createLogger } from '../../src/observability/logger.js';
 import { ManualClock } from '../../src/util/clock.js';
-import { tempDir } from '../helpers/receiver.js';
+import { scratchDatabase } from '../helpers/database.js';
 
 let database: OpenDatabase;
-let cleanup: () => void;
 const clock = new ManualClock(Date.parse('2026-11-01T00:00:00Z'));
 const T0 = clock.now();
 beforeEach(() => {
-  const t = tempDir();
-  cleanup = t.cleanup;
-  database = openDatabase(join(t.dir, 'q.db'));
+  database = scratchDatabase();
   clock.set(T0);
-});
-afterEach(async () => {
-  await database.close();
-  cleanup();
 });
 const logger = createLogger('silent');
 const job = async (id: number) => database.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
