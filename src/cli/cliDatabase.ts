@@ -4,6 +4,12 @@ import { openDatabase, openDatabaseReadOnly, type OpenDatabase } from '../db/ope
 import { CliError } from './errors.js';
 
 /**
+ * The pause between two short transactions of a bulk command (prune, dead-letters retry and
+ * discard, sinks send-now): a running receiver's ingest commits take the write lock meanwhile.
+ */
+export const betweenBatches = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
+
+/**
  * Opens the receiver's database for an operator command, next to a running
  * server (WAL lets both work). Never creates a database and never migrates
  * (that is `migrate`'s job); refuses a schema this build does not match.

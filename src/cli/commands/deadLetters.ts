@@ -5,7 +5,7 @@ import { inChunks } from '../../db/sqliteHelpers.js';
 import { deadLetterIds, JobQueue, RETRY_BATCH, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
-import { openCliDatabase } from '../cliDatabase.js';
+import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { configuredSinks, disabledSinkWarnings, sinkJobKind } from '../sinkOps.js';
@@ -51,8 +51,6 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
   }
 }
 
-/** Between two transactions of a retry or discard: a running receiver's ingest takes the write lock. */
-const betweenBatches = () => new Promise<void>((r) => setTimeout(r, 5));
 
 /** The --id values as job ids, and a usage error when nothing is chosen. */
 function chosenJobs(o: DeadLetterRetryOptions, verb: string): number[] {

@@ -1,5 +1,5 @@
 import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
-import { openCliDatabase } from '../cliDatabase.js';
+import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
 import { printJson, type CliIo } from '../io.js';
 
@@ -18,7 +18,7 @@ export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const before = new Date(Date.now() - o.olderThan).toISOString();
-    const jobs = await pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: () => new Promise((r) => setTimeout(r, 5)) });
+    const jobs = await pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches });
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), finished_before: before, jobs });
     else io.out(`${o.dryRun ? 'would delete' : 'deleted'} ${jobs} finished job${jobs === 1 ? '' : 's'} (state done, finished before ${before}); jobs still to run and dead letters are kept`);
     return 0;

@@ -1,9 +1,9 @@
 import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
-import { openCliDatabase } from '../cliDatabase.js';
+import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { CliError } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks, enableSinkNamed, sendSinkNow, sinkRows, undocumentedPatterns } from '../sinkOps.js';
+import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
@@ -52,8 +52,7 @@ async function openForSink(io: CliIo, name: string, o: { database?: string; read
   if (problems.length > 0) throw configProblems(problems);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.readOnly === true });
   try {
-    const stored = await database.db.selectFrom('sink_state').select('sink').union(database.db.selectFrom('deliveries').select('sink').distinct()).execute();
-    const names = [...new Set([...sinks.map((s) => s.name), ...stored.map((r) => r.sink)])];
+    const names = [...new Set([...sinks.map((s) => s.name), ...(await sinkNamesInDatabase(database.db))])];
     if (!names.includes(name)) throw new CliError(`no sink named ${JSON.stringify(name)} (known: ${names.length > 0 ? names.join(', ') : 'none'})`, 2);
     return database;
   } catch (err) {
@@ -83,7 +82,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
   const database = await openForSink(io, name, { ...o, readOnly: dryRun });
   try {
     // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
-    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: () => new Promise((ok) => setTimeout(ok, 5)) });
+    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches });
     if (o.json) printJson(io, { dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
     else {
       const n = (k: number) => `${k} deliver${k === 1 ? 'y' : 'ies'}`;
