@@ -24,14 +24,16 @@ export function ensureDirSync(dir: string): string[] {
 }
 
 /** As ensureDirSync; `mode` (before the umask) is given to every folder it makes, as `mkdir -p -m`. */
-export async function ensureDir(dir: string, mode?: number): Promise<void> {
-  const first = await tryMkdir(dir, mode);
-  if (first === 'done') return;
+export async function ensureDir(dir: string, mode?: number): Promise<string[]> {
+  const made: string[] = [];
+  const first = await tryMkdir(dir, made, mode);
+  if (first === 'done') return made;
   const parent = dirname(dir);
   if (parent === dir) throw first;
-  await ensureDir(parent, mode);
-  const second = await tryMkdir(dir, mode);
+  made.push(...(await ensureDir(parent, mode)));
+  const second = await tryMkdir(dir, made, mode);
   if (second !== 'done') throw second;
+  return made;
 }
 
 /** 'done' when `dir` is a directory now; the ENOENT to act on; any other error is thrown. */
@@ -51,9 +53,10 @@ function tryMkdirSync(dir: string, made: string[]): 'done' | Error {
   }
 }
 
-async function tryMkdir(dir: string, mode?: number): Promise<'done' | Error> {
+async function tryMkdir(dir: string, made: string[], mode?: number): Promise<'done' | Error> {
   try {
     await mkdir(dir, mode);
+    made.push(dir);
     return 'done';
   } catch (err) {
     let isDirectory = false;

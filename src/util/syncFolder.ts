@@ -1,5 +1,5 @@
 import { closeSync, constants, fsyncSync, openSync } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { ensureDir } from './ensureDir.js';
 
@@ -45,14 +45,9 @@ export async function makeFolderFor(
   folder: string,
   opts: { mode?: number; sync?: (folder: string) => Promise<void> } = {},
 ): Promise<() => Promise<void>> {
-  const missing: string[] = [];
-  for (let d = folder; dirname(d) !== d; d = dirname(d)) {
-    if (await stat(d).then(() => true, () => false)) break;
-    missing.push(d);
-  }
-  await ensureDir(folder, opts.mode);
+  const made = (await ensureDir(folder, opts.mode)).reverse();
   const sync = opts.sync ?? syncFolder;
   return async () => {
-    for (const f of [folder, ...missing.map((m) => dirname(m))]) await sync(f);
+    for (const f of [folder, ...made.map((m) => dirname(m))]) await sync(f);
   };
 }
