@@ -3,11 +3,7 @@ import { blockingNewerMigrations, readMigrations } from '../db/migrate.js';
 import { openDatabase, openDatabaseReadOnly, type OpenDatabase } from '../db/openDatabase.js';
 import { CliError } from './errors.js';
 
-/**
- * The pause between two short transactions of a bulk command (prune, dead-letters retry and
- * discard, sinks send-now): a running receiver's ingest commits take the write lock meanwhile.
- */
-export const betweenBatches = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
+export { betweenBatches } from '../db/sqliteHelpers.js';
 
 /**
  * Opens the receiver's database for an operator command, next to a running

@@ -23,6 +23,14 @@ export function primarySqliteCode(text: string | null | undefined): string | nul
   return /^SQLITE_[A-Z]+/.exec(text ?? '')?.[0] ?? null;
 }
 
+/**
+ * The pause between two short write transactions of a bulk change (prune, dead-letters retry and
+ * discard, sinks send-now, the sink housekeeping at the workers' start): a running receiver's
+ * ingest commits (its own connection, retried every 1-4 ms, or another process's) take the write
+ * lock meanwhile. A timer, not a microtask: the event loop turns, so this process's ingest runs.
+ */
+export const betweenBatches = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
+
 /** Ids per `IN (...)` list: well under SQLite's bound-parameter limit. */
 const IN_CHUNK = 500;
 

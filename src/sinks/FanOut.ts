@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { betweenBatches } from '../db/sqliteHelpers.js';
 import { KNOWN_EVENT_TYPES } from '../events/eventTypes.js';
 import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
@@ -10,6 +11,7 @@ import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
+import { deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
 import { undocumentedPatterns } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
@@ -142,28 +144,12 @@ export class FanOut {
    * target changed in the configuration since (the operator pointed it elsewhere).
    */
   async reconcile(): Promise<void> {
-    // Deliveries queued for a sink that is no longer configured would wait for ever, unseen:
-    // they become dead letters naming the reason (retry them with `dead-letters retry --kind sink:<name>`
-    // after adding the sink back).
+    // In short transactions with a pause before each: deliveries are being answered meanwhile, by
+    // this process under `serve` (start() listens before the workers start), or by the `serve`
+    // beside this `work`.
     const now = new Date(this.o.clock.now()).toISOString();
-    const configured = this.lanes.map((l) => sinkJobKind(l.config.name));
-    let orphaned = this.o.db
-      .updateTable('jobs')
-      .set({ state: 'dead', last_error: 'sink is no longer configured', finished_at: now, updated_at: now })
-      .where('state', '=', 'pending')
-      .where('kind', 'like', 'sink:%');
-    if (configured.length > 0) orphaned = orphaned.where('kind', 'not in', configured);
-    const dropped = await orphaned.returning(['event_id', 'kind']).execute();
-    for (const j of dropped) {
-      if (!j.event_id) continue;
-      await this.o.db
-        .updateTable('deliveries')
-        .set({ state: 'dead', last_error: 'sink is no longer configured', updated_at: now })
-        .where('event_id', '=', j.event_id)
-        .where('sink', '=', j.kind.slice('sink:'.length))
-        .execute();
-    }
-    if (dropped.length > 0) this.o.logger.warn({ deliveries: dropped.length }, 'deliveries of sinks no longer configured are now dead letters');
+    const dropped = await deadLetterRemovedSinks(this.o.db, this.lanes.map((l) => sinkJobKind(l.config.name)), now, betweenBatches);
+    if (dropped > 0) this.o.logger.warn({ deliveries: dropped }, 'deliveries of sinks no longer configured are now dead letters');
     // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
     // deliveries already waiting too.
     for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now)) {

@@ -1,0 +1,95 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/openDatabase.js';
+import { RETRY_BATCH } from '../../src/queue/JobQueue.js';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { LineSink } from './helpers.js';
+
+const T = '2026-11-02T00:00:00.000Z';
+/** Per sink: several batches of the start-up housekeeping. */
+const N = 4 * RETRY_BATCH + 7;
+
+let cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.reverse()) await c();
+  cleanups = [];
+});
+
+/** A database whose queue holds N deliveries waiting for `crm` (queued with max_attempts 3) and N for `gone`. */
+function databaseWithWaitingDeliveries(dir: string): string {
+  const path = join(dir, 'receiver.db');
+  const database = openDatabase(path);
+  const job = database.sqlite.prepare(
+    "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES (?, '{}', ?, ?, 'pending', ?, ?, 3, ?, ?)",
+  );
+  const delivery = database.sqlite.prepare(
+    'INSERT INTO deliveries (event_id, sink, message_id, state, attempts, queued_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+  );
+  database.sqlite.transaction(() => {
+    for (const sink of ['crm', 'gone']) {
+      for (let i = 0; i < N; i++) {
+        const eventId = `evt_${sink}_${i}`;
+        job.run(`sink:${sink}`, eventId, `sink:${sink}`, T, i % 3, T, T);
+        delivery.run(eventId, sink, `msg_${eventId}`, i % 3 ? 'retrying' : 'pending', i % 3, T, T, T);
+      }
+    }
+  })();
+  database.sqlite.close();
+  return path;
+}
+
+describe("the sink housekeeping at the workers' start", () => {
+  it("lets deliveries commit between its batches, each batch's jobs and deliveries rows changed together, and ends with the removed sink's deliveries dead", async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const dbPath = databaseWithWaitingDeliveries(t.dir);
+    const config = join(t.dir, 'config.json');
+    // `gone` was removed from the configuration; crm's max_attempts raised from 3 to 50.
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'stdout', max_attempts: 50 }] }));
+    const secret = newSecret();
+    const r: TestReceiver = await startReceiver(
+      { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: secret, LOG_LEVEL: 'info' },
+      { listen: false, sinks: { stdout: new LineSink() } },
+    );
+    cleanups.push(() => r.app.stop());
+    const other = new BetterSqlite3(dbPath, { readonly: true });
+    cleanups.push(() => void other.close());
+    const seen = other.prepare(`SELECT
+        (SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND state = 'pending' AND max_attempts = 3) AS crm_unchanged,
+        (SELECT COUNT(*) FROM jobs WHERE kind = 'sink:gone' AND state = 'pending') AS gone_pending,
+        (SELECT COUNT(*) FROM jobs j JOIN deliveries d ON d.event_id = j.event_id AND d.sink = 'gone'
+          WHERE j.kind = 'sink:gone' AND (j.state = 'dead') <> (d.state = 'dead')) AS out_of_step`);
+
+    // Deliveries keep arriving while the receiver starts (it listens before its workers start).
+    const observed: { crm_unchanged: number; gone_pending: number; out_of_step: number }[] = [];
+    let started = false;
+    const starting = r.app.start().finally(() => (started = true));
+    let posted = 0;
+    while (!started && posted < 10_000) {
+      const d = signDelivery(secret, JSON.stringify(envelope()));
+      const res = await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body });
+      expect(res.status).toBe(200);
+      posted++;
+      observed.push(seen.get() as (typeof observed)[number]);
+    }
+    await starting;
+
+    // Deliveries were committed while the housekeeping was part-way through.
+    expect(observed.some((o) => o.gone_pending > 0 && o.gone_pending < N)).toBe(true);
+    // Never a dead job whose deliveries row still says it waits (or the reverse).
+    expect(observed.filter((o) => o.out_of_step > 0)).toEqual([]);
+
+    const sqlite = r.app.database.ingestSqlite;
+    expect(sqlite.prepare("SELECT state, last_error, COUNT(*) AS n FROM jobs WHERE kind = 'sink:gone' GROUP BY 1, 2").all()).toEqual([
+      { state: 'dead', last_error: 'sink is no longer configured', n: N },
+    ]);
+    expect(sqlite.prepare("SELECT state, last_error, COUNT(*) AS n FROM deliveries WHERE sink = 'gone' GROUP BY 1, 2").all()).toEqual([
+      { state: 'dead', last_error: 'sink is no longer configured', n: N },
+    ]);
+    const line = (msg: string) => r.logs.lines.filter((l) => l.msg === msg);
+    expect(line('deliveries of sinks no longer configured are now dead letters')).toEqual([expect.objectContaining({ deliveries: N })]);
+  });
+});
