@@ -9,14 +9,14 @@ import { ConfigError, configFileTopProblems, loadConfig, readConfigJson } from '
 import { databasePathOf } from './cliConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
-import { applySinkMaxAttempts, enqueueDeliveries, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
+import { applySinkMaxAttempts, enqueueDeliveries, giveSinkMaxAttempts, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
 import { matchesSink, undocumentedPatterns } from '../sinks/matchesSink.js';
 import { messageIdFor } from '../sinks/messageId.js';
 import { sendSinkNow, type SendNowResult } from '../sinks/sendSinkNow.js';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 
 export type { DeliveryWrites, SendNowResult, SinkConfig, SinkStatus };
-export { applySinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sendSinkNow, sinkJobKind, undocumentedPatterns };
+export { applySinkMaxAttempts, giveSinkMaxAttempts, messageIdFor, preparedDeliveryWrites, sendSinkNow, sinkJobKind, undocumentedPatterns };
 
 type Env = Readonly<Record<string, string | undefined>>;
 

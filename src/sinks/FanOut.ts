@@ -144,15 +144,15 @@ export class FanOut {
    * target changed in the configuration since (the operator pointed it elsewhere).
    */
   async reconcile(): Promise<void> {
-    // In short transactions with a pause before each: deliveries are being answered meanwhile, by
-    // this process under `serve` (start() listens before the workers start), or by the `serve`
+    // Both in short transactions with a pause before each: deliveries are being answered meanwhile,
+    // by this process under `serve` (start() listens before the workers start), or by the `serve`
     // beside this `work`.
     const now = new Date(this.o.clock.now()).toISOString();
     const dropped = await deadLetterRemovedSinks(this.o.db, this.lanes.map((l) => sinkJobKind(l.config.name)), now, betweenBatches);
     if (dropped > 0) this.o.logger.warn({ deliveries: dropped }, 'deliveries of sinks no longer configured are now dead letters');
     // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
     // deliveries already waiting too.
-    for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now)) {
+    for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now, betweenBatches)) {
       this.o.logger.info({ sink: c.sink, deliveries: c.deliveries, max_attempts: c.maxAttempts }, "queued deliveries take the sink's max_attempts as configured now");
     }
     for (const { config } of this.lanes) {

@@ -42,7 +42,7 @@ function databaseWithWaitingDeliveries(dir: string): string {
 }
 
 describe("the sink housekeeping at the workers' start", () => {
-  it("lets deliveries commit between its batches, each batch's jobs and deliveries rows changed together, and ends with the removed sink's deliveries dead", async () => {
+  it("lets deliveries commit between its batches, each batch's jobs and deliveries rows changed together, and ends with every waiting delivery on the sink's max_attempts and the removed sink's dead", async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
     const dbPath = databaseWithWaitingDeliveries(t.dir);
@@ -77,12 +77,15 @@ describe("the sink housekeeping at the workers' start", () => {
     }
     await starting;
 
-    // Deliveries were committed while the housekeeping was part-way through.
+    // Deliveries were committed while the housekeeping was part-way through each step.
     expect(observed.some((o) => o.gone_pending > 0 && o.gone_pending < N)).toBe(true);
+    expect(observed.some((o) => o.gone_pending === 0 && o.crm_unchanged > 0 && o.crm_unchanged < N)).toBe(true);
     // Never a dead job whose deliveries row still says it waits (or the reverse).
     expect(observed.filter((o) => o.out_of_step > 0)).toEqual([]);
 
     const sqlite = r.app.database.ingestSqlite;
+    // (The events posted meanwhile were processed and queued to crm too, with 50; crm's worker runs now.)
+    expect(sqlite.prepare("SELECT max_attempts, COUNT(*) AS n FROM jobs WHERE kind = 'sink:crm' AND event_id LIKE 'evt_crm_%' GROUP BY 1").all()).toEqual([{ max_attempts: 50, n: N }]);
     expect(sqlite.prepare("SELECT state, last_error, COUNT(*) AS n FROM jobs WHERE kind = 'sink:gone' GROUP BY 1, 2").all()).toEqual([
       { state: 'dead', last_error: 'sink is no longer configured', n: N },
     ]);
@@ -91,5 +94,6 @@ describe("the sink housekeeping at the workers' start", () => {
     ]);
     const line = (msg: string) => r.logs.lines.filter((l) => l.msg === msg);
     expect(line('deliveries of sinks no longer configured are now dead letters')).toEqual([expect.objectContaining({ deliveries: N })]);
+    expect(line("queued deliveries take the sink's max_attempts as configured now")).toEqual([expect.objectContaining({ sink: 'crm', deliveries: N, max_attempts: 50 })]);
   });
 });

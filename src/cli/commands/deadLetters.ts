@@ -1,14 +1,13 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import type { SinkConfig } from '../../sinks/sinkConfig.js';
-import { inChunks } from '../../db/sqliteHelpers.js';
-import { deadLetterIds, JobQueue, RETRY_BATCH, type DeadLetterFilter } from '../../queue/JobQueue.js';
+import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks, disabledSinkWarnings, sinkJobKind } from '../sinkOps.js';
+import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, giveSinkMaxAttempts, sinkJobKind } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
   database?: string;
@@ -136,46 +135,7 @@ export async function markRetried(trx: Transaction<Database>, jobIds: readonly n
   await sql`INSERT INTO sink_state (sink, updated_at)
     SELECT DISTINCT substr(kind, 6), ${stampedAt} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
     ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL AND updated_at < excluded.updated_at`.execute(trx);
-  for (const s of sinks) await giveMaxAttempts(trx, jobIds, s);
-}
-
-/** The pending jobs of `sink` among `ids` take its max_attempts as configured (as applySinkMaxAttempts). */
-async function giveMaxAttempts(db: Kysely<Database> | Transaction<Database>, ids: readonly number[], sink: SinkConfig): Promise<void> {
-  const maxAttempts = sql<number>`max(${sink.maxAttempts}, attempts + 1)`;
-  // Unary +: by the ids (the primary key), not through jobs_kind_ready over every pending job of the sink.
-  await db
-    .updateTable('jobs')
-    .set({ max_attempts: maxAttempts })
-    .where('id', 'in', ids)
-    .where(sql<string>`+state`, '=', 'pending')
-    .where(sql<string>`+kind`, '=', sinkJobKind(sink.name))
-    .where('max_attempts', '<>', maxAttempts)
-    .execute();
-}
-
-/**
- * The other deliveries waiting for these sinks take their max_attempts as configured now too (as
- * at the workers' start), RETRY_BATCH at a time with `pause` between: one statement over every
- * pending job of a sink, after the retry's last transaction, held the write lock 0.6 s at
- * 200,000 dead letters retried (0.2 s for the retry's longest transaction), past what a
- * receiver's deliveries wait for it at a few million.
- */
-async function giveWaitingMaxAttempts(db: Kysely<Database>, sinks: readonly SinkConfig[], pause: () => Promise<void>): Promise<void> {
-  for (const sink of sinks) {
-    const ids = (
-      await db
-        .selectFrom('jobs')
-        .select('id')
-        .where('state', '=', 'pending')
-        .where('kind', '=', sinkJobKind(sink.name))
-        .where('max_attempts', '<>', sql<number>`max(${sink.maxAttempts}, attempts + 1)`)
-        .execute()
-    ).map((r) => r.id);
-    for (const chunk of inChunks(ids, RETRY_BATCH)) {
-      await pause();
-      await giveMaxAttempts(db, chunk, sink);
-    }
-  }
+  for (const s of sinks) await giveSinkMaxAttempts(trx, jobIds, s, stampedAt);
 }
 
 /** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
@@ -201,8 +161,9 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     const pause = betweenBatches;
     const stampedAt = new Date().toISOString();
     const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt) });
-    // As documented for max_attempts: every waiting delivery of the sinks this retry could touch.
-    if (n > 0) await giveWaitingMaxAttempts(database.db, retriedSinks, pause);
+    // As documented for max_attempts: every waiting delivery of the sinks this retry could touch,
+    // in batches too (as at the workers' start).
+    if (n > 0) await applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause);
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
