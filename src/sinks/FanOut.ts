@@ -11,7 +11,7 @@ import { Worker, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
-import { deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
+import { closeRemovedSinksRows, deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
 import { undocumentedPatterns } from './matchesSink.js';
 import { sinkKindOf } from './registry.js';
@@ -150,6 +150,8 @@ export class FanOut {
     const now = new Date(this.o.clock.now()).toISOString();
     const dropped = await deadLetterRemovedSinks(this.o.db, this.lanes.map((l) => sinkJobKind(l.config.name)), now, betweenBatches);
     if (dropped > 0) this.o.logger.warn({ deliveries: dropped }, 'deliveries of sinks no longer configured are now dead letters');
+    const closed = await closeRemovedSinksRows(this.o.db, this.lanes.map((l) => l.config.name), now, betweenBatches);
+    if (closed > 0) this.o.logger.warn({ deliveries: closed }, 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead');
     // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
     // deliveries already waiting too.
     for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now, betweenBatches)) {

@@ -1,7 +1,9 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { inChunks } from '../db/sqliteHelpers.js';
-import { immediateTransaction, RETRY_BATCH } from '../queue/JobQueue.js';
+import { immediateTransaction, jobsByEventTerm, RETRY_BATCH } from '../queue/JobQueue.js';
+import { sinkNamesInDatabase } from './deliveryRecords.js';
+import { sinkJobKind } from './enqueueDeliveries.js';
 
 /** last_error of the jobs and deliveries of a sink that is no longer configured. */
 export const REMOVED_SINK_ERROR = 'sink is no longer configured';
@@ -41,4 +43,50 @@ export async function deadLetterRemovedSinks(db: Kysely<Database>, configuredKin
     });
   }
   return dead;
+}
+
+/**
+ * deliveries rows of a sink no longer configured that still say pending or retrying while no job of
+ * theirs waits or runs: nothing will send them, yet `status` and `sinks list` count them as
+ * waiting. An earlier version left them so when it stopped between its dead-lettering of the jobs
+ * and of their rows; a later start only looked at pending jobs. They are marked dead as their jobs
+ * were (RETRY_BATCH per transaction, `pause` before each; none at all on a sound database: one
+ * index range per sink the configuration no longer has). Returns how many.
+ */
+export async function closeRemovedSinksRows(db: Kysely<Database>, configuredNames: readonly string[], nowIso: string, pause: () => Promise<void>): Promise<number> {
+  let closed = 0;
+  for (const sink of (await sinkNamesInDatabase(db)).filter((n) => !configuredNames.includes(n))) {
+    const open = (trx: Kysely<Database>) =>
+      trx
+        .selectFrom('deliveries')
+        .where('sink', '=', sink)
+        .where('state', 'in', ['pending', 'retrying'])
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('jobs')
+                .select('jobs.id')
+                .whereRef('jobs.event_id', '=', 'deliveries.event_id')
+                .where('jobs.kind', '=', sinkJobKind(sink))
+                .where(jobsByEventTerm)
+                .where('jobs.state', 'in', ['pending', 'running']),
+            ),
+          ),
+        );
+    const eventIds = (await open(db).select('event_id').execute()).map((r) => r.event_id);
+    for (const chunk of inChunks(eventIds, RETRY_BATCH)) {
+      await pause();
+      closed += await immediateTransaction(db, async (trx) => {
+        // Checked again under the lock: a `replay` may have queued one since the read.
+        const r = await trx
+          .updateTable('deliveries')
+          .set({ state: 'dead', last_error: REMOVED_SINK_ERROR, updated_at: nowIso })
+          .where('sink', '=', sink)
+          .where('event_id', 'in', open(trx).select('event_id').where('event_id', 'in', chunk))
+          .executeTakeFirst();
+        return Number(r.numUpdatedRows);
+      });
+    }
+  }
+  return closed;
 }

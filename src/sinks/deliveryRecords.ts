@@ -251,3 +251,16 @@ export async function adoptCycle(db: Db, d: { eventId: string; sink: string; fro
     .where('message_id', '=', d.from)
     .execute();
 }
+
+/**
+ * The sinks the database knows: those with deliveries, one index seek each (deliveries_sink_state
+ * starts with sink: a DISTINCT read every entry of that index, 0.16 s warm and 4 s cold at 1.6
+ * million deliveries), and those with a sink_state row.
+ */
+export async function sinkNamesInDatabase(db: Kysely<Database>): Promise<string[]> {
+  const inDb = await sql<{ sink: string }>`WITH RECURSIVE seen(sink) AS (
+      SELECT min(sink) FROM deliveries
+      UNION ALL SELECT (SELECT min(sink) FROM deliveries WHERE sink > seen.sink) FROM seen WHERE seen.sink IS NOT NULL)
+    SELECT sink FROM seen WHERE sink IS NOT NULL UNION SELECT sink FROM sink_state`.execute(db);
+  return inDb.rows.map((r) => r.sink);
+}

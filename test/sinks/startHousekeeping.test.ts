@@ -96,4 +96,50 @@ describe("the sink housekeeping at the workers' start", () => {
     expect(line('deliveries of sinks no longer configured are now dead letters')).toEqual([expect.objectContaining({ deliveries: N })]);
     expect(line("queued deliveries take the sink's max_attempts as configured now")).toEqual([expect.objectContaining({ sink: 'crm', deliveries: N, max_attempts: 50 })]);
   });
+
+  it('marks dead the rows of a removed sink an earlier version left saying pending with their jobs dead (a stop between its two steps)', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const dbPath = join(t.dir, 'receiver.db');
+    const database = openDatabase(dbPath);
+    const job = database.sqlite.prepare(
+      "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at) VALUES (?, '{}', ?, ?, ?, ?, 1, 25, ?, ?, ?)",
+    );
+    const delivery = database.sqlite.prepare(
+      "INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES (?, ?, ?, ?, 1, 'HTTP 503', ?, ?, ?)",
+    );
+    const row = (sink: string, eventId: string, jobState: string | null, jobError: string | null, state: string) => {
+      if (jobState) job.run(`sink:${sink}`, eventId, `sink:${sink}`, jobState, T, jobError, T, T);
+      delivery.run(eventId, sink, `msg_${eventId}`, state, T, T, T);
+    };
+    // What the earlier version's interrupted start left: the jobs dead, their rows not.
+    row('gone', 'e1', 'dead', 'sink is no longer configured', 'retrying');
+    row('gone', 'e2', 'dead', 'sink is no longer configured', 'pending');
+    // Its dead letter since discarded (or pruned): the row alone.
+    row('gone', 'e3', null, null, 'retrying');
+    // Still delivered, and one a configured sink's worker will send: left alone.
+    row('gone', 'e4', 'done', null, 'delivered');
+    row('crm', 'e1', 'pending', null, 'retrying');
+    database.sqlite.close();
+    const config = join(t.dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'stdout' }] }));
+    const r = await startReceiver(
+      { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: newSecret(), LOG_LEVEL: 'info' },
+      { listen: false, sinks: { stdout: new LineSink() } },
+    );
+    cleanups.push(() => r.app.stop());
+    await r.app.startWorkers();
+    const rows = r.app.database.ingestSqlite.prepare("SELECT event_id, state, last_error FROM deliveries WHERE sink = 'gone' ORDER BY event_id").all();
+    expect(rows).toEqual([
+      { event_id: 'e1', state: 'dead', last_error: 'sink is no longer configured' },
+      { event_id: 'e2', state: 'dead', last_error: 'sink is no longer configured' },
+      { event_id: 'e3', state: 'dead', last_error: 'sink is no longer configured' },
+      { event_id: 'e4', state: 'delivered', last_error: 'HTTP 503' },
+    ]);
+    // (crm's worker runs it now: whatever it records, not this.)
+    expect(r.app.database.ingestSqlite.prepare("SELECT COUNT(*) FROM deliveries WHERE sink = 'crm' AND last_error = 'sink is no longer configured'").pluck().get()).toBe(0);
+    expect(r.logs.lines.filter((l) => l.msg === 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead')).toEqual([
+      expect.objectContaining({ deliveries: 3 }),
+    ]);
+  });
 });
