@@ -39,6 +39,9 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
     ['at the signing time', 0, 200],
     ['299 s later', 299, 200],
     ['299 s earlier', -299, 200],
+    // The boundary itself: "more than 5 minutes" away is refused, exactly 5 minutes is not.
+    ['300 s later', 300, 200],
+    ['300 s earlier', -300, 200],
     ['301 s later', 301, 401],
     ['301 s earlier', -301, 401],
   ])('%s → %i', async (_label, offset, status) => {
