@@ -93,6 +93,18 @@ describe('malformed signatures and headers are refused and never stored', () => 
     expect(count()).toEqual(before);
   });
 
+  it.each([
+    ['empty', ''],
+    ['not JSON', 'not json at all'],
+  ])('a body that is %s with a signature of another secret is refused (401), not quarantined', async (_label, body) => {
+    const forged = signDelivery(newSecret(), body, { timestampSeconds: REF.timestamp });
+    const before = count();
+    const res = await r.app.app.request('/webhooks', { method: 'POST', headers: forged.headers, body });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ error: 'no_valid_signature' });
+    expect(count()).toEqual(before);
+  });
+
   it('accepts a header carrying a bad and a good signature', async () => {
     const res = await r.app.app.request('/webhooks', {
       method: 'POST',
