@@ -89,6 +89,17 @@ describe('JobQueue', () => {
     expect(running.map((j) => j.id).sort()).toEqual(claimed.map((j) => j.id).sort());
   });
 
+  it('a worker that lost its lease cannot put the newer attempt back in the queue either (mutation audit)', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    const [stale] = await q.claim('slow', 1);
+    clock.advance(30_000);
+    const [newer] = await q.claim('other', 1);
+    expect(await q.reschedule(stale!, clock.now() + 5_000, { error: 'stale failure', refund: true })).toBe(false);
+    expect(await job(id)).toMatchObject({ state: 'running', lease_owner: 'other', attempts: 2, last_error: null });
+    expect(await q.complete(newer!)).toBe(true);
+  });
+
   it('releases jobs a dead process left running, keeping the attempt they used', async () => {
     const q = new JobQueue(database.db, clock, 60_000);
     const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
