@@ -226,7 +226,7 @@ export function createApp(deps: AppDeps) {
         pacer.noteLockWait();
         logger.debug({ batch: size }, 'ingest write lock busy; retrying');
       } else {
-        storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: Date.now() };
+        storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
         // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
         lockHold.obtained();
         logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');

@@ -3,14 +3,14 @@ import type { OpenDatabase } from '../db/openDatabase.js';
 import { isMigrated } from '../db/migrate.js';
 import { isSqliteBusy, probeWrite } from '../db/sqliteHelpers.js';
 import type { WriteLockHold } from '../ingest/WriteLockHold.js';
-import type { Clock } from '../util/clock.js';
+import { systemClock, type Clock } from '../util/clock.js';
 
 export interface ReadinessExtras {
   /** Extra detail for /readyz (paused sources, disabled sinks): reported, never failing readiness. */
   (): Record<string, unknown>;
 }
 
-/** The last ingest transaction failed for want of storage (disk full, I/O error), and when (Unix ms); null once one commits. */
+/** The last ingest transaction failed for want of storage (disk full, I/O error), and when (Unix ms, by the receiver's clock); null once one commits. */
 export type StorageFailure = () => { code: string; atMs: number } | null;
 
 /**
@@ -75,7 +75,8 @@ export function registerHealthRoutes(
       checks.migrations = isMigrated(sqlite) ? 'applied' : 'pending';
       if (checks.migrations !== 'applied') ready = false;
       const failed = storageFailure();
-      const ago = failed === null ? Infinity : Date.now() - failed.atMs;
+      // By the receiver's clock, which stamped the failure (injectable, as the write lock's hold is).
+      const ago = failed === null ? Infinity : (writeLock?.clock ?? systemClock).now() - failed.atMs;
       try {
         await probeWriteWithin(sqlite, READY_LOCK_TRY_MS);
         writeLock?.hold.obtained();

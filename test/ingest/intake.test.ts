@@ -324,3 +324,79 @@ describe('log hygiene', () => {
     expect(all).not.toContain('Lovelace');
   });
 });
+
+describe('limits at their exact boundary (mutation audit)', () => {
+  const LIMIT = 64 * 1024;
+  /** A signed envelope of exactly `size` bytes. */
+  const sized = (size: number) => {
+    const env = envelope({ padding: '' });
+    const text = JSON.stringify({ ...env, padding: 'p'.repeat(size - Buffer.byteLength(JSON.stringify(env))) });
+    expect(Buffer.byteLength(text)).toBe(size);
+    return { id: env.id as string, text };
+  };
+  /** POSTs over node:http, the body in 4 KiB chunks with no Content-Length. */
+  const sendChunked = (d: { body: string; headers: Record<string, string> }) =>
+    new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+      const req = request(`${r.url}/webhooks`, { method: 'POST', headers: { ...d.headers, 'transfer-encoding': 'chunked' } }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body: text }));
+      });
+      req.on('error', reject);
+      const bytes = Buffer.from(d.body);
+      for (let i = 0; i < bytes.length; i += 4096) req.write(bytes.subarray(i, i + 4096));
+      req.end();
+    });
+
+  it('a body of exactly MAX_BODY_BYTES is stored, declared or chunked; one byte more, chunked, is 413 with the connection closed, and not stored', async () => {
+    const declared = sized(LIMIT);
+    const res = await post(signDelivery(secret, declared.text));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ outcome: 'accepted', id: declared.id });
+
+    const chunked = sized(LIMIT);
+    const answer = await sendChunked(signDelivery(secret, chunked.text));
+    expect(answer.status, answer.body).toBe(200);
+    expect(one('SELECT COUNT(*) FROM events WHERE id IN (?, ?)', declared.id, chunked.id)).toBe(2);
+
+    const over = sized(LIMIT + 1);
+    const refused = await sendChunked(signDelivery(secret, over.text));
+    expect(refused.status).toBe(413);
+    expect(JSON.parse(refused.body)).toMatchObject({ error: 'body_too_large' });
+    expect(refused.connection).toBe('close');
+    expect(one('SELECT COUNT(*) FROM events WHERE id = ?', over.id)).toBe(0);
+  });
+
+  it('a webhook-id of 256 characters is taken, one of 257 is refused as malformed (400)', async () => {
+    const env = envelope();
+    const ok = await post(signDelivery(secret, JSON.stringify(env), { msgId: 'm'.repeat(256) }));
+    expect(ok.status).toBe(200);
+    const long = await post(signDelivery(secret, JSON.stringify(envelope()), { msgId: 'm'.repeat(257) }));
+    expect(long.status).toBe(400);
+    expect(await long.json()).toMatchObject({ error: 'malformed_header', message: 'webhook-id header is longer than 256 characters' });
+  });
+
+  it('an envelope id of 255 characters is stored as an event, one of 256 is quarantined saying so', async () => {
+    const id = `evt_${'i'.repeat(251)}`;
+    const ok = await post(signDelivery(secret, JSON.stringify(envelope({ id }))));
+    expect(await ok.json()).toEqual({ outcome: 'accepted', id });
+    const msgId = `msg_${randomUUID()}`;
+    const long = await post(signDelivery(secret, JSON.stringify(envelope({ id: `${id}i` })), { msgId }));
+    expect(await long.json()).toMatchObject({ outcome: 'quarantined', reason: 'envelope "id" is longer than 255 characters' });
+    expect(one('SELECT COUNT(*) FROM quarantine WHERE delivery_id = ?', msgId)).toBe(1);
+  });
+});
+
+describe('a quarantined delivery keeps its headers, never its credentials (mutation audit)', () => {
+  it('drops Authorization, Cookie and API-key headers a proxy or the sender added', async () => {
+    const msgId = `msg_${randomUUID()}`;
+    const d = signDelivery(secret, 'not json at all', { msgId });
+    const headers = { ...d.headers, authorization: 'Bearer proxy-token-1', cookie: 'session=cookie-2', 'x-api-key': 'key-3', 'x-request-id': 'req-4' };
+    const res = await post({ body: d.body, headers });
+    expect(await res.json()).toMatchObject({ outcome: 'quarantined' });
+    const stored = JSON.parse(one('SELECT headers FROM quarantine WHERE delivery_id = ?', msgId) as string) as Record<string, string>;
+    expect(stored).toMatchObject({ 'webhook-id': msgId, 'x-request-id': 'req-4' });
+    expect(Object.keys(stored)).not.toEqual(expect.arrayContaining(['authorization']));
+    expect(JSON.stringify(stored)).not.toMatch(/proxy-token-1|cookie-2|key-3/);
+  });
+});

@@ -39,6 +39,9 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
     ['at the signing time', 0, 200],
     ['299 s later', 299, 200],
     ['299 s earlier', -299, 200],
+    // The boundary itself: "more than 5 minutes" away is refused, exactly 5 minutes is not.
+    ['300 s later', 300, 200],
+    ['300 s earlier', -300, 200],
     ['301 s later', 301, 401],
     ['301 s earlier', -301, 401],
   ])('%s → %i', async (_label, offset, status) => {
@@ -87,6 +90,18 @@ describe('malformed signatures and headers are refused and never stored', () => 
     expect(res.status).toBe(status);
     const body = (await res.json()) as { error: string; message: string };
     expect(body.message.length).toBeGreaterThan(10);
+    expect(count()).toEqual(before);
+  });
+
+  it.each([
+    ['empty', ''],
+    ['not JSON', 'not json at all'],
+  ])('a body that is %s with a signature of another secret is refused (401), not quarantined', async (_label, body) => {
+    const forged = signDelivery(newSecret(), body, { timestampSeconds: REF.timestamp });
+    const before = count();
+    const res = await r.app.app.request('/webhooks', { method: 'POST', headers: forged.headers, body });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ error: 'no_valid_signature' });
     expect(count()).toEqual(before);
   });
 

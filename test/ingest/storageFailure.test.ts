@@ -22,6 +22,8 @@ describe('a write that cannot commit is answered 503, never 2xx', () => {
     const env = envelope({ padding: 'p'.repeat(20_000) });
     const res = await post(JSON.stringify(env));
     expect(res.status).toBe(503);
+    // Retry-After: the sender is told when to try again (the README's promise for every 503).
+    expect(res.headers.get('retry-after')).toBe('5');
     expect(await res.json()).toMatchObject({ error: 'storage_unavailable' });
     expect(count('SELECT COUNT(*) FROM events WHERE id = ?', env.id)).toBe(0);
     expect(await (await fetch(`${r.url}/metrics`)).text()).toMatch(/receiver_storage_errors_total\{reason="SQLITE_FULL"\} 1/);
@@ -47,6 +49,7 @@ describe('a write that cannot commit is answered 503, never 2xx', () => {
       const started = Date.now();
       const res = await post(JSON.stringify(env));
       expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
       expect(Date.now() - started).toBeGreaterThanOrEqual(250);
       // The answer's log line says why, and of which event.
       expect(r.logs.lines.find((l) => l.outcome === 'unavailable' && l.status === 503)).toMatchObject({ storage_error: 'lock_timeout', event_id: env.id, event_type: env.event_type });

@@ -65,6 +65,41 @@ describe('JobQueue', () => {
     expect((await job(id)).state).toBe('done');
   });
 
+  it('a lease ends at lease_expires_at: not claimable a millisecond before, claimable at that instant (mutation audit)', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    await q.claim('hung', 1);
+    clock.advance(999);
+    expect(await q.claim('w', 1)).toEqual([]);
+    clock.advance(1);
+    expect((await q.claim('w', 1)).map((j) => j.id)).toEqual([id]);
+  });
+
+  it('a claim takes at most its limit, however many kinds and expired leases it looks through (mutation audit)', async () => {
+    const q = new JobQueue(database.db, clock, 1_000);
+    const hung = await enqueue(database.db, { kind: 'a', payload: {} }, T0);
+    await q.claim('hung', 1, [], ['a']);
+    for (const kind of ['a', 'a', 'b', 'b', 'b']) await enqueue(database.db, { kind, payload: {} }, T0);
+    clock.advance(1_000);
+    const claimed = await q.claim('w', 2, [], ['a', 'b']);
+    expect(claimed).toHaveLength(2);
+    expect(claimed.map((j) => j.id)).toContain(hung);
+    // Only those two are running for it: the rest stay pending, for other workers' slots.
+    const running = await database.db.selectFrom('jobs').select('id').where('state', '=', 'running').execute();
+    expect(running.map((j) => j.id).sort()).toEqual(claimed.map((j) => j.id).sort());
+  });
+
+  it('a worker that lost its lease cannot put the newer attempt back in the queue either (mutation audit)', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
+    const [stale] = await q.claim('slow', 1);
+    clock.advance(30_000);
+    const [newer] = await q.claim('other', 1);
+    expect(await q.reschedule(stale!, clock.now() + 5_000, { error: 'stale failure', refund: true })).toBe(false);
+    expect(await job(id)).toMatchObject({ state: 'running', lease_owner: 'other', attempts: 2, last_error: null });
+    expect(await q.complete(newer!)).toBe(true);
+  });
+
   it('releases jobs a dead process left running, keeping the attempt they used', async () => {
     const q = new JobQueue(database.db, clock, 60_000);
     const id = await enqueue(database.db, { kind: 'k', payload: {} }, T0);
