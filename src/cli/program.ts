@@ -15,6 +15,10 @@ export interface Outcome {
 const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`;
 const databaseOption = () => new Option('--database <path>', 'SQLite file of the receiver (default: DATABASE_PATH or ./data/receiver.db)');
 const jsonOption = () => new Option('--json', 'print JSON for scripts');
+const progressOption = () => new Option('--progress', 'progress lines on stderr also when it is not a terminal (cron logs): one every 2 s at most');
+/** What the --help of a command with --progress says about it. */
+const progressHelp = (what: string) =>
+  `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -100,7 +104,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(new Option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)').argParser(ageArg(3_600_000, '1h')).default(30 * 86_400_000, '30d'))
     .option('--dry-run', 'count them, delete nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far'))
     .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
 
   program
@@ -110,10 +115,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(databaseOption())
     .option('--force', 'replace an existing destination file')
     .addOption(jsonOption())
+    .addOption(progressOption())
     .addHelpText(
       'after',
       examples(['hiring-receiver backup /data/backups/', 'hiring-receiver backup ./before-upgrade.db --database ./data/receiver.db']) +
-        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.',
+        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.' +
+        progressHelp('backup: 1,234 of 52,000 pages (2%), then checking and syncing the copy'),
     )
     .action((destination: string, o) => done(import('./commands/backup.js').then((m) => m.runBackup(io, destination, o))));
 

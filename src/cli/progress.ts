@@ -1,0 +1,75 @@
+import { CliError } from './errors.js';
+import type { CliIo } from './io.js';
+
+/**
+ * Progress of a long operator command (backup, prune, dead-letters retry/discard, replay,
+ * migrate) on stderr, so an operator can tell a working command from a hung one: on a terminal
+ * one line rewritten in place (`\r`) at most every `ttyEveryMs`, cleared at the end, so stdout's
+ * final line stands alone; elsewhere nothing, unless asked for (`--progress`: plain lines, at
+ * most one every `plainEveryMs`, for the logs of cron jobs). Stdout is never touched.
+ */
+export interface Progress {
+  /**
+   * The current state as one line (built only when it is shown). `phase`: a new stage (checking,
+   * syncing) that replaces the last one, shown at once rather than when the throttle allows.
+   */
+  report(line: () => string, opts?: { phase?: boolean }): void;
+  /** Clears the terminal's line; safe to call more than once, and on failure. */
+  end(): void;
+}
+
+export interface ProgressOptions {
+  /** stderr is a terminal: the line is rewritten in place. */
+  tty: boolean;
+  /** `--progress`: plain lines also when stderr is not a terminal. */
+  forced: boolean;
+  write: (text: string) => void;
+  now: () => number;
+  ttyEveryMs?: number;
+  plainEveryMs?: number;
+}
+
+export const TTY_EVERY_MS = 200;
+export const PLAIN_EVERY_MS = 2000;
+
+const off: Progress = { report: () => {}, end: () => {} };
+
+export function makeProgress(o: ProgressOptions): Progress {
+  if (!o.tty && !o.forced) return off;
+  const every = o.tty ? (o.ttyEveryMs ?? TTY_EVERY_MS) : (o.plainEveryMs ?? PLAIN_EVERY_MS);
+  let last = -Infinity;
+  let shown = false;
+  return {
+    report(line, opts) {
+      const now = o.now();
+      if (!opts?.phase && now - last < every) return;
+      last = now;
+      shown = true;
+      // \x1b[K: the rest of a longer line written before is erased.
+      o.write(o.tty ? `\r${line()}\x1b[K` : `${line()}\n`);
+    },
+    end() {
+      if (o.tty && shown) o.write('\r\x1b[K');
+      shown = false;
+    },
+  };
+}
+
+/**
+ * The progress of a command run with `io`: `forced` is its `--progress`. CLI_PROGRESS_INTERVAL_MS
+ * sets the spacing of the plain lines (2000 ms by default; 0 shows every step: tests use it
+ * instead of waiting).
+ */
+export function progressFor(io: CliIo, forced: boolean | undefined, now: () => number = Date.now): Progress {
+  const raw = io.env['CLI_PROGRESS_INTERVAL_MS'];
+  if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
+  const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
+  return makeProgress({ tty: io.isTTY, forced: forced === true, write: (t) => void io.stderr.write(t), now, plainEveryMs });
+}
+
+/** 1234567 as "1,234,567". */
+export const count = (n: number): string => n.toLocaleString('en-US');
+
+/** "1,234 of 52,000 pages (2%)". */
+export const ofTotal = (done: number, total: number, unit: string): string =>
+  `${count(done)} of ${count(total)} ${unit} (${total > 0 ? Math.floor((done / total) * 100) : 100}%)`;

@@ -1,0 +1,88 @@
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { makeProgress } from '../../src/cli/progress.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { tempDir } from '../helpers/receiver.js';
+import { cli, whileCommitting, withMigratedDatabase } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-progress-');
+afterAll(cleanup);
+
+/** Every step's line: the plain lines' 2 s spacing is what the throttle tests below check. */
+const everyStep = { CLI_PROGRESS_INTERVAL_MS: '0' };
+const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+const lines = (stderr: string) => stderr.split('\n').filter((l) => l !== '');
+
+describe('progress on stderr', () => {
+  it('on a terminal: one line rewritten in place, at most every 200 ms, cleared at the end; elsewhere nothing unless forced, then a plain line every 2 s', () => {
+    const clock = new ManualClock(0);
+    const run = (tty: boolean, forced: boolean) => {
+      const out: string[] = [];
+      const p = makeProgress({ tty, forced, write: (t) => out.push(t), now: () => clock.now() });
+      for (let i = 1; i <= 30; i++) {
+        p.report(() => `step ${i}`);
+        clock.advance(100);
+      }
+      p.report(() => 'checking', { phase: true });
+      p.end();
+      return out;
+    };
+    expect(run(false, false)).toEqual([]);
+    // 3 s in steps of 100 ms: the first, then one every 2 s, and the phase at once.
+    expect(run(false, true)).toEqual(['step 1\n', 'step 21\n', 'checking\n']);
+    const tty = run(true, false);
+    expect(tty.slice(0, 3)).toEqual(['\rstep 1\x1b[K', '\rstep 3\x1b[K', '\rstep 5\x1b[K']);
+    expect(tty).toHaveLength(15 + 2);
+    expect(tty.slice(-2)).toEqual(['\rchecking\x1b[K', '\r\x1b[K']);
+    expect(run(true, true)).toEqual(tty);
+  });
+
+  it('backup and prune show their progress with --progress, and only their progress: stdout and the exit code as without it', async () => {
+    await withMigratedDatabase(join(dir, 'big.db'), async (path, w) => {
+      // About 700 pages of events, 2,600 old finished jobs (six transactions of prune).
+      const event = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, ?)`);
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+      w.transaction(() => {
+        for (let i = 0; i < 1000; i++) event.run(`evt-${i}`, ago(10), `msg-${i}`, JSON.stringify({ padding: 'x'.repeat(2000) }));
+        for (let i = 0; i < 2600; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
+      })();
+
+      const quiet = await cli(['backup', join(dir, 'quiet.db'), '--database', path], everyStep);
+      expect(quiet.code, quiet.stderr).toBe(0);
+      expect(quiet.stderr).toBe('');
+      // Another process commits back to back meanwhile (a receiver under load): the copy in
+      // steps stays under one snapshot, so its page count never goes back (a restart) or grows.
+      const shown = await whileCommitting(path, 3000, async (writing) => {
+        const r = await cli(['backup', join(dir, 'shown.db'), '--database', path, '--progress'], everyStep);
+        expect(writing(), 'the writer ran all along').toBe(true);
+        return r;
+      });
+      expect(shown.code, shown.stderr).toBe(0);
+      const sameLine = (stdout: string, name: string) => stdout.replace(name, 'COPY').replace(/\d+ bytes, /, 'B bytes, ').replace(/in [\d.]+ s\n$/, 'in T s\n');
+      expect(sameLine(shown.stdout, 'shown.db')).toBe(sameLine(quiet.stdout, 'quiet.db'));
+      const backupLines = lines(shown.stderr);
+      const pageLines = backupLines.filter((l) => /^backup: [\d,]+ of [\d,]+ pages \(\d+%\)$/.test(l));
+      expect(pageLines.length, shown.stderr).toBeGreaterThanOrEqual(5);
+      expect(pageLines[0]).toMatch(/^backup: 0 of [\d,]+ pages \(0%\)$/);
+      expect(backupLines.slice(pageLines.length)).toEqual([expect.stringMatching(/^backup: ([\d,]+) of \1 pages \(100%\); checking the copy$/), 'backup: syncing the copy to disk']);
+      const numbers = (l: string) => /: ([\d,]+) of ([\d,]+)/.exec(l)!.slice(1).map((n) => Number(n.replace(/,/g, '')));
+      const done = pageLines.map((l) => numbers(l)[0]);
+      expect(done).toEqual([...done].sort((a, b) => a! - b!));
+      expect(new Set(backupLines.map((l) => (l.includes(' of ') ? numbers(l)[1] : 'phase'))).size, shown.stderr).toBe(2);
+
+      const pruned = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      expect(pruned.code, pruned.stderr).toBe(0);
+      expect(pruned.stdout).toMatch(/^deleted 2600 finished jobs \(state done, finished before [\d\-T:.]+Z\); jobs still to run and dead letters are kept\n$/);
+      expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
+      w.transaction(() => {
+        for (let i = 0; i < 1200; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
+      })();
+      const prunedQuietly = await cli(['prune', '--older-than', '7d', '--json'], { DATABASE_PATH: path, ...everyStep });
+      expect(prunedQuietly.code, prunedQuietly.stderr).toBe(0);
+      expect(prunedQuietly.stderr).toBe('');
+      expect(JSON.parse(prunedQuietly.stdout)).toMatchObject({ dry_run: false, jobs: 1200 });
+      const badSpacing = await cli(['prune', '--progress'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '2s' });
+      expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
+    });
+  }, 60_000);
+});
