@@ -212,7 +212,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   deadLetterSelection(dl.command('retry').description('run dead-lettered jobs again now, with fresh attempts').addOption(databaseOption()))
     .option('--dry-run', 'count what would run again; change nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']))
+    .addOption(progressOption())
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']) +
+        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)'),
+    )
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
   deadLetterSelection(
     dl
@@ -222,7 +227,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   )
     .option('--dry-run', 'count what would be discarded; change nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)'))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
 
   const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');

@@ -85,4 +85,37 @@ describe('progress on stderr', () => {
       expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
     });
   }, 60_000);
+
+  it('dead-letters retry and discard show the dead letters they have been through with --progress, stdout as without it', async () => {
+    await withMigratedDatabase(join(dir, 'dead.db'), async (path, w) => {
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'dead', ?, 3, 3, ?, ?, ?)`);
+      w.transaction(() => {
+        for (let i = 0; i < 1200; i++) job.run(`evt-${i}`, ago(1), ago(1), ago(1), ago(1));
+      })();
+      const killAgain = () => w.prepare("UPDATE jobs SET state = 'dead'").run();
+      const env = { DATABASE_PATH: path, ...everyStep };
+      const quiet = await cli(['dead-letters', 'retry', '--all'], env);
+      expect(quiet).toMatchObject({ code: 0, stderr: '' });
+      killAgain();
+      const retried = await cli(['dead-letters', 'retry', '--all', '--progress'], env);
+      expect(retried.code, retried.stderr).toBe(0);
+      expect(retried.stdout).toBe(quiet.stdout);
+      expect(lines(retried.stderr)).toEqual([
+        'dead-letters retry: reading the dead letters chosen',
+        'dead-letters retry: 500 of 1,200 dead letters (41%)',
+        'dead-letters retry: 1,000 of 1,200 dead letters (83%)',
+        'dead-letters retry: 1,200 of 1,200 dead letters (100%)',
+      ]);
+      killAgain();
+      const discarded = await cli(['dead-letters', 'discard', '--all', '--progress', '--json'], env);
+      expect(discarded.code, discarded.stderr).toBe(0);
+      expect(JSON.parse(discarded.stdout)).toEqual({ dry_run: false, discarded: 1200, by_kind: { 'sink:crm': 1200 }, kept: [] });
+      expect(lines(discarded.stderr)).toEqual([
+        'dead-letters discard: reading the dead letters chosen',
+        'dead-letters discard: 500 of 1,200 dead letters (41%)',
+        'dead-letters discard: 1,000 of 1,200 dead letters (83%)',
+        'dead-letters discard: 1,200 of 1,200 dead letters (100%)',
+      ]);
+    });
+  }, 60_000);
 });

@@ -8,6 +8,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
+import { ofTotal, progressFor, type Progress } from '../progress.js';
 import { configuredSinks, disabledSinkWarnings, sinkJobKind } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
@@ -26,6 +27,8 @@ export interface DeadLetterRetryOptions {
   source?: string;
   event?: string;
   json?: boolean;
+  /** Progress lines on stderr also when it is not a terminal. */
+  progress?: boolean;
 }
 
 export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): Promise<number> {
@@ -79,6 +82,15 @@ function sayNotDeadLetters(io: CliIo, notDead: number[], o: DeadLetterRetryOptio
   for (const id of notDead) io.err(`error: job ${id} is not a dead letter${filtered ? ' matching the other filters' : ''} (no such job, or it is not dead)`);
 }
 
+/**
+ * Progress of a retry or discard (`what`): a line for the read of the selection, then one per
+ * transaction; a dry run's counting has none.
+ */
+function bulkProgress(progress: Progress, what: string) {
+  progress.report(() => `dead-letters ${what}: reading the dead letters chosen`, { phase: true });
+  return (done: number, total: number) => progress.report(() => `dead-letters ${what}: ${ofTotal(done, total, 'dead letters')}`);
+}
+
 /** The selection as JobQueue takes it (retry's and discard's). */
 const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter => ({
   all: Boolean(o.all),
@@ -94,11 +106,14 @@ const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter =>
  */
 export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = [...new Set(chosenJobs(o, 'discard'))];
+  const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
-    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches });
+    const onBatch = o.dryRun ? undefined : bulkProgress(progress, 'discard');
+    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, ...(onBatch ? { onBatch } : {}) });
+    progress.end();
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
@@ -110,6 +125,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    progress.end();
     await database.close();
   }
 }
@@ -181,6 +197,7 @@ async function giveWaitingMaxAttempts(db: Kysely<Database>, sinks: readonly Sink
 /** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
 export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = chosenJobs(o, 'retry');
+  const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
@@ -200,9 +217,14 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     // commits get the write lock meanwhile; what else marks the retried jobs is done in each.
     const pause = betweenBatches;
     const stampedAt = new Date().toISOString();
-    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt) });
+    const onBatch = bulkProgress(progress, 'retry');
+    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch });
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch.
-    if (n > 0) await giveWaitingMaxAttempts(database.db, retriedSinks, pause);
+    if (n > 0 && retriedSinks.length > 0) {
+      progress.report(() => "dead-letters retry: giving the sinks' other waiting deliveries their max_attempts", { phase: true });
+      await giveWaitingMaxAttempts(database.db, retriedSinks, pause);
+    }
+    progress.end();
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
@@ -219,6 +241,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    progress.end();
     await database.close();
   }
 }
