@@ -171,6 +171,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--wait', 'wait until the queued work finished (needs a running receiver with workers)')
     .option('--timeout <seconds>', 'bound of --wait', intArg(1, 86_400), 300)
     .addOption(jsonOption())
+    .addOption(new Option('--progress', 'progress lines on stderr where no bar is shown (not a terminal, a dry run): one every 2 s at most'))
     .addHelpText(
       'after',
       examples([
@@ -179,7 +180,9 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
         'hiring-receiver replay --id 7d0c... --sink crm --wait',
         'hiring-receiver replay --all --sink all --since 2026-11-20',
         'hiring-receiver replay --sink crm --missing --dry-run',
-      ]) + '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.',
+      ]) +
+        '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.' +
+        '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
     )
     .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));
 

@@ -32,10 +32,10 @@ export interface ProgressOptions {
 export const TTY_EVERY_MS = 200;
 export const PLAIN_EVERY_MS = 2000;
 
-const off: Progress = { report: () => {}, end: () => {} };
+export const noProgress: Progress = { report: () => {}, end: () => {} };
 
 export function makeProgress(o: ProgressOptions): Progress {
-  if (!o.tty && !o.forced) return off;
+  if (!o.tty && !o.forced) return noProgress;
   const every = o.tty ? (o.ttyEveryMs ?? TTY_EVERY_MS) : (o.plainEveryMs ?? PLAIN_EVERY_MS);
   let last = -Infinity;
   let shown = false;
@@ -56,15 +56,16 @@ export function makeProgress(o: ProgressOptions): Progress {
 }
 
 /**
- * The progress of a command run with `io`: `forced` is its `--progress`. CLI_PROGRESS_INTERVAL_MS
- * sets the spacing of the plain lines (2000 ms by default; 0 shows every step: tests use it
- * instead of waiting).
+ * The progress of a command run with `io`: `forced` is its `--progress`; `tty: false` when the
+ * line must not be rewritten in place on a terminal either (stdout lists lines there meanwhile).
+ * CLI_PROGRESS_INTERVAL_MS sets the spacing of the plain lines (2000 ms by default; 0 shows every
+ * step: tests use it instead of waiting).
  */
-export function progressFor(io: CliIo, forced: boolean | undefined, now: () => number = Date.now): Progress {
+export function progressFor(io: CliIo, forced: boolean | undefined, o: { tty?: boolean; now?: () => number } = {}): Progress {
   const raw = io.env['CLI_PROGRESS_INTERVAL_MS'];
   if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
   const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
-  return makeProgress({ tty: io.isTTY, forced: forced === true, write: (t) => void io.stderr.write(t), now, plainEveryMs });
+  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? Date.now, plainEveryMs });
 }
 
 /** 1234567 as "1,234,567". */

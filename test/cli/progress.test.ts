@@ -1,9 +1,10 @@
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeProgress } from '../../src/cli/progress.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
-import { cli, whileCommitting, withMigratedDatabase } from './helpers.js';
+import { cli, until, whileCommitting, withMigratedDatabase } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-progress-');
 afterAll(cleanup);
@@ -118,4 +119,45 @@ describe('progress on stderr', () => {
       ]);
     });
   }, 60_000);
+
+  it('replay with --progress shows the events selected page by page, then what --wait saw finish; stdout as without it', async () => {
+    await withMigratedDatabase(join(dir, 'replay.db'), async (path, w) => {
+      const event = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`);
+      w.transaction(() => {
+        for (let i = 0; i < 1200; i++) event.run(`evt-${String(i).padStart(4, '0')}`, ago(1), `msg-${i}`);
+      })();
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)').run();
+      const env = { DATABASE_PATH: path, ...everyStep };
+      const selectedSoFar = ['replay: reading the events selected', 'replay: 500 events selected so far', 'replay: 1,000 events selected so far', 'replay: 1,200 events selected so far'];
+
+      const quiet = await cli(['replay', '--all', '--dry-run', '--json'], env);
+      expect(quiet).toMatchObject({ code: 0, stderr: '' });
+      const dry = await cli(['replay', '--all', '--dry-run', '--json', '--progress'], env);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(dry.stdout).toBe(quiet.stdout);
+      expect(lines(dry.stderr)).toEqual(selectedSoFar);
+      // On a terminal, --json: one line rewritten in place, cleared before the JSON.
+      const out: string[] = [];
+      let terminal = '';
+      const stderr = new Writable({ write: (chunk: Buffer, _enc, done) => ((terminal += chunk.toString()), done()) });
+      const { runCli } = await import('../../src/cli/program.js');
+      const outcome = await runCli(['replay', '--all', '--dry-run', '--json', '--database', path], { env: {}, out: (t) => out.push(t), err: (t) => (terminal += `${t}\n`), isTTY: true, stderr });
+      expect(outcome.code).toBe(0);
+      expect(`${out.join('\n')}\n`).toBe(quiet.stdout);
+      expect(terminal.startsWith('\rreplay: reading the events selected\x1b[K'), JSON.stringify(terminal)).toBe(true);
+      expect(terminal.endsWith('\r\x1b[K') && !terminal.includes('\n'), JSON.stringify(terminal)).toBe(true);
+
+      // No receiver here: the test finishes the jobs the replay queued while it waits for them.
+      const running = cli(['replay', '--all', '--wait', '--timeout', '60', '--json', '--progress'], env, 60_000);
+      await until(() => w.prepare("SELECT count(*) FROM jobs WHERE kind = 'process_event' AND state = 'pending'").pluck().get() === 1200, 'the replay queued its jobs');
+      w.prepare("UPDATE jobs SET state = 'done', finished_at = ? WHERE kind = 'process_event'").run(new Date().toISOString());
+      const waited = await running;
+      expect(waited.code, waited.stderr).toBe(0);
+      expect(JSON.parse(waited.stdout)).toMatchObject({ selected: 1200, processing: { queued: 1200 }, finished: { done: 1200, failed: 0 } });
+      const waitLines = lines(waited.stderr);
+      expect(waitLines.slice(0, 4)).toEqual(selectedSoFar);
+      expect(waitLines.slice(4).every((l) => /^replay --wait: [\d,]+ of 1,200 finished \(\d+%\)$/.test(l)), waited.stderr).toBe(true);
+      expect(waitLines.at(-1)).toBe('replay --wait: 1,200 of 1,200 finished (100%)');
+    });
+  }, 90_000);
 });
