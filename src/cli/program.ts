@@ -93,7 +93,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .description('create the database if needed and apply pending migrations (the server also migrates at start-up)')
     .addOption(databaseOption())
     .addOption(jsonOption())
-    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']) + progressHelp('migrate: applying 006_processing_cursor (2 of 4): an index over a large table takes seconds'))
     .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
 
   program

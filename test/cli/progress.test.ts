@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeProgress } from '../../src/cli/progress.js';
+import { readMigrations } from '../../src/db/migrate.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, until, whileCommitting, withMigratedDatabase } from './helpers.js';
@@ -160,4 +161,16 @@ describe('progress on stderr', () => {
       expect(waitLines.at(-1)).toBe('replay --wait: 1,200 of 1,200 finished (100%)');
     });
   }, 90_000);
+
+  it('migrate with --progress names each migration as it starts; stdout as without it', async () => {
+    const all = readMigrations();
+    const quiet = await cli(['migrate', '--database', join(dir, 'm-quiet.db')]);
+    expect(quiet).toMatchObject({ code: 0, stderr: '' });
+    const shown = await cli(['migrate', '--database', join(dir, 'm-shown.db'), '--progress']);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout.replace('m-shown.db', 'DB')).toBe(quiet.stdout.replace('m-quiet.db', 'DB'));
+    expect(lines(shown.stderr)).toEqual(all.map((m, i) => `migrate: applying ${String(m.version).padStart(3, '0')}_${m.name} (${i + 1} of ${all.length})`));
+    const again = await cli(['migrate', '--database', join(dir, 'm-shown.db'), '--progress']);
+    expect(again).toMatchObject({ code: 0, stderr: '' });
+  });
 });
