@@ -1,3 +1,4 @@
+import { SingleBar } from 'cli-progress';
 import { CliError } from './errors.js';
 import type { CliIo } from './io.js';
 
@@ -74,3 +75,35 @@ export const count = (n: number): string => n.toLocaleString('en-US');
 /** "1,234 of 52,000 pages (2%)". */
 export const ofTotal = (done: number, total: number, unit: string): string =>
   `${count(done)} of ${count(total)} ${unit} (${total > 0 ? Math.floor((done / total) * 100) : 100}%)`;
+
+/** A bar on a terminal (cli-progress), from `start` until `stop`. */
+export interface Bar {
+  update(value: number): void;
+  /** Gives the terminal back; safe to call more than once. */
+  stop(): void;
+}
+
+/**
+ * A cli-progress bar on the terminal `stream` that gives the terminal back however the command
+ * ends. The bar hides the cursor and turns line wrapping off while it runs, and only its stop()
+ * restores them: a command ended by an error before it, or by Ctrl-C or SIGTERM (which stop no
+ * bar), left the shell's prompt on the bar's line with no cursor and no wrapping until `reset`.
+ * The caller stops it in a `finally`; a signal stops it here, and then ends the process by that
+ * signal, as it did without a bar (exit status 130 for Ctrl-C).
+ */
+export function startBar(stream: NodeJS.WritableStream, format: string, total: number): Bar {
+  const bar = new SingleBar({ stream, format, hideCursor: true });
+  const onSignal = (signal: NodeJS.Signals) => {
+    stop();
+    process.kill(process.pid, signal);
+  };
+  const stop = () => {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    bar.stop();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  bar.start(total, 0);
+  return { update: (value) => bar.update(value), stop };
+}

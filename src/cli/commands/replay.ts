@@ -1,4 +1,3 @@
-import { SingleBar } from 'cli-progress';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import type { Database } from '../../db/schema.js';
@@ -9,7 +8,7 @@ import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { oneLine, printJson, type CliIo } from '../io.js';
-import { count, noProgress, ofTotal, progressFor, type Progress } from '../progress.js';
+import { count, noProgress, ofTotal, progressFor, startBar, type Bar, type Progress } from '../progress.js';
 import { groupBy } from '../../util/collections.js';
 import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
@@ -238,6 +237,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const processing = o.processing ?? targets.length === 0;
   // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  let bar: Bar | null = null;
   try {
     const { db } = database;
     const missingFor = o.missing ? targets : [];
@@ -259,8 +259,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       ? Math.min(Number((await selection(db, o, missingFor, maxSeq).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n), o.limit ?? Infinity)
       : 0;
     counting.end();
-    const bar = barTotal > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
-    bar?.start(barTotal, 0);
+    bar = barTotal > 0 ? startBar(io.stderr, `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, barTotal) : null;
     // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
     /** The process_event jobs this replay queued, with their event. */
@@ -398,6 +397,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     return (waited && (waited.failed > 0 || waited.timed_out)) || notStored.length > 0 ? 1 : 0;
   } finally {
+    // An error mid-way (the write lock held past the busy timeout) included.
+    bar?.stop();
     progress.end();
     await database.close();
   }
@@ -447,8 +448,7 @@ async function waitForReplay(
 ) {
   const total = replayed.length + pairs.length;
   const deadline = Date.now() + o.timeout * 1000;
-  const bar = io.isTTY && !o.json && total > 0 ? new SingleBar({ stream: io.stderr, format: 'waiting   [{bar}] {value}/{total} finished', hideCursor: true }) : null;
-  bar?.start(total, 0);
+  const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total) : null;
   const bySink = groupBy(pairs, (p) => p.sink, (p) => p.event);
   const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
   let done = 0;
