@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeProgress } from '../../src/cli/progress.js';
 import { readMigrations } from '../../src/db/migrate.js';
 import { ManualClock } from '../../src/util/clock.js';
+import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, until, whileCommitting, withMigratedDatabase } from './helpers.js';
 
@@ -161,6 +162,23 @@ describe('progress on stderr', () => {
       expect(waitLines.at(-1)).toBe('replay --wait: 1,200 of 1,200 finished (100%)');
     });
   }, 90_000);
+
+  it('prune --progress whose stderr reader goes away (a log pipe that died): the prune goes on to the end, exit 0', async () => {
+    await withMigratedDatabase(join(dir, 'gone.db'), async (path, w) => {
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', 'evt', 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+      w.transaction(() => {
+        for (let i = 0; i < 20_000; i++) job.run(ago(10), ago(10), ago(10), ago(10));
+      })();
+      const child = runTs('src/cli/main.ts', ['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      // Gone after the first of its 40 lines (one a transaction, 5 ms apart at least).
+      child.proc.stderr!.once('data', () => child.proc.stderr!.destroy());
+      const { code } = await child.exited;
+      expect(child.stderr.join('')).toBe('prune: 500 jobs deleted so far\n');
+      expect(child.stdout.join('')).toMatch(/^deleted 20000 finished jobs /);
+      expect(code).toBe(0);
+      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBe(0);
+    });
+  });
 
   it('migrate with --progress names each migration as it starts; stdout as without it', async () => {
     const all = readMigrations();
