@@ -26,6 +26,8 @@ export interface ProgressOptions {
   forced: boolean;
   write: (text: string) => void;
   now: () => number;
+  /** The terminal's width: a longer line wraps, and `\r` then rewrites only its last row. */
+  columns?: () => number | undefined;
   ttyEveryMs?: number;
   plainEveryMs?: number;
 }
@@ -34,6 +36,9 @@ export const TTY_EVERY_MS = 200;
 export const PLAIN_EVERY_MS = 2000;
 
 export const noProgress: Progress = { report: () => {}, end: () => {} };
+
+/** A line cut to the terminal's width (less one: a full row moves some terminals to the next). */
+const fit = (line: string, columns: number | undefined): string => (columns !== undefined && columns > 1 && line.length >= columns ? `${line.slice(0, columns - 2)}…` : line);
 
 export function makeProgress(o: ProgressOptions): Progress {
   if (!o.tty && !o.forced) return noProgress;
@@ -47,7 +52,7 @@ export function makeProgress(o: ProgressOptions): Progress {
       last = now;
       shown = true;
       // \x1b[K: the rest of a longer line written before is erased.
-      o.write(o.tty ? `\r${line()}\x1b[K` : `${line()}\n`);
+      o.write(o.tty ? `\r${fit(line(), o.columns?.())}\x1b[K` : `${line()}\n`);
     },
     end() {
       if (o.tty && shown) o.write('\r\x1b[K');
@@ -66,7 +71,8 @@ export function progressFor(io: CliIo, forced: boolean | undefined, o: { tty?: b
   const raw = io.env['CLI_PROGRESS_INTERVAL_MS'];
   if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
   const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
-  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? Date.now, plainEveryMs });
+  const columns = () => (io.stderr as { columns?: number }).columns;
+  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? Date.now, plainEveryMs, columns });
 }
 
 /** 1234567 as "1,234,567". */

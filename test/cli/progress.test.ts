@@ -38,6 +38,10 @@ describe('progress on stderr', () => {
     expect(tty).toHaveLength(15 + 2);
     expect(tty.slice(-2)).toEqual(['\rchecking\x1b[K', '\r\x1b[K']);
     expect(run(true, true)).toEqual(tty);
+    // Longer than the terminal is wide: cut, or each rewrite would leave a row behind.
+    const narrow: string[] = [];
+    makeProgress({ tty: true, forced: false, write: (t) => narrow.push(t), now: () => 0, columns: () => 20 }).report(() => 'backup: 1,234 of 52,000 pages (2%)');
+    expect(narrow).toEqual(['\rbackup: 1,234 of 5…\x1b[K']);
   });
 
   it('backup and prune show their progress with --progress, and only their progress: stdout and the exit code as without it', async () => {

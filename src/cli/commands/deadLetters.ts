@@ -221,7 +221,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch });
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch.
     if (n > 0 && retriedSinks.length > 0) {
-      progress.report(() => "dead-letters retry: giving the sinks' other waiting deliveries their max_attempts", { phase: true });
+      progress.report(() => 'dead-letters retry: max_attempts of waiting deliveries', { phase: true });
       await giveWaitingMaxAttempts(database.db, retriedSinks, pause);
     }
     progress.end();
