@@ -296,10 +296,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(databaseOption())
     .option('--dry-run', 'count what would be sent now; change nothing')
     .addOption(jsonOption())
+    .addOption(progressOption())
     .addHelpText(
       'after',
       examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
-        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`.",
+        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`." +
+        progressHelp('sinks send-now: 12,000 deliveries made due so far'),
     )
     .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
 

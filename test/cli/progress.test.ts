@@ -16,6 +16,21 @@ const everyStep = { CLI_PROGRESS_INTERVAL_MS: '0' };
 const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
 const lines = (stderr: string) => stderr.split('\n').filter((l) => l !== '');
 
+/**
+ * `args` run twice on the same state (`reset` before each): without --progress (nothing on
+ * stderr), then with it (the same stdout). Returns the progress lines of the second run.
+ */
+async function progressLines(args: string[], env: Record<string, string>, reset: () => void): Promise<string[]> {
+  reset();
+  const quiet = await cli(args, env);
+  expect(quiet).toMatchObject({ code: 0, stderr: '' });
+  reset();
+  const shown = await cli([...args, '--progress'], env);
+  expect(shown.code, shown.stderr).toBe(0);
+  expect(shown.stdout).toBe(quiet.stdout);
+  return lines(shown.stderr);
+}
+
 describe('progress on stderr', () => {
   it('on a terminal: one line rewritten in place, at most every 200 ms, cleared at the end; elsewhere nothing unless forced, then a plain line every 2 s', () => {
     const clock = new ManualClock(0);
@@ -101,13 +116,7 @@ describe('progress on stderr', () => {
       })();
       const killAgain = () => w.prepare("UPDATE jobs SET state = 'dead'").run();
       const env = { DATABASE_PATH: path, ...everyStep };
-      const quiet = await cli(['dead-letters', 'retry', '--all'], env);
-      expect(quiet).toMatchObject({ code: 0, stderr: '' });
-      killAgain();
-      const retried = await cli(['dead-letters', 'retry', '--all', '--progress'], env);
-      expect(retried.code, retried.stderr).toBe(0);
-      expect(retried.stdout).toBe(quiet.stdout);
-      expect(lines(retried.stderr)).toEqual([
+      expect(await progressLines(['dead-letters', 'retry', '--all'], env, killAgain)).toEqual([
         'dead-letters retry: reading the dead letters chosen',
         'dead-letters retry: 500 of 1,200 dead letters (41%)',
         'dead-letters retry: 1,000 of 1,200 dead letters (83%)',
@@ -181,6 +190,20 @@ describe('progress on stderr', () => {
       expect(child.stdout.join('')).toMatch(/^deleted 20000 finished jobs /);
       expect(code).toBe(0);
       expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBe(0);
+    });
+  });
+
+  it('sinks send-now with --progress shows the deliveries made due so far; stdout as without it', async () => {
+    await withMigratedDatabase(join(dir, 'send-now.db'), async (path, w) => {
+      w.prepare("INSERT INTO sink_state (sink, updated_at) VALUES ('crm', ?)").run(ago(1));
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 8, ?, ?)`);
+      const backOff = () =>
+        w.transaction(() => {
+          w.prepare("DELETE FROM jobs").run();
+          for (let i = 0; i < 1200; i++) job.run(`evt-${i}`, ago(-1), ago(1), ago(1));
+        })();
+      const env = { DATABASE_PATH: path, ...everyStep };
+      expect(await progressLines(['sinks', 'send-now', 'crm'], env, backOff)).toEqual(['sinks send-now: 500 deliveries made due so far', 'sinks send-now: 1,000 deliveries made due so far', 'sinks send-now: 1,200 deliveries made due so far']);
     });
   });
 
