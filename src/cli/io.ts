@@ -27,12 +27,21 @@ export function processIo(): CliIo {
     }
     outClosed = true;
   });
+  // `prune --progress 2>&1 | head -1`, a log reader that died: progress lines and warnings have
+  // nowhere to go, and the command goes on (without a listener the first failed write ended it,
+  // exit 1, midway). Nothing can be said about it: stderr is where it would be said.
+  let errClosed = false;
+  process.stderr.on('error', () => {
+    errClosed = true;
+  });
   return {
     env: process.env,
     out: (text) => {
       if (!outClosed) process.stdout.write(`${text}\n`);
     },
-    err: (text) => void process.stderr.write(`${text}\n`),
+    err: (text) => {
+      if (!errClosed) process.stderr.write(`${text}\n`);
+    },
     isTTY: process.stderr.isTTY === true,
     stderr: process.stderr,
   };

@@ -15,6 +15,10 @@ export interface Outcome {
 const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`;
 const databaseOption = () => new Option('--database <path>', 'SQLite file of the receiver (default: DATABASE_PATH or ./data/receiver.db)');
 const jsonOption = () => new Option('--json', 'print JSON for scripts');
+const progressOption = () => new Option('--progress', 'progress lines on stderr also when it is not a terminal (cron logs): one every 2 s at most');
+/** What the --help of a command with --progress says about it. */
+const progressHelp = (what: string) =>
+  `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -89,7 +93,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .description('create the database if needed and apply pending migrations (the server also migrates at start-up)')
     .addOption(databaseOption())
     .addOption(jsonOption())
-    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']) + progressHelp('migrate: applying 006_processing_cursor (2 of 4): an index over a large table takes seconds'))
     .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
 
   program
@@ -100,7 +105,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(new Option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)').argParser(ageArg(3_600_000, '1h')).default(30 * 86_400_000, '30d'))
     .option('--dry-run', 'count them, delete nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far'))
     .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
 
   program
@@ -110,10 +116,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(databaseOption())
     .option('--force', 'replace an existing destination file')
     .addOption(jsonOption())
+    .addOption(progressOption())
     .addHelpText(
       'after',
       examples(['hiring-receiver backup /data/backups/', 'hiring-receiver backup ./before-upgrade.db --database ./data/receiver.db']) +
-        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.',
+        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.' +
+        progressHelp('backup: 1,234 of 52,000 pages (2%), then checking and syncing the copy'),
     )
     .action((destination: string, o) => done(import('./commands/backup.js').then((m) => m.runBackup(io, destination, o))));
 
@@ -164,6 +172,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--wait', 'wait until the queued work finished (needs a running receiver with workers)')
     .option('--timeout <seconds>', 'bound of --wait', intArg(1, 86_400), 300)
     .addOption(jsonOption())
+    .addOption(new Option('--progress', 'progress lines on stderr where no bar is shown (not a terminal, a dry run): one every 2 s at most'))
     .addHelpText(
       'after',
       examples([
@@ -172,7 +181,9 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
         'hiring-receiver replay --id 7d0c... --sink crm --wait',
         'hiring-receiver replay --all --sink all --since 2026-11-20',
         'hiring-receiver replay --sink crm --missing --dry-run',
-      ]) + '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.',
+      ]) +
+        '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.' +
+        '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
     )
     .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));
 
@@ -205,7 +216,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   deadLetterSelection(dl.command('retry').description('run dead-lettered jobs again now, with fresh attempts').addOption(databaseOption()))
     .option('--dry-run', 'count what would run again; change nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']))
+    .addOption(progressOption())
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']) +
+        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)'),
+    )
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
   deadLetterSelection(
     dl
@@ -215,7 +231,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
   )
     .option('--dry-run', 'count what would be discarded; change nothing')
     .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']))
+    .addOption(progressOption())
+    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)'))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
 
   const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');
@@ -279,10 +296,12 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addOption(databaseOption())
     .option('--dry-run', 'count what would be sent now; change nothing')
     .addOption(jsonOption())
+    .addOption(progressOption())
     .addHelpText(
       'after',
       examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
-        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`.",
+        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`." +
+        progressHelp('sinks send-now: 12,000 deliveries made due so far'),
     )
     .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
 

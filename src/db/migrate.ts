@@ -77,8 +77,14 @@ function appliedVersion(sqlite: BetterSqlite3.Database): number {
  * Applies every migration not yet recorded, each in its own IMMEDIATE
  * transaction (so two processes starting at once serialize, and each re-checks
  * what is applied after taking the lock). Returns the versions applied.
+ * `onApplying` is told before each one is applied, with its place among those
+ * pending at the start (the CLI's progress: an index over a large table takes seconds).
  */
-export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] = readMigrations()): number[] {
+export function migrate(
+  sqlite: BetterSqlite3.Database,
+  migrations: Migration[] = readMigrations(),
+  onApplying?: (m: Migration, nth: number, pending: number) => void,
+): number[] {
   sqlite.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
   );
@@ -97,10 +103,13 @@ export function migrate(sqlite: BetterSqlite3.Database, migrations: Migration[] 
     })
     .immediate();
   const applied: number[] = [];
+  const recorded = new Set(sqlite.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]);
+  const pending = migrations.filter((m) => !recorded.has(m.version)).length;
   for (const m of migrations) {
     const run = sqlite.transaction(() => {
       const done = sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(m.version);
       if (done) return false;
+      onApplying?.(m, applied.length + 1, pending);
       try {
         sqlite.exec(m.sql);
       } catch (err) {

@@ -84,6 +84,9 @@ export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
 /** Dead letters per transaction of a retry (retryDeadLetters): about 20 ms of write lock each. */
 export const RETRY_BATCH = 500;
 
+/** Told after each transaction of a bulk operation: how many of `total` chosen jobs it has been through. */
+export type BatchProgress = (done: number, total: number) => void;
+
 /**
  * findOpenJob and enqueue as prepared statements on a better-sqlite3
  * connection, for callers that queue thousands of jobs in their own
@@ -471,11 +474,12 @@ export class JobQueue {
    * them, and `withEach` in each (what else the caller marks with them, in the same transaction):
    * one transaction for them all held the write lock 4.7 s at 200,000 dead letters (a sink's
    * consumer down past its retries), while deliveries wait WRITE_TIMEOUT_MS for it (5 s).
-   * Stopped between two, what was run again stays so and the rest stay dead letters.
+   * Stopped between two, what was run again stays so and the rest stay dead letters. `onBatch`
+   * is told after each transaction how many of the jobs chosen it has been through.
    */
   async retryDeadLetters(
     filter: DeadLetterFilter,
-    opts: { dryRun?: boolean; pause?: () => Promise<void>; withEach?: (trx: Transaction<Database>, ids: number[]) => Promise<void> } = {},
+    opts: { dryRun?: boolean; pause?: () => Promise<void>; withEach?: (trx: Transaction<Database>, ids: number[]) => Promise<void>; onBatch?: BatchProgress } = {},
   ): Promise<number> {
     if (!chosen(filter)) return 0;
     if (opts.dryRun) {
@@ -501,6 +505,7 @@ export class JobQueue {
         await opts.withEach?.(trx, chunk);
         return Number(r.numUpdatedRows);
       });
+      opts.onBatch?.(Math.min(ids.length, (i + 1) * RETRY_BATCH), ids.length);
     }
     return retried;
   }
@@ -515,11 +520,11 @@ export class JobQueue {
    * is read first (no lock), then deleted RETRY_BATCH jobs per transaction with `pause` between
    * them, each delete checking again that the job is still dead and may go: one transaction held
    * the write lock for 6 s at 140,000 dead letters (cold cache), and a running receiver answered
-   * 503 meanwhile.
+   * 503 meanwhile. `onBatch` as for retryDeadLetters.
    */
   async discardDeadLetters(
     filter: DeadLetterFilter,
-    opts: { dryRun?: boolean; pause?: () => Promise<void> } = {},
+    opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: BatchProgress } = {},
   ): Promise<{ discarded: { kind: string; n: number }[]; kept: { id: number; kind: string; event_id: string | null }[] }> {
     if (!chosen(filter)) return { discarded: [], kept: [] };
     const rows = await this.db
@@ -556,6 +561,7 @@ export class JobQueue {
             .execute(),
         );
         counted.push(...deleted);
+        opts.onBatch?.(Math.min(gone.length, (i + 1) * RETRY_BATCH), gone.length);
       }
     }
     const byKind = new Map<string, number>();

@@ -12,11 +12,12 @@ export const PRUNE_BATCH = 500;
  * run and dead letters are never touched. `maxRows` bounds one run (the workers prune a little at
  * a time); `pause` runs between transactions (the workers yield to the loop there), and `signal`
  * stops it between two (a shutdown). `dryRun` only counts (on a read-only connection too).
+ * `onBatch` is told the rows deleted so far after each transaction (the CLI's progress).
  */
 export async function pruneFinishedJobs(
   db: Kysely<Database>,
   cutoffIso: string,
-  opts: { maxRows?: number; dryRun?: boolean; pause?: () => Promise<void>; signal?: AbortSignal } = {},
+  opts: { maxRows?: number; dryRun?: boolean; pause?: () => Promise<void>; signal?: AbortSignal; onBatch?: (deleted: number) => void } = {},
 ): Promise<number> {
   const max = opts.maxRows ?? Number.MAX_SAFE_INTEGER;
   if (opts.dryRun) {
@@ -28,6 +29,7 @@ export async function pruneFinishedJobs(
     const limit = Math.min(PRUNE_BATCH, max - deleted);
     const n = await immediateTransaction(db, async (trx) => Number((await pruneBatch(trx, cutoffIso, limit).executeTakeFirst()).numDeletedRows));
     deleted += n;
+    opts.onBatch?.(deleted);
     if (n < limit) break;
     await opts.pause?.();
   }

@@ -25,9 +25,15 @@ export interface SendNowResult {
  * stamp; a disabled sink is enabled): a running receiver's sink worker ends its own hold of the
  * sink (a Retry-After's wait, kept in its memory) at its next claim (SinkGate), and claims them
  * at its next poll. A delivery the worker rescheduled after `now` (sent since, and failed again)
- * is left as it is, so the batches end.
+ * is left as it is, so the batches end. `onBatch` is told the deliveries made due so far after
+ * each transaction (the CLI's progress).
  */
-export async function sendSinkNow(db: Kysely<Database>, sink: string, now: number, opts: { dryRun?: boolean; pause?: () => Promise<void> } = {}): Promise<SendNowResult> {
+export async function sendSinkNow(
+  db: Kysely<Database>,
+  sink: string,
+  now: number,
+  opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: (due: number) => void } = {},
+): Promise<SendNowResult> {
   const at = iso(now);
   const kind = sinkJobKind(sink);
   const countPending = async (waitingOnly: boolean) => {
@@ -62,6 +68,7 @@ export async function sendSinkNow(db: Kysely<Database>, sink: string, now: numbe
       return Number(r.numUpdatedRows);
     });
     due += n;
+    opts.onBatch?.(due);
     if (n < SEND_NOW_BATCH) break;
     await opts.pause?.();
   }

@@ -1,13 +1,12 @@
-import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readMigrations } from '../../src/db/migrate.js';
-import { ROOT, freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
-import { cli } from './helpers.js';
+import { cli, whileCommitting } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-backup-');
 const secret = newSecret();
@@ -116,35 +115,16 @@ describe('backup', () => {
     const seeded = openCopy(dbPath);
     await seeded.backup(busy);
     seeded.close();
-    // A writer committing in a tight loop, bounded to 30 s; it prints "go" once it is committing.
-    const writer = spawn(
-      process.execPath,
-      [
-        '-e',
-        `const db = new (require('better-sqlite3'))(process.argv[1]);
-         db.pragma('journal_mode = WAL');
-         db.exec('CREATE TABLE IF NOT EXISTS filler (v TEXT)');
-         const ins = db.prepare('INSERT INTO filler (v) VALUES (?)');
-         const end = Date.now() + 30000;
-         let n = 0;
-         (function loop() { if (Date.now() > end) process.exit(0); ins.run('x'.repeat(500)); if (++n === 50) console.log('go'); setImmediate(loop); })();`,
-        busy,
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    try {
-      await new Promise<void>((resolve) => writer.stdout!.once('data', () => resolve()));
+    await whileCommitting(busy, 500, async (writing) => {
       const r = await cli(['backup', join(dir, 'busy-copy.db'), '--database', busy], {}, 15_000);
       expect(r.signal, 'the backup did not finish while the writer ran').toBeNull();
       expect(r.code, r.stderr).toBe(0);
-      expect(writer.exitCode).toBeNull();
+      expect(writing()).toBe(true);
       const copy = openCopy(join(dir, 'busy-copy.db'));
       expect(copy.pragma('quick_check', { simple: true })).toBe('ok');
       expect(copy.prepare('SELECT COUNT(*) FROM filler').pluck().get()).toBeGreaterThan(0);
       copy.close();
-    } finally {
-      writer.kill('SIGKILL');
-    }
+    });
   }, 40_000);
 
   it('names the copy by its UTC time in a folder, and never overwrites a file unless told to', async () => {

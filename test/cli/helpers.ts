@@ -1,6 +1,7 @@
+import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import { expect } from 'vitest';
-import { runTs } from '../helpers/childServer.js';
+import { ROOT, runTs } from '../helpers/childServer.js';
 
 export interface CliResult {
   code: number | null;
@@ -41,5 +42,34 @@ export async function withMigratedDatabase(path: string, body: (path: string, w:
     await body(path, w);
   } finally {
     w.close();
+  }
+}
+
+/**
+ * Runs `body` while another process commits to the database at `path` back to back (a row of
+ * `rowBytes` into a table `filler` per commit, bounded to 30 s), as a receiver under load does;
+ * `body` starts once it is committing, and is told whether it still is.
+ */
+export async function whileCommitting<T>(path: string, rowBytes: number, body: (writing: () => boolean) => Promise<T>): Promise<T> {
+  const writer = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const db = new (require('better-sqlite3'))(process.argv[1]);
+       db.pragma('journal_mode = WAL');
+       db.exec('CREATE TABLE IF NOT EXISTS filler (v TEXT)');
+       const ins = db.prepare('INSERT INTO filler (v) VALUES (?)');
+       const end = Date.now() + 30000;
+       let n = 0;
+       (function loop() { if (Date.now() > end) process.exit(0); ins.run('x'.repeat(${rowBytes})); if (++n === 50) console.log('go'); setImmediate(loop); })();`,
+      path,
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  try {
+    await new Promise<void>((resolve) => writer.stdout!.once('data', () => resolve()));
+    return await body(() => writer.exitCode === null);
+  } finally {
+    writer.kill('SIGKILL');
   }
 }

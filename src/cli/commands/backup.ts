@@ -5,6 +5,7 @@ import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
 import { databasePathOf } from '../cliConfig.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
+import { ofTotal, progressFor } from '../progress.js';
 import { realPathOf } from '../../util/realPath.js';
 import { makeFolderFor, syncFolder } from '../../util/syncFolder.js';
 
@@ -12,6 +13,8 @@ export interface BackupOptions {
   database?: string;
   force?: boolean;
   json?: boolean;
+  /** Progress lines on stderr also when it is not a terminal. */
+  progress?: boolean;
 }
 
 /** `receiver-20261125T043000Z.db`: the name a backup gets inside a folder. */
@@ -27,6 +30,7 @@ export const backupName = (now: Date): string => `receiver-${now.toISOString().r
  */
 export async function runBackup(io: CliIo, destination: string, o: BackupOptions): Promise<number> {
   const source = databasePathOf(io.env, o.database);
+  const progress = progressFor(io, o.progress);
   if (!existsSync(source)) throw new CliError(`no database at ${source} (set DATABASE_PATH or --database)`);
 
   if (destination.trim() === '') throw new UsageError('no destination: give a file or a folder for the backup');
@@ -79,11 +83,23 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   let summary: { version: number; events: number };
   try {
     closeSync(openSync(partial, 'wx', 0o600));
-    // The first step only counts the pages; every page is then copied in ONE step, under one
-    // read snapshot. Steps of 100 (the default) restart whenever the receiver commits in
-    // between, which a busy receiver does every few milliseconds.
-    const result = await db.backup(partial, { progress: () => 0x7fffffff });
+    // Every page is copied under ONE read snapshot, this connection's open read transaction
+    // (the backup steps use it rather than taking their own): the receiver's commits meanwhile
+    // are not in the copy, and do not restart it. Without it, each step took a new snapshot, and
+    // steps restart whenever the receiver commits in between, which a busy receiver does every
+    // few milliseconds. In steps (about 1% of the pages, 4096 at most: ~50 ms) only to report
+    // progress between them: as fast as one step (400 MB: 1.3 s either way, within noise).
+    db.exec('BEGIN');
+    db.prepare('SELECT 1 FROM sqlite_schema LIMIT 1').get();
+    const result = await db.backup(partial, {
+      progress: ({ totalPages, remainingPages }) => {
+        progress.report(() => `backup: ${ofTotal(totalPages - remainingPages, totalPages, 'pages')}`);
+        return Math.min(4096, Math.max(100, Math.ceil(totalPages / 100)));
+      },
+    });
+    db.exec('COMMIT');
     pages = result.totalPages;
+    progress.report(() => `backup: ${ofTotal(pages, pages, 'pages')}; checking the copy`, { phase: true });
     const copy = new Database(partial, { fileMustExist: true });
     try {
       copy.pragma('journal_mode = DELETE');
@@ -96,6 +112,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     } finally {
       copy.close();
     }
+    progress.report(() => 'backup: syncing the copy to disk', { phase: true });
     const fd = openSync(partial, 'r+');
     try {
       fsyncSync(fd);
@@ -114,6 +131,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     }
     throw new CliError(`backup of ${source} failed: ${(err as Error).message}`);
   } finally {
+    progress.end();
     db.close();
   }
 

@@ -7,6 +7,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
+import { ofTotal, progressFor, type Progress } from '../progress.js';
 import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, giveSinkMaxAttempts, sinkJobKind } from '../sinkOps.js';
 
 export interface DeadLetterListOptions {
@@ -25,6 +26,8 @@ export interface DeadLetterRetryOptions {
   source?: string;
   event?: string;
   json?: boolean;
+  /** Progress lines on stderr also when it is not a terminal. */
+  progress?: boolean;
 }
 
 export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): Promise<number> {
@@ -78,6 +81,15 @@ function sayNotDeadLetters(io: CliIo, notDead: number[], o: DeadLetterRetryOptio
   for (const id of notDead) io.err(`error: job ${id} is not a dead letter${filtered ? ' matching the other filters' : ''} (no such job, or it is not dead)`);
 }
 
+/**
+ * Progress of a retry or discard (`what`): a line for the read of the selection, then one per
+ * transaction; a dry run's counting has none.
+ */
+function bulkProgress(progress: Progress, what: string) {
+  progress.report(() => `dead-letters ${what}: reading the dead letters chosen`, { phase: true });
+  return (done: number, total: number) => progress.report(() => `dead-letters ${what}: ${ofTotal(done, total, 'dead letters')}`);
+}
+
 /** The selection as JobQueue takes it (retry's and discard's). */
 const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter => ({
   all: Boolean(o.all),
@@ -93,11 +105,14 @@ const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter =>
  */
 export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = [...new Set(chosenJobs(o, 'discard'))];
+  const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
-    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches });
+    const onBatch = o.dryRun ? undefined : bulkProgress(progress, 'discard');
+    const { discarded, kept } = await queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, ...(onBatch ? { onBatch } : {}) });
+    progress.end();
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
@@ -109,6 +124,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    progress.end();
     await database.close();
   }
 }
@@ -141,6 +157,7 @@ export async function markRetried(trx: Transaction<Database>, jobIds: readonly n
 /** Dead-lettered jobs run again now with fresh attempts (JobQueue.retryDeadLetters); the receiver's workers pick them up. */
 export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = chosenJobs(o, 'retry');
+  const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   try {
     const queue = new JobQueue(database.db, systemClock);
@@ -160,10 +177,15 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     // commits get the write lock meanwhile; what else marks the retried jobs is done in each.
     const pause = betweenBatches;
     const stampedAt = new Date().toISOString();
-    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt) });
+    const onBatch = bulkProgress(progress, 'retry');
+    const n = await queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch });
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch,
     // in batches too (as at the workers' start).
-    if (n > 0) await applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause);
+    if (n > 0 && retriedSinks.length > 0) {
+      progress.report(() => 'dead-letters retry: max_attempts of waiting deliveries', { phase: true });
+      await applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause);
+    }
+    progress.end();
     if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
@@ -180,6 +202,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    progress.end();
     await database.close();
   }
 }

@@ -1,4 +1,3 @@
-import { SingleBar } from 'cli-progress';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import type { Database } from '../../db/schema.js';
@@ -9,6 +8,7 @@ import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { oneLine, printJson, type CliIo } from '../io.js';
+import { count, noProgress, ofTotal, progressFor, startBar, type Bar, type Progress } from '../progress.js';
 import { groupBy } from '../../util/collections.js';
 import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
@@ -30,6 +30,8 @@ export interface ReplayOptions {
   wait?: boolean;
   timeout: number;
   json?: boolean;
+  /** Progress lines on stderr where no bar is shown (not a terminal, --json, a dry run). */
+  progress?: boolean;
 }
 
 interface SelectedEvent {
@@ -226,10 +228,16 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   if (o.missing && !o.sink?.length) throw new UsageError('--missing needs --sink: the sinks whose missing events to send');
   // An empty window is a mistake (the ages swapped: --since 2h --until 3h), not "nothing to do".
   if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
+  // On a terminal a real run shows a bar (its total counted first). Elsewhere, or when stdout
+  // lists the events (a dry run) or waits for the end (--json: the line is rewritten in place on
+  // a terminal then), progress lines, as the other long commands show them.
+  const withBar = io.isTTY && !o.dryRun && !o.json;
+  const progress = withBar ? noProgress : progressFor(io, o.progress, { tty: Boolean(o.json) });
   const targets = resolveTargetSinks(io, o.sink, databasePathOf(io.env, o.database));
   const processing = o.processing ?? targets.length === 0;
   // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  let bar: Bar | null = null;
   try {
     const { db } = database;
     const missingFor = o.missing ? targets : [];
@@ -244,11 +252,14 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     // A dry run lists every event, also on a terminal: the list is what it is run for.
     const plain = (!io.isTTY || Boolean(o.dryRun)) && !o.json;
     // The bar's total is counted first (only for the bar: the selection is read page by page).
-    const barTotal = !plain && io.isTTY && !o.json
+    // Said while it counts: with --missing that reads every settled event (seconds at a million).
+    const counting = withBar ? progressFor(io, false) : noProgress;
+    counting.report(() => 'replay: counting the events selected', { phase: true });
+    const barTotal = withBar
       ? Math.min(Number((await selection(db, o, missingFor, maxSeq).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n), o.limit ?? Infinity)
       : 0;
-    const bar = barTotal > 0 ? new SingleBar({ stream: io.stderr, format: `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, hideCursor: true }) : null;
-    bar?.start(barTotal, 0);
+    counting.end();
+    bar = barTotal > 0 ? startBar(io.stderr, `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, barTotal) : null;
     // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
     /** The process_event jobs this replay queued, with their event. */
@@ -261,6 +272,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const jobs = preparedJobWrites(database.sqlite);
     // Whether an event has an open process_event job that is not this replay's (see openProcessEventJobs).
     const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
+    // The first page may take seconds (--missing reads every settled event until it finds some).
+    progress.report(() => 'replay: reading the events selected', { phase: true });
     for (let after: PageStart | null = null; ; ) {
       const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
       if (pageSize <= 0) break;
@@ -334,9 +347,11 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       else await immediateTransaction(database.sqlite, () => work(writes));
       for (const l of lines) io.out(l);
       bar?.update(Math.min(barTotal, counts.selected));
+      progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
       if (batch.length < pageSize) break;
     }
     bar?.stop();
+    progress.end();
     // Ids asked for by name that are not stored at all: a typo must not read as success.
     const stored = database.sqlite.prepare('SELECT 1 FROM events WHERE id = ?');
     const notStored = [...namedIds].filter((id) => !selected.has(id) && stored.get(id) === undefined);
@@ -346,7 +361,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       for (const line of await disabledSinkWarnings(db, targets.filter((s) => counts.sinks[s.name]!.queued > 0).map((s) => s.name))) io.err(line);
     }
     let waited: { done: number; failed: number; unfinished?: number; timed_out?: boolean } | null = null;
-    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o);
+    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o, progress);
 
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });
     else {
@@ -382,6 +397,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     return (waited && (waited.failed > 0 || waited.timed_out)) || notStored.length > 0 ? 1 : 0;
   } finally {
+    // An error mid-way (the write lock held past the busy timeout) included.
+    bar?.stop();
+    progress.end();
     await database.close();
   }
 }
@@ -426,11 +444,11 @@ async function waitForReplay(
   pairs: { event: string; sink: string }[],
   startedIso: string,
   o: ReplayOptions,
+  progress: Progress,
 ) {
   const total = replayed.length + pairs.length;
   const deadline = Date.now() + o.timeout * 1000;
-  const bar = io.isTTY && !o.json && total > 0 ? new SingleBar({ stream: io.stderr, format: 'waiting   [{bar}] {value}/{total} finished', hideCursor: true }) : null;
-  bar?.start(total, 0);
+  const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total) : null;
   const bySink = groupBy(pairs, (p) => p.sink, (p) => p.event);
   const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
   let done = 0;
@@ -501,6 +519,7 @@ async function waitForReplay(
         }
       }
       bar?.update(done + failed);
+      progress.report(() => `replay --wait: ${ofTotal(done + failed, total, 'finished')}`);
       if (done + failed >= total) return { done, failed };
       // Counted and said by the caller (in --json too), then exit 1.
       if (Date.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
@@ -508,5 +527,6 @@ async function waitForReplay(
     }
   } finally {
     bar?.stop();
+    progress.end();
   }
 }

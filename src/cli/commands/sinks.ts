@@ -3,6 +3,7 @@ import { configProblems, databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { CliError } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
+import { count, progressFor } from '../progress.js';
 import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
@@ -77,12 +78,15 @@ export async function runSinksEnable(io: CliIo, name: string, o: { database?: st
  * The sink's consumer is back: its deliveries waiting for their next attempt go out now
  * (sendSinkNow), next to a running receiver, whose sink worker sends them at its next poll.
  */
-export async function runSinksSendNow(io: CliIo, name: string, o: { database?: string; dryRun?: boolean; json?: boolean }): Promise<number> {
+export async function runSinksSendNow(io: CliIo, name: string, o: { database?: string; dryRun?: boolean; json?: boolean; progress?: boolean }): Promise<number> {
   const dryRun = o.dryRun === true;
+  const progress = progressFor(io, o.progress);
   const database = await openForSink(io, name, { ...o, readOnly: dryRun });
   try {
     // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
-    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches });
+    const onBatch = (due: number) => progress.report(() => `sinks send-now: ${count(due)} deliveries made due so far`);
+    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch });
+    progress.end();
     if (o.json) printJson(io, { dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
     else {
       const n = (k: number) => `${k} deliver${k === 1 ? 'y' : 'ies'}`;
@@ -92,6 +96,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
     }
     return 0;
   } finally {
+    progress.end();
     await database.close();
   }
 }
