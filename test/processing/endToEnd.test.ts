@@ -50,6 +50,17 @@ async function withArchive(prefix: string, body: (messages: () => Record<string,
   }
 }
 
+/** A pair whose application's interview completes now and whose result reads answer "processing" for `ms`. */
+async function interviewProcessingFor(ms: number) {
+  pair = await startPair();
+  const c = pair.sandbox.control;
+  c.setResultDelay(ms);
+  const app = c.createApplication({ jobId: c.createJob({}).id });
+  c.completeInterview(app.id);
+  const path = `/api/v2/applications/${app.id}/interview`;
+  return { c, app, reads: () => pair.calls.filter((x) => x.path === path) };
+}
+
 describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.4)', () => {
   it('takes an application through its whole life: every event stored, results fetched, state true', async () => {
     pair = await startPair();
@@ -177,13 +188,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
   });
 
   it('reads that failed during an outage do not stretch the polling of a result still processing: the next poll is 30 s more than the read has waited', async () => {
-    pair = await startPair();
-    const c = pair.sandbox.control;
-    c.setResultDelay(2 * 3_600_000);
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    const path = `/api/v2/applications/${app.id}/interview`;
-    const reads = () => pair.calls.filter((x) => x.path === path);
+    const { c, app, reads } = await interviewProcessingFor(2 * 3_600_000);
     const until = async (n: number) => {
       for (let i = 0; i < 100 && reads().length < n; i++) {
         await pair.settle();
@@ -201,6 +206,22 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     // 30 s, 60 s, ...: the wait doubles with the time waited, whatever failed meanwhile (it was 16 min here).
     expect(Date.parse(job.run_at as string) - last).toBe(last - received + 30_000);
     expect(last - received).toBeLessThan(4 * 60_000);
+  });
+
+  it('the polling of a result processing for hours backs off to hourly at most: the result is read within the hour it is ready', async () => {
+    const { app, reads } = await interviewProcessingFor(6 * 3_600_000);
+    const completedAt = pair.clock.now();
+    const ready = () => row('SELECT state FROM interview_results WHERE application_id = ?', app.id)?.state === 'ready';
+    for (let i = 0; i < 200 && !ready(); i++) {
+      await pair.settle();
+      const next = row("SELECT run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'");
+      if (next) pair.clock.set(Math.max(pair.clock.now() + 1, Date.parse(next.run_at as string)));
+    }
+    expect(ready()).toBe(true);
+    const gaps = reads().slice(1).map((r, i) => r.at - reads()[i]!.at);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(30_000);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(60 * 60_000);
+    expect(reads().at(-1)!.at - (completedAt + 6 * 3_600_000)).toBeLessThanOrEqual(60 * 60_000);
   });
 
   it('an outage of the service longer than the read\'s attempts gives nothing up: the read is retried hourly until it answers', async () => {
