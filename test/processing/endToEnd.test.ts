@@ -336,15 +336,16 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(after.data).not.toBeNull();
   });
 
-  it('keeps polling a legacy (v1) interview whose call has not finished yet', async () => {
+  // Every unfinished InterviewCallStatus of spec 3.2: `processing` (the call is being scored) is not its result.
+  it.each(['pending', 'in_progress', 'processing'])('keeps polling a legacy (v1) interview whose call has not finished yet (status %s)', async (status) => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const job = c.createJob({ legacy: true });
     const app = c.createApplication({ jobId: job.id });
-    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status: 'in_progress', job_application_id: app.id, output: null } });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status, job_application_id: app.id, output: null } });
     c.completeInterview(app.id);
     await pair.settle();
-    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: 'interview call in_progress' });
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: `interview call ${status}` });
     pair.clock.advance(30_000);
     await pair.settle();
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
