@@ -352,9 +352,12 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
   });
 
   it.each([
-    ['no status, an unfinished pipeline_phase', { pipeline_phase: 'evaluating' }, 'interview call in phase evaluating'],
+    // Every PipelinePhase of spec 3.1 before the interview's outcome is known.
+    ...['awaiting_booking', 'outreach', 'scheduled', 'calling', 'in_progress', 'evaluating'].map(
+      (phase): [string, Record<string, unknown>, string] => [`no status, the unfinished pipeline_phase ${phase}`, { pipeline_phase: phase }, `interview call in phase ${phase}`],
+    ),
     ['neither status nor pipeline_phase, no output yet', {}, 'interview call has no status, phase or output yet'],
-  ])('keeps polling a legacy (v1) interview with %s (status is optional, spec 2.3)', async (_what, fields, reason) => {
+  ] as [string, Record<string, unknown>, string][])('keeps polling a legacy (v1) interview with %s (status is optional, spec 2.3)', async (_what, fields, reason) => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const job = c.createJob({ legacy: true });
