@@ -1,5 +1,5 @@
 import { inspect } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { HttpClient } from '../../src/http/httpClient.js';
 import { createHiringClient } from '../../src/hiring/HiringClient.js';
 import type { HiringClientOptions } from '../../src/hiring/HiringClient.js';
@@ -291,6 +291,31 @@ describe('network and timeouts', () => {
     expect(outcome.elapsedMs).toBeGreaterThanOrEqual(150);
     expect(outcome.elapsedMs).toBeLessThan(3000);
     expect(server.requests).toHaveLength(1);
+  });
+
+  it('without a timeoutMs, a read the service never answers ends at 10 s (README: a read times out at 10 s), not later', async () => {
+    const server = await serve(() => undefined);
+    // Only the timers are faked (the sockets stay real): the 10 s pass without being waited for.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      let outcome: HiringOutcome | undefined;
+      void client(server).getInterview(APP_ID).then((o) => (outcome = o));
+      // Bounded waits on real events (setImmediate is not faked).
+      const until = async (done: () => boolean) => {
+        const deadline = Date.now() + 5_000;
+        while (!done() && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+      };
+      await until(() => server.requests.length > 0);
+      expect(server.requests).toHaveLength(1);
+      await vi.advanceTimersByTimeAsync(9_999);
+      expect(outcome).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      await until(() => outcome !== undefined);
+      expect(outcome, 'the read did not end 10 s after it was sent').toBeDefined();
+      expect(expectKind(outcome!, 'network')).toMatchObject({ timeout: true, message: 'no complete response within 10000 ms' });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('times out when the body stalls after the headers', async () => {

@@ -50,6 +50,17 @@ async function withArchive(prefix: string, body: (messages: () => Record<string,
   }
 }
 
+/** A pair whose application's interview completes now and whose result reads answer "processing" for `ms`. */
+async function interviewProcessingFor(ms: number) {
+  pair = await startPair();
+  const c = pair.sandbox.control;
+  c.setResultDelay(ms);
+  const app = c.createApplication({ jobId: c.createJob({}).id });
+  c.completeInterview(app.id);
+  const path = `/api/v2/applications/${app.id}/interview`;
+  return { c, app, reads: () => pair.calls.filter((x) => x.path === path) };
+}
+
 describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.4)', () => {
   it('takes an application through its whole life: every event stored, results fetched, state true', async () => {
     pair = await startPair();
@@ -177,13 +188,7 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
   });
 
   it('reads that failed during an outage do not stretch the polling of a result still processing: the next poll is 30 s more than the read has waited', async () => {
-    pair = await startPair();
-    const c = pair.sandbox.control;
-    c.setResultDelay(2 * 3_600_000);
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    const path = `/api/v2/applications/${app.id}/interview`;
-    const reads = () => pair.calls.filter((x) => x.path === path);
+    const { c, app, reads } = await interviewProcessingFor(2 * 3_600_000);
     const until = async (n: number) => {
       for (let i = 0; i < 100 && reads().length < n; i++) {
         await pair.settle();
@@ -201,6 +206,22 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     // 30 s, 60 s, ...: the wait doubles with the time waited, whatever failed meanwhile (it was 16 min here).
     expect(Date.parse(job.run_at as string) - last).toBe(last - received + 30_000);
     expect(last - received).toBeLessThan(4 * 60_000);
+  });
+
+  it('the polling of a result processing for hours backs off to hourly at most: the result is read within the hour it is ready', async () => {
+    const { app, reads } = await interviewProcessingFor(6 * 3_600_000);
+    const completedAt = pair.clock.now();
+    const ready = () => row('SELECT state FROM interview_results WHERE application_id = ?', app.id)?.state === 'ready';
+    for (let i = 0; i < 200 && !ready(); i++) {
+      await pair.settle();
+      const next = row("SELECT run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'");
+      if (next) pair.clock.set(Math.max(pair.clock.now() + 1, Date.parse(next.run_at as string)));
+    }
+    expect(ready()).toBe(true);
+    const gaps = reads().slice(1).map((r, i) => r.at - reads()[i]!.at);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(30_000);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(60 * 60_000);
+    expect(reads().at(-1)!.at - (completedAt + 6 * 3_600_000)).toBeLessThanOrEqual(60 * 60_000);
   });
 
   it('an outage of the service longer than the read\'s attempts gives nothing up: the read is retried hourly until it answers', async () => {
@@ -315,24 +336,28 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(after.data).not.toBeNull();
   });
 
-  it('keeps polling a legacy (v1) interview whose call has not finished yet', async () => {
+  // Every unfinished InterviewCallStatus of spec 3.2: `processing` (the call is being scored) is not its result.
+  it.each(['pending', 'in_progress', 'processing'])('keeps polling a legacy (v1) interview whose call has not finished yet (status %s)', async (status) => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const job = c.createJob({ legacy: true });
     const app = c.createApplication({ jobId: job.id });
-    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status: 'in_progress', job_application_id: app.id, output: null } });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status, job_application_id: app.id, output: null } });
     c.completeInterview(app.id);
     await pair.settle();
-    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: 'interview call in_progress' });
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: `interview call ${status}` });
     pair.clock.advance(30_000);
     await pair.settle();
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
   it.each([
-    ['no status, an unfinished pipeline_phase', { pipeline_phase: 'evaluating' }, 'interview call in phase evaluating'],
+    // Every PipelinePhase of spec 3.1 before the interview's outcome is known.
+    ...['awaiting_booking', 'outreach', 'scheduled', 'calling', 'in_progress', 'evaluating'].map(
+      (phase): [string, Record<string, unknown>, string] => [`no status, the unfinished pipeline_phase ${phase}`, { pipeline_phase: phase }, `interview call in phase ${phase}`],
+    ),
     ['neither status nor pipeline_phase, no output yet', {}, 'interview call has no status, phase or output yet'],
-  ])('keeps polling a legacy (v1) interview with %s (status is optional, spec 2.3)', async (_what, fields, reason) => {
+  ] as [string, Record<string, unknown>, string][])('keeps polling a legacy (v1) interview with %s (status is optional, spec 2.3)', async (_what, fields, reason) => {
     pair = await startPair();
     const c = pair.sandbox.control;
     const job = c.createJob({ legacy: true });
@@ -507,16 +532,22 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     pair = await startPair();
     const ghost = '00000000-0000-4000-8000-00000000dead';
     pair.sandbox.control.emitEvent({ eventType: 'cv_evaluation.completed', payload: { application: { id: ghost, external_id: null }, cv_evaluation: { id: 'x', overall_score: 3 } } });
+    // Each retry as soon as it is due: the spacing measured is the receiver's, not this loop's.
     for (let i = 0; i < 10; i++) {
       await pair.settle();
-      pair.clock.advance(5 * 60_000);
+      const next = row("SELECT run_at FROM jobs WHERE kind = 'fetch_result' AND state = 'pending'");
+      if (next) pair.clock.set(Math.max(pair.clock.now() + 1, Date.parse(next.run_at as string)));
     }
     const job = row("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'")!;
     expect(job.state).toBe('dead');
     expect(job.last_error).toMatch(/HTTP 404 not_found/);
     const calls = pair.calls.filter((x) => x.path.includes(ghost)).map((x) => x.at);
     expect(calls).toHaveLength(4);
-    for (let i = 1; i < calls.length; i++) expect(calls[i]! - calls[i - 1]!).toBeGreaterThanOrEqual(60_000);
+    // 1, 2, then 3 minutes (plus up to a quarter, jitter): about 7 minutes for the application to become readable.
+    for (let i = 1; i < calls.length; i++) {
+      expect(calls[i]! - calls[i - 1]!).toBeGreaterThanOrEqual(60_000 * i);
+      expect(calls[i]! - calls[i - 1]!).toBeLessThanOrEqual(75_000 * i);
+    }
   });
 
   it('a 400 whose detail echoes the candidate keeps their email and phone out of the logs and last_error', async () => {

@@ -126,6 +126,35 @@ describe('message revisions', () => {
     expect(interviews().map((m) => [m.revision, m.result.state])).toEqual([[1, 'given_up'], [2, 'ready']]);
   });
 
+  it.each(['dead-letter retry', 'replay'])('a %s 8 days after the event (past RESULT_GIVE_UP_HOURS) answered "processing" polls on: its give-up window starts when the operator asked', async (how) => {
+    const { p } = await withArchive();
+    const c = p.sandbox.control;
+    const db = p.receiver.app.database.ingestSqlite;
+    let app: { id: string };
+    if (how === 'replay') {
+      app = c.createApplication({ jobId: c.createJob({}).id });
+      c.completeInterview(app.id);
+      await p.settle();
+    } else {
+      app = await deadLetterTheRead(p);
+    }
+    p.clock.advance(8 * 24 * 3_600_000);
+    c.clearFaults();
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
+    if (how === 'replay') {
+      const { id } = db.prepare("SELECT id FROM events WHERE event_type = 'interview.completed'").get() as { id: string };
+      await replayThroughProcessing(p, id);
+    } else {
+      expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+    }
+    await p.settle();
+    const state = () => (db.prepare('SELECT state FROM interview_results WHERE application_id = ?').get(app.id) as { state: string }).state;
+    expect(state()).toBe('processing');
+    p.clock.advance(60_000);
+    await p.settle();
+    expect(state()).toBe('ready');
+  });
+
   it('a replay whose read passes through "processing" and ends with the same result sends nothing', async () => {
     const { p, interviews } = await withArchive();
     const c = p.sandbox.control;

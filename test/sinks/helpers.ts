@@ -111,11 +111,12 @@ export interface Harness {
 
 /**
  * A receiver (not listening; workers driven by runUntilIdle) whose CONFIG_FILE
- * holds `file` (sinks, extra sources). Retries back off exactly `retryMs`.
+ * holds `file` (sinks, extra sources). Retries back off exactly `retryMs`; with `retryMs: null`,
+ * on the sinks' own schedule (SINK_BACKOFF).
  */
 export async function startHarness(
   file: Record<string, unknown>,
-  opts: { env?: Record<string, string>; hiringApiUrl?: string; retryMs?: number; pollIntervalMs?: number } = {},
+  opts: { env?: Record<string, string>; hiringApiUrl?: string; retryMs?: number | null; pollIntervalMs?: number } = {},
 ): Promise<Harness> {
   const { dir, cleanup } = tempDir('sinks-test-');
   const configPath = join(dir, 'config.json');
@@ -124,7 +125,7 @@ export async function startHarness(
   // Near real time: consumers verify webhook-timestamp against their own clock (5 min tolerance).
   const clock = new ManualClock(Date.now());
   const stdout = new LineSink();
-  const retryMs = opts.retryMs ?? 1000;
+  const retryMs = opts.retryMs === undefined ? 1000 : opts.retryMs;
   const r = await startReceiver(
     {
       WEBHOOK_SECRET: secret,
@@ -135,7 +136,7 @@ export async function startHarness(
     {
       clock,
       listen: false,
-      sinks: { stdout, backoff: { baseMs: retryMs, capMs: retryMs, jitter: 0 }, pollIntervalMs: opts.pollIntervalMs ?? 20 },
+      sinks: { stdout, ...(retryMs === null ? {} : { backoff: { baseMs: retryMs, capMs: retryMs, jitter: 0 } }), pollIntervalMs: opts.pollIntervalMs ?? 20 },
     },
   );
   const sqlite = r.app.database.ingestSqlite;

@@ -98,6 +98,27 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2, last_status_code: 200, last_error: null });
   });
 
+  it('a consumer that keeps failing is retried on a growing schedule: about 10 s, 30 s, 90 s, 270 s (each up to half less, for jitter)', async () => {
+    consumer = await startConsumer({ '/a': SECRET_A });
+    h = await startHarness({ sinks: [{ name: 'a', type: 'http', url: `${consumer.url}/a`, secret: SECRET_A }] }, { retryMs: null });
+    consumer.reply(() => ({ status: 500 }));
+    await h.post(envelope());
+    const waits: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      await h.settle();
+      const runAt = Date.parse(jobOf(h, 'a')[0]!.run_at as string);
+      waits.push(runAt - h.clock.now());
+      h.clock.set(runAt);
+    }
+    await h.settle();
+    expect(consumer.received).toHaveLength(5);
+    waits.forEach((wait, i) => {
+      const full = 10_000 * 3 ** i;
+      expect(wait).toBeGreaterThanOrEqual(full / 2);
+      expect(wait).toBeLessThanOrEqual(full);
+    });
+  });
+
   it('a timeout is a failed attempt, retried', async () => {
     const { h, consumer } = await setup({ timeout_ms: 150 });
     consumer.reply((_r, n) => (n === 1 ? { status: 200, hangMs: 1500 } : { status: 200 }));

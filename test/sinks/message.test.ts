@@ -117,6 +117,14 @@ describe('the message (public contract)', () => {
     expect(h.stdout.messages()).toEqual([expect.objectContaining({ id: 'e-ins', needs_review: true })]);
   });
 
+  it('needs_review comes from the event payload too, when the result has no verdict (unavailable)', async () => {
+    const api = keep(await startFakeHiringApi({ [`/api/v2/applications/${APP}/interview`]: { status: 'unavailable', reason: 'scoring_failed', result: null } }));
+    const h = keep(await startHarness({ sinks: [{ name: 'console', type: 'stdout' }] }, { hiringApiUrl: api.url }));
+    await h.post(ev('e-iv', 'interview.completed', { application, interview: { id: 'iv-1', result: { overall_score: 1, is_eligible: false } } }));
+    await h.settle();
+    expect(h.stdout.messages()).toEqual([expect.objectContaining({ id: 'e-iv', result: expect.objectContaining({ state: 'unavailable', data: null }), needs_review: true })]);
+  });
+
   it('review reasons gather every result of the application in one order: interview, insights, then legacy knockouts, each once', async () => {
     const knockedOut = {
       ...LEGACY, job_application_id: APP, pipeline_phase: 'knocked_out',
