@@ -449,6 +449,8 @@ export function createApp(deps: AppDeps) {
   let strandedSweep: NodeJS.Timeout | null = null;
   let pruning: Promise<void> = Promise.resolve();
   const pruneStop = new AbortController();
+  /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
+  const startStop = new AbortController();
   const strandedReads = createStrandedReadSweep(processing, fetchDeadLetter);
   /** Dead reads whose follow-up never committed (createStrandedReadSweep): settled now, said at warn. */
   async function sweepStrandedReads(): Promise<void> {
@@ -497,7 +499,7 @@ export function createApp(deps: AppDeps) {
       strandedSweep.unref();
       pacer.enabled = true;
       worker.start();
-      await fanOut.start();
+      await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
       await Promise.allSettled([worker.stop(), fanOut.stop()]);
@@ -616,8 +618,18 @@ export function createApp(deps: AppDeps) {
   /** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */
   let stopping: Promise<void> | null = null;
   function stop(): Promise<void> {
+    startStop.abort();
     stopping ??= stopOnce();
     return stopping;
+  }
+
+  /**
+   * A stop is coming, once the start in progress returns (runReceiver at a signal): the start's
+   * sink housekeeping ends at its next batch, and the sink lanes are not started. Its batches
+   * commit whole: the next start finishes it.
+   */
+  function interruptStart(): void {
+    startStop.abort();
   }
 
   const abandonCommits = () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free');
@@ -680,5 +692,5 @@ export function createApp(deps: AppDeps) {
     logger.info('receiver stopped');
   }
 
-  return { app, start, startWorkers, startWorkMetrics, stop, database, metrics, logger, queue, worker, pauses, fanOut };
+  return { app, start, startWorkers, startWorkMetrics, stop, interruptStart, database, metrics, logger, queue, worker, pauses, fanOut };
 }

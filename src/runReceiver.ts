@@ -81,6 +81,9 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     }
     stopping = true;
     r.logger.info({ signal }, 'shutting down');
+    // A start still in its sink housekeeping (batches over every waiting delivery: tens of seconds
+    // at a few million) ends it at its next batch; the next start finishes it.
+    r.interruptStart();
     // A start that fails exits 1 with its own message (main), not through this stop.
     started
       .then(() => r.stop(), () => new Promise<never>(() => {}))

@@ -141,22 +141,33 @@ export class FanOut {
 
   /**
    * A sink disabled by a 410 stays disabled across restarts, unless its
-   * target changed in the configuration since (the operator pointed it elsewhere).
+   * target changed in the configuration since (the operator pointed it elsewhere). Returns false
+   * when `signal` (a stop during the start) cut it short.
    */
-  async reconcile(): Promise<void> {
-    // Both in short transactions with a pause before each: deliveries are being answered meanwhile,
+  async reconcile(signal?: AbortSignal): Promise<boolean> {
+    // In short transactions with a pause before each: deliveries are being answered meanwhile,
     // by this process under `serve` (start() listens before the workers start), or by the `serve`
-    // beside this `work`.
+    // beside this `work`. A stop ends it at the next batch rather than after all of it (tens of
+    // seconds at a few million: past `docker stop`'s 10 s): each batch committed whole, so the
+    // next start finds what is left.
     const now = new Date(this.o.clock.now()).toISOString();
-    const dropped = await deadLetterRemovedSinks(this.o.db, this.lanes.map((l) => sinkJobKind(l.config.name)), now, betweenBatches);
+    const interrupted = () => {
+      if (!signal?.aborted) return false;
+      this.o.logger.warn("the stop came during the start's sink housekeeping: ended part-way, the next start finishes it");
+      return true;
+    };
+    const dropped = await deadLetterRemovedSinks(this.o.db, this.lanes.map((l) => sinkJobKind(l.config.name)), now, betweenBatches, signal);
     if (dropped > 0) this.o.logger.warn({ deliveries: dropped }, 'deliveries of sinks no longer configured are now dead letters');
-    const closed = await closeRemovedSinksRows(this.o.db, this.lanes.map((l) => l.config.name), now, betweenBatches);
+    if (interrupted()) return false;
+    const closed = await closeRemovedSinksRows(this.o.db, this.lanes.map((l) => l.config.name), now, betweenBatches, signal);
     if (closed > 0) this.o.logger.warn({ deliveries: closed }, 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead');
+    if (interrupted()) return false;
     // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
     // deliveries already waiting too.
-    for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now, betweenBatches)) {
+    for (const c of await applySinkMaxAttempts(this.o.db, this.lanes.map((l) => l.config), now, betweenBatches, signal)) {
       this.o.logger.info({ sink: c.sink, deliveries: c.deliveries, max_attempts: c.maxAttempts }, "queued deliveries take the sink's max_attempts as configured now");
     }
+    if (interrupted()) return false;
     for (const { config } of this.lanes) {
       const st = await sinkDisabled(this.o.db, config.name);
       if (!st) continue;
@@ -177,9 +188,11 @@ export class FanOut {
         );
       }
     }
+    return true;
   }
 
-  async start(): Promise<void> {
+  /** Checks the sinks, reconciles, then starts the lanes: not when `signal` (a stop) cut the reconcile short. */
+  async start(signal?: AbortSignal): Promise<void> {
     for (const { config } of this.lanes) {
       // Valid, since the set of event types can grow (spec 6), but most likely a typo.
       const unmatched = undocumentedPatterns(config.events);
@@ -200,7 +213,7 @@ export class FanOut {
         throw new Error(`sink ${JSON.stringify(config.name)}: ${(err as Error).message}`);
       }
     }
-    await this.reconcile();
+    if (!(await this.reconcile(signal))) return;
     for (const lane of this.lanes) lane.worker.start();
   }
 

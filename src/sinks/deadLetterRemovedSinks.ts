@@ -16,16 +16,24 @@ export const REMOVED_SINK_ERROR = 'sink is no longer configured';
  * before each, the jobs and their deliveries rows in one transaction: one UPDATE over every such
  * job held the write lock 0.75-1.1 s at 100,000, and the deliveries rows were then updated one
  * autocommit each (15 s), so a crash between left rows saying pending whose jobs were dead, for
- * good (`status` counted them pending; a later start only looks at pending jobs). Returns how many
- * became dead letters.
+ * good (`status` counted them pending; a later start only looks at pending jobs). Once `signal` is
+ * aborted (a stop during the start), no further batch begins: those left are found by the next
+ * start. Returns how many became dead letters.
  */
-export async function deadLetterRemovedSinks(db: Kysely<Database>, configuredKinds: readonly string[], nowIso: string, pause: () => Promise<void>): Promise<number> {
+export async function deadLetterRemovedSinks(
+  db: Kysely<Database>,
+  configuredKinds: readonly string[],
+  nowIso: string,
+  pause: () => Promise<void>,
+  signal?: AbortSignal,
+): Promise<number> {
   let orphaned = db.selectFrom('jobs').select('id').where('state', '=', 'pending').where('kind', 'like', 'sink:%');
   if (configuredKinds.length > 0) orphaned = orphaned.where('kind', 'not in', configuredKinds);
   const ids = (await orphaned.execute()).map((r) => r.id);
   let dead = 0;
   for (const chunk of inChunks(ids, RETRY_BATCH)) {
     await pause();
+    if (signal?.aborted) break;
     dead += await immediateTransaction(db, async (trx) => {
       // Still pending (an operator's command may have changed one since the read): the same jobs in
       // both statements, the deliveries rows first (looked up by their key), then the jobs (by id;
@@ -51,11 +59,19 @@ export async function deadLetterRemovedSinks(db: Kysely<Database>, configuredKin
  * waiting. An earlier version left them so when it stopped between its dead-lettering of the jobs
  * and of their rows; a later start only looked at pending jobs. They are marked dead as their jobs
  * were (RETRY_BATCH per transaction, `pause` before each; none at all on a sound database: one
- * index range per sink the configuration no longer has). Returns how many.
+ * index range per sink the configuration no longer has). Stops before a batch once `signal` is
+ * aborted, as deadLetterRemovedSinks. Returns how many.
  */
-export async function closeRemovedSinksRows(db: Kysely<Database>, configuredNames: readonly string[], nowIso: string, pause: () => Promise<void>): Promise<number> {
+export async function closeRemovedSinksRows(
+  db: Kysely<Database>,
+  configuredNames: readonly string[],
+  nowIso: string,
+  pause: () => Promise<void>,
+  signal?: AbortSignal,
+): Promise<number> {
   let closed = 0;
   for (const sink of (await sinkNamesInDatabase(db)).filter((n) => !configuredNames.includes(n))) {
+    if (signal?.aborted) break;
     const open = (trx: Kysely<Database>) =>
       trx
         .selectFrom('deliveries')
@@ -76,6 +92,7 @@ export async function closeRemovedSinksRows(db: Kysely<Database>, configuredName
     const eventIds = (await open(db).select('event_id').execute()).map((r) => r.event_id);
     for (const chunk of inChunks(eventIds, RETRY_BATCH)) {
       await pause();
+      if (signal?.aborted) break;
       closed += await immediateTransaction(db, async (trx) => {
         // Checked again under the lock: a `replay` may have queued one since the read.
         const r = await trx

@@ -42,16 +42,19 @@ export async function giveSinkMaxAttempts(db: Kysely<Database> | Transaction<Dat
  * The jobs are read first (no lock), then changed RETRY_BATCH at a time with `pause` before each:
  * one statement over every pending job of a sink held the write lock 0.26-0.6 s at 200,000, while
  * a running receiver's ingest (this process's, already listening at the workers' start, or
- * `serve`'s beside `work`) waits for it. Returns how many changed, per sink.
+ * `serve`'s beside `work`) waits for it. Once `signal` is aborted (a stop during the start), no
+ * further batch begins (the next start finds those left). Returns how many changed, per sink.
  */
 export async function applySinkMaxAttempts(
   db: Kysely<Database>,
   sinks: readonly SinkConfig[],
   nowIso: string,
   pause: () => Promise<void>,
+  signal?: AbortSignal,
 ): Promise<{ sink: string; deliveries: number; maxAttempts: number }[]> {
   const changed: { sink: string; deliveries: number; maxAttempts: number }[] = [];
   for (const sink of sinks) {
+    if (signal?.aborted) break;
     const ids = (
       await db
         .selectFrom('jobs')
@@ -64,6 +67,7 @@ export async function applySinkMaxAttempts(
     let n = 0;
     for (const chunk of inChunks(ids, RETRY_BATCH)) {
       await pause();
+      if (signal?.aborted) break;
       n += await giveSinkMaxAttempts(db, chunk, sink, nowIso);
     }
     if (n > 0) changed.push({ sink: sink.name, deliveries: n, maxAttempts: sink.maxAttempts });

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { inChunks } from '../db/sqliteHelpers.js';
 import { immediateTransaction } from '../queue/JobQueue.js';
 import { isoTime as iso } from '../util/clock.js';
 import { sinkDisabled } from './deliveryRecords.js';
@@ -24,9 +25,9 @@ export interface SendNowResult {
  * the write lock meanwhile. First the sink's sink_state row is stamped as an enable (enableSink's
  * stamp; a disabled sink is enabled): a running receiver's sink worker ends its own hold of the
  * sink (a Retry-After's wait, kept in its memory) at its next claim (SinkGate), and claims them
- * at its next poll. A delivery the worker rescheduled after `now` (sent since, and failed again)
- * is left as it is, so the batches end. `onBatch` is told the deliveries made due so far after
- * each transaction (the CLI's progress).
+ * at its next poll. The deliveries waiting at `now` are read first, then changed by id: one the
+ * worker sent since (and that failed again) is left as it is, and the batches end. `onBatch` is
+ * told the deliveries made due so far after each transaction (the CLI's progress).
  */
 export async function sendSinkNow(
   db: Kysely<Database>,
@@ -54,23 +55,28 @@ export async function sendSinkNow(
     await trx.insertInto('sink_state').values({ sink, ...enabled }).onConflict((oc) => oc.column('sink').doUpdateSet(enabled)).execute();
     return was;
   });
+  // The waiting ones as of now, read first (no lock), then made due by id, SEND_NOW_BATCH at a
+  // time, each unless it was claimed since (its attempts moved on: sent again, and failed again,
+  // it keeps its new wait). Told apart by `updated_at < now` before: a waiting delivery stamped
+  // later by something else (the max_attempts step of a start or of a `dead-letters retry` running
+  // meanwhile, a clock stepped back) was skipped: 81,000 of 200,000 beside a retry.
+  const waiting = await db.selectFrom('jobs').select(['id', 'attempts']).where('state', '=', 'pending').where('kind', '=', kind).where('run_at', '>', at).execute();
   let due = 0;
-  for (;;) {
-    const n = await immediateTransaction(db, async (trx) => {
+  for (const [i, chunk] of inChunks(waiting, SEND_NOW_BATCH).entries()) {
+    if (i > 0) await opts.pause?.();
+    due += await immediateTransaction(db, async (trx) => {
+      // By the ids (the primary key; unary +: not through jobs_kind_ready), then the attempts read.
       const r = await trx
         .updateTable('jobs')
         .set({ run_at: at, updated_at: at })
-        .where('id', 'in', (eb) =>
-          // Through jobs_kind_ready (state, kind, run_at): the waiting ones only.
-          eb.selectFrom('jobs').select('id').where('state', '=', 'pending').where('kind', '=', kind).where('run_at', '>', at).where('updated_at', '<', at).orderBy('run_at').limit(SEND_NOW_BATCH),
-        )
+        .where('id', 'in', chunk.map((j) => j.id))
+        .where(sql<boolean>`(id, attempts) IN (VALUES ${sql.join(chunk.map((j) => sql`(${j.id}, ${j.attempts})`))})`)
+        .where(sql<string>`+state`, '=', 'pending')
+        .where('run_at', '>', at)
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
     });
-    due += n;
     opts.onBatch?.(due);
-    if (n < SEND_NOW_BATCH) break;
-    await opts.pause?.();
   }
   return { due, pending: await countPending(false), disabled };
 }

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/openDatabase.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli, until } from '../cli/helpers.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
@@ -105,5 +106,29 @@ describe('sinks send-now', () => {
     expect(sent.code, sent.stderr).toBe(0);
     expect(sent.stdout).toMatch(/^sink crm: 0 deliveries waiting for a later attempt made due now \(1 delivery pending in all\); a running receiver sends them at its next poll\nsink crm was disabled since \S+ \(.*410.*\): enabled\n$/);
     await until(() => deliveries().find((d) => d.state === 'delivered')?.n === 1, 'the delivery delivered');
+  });
+
+  it('makes due every waiting delivery, also one whose job was stamped after the command began (a max_attempts step running meanwhile)', async () => {
+    // What `dead-letters retry`'s max_attempts step (or a start's) does to the waiting jobs while a
+    // send-now runs, stamped here ahead of the CLI's clock: their updated_at is later than its now.
+    const dbPath = join(dir, 'stamped-later.db');
+    const database = openDatabase(dbPath);
+    const later = (ms: number) => new Date(Date.now() + ms).toISOString();
+    const job = database.sqlite.prepare(
+      "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)",
+    );
+    for (const [i, updatedAt] of [later(-60_000), later(3_600_000), later(3_600_000)].entries()) job.run(`evt_${i}`, later(3_600_000), later(-60_000), updatedAt);
+    database.sqlite.close();
+    const config = join(dir, 'stamped-later.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(dir, 'stamped-later.ndjson') }] }));
+    const sent = await cli(['sinks', 'send-now', 'crm'], { DATABASE_PATH: dbPath, CONFIG_FILE: config });
+    expect(sent.code, sent.stderr).toBe(0);
+    expect(sent.stdout).toMatch(/^sink crm: 3 deliveries waiting for a later attempt made due now \(3 deliveries pending in all\)/);
+    const db = new Database(dbPath, { readonly: true });
+    try {
+      expect(db.prepare("SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND run_at > ?").pluck().get(new Date().toISOString())).toBe(0);
+    } finally {
+      db.close();
+    }
   });
 });

@@ -6,6 +6,7 @@ import { openDatabase } from '../../src/db/openDatabase.js';
 import { RETRY_BATCH } from '../../src/queue/JobQueue.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { runTs } from '../helpers/childServer.js';
 import { LineSink } from './helpers.js';
 
 const T = '2026-11-02T00:00:00.000Z';
@@ -18,8 +19,8 @@ afterEach(async () => {
   cleanups = [];
 });
 
-/** A database whose queue holds N deliveries waiting for `crm` (queued with max_attempts 3) and N for `gone`. */
-function databaseWithWaitingDeliveries(dir: string): string {
+/** A database whose queue holds `n` deliveries waiting for `crm` (queued with max_attempts 3) and `n` for `gone`. */
+function databaseWithWaitingDeliveries(dir: string, n = N): string {
   const path = join(dir, 'receiver.db');
   const database = openDatabase(path);
   const job = database.sqlite.prepare(
@@ -30,7 +31,7 @@ function databaseWithWaitingDeliveries(dir: string): string {
   );
   database.sqlite.transaction(() => {
     for (const sink of ['crm', 'gone']) {
-      for (let i = 0; i < N; i++) {
+      for (let i = 0; i < n; i++) {
         const eventId = `evt_${sink}_${i}`;
         job.run(`sink:${sink}`, eventId, `sink:${sink}`, T, i % 3, T, T);
         delivery.run(eventId, sink, `msg_${eventId}`, i % 3 ? 'retrying' : 'pending', i % 3, T, T, T);
@@ -141,5 +142,48 @@ describe("the sink housekeeping at the workers' start", () => {
     expect(r.logs.lines.filter((l) => l.msg === 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead')).toEqual([
       expect.objectContaining({ deliveries: 3 }),
     ]);
+  });
+
+  it('ends part-way at a SIGTERM (each batch whole, the sink lanes not started), exits 0, and the next start finishes it', async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    // Many batches of each step, so the signal lands while they are under way.
+    const n = 40 * RETRY_BATCH;
+    const dbPath = databaseWithWaitingDeliveries(t.dir, n);
+    const config = join(t.dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(t.dir, 'crm.ndjson'), max_attempts: 50 }] }));
+    const env = { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' };
+    const child = runTs('src/main.ts', [], { ...env, PORT: '0', HOST: '127.0.0.1' });
+    const kill = setTimeout(() => child.proc.kill('SIGKILL'), 60_000);
+    cleanups.push(() => clearTimeout(kill));
+    const other = new BetterSqlite3(dbPath, { readonly: true });
+    cleanups.push(() => void other.close());
+    const goneDead = other.prepare("SELECT COUNT(*) FROM jobs WHERE kind = 'sink:gone' AND state = 'dead'").pluck();
+    // Signalled once its first batch committed (bounded: the child's own deadline above).
+    let exitedEarly = false;
+    void child.exited.then(() => (exitedEarly = true));
+    while ((goneDead.get() as number) === 0 && !exitedEarly) await new Promise((r) => setTimeout(r, 2));
+    child.proc.kill('SIGTERM');
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+    // Not finished: the signal waited for none of the remaining batches.
+    const left = other.prepare(`SELECT
+        (SELECT COUNT(*) FROM jobs WHERE kind = 'sink:gone' AND state = 'pending') + (SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND max_attempts = 3) AS n`).pluck();
+    expect(left.get()).toBeGreaterThan(0);
+    const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs).toContain("the stop came during the start's sink housekeeping: ended part-way, the next start finishes it");
+    expect(msgs.at(-1)).toBe('receiver stopped');
+    // What was done is whole: no dead job of `gone` with its row still waiting, or the reverse.
+    const outOfStep = other.prepare(`SELECT COUNT(*) FROM jobs j JOIN deliveries d ON d.event_id = j.event_id AND d.sink = 'gone'
+        WHERE j.kind = 'sink:gone' AND (j.state = 'dead') <> (d.state = 'dead')`).pluck();
+    expect(outOfStep.get()).toBe(0);
+    // No crm delivery was sent: its lane did not start.
+    expect(other.prepare("SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND state <> 'pending'").pluck().get()).toBe(0);
+
+    const r = await startReceiver({ ...env, LOG_LEVEL: 'info' }, { listen: false });
+    cleanups.push(() => r.app.stop());
+    await r.app.startWorkers();
+    expect(left.get()).toBe(0);
+    expect(outOfStep.get()).toBe(0);
+    expect(r.logs.lines.some((l) => l.msg === "the stop came during the start's sink housekeeping: ended part-way, the next start finishes it")).toBe(false);
   });
 });
