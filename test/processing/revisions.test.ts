@@ -193,6 +193,40 @@ describe('message revisions', () => {
     expect(ofFirst.map((m) => [m.revision, m.result.data?.is_eligible])).toEqual([[1, true], [2, false]]);
   });
 
+  it.each(['dead-letter retry', 'replay'])(
+    'a %s of an event whose read was dead-lettered asks the service again, even when a later event of the same result has read it since',
+    async (how) => {
+      const { p, interviews } = await withArchive();
+      const c = p.sandbox.control;
+      const db = p.receiver.app.database.ingestSqlite;
+      const app = await deadLetterTheRead(p); // event A: its read dead-lettered, given_up
+      await p.receiver.app.fanOut.runUntilIdle();
+      const [a] = interviews();
+      c.clearFaults();
+      // Event B of the same application: its read succeeds, after A arrived.
+      p.clock.advance(60_000);
+      c.completeInterview(app.id);
+      await p.settle();
+      await p.receiver.app.fanOut.runUntilIdle();
+      const stored = () => JSON.parse((db.prepare('SELECT data FROM interview_results WHERE application_id = ?').get(app.id) as { data: string }).data) as Record<string, unknown>;
+      const read = stored();
+      expect(interviews().map((m) => [m.id === a!.id ? 'A' : 'B', m.revision, m.result.state])).toEqual([['A', 1, 'given_up'], ['B', 1, 'ready']]);
+      // The service's result changes since (a re-score, its event not here yet).
+      const rescored = { ...read, overall_score: read.overall_score === 1.5 ? 2.5 : 1.5 };
+      c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 3, body: rescored });
+      p.clock.advance(60_000);
+      const before = p.calls.length;
+      if (how === 'replay') await replayThroughProcessing(p, a!.id as string);
+      else expect(await p.receiver.app.queue.retryDeadLetters({ kind: 'fetch_result' })).toBe(1);
+      await p.settle();
+      await p.receiver.app.fanOut.runUntilIdle();
+      expect(p.calls.slice(before).map((x) => [x.path, x.status])).toEqual([[`/api/v2/applications/${app.id}/interview`, 200]]);
+      expect(stored().overall_score).toBe(rescored.overall_score);
+      const ofA = interviews().filter((m) => m.id === a!.id);
+      expect(ofA.map((m) => [m.revision, m.result.state, m.result.data?.overall_score ?? null])).toEqual([[1, 'given_up', null], [2, 'ready', rescored.overall_score]]);
+    },
+  );
+
   it('a deletion sent before its application was known is sent again with the external_id once the creation arrives', async () => {
     const { p, dir } = await withArchive();
     const { deliver, deletions, application, snapshot, at } = deletionFixture(p, dir);
