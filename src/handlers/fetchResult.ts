@@ -1,5 +1,6 @@
+import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
-import type { ResultState } from '../db/schema.js';
+import type { Database, ResultState } from '../db/schema.js';
 import { isDecisionError, PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, NOT_FOUND_MARK, outcomeToError } from '../hiring/outcomeToError.js';
 import { applicationIdProblem } from '../hiring/resourcePath.js';
@@ -122,7 +123,10 @@ function createRead(ctx: ProcessingContext) {
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
     if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
-      await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+      await ctx.db.transaction().execute(async (trx) => {
+        await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });
+        dropAnsweredDeadReads(ctx, trx, job.id, p.event_id, row.state);
+      });
       // No request: says nothing of whether the source's key works (a paused source stays paused).
       return { untested: true };
     }
@@ -188,16 +192,16 @@ function createRead(ctx: ProcessingContext) {
 
     switch (outcome.kind) {
       case 'ready':
-        await finish(ctx, p, { state: 'ready', reason: null, data: outcome.data }, nowIso);
+        await finish(ctx, job.id, p, { state: 'ready', reason: null, data: outcome.data }, nowIso);
         return;
       case 'unavailable':
-        await finish(ctx, p, { state: 'unavailable', reason: outcome.reason ?? 'unavailable', data: null }, nowIso);
+        await finish(ctx, job.id, p, { state: 'unavailable', reason: outcome.reason ?? 'unavailable', data: null }, nowIso);
         return;
       case 'processing': {
         // Given up only on the service's own word that it is still processing: time spent paused
         // (a revoked key), in an outage or behind a backlog never gives up a result unread.
         if (now - since > ctx.giveUpAfterMs) {
-          await finish(ctx, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
+          await finish(ctx, job.id, p, { state: 'given_up', reason: `still processing after ${Math.round(ctx.giveUpAfterMs / 3_600_000)} h`, data: null }, nowIso);
           return;
         }
         if (outcome.unrecognized !== undefined && unrecognizedLogged.first(`${p.resource}\0${outcome.unrecognized}`) !== null) {
@@ -217,16 +221,19 @@ function createRead(ctx: ProcessingContext) {
           // replay must not replace it with nothing. Without one, the answer is final too (a read
           // given up on earlier 404s, before the deletion arrived, included).
           if (row.state === 'ready' || row.state === 'unavailable' || (row.state === 'given_up' && row.data !== null)) {
-            await ctx.db.transaction().execute((trx) => settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) }));
+            await ctx.db.transaction().execute(async (trx) => {
+              await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });
+              dropAnsweredDeadReads(ctx, trx, job.id, p.event_id, row.state);
+            });
             return;
           }
           // Still processing (a replay's read answered "processing" first) over data a ready read
           // gave before: that data is the result, ready again; nothing will read the row any more.
           if (row.data !== null) {
-            await finish(ctx, p, { state: 'ready', reason: null, data: JSON.parse(row.data) as Record<string, unknown> }, nowIso);
+            await finish(ctx, job.id, p, { state: 'ready', reason: null, data: JSON.parse(row.data) as Record<string, unknown> }, nowIso);
             return;
           }
-          await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
+          await finish(ctx, job.id, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
           return;
         }
         // The application may not be readable yet; a few spaced retries, then a dead letter naming the reason.
@@ -266,6 +273,7 @@ const outageOf = <E extends Error>(err: E): E & { outage: true } => Object.assig
 
 async function finish(
   ctx: ProcessingContext,
+  jobId: number,
   p: Payload,
   result: { state: ResultState; reason: string | null; data: Record<string, unknown> | null },
   nowIso: string,
@@ -295,8 +303,24 @@ async function finish(
     const changed = before?.state !== after?.state || before?.reason !== after?.reason || before?.data !== after?.data;
     rebuildApplication(q, p.application_id, ctx.clock.now());
     await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
+    dropAnsweredDeadReads(ctx, trx, jobId, p.event_id, result.state);
   });
 }
+
+/**
+ * The event's earlier reads that were dead-lettered, deleted once a read of it settles it with the
+ * service's answer (ready, unavailable): a `replay` (what `status` says to do with a given_up
+ * result) or a retry of one of them got the result, so they are no longer work for an operator.
+ * Left, they held the dead-letter alert for good, and a later `dead-letters retry --all` read the
+ * result again. A read that gives up again leaves them. As a sink's answered dead letters
+ * (dropAnsweredDeadLetters). Through jobs_event (its literal kind term).
+ */
+function dropAnsweredDeadReads(ctx: ProcessingContext, trx: Transaction<Database>, jobId: number, eventId: string, state: ResultState): void {
+  if (state !== 'ready' && state !== 'unavailable') return;
+  directStatements(ctx.sqlite, trx).run(ANSWERED_DEAD_READS, eventId, jobId);
+}
+
+const ANSWERED_DEAD_READS = `DELETE FROM jobs WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'dead' AND id <> ?`;
 
 /**
  * The dead letter of a read and what follows it (given_up and the settle, the handler above) are
@@ -368,7 +392,7 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
       const deleted = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
       const row = await ctx.db.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
       if (deleted?.deleted_at && row?.state === 'processing' && row.data === null) {
-        await finish(ctx, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
+        await finish(ctx, job.id, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
         // A final answer, not work for an operator: no dead letter left behind (nor its alert).
         await ctx.db.updateTable('jobs').set({ state: 'done', run_at: nowIso, finished_at: nowIso, updated_at: nowIso }).where('id', '=', job.id).where('state', '=', 'dead').execute();
         return;

@@ -227,6 +227,25 @@ describe('message revisions', () => {
     },
   );
 
+  it('a replay whose read gets the result clears the dead letter of the read it replaced: the dead-letter alert ends, and no later `dead-letters retry --all` reads it again', async () => {
+    const { p, interviews } = await withArchive();
+    const db = p.receiver.app.database.ingestSqlite;
+    const dead = () => db.prepare("SELECT kind, event_id FROM jobs WHERE state = 'dead' ORDER BY id").all();
+    await deadLetterTheRead(p);
+    await deadLetterTheRead(p); // another application's read: its dead letter stays
+    await p.receiver.app.fanOut.runUntilIdle();
+    const [a, b] = interviews();
+    expect(dead()).toEqual([{ kind: 'fetch_result', event_id: a!.id }, { kind: 'fetch_result', event_id: b!.id }]);
+    p.sandbox.control.clearFaults();
+    // What `status` says of a given_up result: read it again with `replay`.
+    await replayThroughProcessing(p, a!.id as string);
+    p.clock.advance(60_000);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(interviews().filter((m) => m.id === a!.id).map((m) => [m.revision, m.result.state])).toEqual([[1, 'given_up'], [2, 'ready']]);
+    expect(dead()).toEqual([{ kind: 'fetch_result', event_id: b!.id }]);
+  });
+
   it('a deletion sent before its application was known is sent again with the external_id once the creation arrives', async () => {
     const { p, dir } = await withArchive();
     const { deliver, deletions, application, snapshot, at } = deletionFixture(p, dir);
