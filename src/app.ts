@@ -206,7 +206,7 @@ export function createApp(deps: AppDeps) {
     logger.error(
       { problem, database_path: database.sqlite.name },
       'the database file is no longer the one this process opened: nothing more is written to it (deliveries are answered 503 database_replaced, /readyz is 503, the workers stop claiming). ' +
-        'Restart the receiver (every process on this database) to use the file now at DATABASE_PATH; to restore a backup, stop them first, then replace the file and remove its -wal and -shm (README, "Backups while it runs")',
+        'Restart the receiver (every process on this database) to use the file now at DATABASE_PATH (its stop renames the old file\'s -wal, which SQLite would apply to the new one); to restore a backup, stop them first, then replace the file and remove its -wal and -shm (README, "Backups while it runs")',
     );
     void worker.stop();
     void fanOut.halt();
@@ -714,6 +714,13 @@ export function createApp(deps: AppDeps) {
     earlyLock = null;
     ownHttp?.close();
     await database.close();
+    const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
+    if (aside !== null) {
+      logger.warn(
+        { wal: aside, database_path: database.sqlite.name },
+        'the -wal of the database file that was replaced was renamed, so that the next start does not apply it to the file now at DATABASE_PATH: delete it, unless you recover the old file (it is that file\'s -wal)',
+      );
+    }
     logger.info('receiver stopped');
   }
 

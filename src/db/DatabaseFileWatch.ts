@@ -1,4 +1,4 @@
-import { statSync, type BigIntStats } from 'node:fs';
+import { renameSync, statSync, type BigIntStats } from 'node:fs';
 
 /** The file a path named when it was stat'ed: device and inode (bigint: exact on every filesystem). */
 interface FileIdentity {
@@ -66,6 +66,30 @@ export class DatabaseFileWatch {
   check(): string | null {
     if (this.checkDatabase() !== null || this.wal === null) return this.problemFound;
     return this.compare(`${this.path}-wal`, this.wal);
+  }
+
+  /**
+   * After this process closed the database, once the file was found replaced: a -wal still at the
+   * path that is the one this process opened is the replaced file's (SQLite does not checkpoint
+   * nor remove the WAL of a moved database at close), and the next start would apply its frames
+   * to the file now at the path, another database: pages of one written into the other. It is
+   * renamed to `<path>-wal.replaced-<UTC time>` (not deleted: with the old file, if it was moved
+   * rather than deleted, it is that file's latest commits). Returns the new name, or null.
+   */
+  setAsideStaleWal(now: Date): string | null {
+    if (this.problemFound === null || this.db === null || this.wal === null) return null;
+    const walPath = `${this.path}-wal`;
+    try {
+      const wal = identityOf(walPath);
+      const db = identityOf(this.path);
+      // The -wal at the path is another one, or the opened file is back at the path (its WAL is right for it).
+      if (wal === null || !same(wal, this.wal) || (db !== null && same(db, this.db))) return null;
+      const aside = `${walPath}.replaced-${now.toISOString().replace(/[-:]|\.\d+/g, '')}`;
+      renameSync(walPath, aside);
+      return aside;
+    } catch {
+      return null;
+    }
   }
 
   private compare(file: string, opened: FileIdentity): string | null {
