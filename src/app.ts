@@ -12,6 +12,7 @@ import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy, primarySqliteCode, probeWrite } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
+import { DatabaseFileWatch, DatabaseReplacedError } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createVerifier } from './ingest/verifySignature.js';
 import { createWebhookHandler } from './ingest/webhookRoute.js';
@@ -198,12 +199,43 @@ export function createApp(deps: AppDeps) {
     checkpointLogged = { code, atMs: now, since: 0 };
   };
 
+  // Whether DATABASE_PATH still names the file opened above (DatabaseFileWatch): found otherwise
+  // (deleted, or another file moved there while this process runs), nothing more is acknowledged
+  // and the workers stop; said once, here.
+  const fileWatch = new DatabaseFileWatch(database.sqlite.memory ? ':memory:' : database.sqlite.name, (problem) => {
+    logger.error(
+      { problem, database_path: database.sqlite.name },
+      'the database file is no longer the one this process opened: nothing more is written to it (deliveries are answered 503 database_replaced, /readyz is 503, the workers stop claiming). ' +
+        'Restart the receiver (every process on this database) to use the file now at DATABASE_PATH (its stop renames the old file\'s -wal, which SQLite would apply to the new one); to restore a backup, stop them first, then replace the file and remove its -wal and -shm (README, "Backups while it runs")',
+    );
+    void worker.stop();
+    void fanOut.halt();
+  });
+  let fileWatchTimer: NodeJS.Timeout | null = null;
+  /**
+   * Checks the files once a second too, so that an idle receiver, or a `work` process, stops
+   * writing to a replaced file. Not unref'd: once the workers stop, it is what keeps a `work`
+   * process running until it is stopped (it exited 0 at once, unsaid, its database not closed).
+   */
+  const watchFile = () => {
+    fileWatchTimer ??= setInterval(() => fileWatch.check(), 1000);
+  };
+
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;
   /** Since when deliveries have found the write lock held by another connection (for /readyz). */
   const lockHold = new WriteLockHold();
+  const ingestWrite = createIngestWriter(database.ingestSqlite);
   const committer = new GroupCommitter<IngestItem, IngestOutcome>({
-    write: createIngestWriter(database.ingestSqlite),
+    write: (items) => {
+      if (fileWatch.problem !== null) throw new DatabaseReplacedError(fileWatch.problem);
+      const results = ingestWrite(items);
+      // After the commit, before any answer: a batch committed into a file no longer at
+      // DATABASE_PATH would be lost at the next start, so it is answered 503 and redelivered.
+      const problem = fileWatch.checkDatabase();
+      if (problem !== null) throw new DatabaseReplacedError(problem);
+      return results;
+    },
     isBusy: isSqliteBusy,
     clock,
     timeoutMs: config.writeTimeoutMs,
@@ -218,6 +250,8 @@ export function createApp(deps: AppDeps) {
       folder.kick();
     },
     onError: (err, size) => {
+      // Said once, by the file watch; /readyz asks it.
+      if (err instanceof DatabaseReplacedError) return;
       if (isSqliteBusy(err)) {
         // Deliveries wait for another process's lock: processing, here or in a `work` process,
         // must not take it first.
@@ -383,7 +417,7 @@ export function createApp(deps: AppDeps) {
     hold: lockHold,
     boundMs: config.writeTimeoutMs,
     clock,
-  });
+  }, () => fileWatch.check());
   const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
   // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
   const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();
@@ -485,6 +519,7 @@ export function createApp(deps: AppDeps) {
   async function startWorkers(): Promise<void> {
     // Refused while another live process runs them: it would take that process's running jobs.
     const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
+    watchFile();
     earlyLock = null;
     try {
       // A restart may bring a new API key: every paused source is tried again, at once.
@@ -592,6 +627,7 @@ export function createApp(deps: AppDeps) {
     s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     s.keepAliveTimeout = 65_000;
     server = s;
+    watchFile();
     try {
       await startMetrics();
       if (config.workerConcurrency > 0) await startWorkers();
@@ -677,6 +713,7 @@ export function createApp(deps: AppDeps) {
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     if (strandedSweep) clearInterval(strandedSweep);
+    if (fileWatchTimer) clearInterval(fileWatchTimer);
     pruneStop.abort();
     try {
       await Promise.all([worker.stop(), fanOut.stop(left), pruning]);
@@ -689,6 +726,13 @@ export function createApp(deps: AppDeps) {
     earlyLock = null;
     ownHttp?.close();
     await database.close();
+    const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
+    if (aside !== null) {
+      logger.warn(
+        { wal: aside, database_path: database.sqlite.name },
+        'the -wal of the database file that was replaced was renamed, so that the next start does not apply it to the file now at DATABASE_PATH: delete it, unless you recover the old file (it is that file\'s -wal)',
+      );
+    }
     logger.info('receiver stopped');
   }
 

@@ -60,6 +60,8 @@ export function registerHealthRoutes(
   extras: ReadinessExtras = () => ({}),
   storageFailure: StorageFailure = () => null,
   writeLock?: WriteLockReadiness,
+  /** What is wrong with the database file (DatabaseFileWatch): deleted or replaced while open. */
+  fileProblem: () => string | null = () => null,
 ): void {
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
@@ -69,6 +71,10 @@ export function registerHealthRoutes(
     const sqlite = database.ingestSqlite;
     if (!sqlite.open) {
       checks.database = 'closed';
+      ready = false;
+    } else if (fileProblem() !== null) {
+      // Not the path: /readyz is unauthenticated. The log line names it.
+      checks.database = 'replaced (the file at DATABASE_PATH was deleted or replaced while the receiver had it open: nothing more is stored; restart the receiver)';
       ready = false;
     } else {
       checks.database = 'open';

@@ -1,6 +1,7 @@
 import type { HttpBindings } from '@hono/node-server';
 import type { Context } from 'hono';
 import { isKnownEventType } from '../events/eventTypes.js';
+import { DATABASE_REPLACED } from '../db/DatabaseFileWatch.js';
 import { primarySqliteCode } from '../db/sqliteHelpers.js';
 import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -124,16 +125,20 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
       outcome = await committer.submit(item);
     } catch (err) {
       if (err instanceof StorageUnavailableError) {
-        // Bounded label values: lock_timeout, an SQLite error code, or 'error'.
+        // Bounded label values: lock_timeout, database_replaced, an SQLite error code, or 'error'.
         // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, _FSYNC...): a small set.
         const primary = primarySqliteCode(err.reason);
+        const replaced = err.reason === DATABASE_REPLACED;
         // A delivery still waiting for the lock when a stop's grace ran out: a deploy, not a storage fault.
-        const reason = err.abandoned ? 'shutdown' : err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
+        const reason = err.abandoned ? 'shutdown' : replaced ? 'database_replaced' : err.reason.startsWith('database write lock') ? 'lock_timeout' : (primary ?? 'error');
         metrics.storageErrors.inc({ reason });
         // Why, and which event: a lock timeout has no other line at info or above (an SQLite
         // error also has the committer's 'ingest transaction failed').
         const which = parsed.ok ? { event_id: parsed.envelope.id, event_type: parsed.envelope.eventType } : {};
-        return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', { source, storage_error: reason, ...which });
+        const fields = { source, storage_error: reason, ...which };
+        // Not stored anywhere that lasts (DatabaseFileWatch): retried by the service once the receiver is restarted.
+        if (replaced) return reject(503, 'database_replaced', 'the receiver\'s database file was deleted or replaced while it ran: the event was not stored, and the receiver must be restarted; retry later', fields);
+        return reject(503, 'storage_unavailable', 'the event could not be stored; retry later', fields);
       }
       throw err;
     }

@@ -217,13 +217,18 @@ export class FanOut {
     for (const lane of this.lanes) lane.worker.start();
   }
 
+  /** Stop claiming (attempts in flight finish and record); stop() still closes the sinks. */
+  async halt(): Promise<void> {
+    await Promise.all(this.lanes.map((l) => l.worker.stop()));
+  }
+
   /**
    * Stop claiming, let attempts in flight finish and record, release files. After `graceMs`, a
    * request still waiting on its consumer is aborted (a retryable failure, recorded): a hanging
    * consumer must not hold the shutdown past the orchestrator's kill (`timeout_ms` may be 50 s).
    */
   async stop(graceMs?: number): Promise<void> {
-    const stopped = Promise.all(this.lanes.map((l) => l.worker.stop()));
+    const stopped = this.halt();
     const timer = graceMs === undefined ? null : setTimeout(() => this.shutdown.abort(), graceMs);
     try {
       await stopped;

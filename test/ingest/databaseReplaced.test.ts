@@ -1,0 +1,144 @@
+import { readdirSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+
+const { dir, cleanup } = tempDir('receiver-replaced-');
+afterAll(cleanup);
+
+const API = { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' };
+
+async function waitFor(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** `node src/main.ts` on `path`, listening on 127.0.0.1; stopped by SIGTERM (SIGKILL past a bound). */
+async function receiver(path: string, secret: string, extra: Record<string, string> = {}) {
+  const port = await freePort();
+  const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1', ...extra });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/healthz`);
+  return { child, url, stop: () => stopChild(child) };
+}
+
+async function stopChild(child: Child) {
+  child.proc.kill('SIGTERM');
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), 15_000);
+  return child.exited.finally(() => clearTimeout(timer));
+}
+
+/** Posts `n` new events; the ids of those answered 2xx, and every status. */
+async function deliver(url: string, secret: string, n: number) {
+  const acked: string[] = [];
+  const answers: { status: number; retryAfter: string | null; body: { error?: string; message?: string } }[] = [];
+  for (let i = 0; i < n; i++) {
+    const e = envelope();
+    const res = await postSigned(url, secret, JSON.stringify(e));
+    answers.push({ status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { error?: string } });
+    if (res.ok) acked.push(e.id as string);
+  }
+  return { acked, answers };
+}
+
+const REPLACED_LINE = /the database file is no longer the one this process opened/;
+
+/** After the replacement: refused with 503 database_replaced, never 2xx, and /readyz says why. */
+async function expectRefused(url: string, secret: string, child: Child) {
+  const after = await deliver(url, secret, 4);
+  expect(after.acked).toEqual([]);
+  for (const a of after.answers) {
+    expect(a).toMatchObject({ status: 503, retryAfter: '5', body: { error: 'database_replaced' } });
+    expect(a.body.message).toMatch(/deleted or replaced.*restarted/);
+  }
+  const ready = await fetch(`${url}/readyz`);
+  expect(ready.status).toBe(503);
+  expect(((await ready.json()) as { checks: { database: string } }).checks.database).toMatch(/^replaced \(/);
+  const logs = child.stdout.join('');
+  // Said once, naming what to do, whatever the number of deliveries refused.
+  expect(logs.match(new RegExp(REPLACED_LINE, 'g'))).toHaveLength(1);
+  expect(logs).toMatch(/Restart the receiver/);
+}
+
+describe('the database file deleted or replaced under a running receiver', () => {
+  it('rm: every delivery after it is answered 503 database_replaced, /readyz 503; none is acknowledged into the deleted file', async () => {
+    const path = join(dir, 'rm.db');
+    const secret = newSecret();
+    const r = await receiver(path, secret);
+    try {
+      const before = await deliver(r.url, secret, 3);
+      expect(before.acked).toHaveLength(3);
+      rmSync(path);
+      await expectRefused(r.url, secret, r.child);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+  });
+
+  it('mv of a backup over it: refused until restarted; the old -wal is set aside at the stop, and the restart serves the restored file, intact', async () => {
+    const path = join(dir, 'mv.db');
+    const restored = join(dir, 'restored.db');
+    const secret = newSecret();
+    const r = await receiver(path, secret);
+    const inBackup = (await deliver(r.url, secret, 3)).acked;
+    try {
+      expect(inBackup).toHaveLength(3);
+      // A backup, then more deliveries (only in the live file), then the backup moved over it.
+      const live = new BetterSqlite3(path, { readonly: true });
+      await live.backup(restored);
+      live.close();
+      expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
+      renameSync(restored, path);
+      await expectRefused(r.url, secret, r.child);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+    // The old file's WAL, which the next start would have applied to the restored file.
+    const aside = readdirSync(dir).filter((f) => f.startsWith('mv.db-wal.replaced-'));
+    expect(aside).toHaveLength(1);
+    expect(r.child.stdout.join('')).toContain(join(dir, aside[0]!));
+    const again = await receiver(path, secret);
+    let after: string[];
+    try {
+      after = (await deliver(again.url, secret, 2)).acked;
+      expect(after).toHaveLength(2);
+      expect((await fetch(`${again.url}/readyz`)).status).toBe(200);
+    } finally {
+      await again.stop();
+    }
+    // The restored file as it was, plus what came after the restart: nothing of the old file's WAL.
+    const db = new BetterSqlite3(path, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      expect(new Set(db.prepare('SELECT id FROM events').pluck().all())).toEqual(new Set([...inBackup, ...after]));
+    } finally {
+      db.close();
+    }
+  });
+
+  it('a `work` process stops claiming and says so once, beside an ingest-only serve', async () => {
+    const path = join(dir, 'work.db');
+    const secret = newSecret();
+    const r = await receiver(path, secret, { WORKER_CONCURRENCY: '0' });
+    const work = runTs('src/cli/main.ts', ['work'], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path });
+    try {
+      await waitFor(() => /workers started/.test(work.stdout.join('')), 'work started');
+      rmSync(path);
+      // Its own check runs once a second: no delivery reaches a `work` process.
+      await waitFor(() => REPLACED_LINE.test(work.stdout.join('')), 'work noticed');
+      await expectRefused(r.url, secret, r.child);
+      expect(work.proc.exitCode).toBeNull();
+    } finally {
+      // Stopped by SIGTERM, drained: with its workers stopped it had not exited on its own.
+      expect(await stopChild(work)).toEqual({ code: 0, signal: null });
+      await r.stop();
+    }
+    expect(work.stdout.join('').match(new RegExp(REPLACED_LINE, 'g'))).toHaveLength(1);
+  });
+});
