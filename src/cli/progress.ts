@@ -1,6 +1,7 @@
 import { SingleBar } from 'cli-progress';
 import { CliError } from './errors.js';
 import type { CliIo } from './io.js';
+import { onInterrupt } from './onInterrupt.js';
 
 /**
  * Progress of a long operator command (backup, prune, dead-letters retry/discard, replay,
@@ -99,17 +100,11 @@ export interface Bar {
  */
 export function startBar(stream: NodeJS.WritableStream, format: string, total: number): Bar {
   const bar = new SingleBar({ stream, format, hideCursor: true });
-  const onSignal = (signal: NodeJS.Signals) => {
-    stop();
-    process.kill(process.pid, signal);
-  };
+  const offSignals = onInterrupt(() => bar.stop());
   const stop = () => {
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    offSignals();
     bar.stop();
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
   bar.start(total, 0);
   return { update: (value) => bar.update(value), stop };
 }
