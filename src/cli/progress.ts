@@ -26,6 +26,7 @@ export interface ProgressOptions {
   /** `--progress`: plain lines also when stderr is not a terminal. */
   forced: boolean;
   write: (text: string) => void;
+  /** Milliseconds on a clock that never goes back (performance.now, not Date.now). */
   now: () => number;
   /** The terminal's width: a longer line wraps, and `\r` then rewrites only its last row. */
   columns?: () => number | undefined;
@@ -73,7 +74,9 @@ export function progressFor(io: CliIo, forced: boolean | undefined, o: { tty?: b
   if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
   const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
   const columns = () => (io.stderr as { columns?: number }).columns;
-  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? Date.now, plainEveryMs, columns });
+  // A monotonic clock: on the wall clock, stepped back an hour (NTP, a VM resumed), no line came for an hour.
+  const monotonic = () => performance.now();
+  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? monotonic, plainEveryMs, columns });
 }
 
 /** 1234567 as "1,234,567". */

@@ -108,6 +108,22 @@ describe('progress on stderr', () => {
     });
   }, 60_000);
 
+  it('the spacing of the lines is measured on a monotonic clock: a wall clock stepped back (NTP, a VM resumed) does not stop them', async () => {
+    await withMigratedDatabase(join(dir, 'clock.db'), async (path, w) => {
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', 'evt', 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+      w.transaction(() => {
+        for (let i = 0; i < 2600; i++) job.run(ago(10), ago(10), ago(10), ago(10));
+      })();
+      // In the CLI: the wall clock (Date.now) goes back an hour once the first progress line is written.
+      const stepBack = `const real = Date.now; let back = 0; const write = process.stderr.write.bind(process.stderr);
+        process.stderr.write = (chunk, ...rest) => { if (String(chunk).startsWith('prune:')) back = 3_600_000; return write(chunk, ...rest); };
+        Date.now = () => real() - back;`;
+      const pruned = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep, NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(stepBack)}` });
+      expect(pruned.code, pruned.stderr).toBe(0);
+      expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
+    });
+  });
+
   it('dead-letters retry and discard show the dead letters they have been through with --progress, stdout as without it', async () => {
     await withMigratedDatabase(join(dir, 'dead.db'), async (path, w) => {
       const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'dead', ?, 3, 3, ?, ?, ?)`);
