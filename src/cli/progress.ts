@@ -1,5 +1,5 @@
 import { SingleBar } from 'cli-progress';
-import { CliError } from './errors.js';
+import { configProblems } from './cliConfig.js';
 import type { CliIo } from './io.js';
 import { onInterrupt } from './onInterrupt.js';
 
@@ -70,8 +70,9 @@ export function makeProgress(o: ProgressOptions): Progress {
  * step: tests use it instead of waiting).
  */
 export function progressFor(io: CliIo, forced: boolean | undefined, o: { tty?: boolean; now?: () => number } = {}): Progress {
-  const raw = io.env['CLI_PROGRESS_INTERVAL_MS'];
-  if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
+  // Empty is unset, as for the server's variables (`CLI_PROGRESS_INTERVAL_MS=` left blank in an env file).
+  const raw = io.env['CLI_PROGRESS_INTERVAL_MS'] || undefined;
+  if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw configProblems([`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`]);
   const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
   const columns = () => (io.stderr as { columns?: number }).columns;
   // A monotonic clock: on the wall clock, stepped back an hour (NTP, a VM resumed), no line came for an hour.

@@ -104,7 +104,11 @@ describe('progress on stderr', () => {
       expect(prunedQuietly.stderr).toBe('');
       expect(JSON.parse(prunedQuietly.stdout)).toMatchObject({ dry_run: false, jobs: 1200 });
       const badSpacing = await cli(['prune', '--progress'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '2s' });
-      expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
+      expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'config error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
+      // Left blank in an env file (`CLI_PROGRESS_INTERVAL_MS=`): unset, as the server's variables, not an error ending every command.
+      const blank = await cli(['prune', '--older-than', '7d', '--dry-run'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '' });
+      expect(blank).toMatchObject({ code: 0, stderr: '' });
+      expect(blank.stdout).toMatch(/^would delete 0 finished jobs /);
     });
   }, 60_000);
 
