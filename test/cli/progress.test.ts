@@ -96,6 +96,15 @@ describe('progress on stderr', () => {
       expect(pruned.code, pruned.stderr).toBe(0);
       expect(pruned.stdout).toMatch(/^deleted 2600 finished jobs \(state done, finished before [\d\-T:.]+Z\); jobs still to run and dead letters are kept\n$/);
       expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
+      // A multiple of the batch: the last, empty batch says nothing more.
+      w.transaction(() => {
+        for (let i = 0; i < 1000; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
+      })();
+      const evenly = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      expect(evenly.code, evenly.stderr).toBe(0);
+      expect(lines(evenly.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far']);
+      const nothing = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      expect(lines(nothing.stderr)).toEqual(['prune: 0 jobs deleted so far']);
       w.transaction(() => {
         for (let i = 0; i < 1200; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
       })();
