@@ -1,6 +1,7 @@
 import { SingleBar } from 'cli-progress';
-import { CliError } from './errors.js';
+import { configProblems } from './cliConfig.js';
 import type { CliIo } from './io.js';
+import { onInterrupt } from './onInterrupt.js';
 
 /**
  * Progress of a long operator command (backup, prune, dead-letters retry/discard, replay,
@@ -25,6 +26,7 @@ export interface ProgressOptions {
   /** `--progress`: plain lines also when stderr is not a terminal. */
   forced: boolean;
   write: (text: string) => void;
+  /** Milliseconds on a clock that never goes back (performance.now, not Date.now). */
   now: () => number;
   /** The terminal's width: a longer line wraps, and `\r` then rewrites only its last row. */
   columns?: () => number | undefined;
@@ -68,11 +70,14 @@ export function makeProgress(o: ProgressOptions): Progress {
  * step: tests use it instead of waiting).
  */
 export function progressFor(io: CliIo, forced: boolean | undefined, o: { tty?: boolean; now?: () => number } = {}): Progress {
-  const raw = io.env['CLI_PROGRESS_INTERVAL_MS'];
-  if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw new CliError(`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`);
+  // Empty is unset, as for the server's variables (`CLI_PROGRESS_INTERVAL_MS=` left blank in an env file).
+  const raw = io.env['CLI_PROGRESS_INTERVAL_MS'] || undefined;
+  if (raw !== undefined && !/^\d{1,9}$/.test(raw)) throw configProblems([`CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got ${JSON.stringify(raw)}`]);
   const plainEveryMs = raw === undefined ? PLAIN_EVERY_MS : Number(raw);
   const columns = () => (io.stderr as { columns?: number }).columns;
-  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? Date.now, plainEveryMs, columns });
+  // A monotonic clock: on the wall clock, stepped back an hour (NTP, a VM resumed), no line came for an hour.
+  const monotonic = () => performance.now();
+  return makeProgress({ tty: io.isTTY && o.tty !== false, forced: forced === true, write: (t) => void io.stderr.write(t), now: o.now ?? monotonic, plainEveryMs, columns });
 }
 
 /** 1234567 as "1,234,567". */
@@ -99,17 +104,11 @@ export interface Bar {
  */
 export function startBar(stream: NodeJS.WritableStream, format: string, total: number): Bar {
   const bar = new SingleBar({ stream, format, hideCursor: true });
-  const onSignal = (signal: NodeJS.Signals) => {
-    stop();
-    process.kill(process.pid, signal);
-  };
+  const offSignals = onInterrupt(() => bar.stop());
   const stop = () => {
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
+    offSignals();
     bar.stop();
   };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
   bar.start(total, 0);
   return { update: (value) => bar.update(value), stop };
 }

@@ -29,7 +29,9 @@ export async function pruneFinishedJobs(
     const limit = Math.min(PRUNE_BATCH, max - deleted);
     const n = await immediateTransaction(db, async (trx) => Number((await pruneBatch(trx, cutoffIso, limit).executeTakeFirst()).numDeletedRows));
     deleted += n;
-    opts.onBatch?.(deleted);
+    // Not again after a last batch that found nothing (a count that is a multiple of the batch):
+    // its line repeated the one before.
+    if (n > 0 || deleted === 0) opts.onBatch?.(deleted);
     if (n < limit) break;
     await opts.pause?.();
   }

@@ -190,6 +190,30 @@ describe('backup', () => {
     expect(r.stderr).toBe("error: cannot create the folder /proc/self/no-such-dir/backups for the backup: ENOENT: no such file or directory, mkdir '/proc/self/no-such-dir'\n");
   }, 20_000);
 
+  it('removes its partial copy when Ctrl-C or SIGTERM ends it midway, and still ends by the signal', async () => {
+    // About 100 MB: about 100 steps, a progress line after each, so the signal comes while it copies.
+    const large = join(dir, 'large.db');
+    const w = new BetterSqlite3(large);
+    w.exec('CREATE TABLE filler (v TEXT)');
+    const insert = w.prepare('INSERT INTO filler (v) VALUES (?)');
+    w.transaction(() => {
+      for (let i = 0; i < 25_000; i++) insert.run('x'.repeat(4000));
+    })();
+    w.close();
+    const folder = join(dir, 'interrupted');
+    mkdirSync(folder);
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const child = runTs('src/cli/main.ts', ['backup', `${folder}/`, '--database', large, '--progress'], { CLI_PROGRESS_INTERVAL_MS: '0' });
+      const killer = setTimeout(() => child.proc.kill('SIGKILL'), 30_000);
+      child.proc.stderr!.once('data', () => child.proc.kill(signal));
+      const ended = await child.exited.finally(() => clearTimeout(killer));
+      expect(child.stderr.join('')).toMatch(/^backup: 0 of [\d,]+ pages/);
+      expect(ended, child.stderr.join('')).toEqual({ code: null, signal });
+      // No partial copy (nor its journal) left behind, as large as the database each time.
+      expect(readdirSync(folder)).toEqual([]);
+    }
+  }, 60_000);
+
   it('copies a database at another schema version than this build (a backup is taken before an upgrade)', async () => {
     const other = join(dir, 'other.db');
     const seeded = openCopy(dbPath);

@@ -96,6 +96,15 @@ describe('progress on stderr', () => {
       expect(pruned.code, pruned.stderr).toBe(0);
       expect(pruned.stdout).toMatch(/^deleted 2600 finished jobs \(state done, finished before [\d\-T:.]+Z\); jobs still to run and dead letters are kept\n$/);
       expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
+      // A multiple of the batch: the last, empty batch says nothing more.
+      w.transaction(() => {
+        for (let i = 0; i < 1000; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
+      })();
+      const evenly = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      expect(evenly.code, evenly.stderr).toBe(0);
+      expect(lines(evenly.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far']);
+      const nothing = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
+      expect(lines(nothing.stderr)).toEqual(['prune: 0 jobs deleted so far']);
       w.transaction(() => {
         for (let i = 0; i < 1200; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
       })();
@@ -104,9 +113,29 @@ describe('progress on stderr', () => {
       expect(prunedQuietly.stderr).toBe('');
       expect(JSON.parse(prunedQuietly.stdout)).toMatchObject({ dry_run: false, jobs: 1200 });
       const badSpacing = await cli(['prune', '--progress'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '2s' });
-      expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
+      expect(badSpacing).toMatchObject({ code: 1, stdout: '', stderr: 'config error: CLI_PROGRESS_INTERVAL_MS: expected milliseconds (0 or more), got "2s"\n' });
+      // Left blank in an env file (`CLI_PROGRESS_INTERVAL_MS=`): unset, as the server's variables, not an error ending every command.
+      const blank = await cli(['prune', '--older-than', '7d', '--dry-run'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '' });
+      expect(blank).toMatchObject({ code: 0, stderr: '' });
+      expect(blank.stdout).toMatch(/^would delete 0 finished jobs /);
     });
   }, 60_000);
+
+  it('the spacing of the lines is measured on a monotonic clock: a wall clock stepped back (NTP, a VM resumed) does not stop them', async () => {
+    await withMigratedDatabase(join(dir, 'clock.db'), async (path, w) => {
+      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', 'evt', 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+      w.transaction(() => {
+        for (let i = 0; i < 2600; i++) job.run(ago(10), ago(10), ago(10), ago(10));
+      })();
+      // In the CLI: the wall clock (Date.now) goes back an hour once the first progress line is written.
+      const stepBack = `const real = Date.now; let back = 0; const write = process.stderr.write.bind(process.stderr);
+        process.stderr.write = (chunk, ...rest) => { if (String(chunk).startsWith('prune:')) back = 3_600_000; return write(chunk, ...rest); };
+        Date.now = () => real() - back;`;
+      const pruned = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep, NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(stepBack)}` });
+      expect(pruned.code, pruned.stderr).toBe(0);
+      expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
+    });
+  });
 
   it('dead-letters retry and discard show the dead letters they have been through with --progress, stdout as without it', async () => {
     await withMigratedDatabase(join(dir, 'dead.db'), async (path, w) => {

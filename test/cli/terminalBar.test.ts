@@ -49,26 +49,49 @@ describe("replay's progress bar gives the terminal back", () => {
   // A terminal for the CLI: `script` runs it on a pseudo-terminal, and a Ctrl-C typed there is
   // the terminal's own SIGINT to it.
   const hasScript = spawnSync('script', ['--version']).status === 0;
+
+  /**
+   * `replay args` on a pseudo-terminal, Ctrl-C typed once its output shows `bar`. Returns the
+   * CLI's exit status (script -e: 128 + SIGINT (2) as the shell reports a process ended by it) and
+   * what the terminal got.
+   */
+  async function ctrlCDuringReplay(args: string[], bar: string, killAfterMs: number): Promise<{ status: number | null; out: string }> {
+    const command = `${process.execPath} --import ${ROOT}node_modules/tsx/dist/loader.mjs ${ROOT}src/cli/main.ts replay ${args.join(' ')}`;
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env: { PATH: process.env['PATH'] ?? '', TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    try {
+      await until(() => out.includes(bar), `the bar "${bar}"`, 30_000);
+      child.stdin.write('\x03');
+      return { status: await exited, out };
+    } finally {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+    }
+  }
+
   it.skipIf(!hasScript)('when Ctrl-C ends a replay --wait: cursor and line wrapping restored, and it still ends by SIGINT (130)', async () => {
     await withMigratedDatabase(join(dir, 'ctrl-c.db'), async (path, w) => {
       storeEvents(w, 3);
-      const command = `${process.execPath} --import ${ROOT}node_modules/tsx/dist/loader.mjs ${ROOT}src/cli/main.ts replay --all --wait --timeout 60 --database ${path}`;
-      const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: ROOT, env: { PATH: process.env['PATH'] ?? '', TERM: 'xterm' }, stdio: ['pipe', 'pipe', 'inherit'] });
-      let out = '';
-      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
-      try {
-        // No workers here: the wait's bar stays at 0 of 3 until the Ctrl-C.
-        await until(() => out.includes('waiting'), 'the --wait bar', 30_000);
-        child.stdin.write('\x03');
-        // script -e: the CLI's own status, 128 + SIGINT (2) as the shell reports a process ended by it.
-        expect(await exited).toBe(130);
-      } finally {
-        clearTimeout(timer);
-        child.kill('SIGKILL');
-      }
+      // No workers here: the wait's bar stays at 0 of 3 until the Ctrl-C.
+      const { status, out } = await ctrlCDuringReplay(['--all', '--wait', '--timeout', '60', '--database', path], 'waiting', 40_000);
+      expect(status).toBe(130);
       expect(terminalGivenBack(out), JSON.stringify(out)).toBe(true);
     });
   }, 60_000);
+
+  it.skipIf(!hasScript)('when Ctrl-C is typed while the replay queues its events: it stops there, by SIGINT (130), not after queueing them all', async () => {
+    await withMigratedDatabase(join(dir, 'ctrl-c-queueing.db'), async (path, w) => {
+      // 200 batches: seconds of queueing, while the bar shows.
+      const events = 100_000;
+      storeEvents(w, events);
+      const { status, out } = await ctrlCDuringReplay(['--all', '--database', path], 'replaying', 90_000);
+      // Without a turn of the event loop between batches the handler ran only after every event was queued (or never: exit 0).
+      expect(status, out.slice(-400)).toBe(130);
+      expect(terminalGivenBack(out), JSON.stringify(out.slice(-400))).toBe(true);
+      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBeLessThan(events);
+    });
+  }, 120_000);
 });

@@ -5,6 +5,7 @@ import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
 import { databasePathOf } from '../cliConfig.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
+import { onInterrupt } from '../onInterrupt.js';
 import { ofTotal, progressFor } from '../progress.js';
 import { realPathOf } from '../../util/realPath.js';
 import { makeFolderFor, syncFolder } from '../../util/syncFolder.js';
@@ -79,6 +80,21 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   const started = performance.now();
   // Beside the target, so the final rename stays on one file system; created 0600 up front.
   const partial = `${target}.partial-${process.pid}`;
+  const removePartial = () => {
+    for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) {
+      try {
+        rmSync(f, { force: true });
+      } catch {
+        // Cleanup only: what is reported is the backup's own error, or the signal.
+      }
+    }
+  };
+  // Ctrl-C or a supervisor's SIGTERM (a cron job's `timeout`) midway left the partial copy, as large
+  // as the database, under a name no later backup reuses: each one interrupted filled the folder more.
+  const offSignals = onInterrupt(() => {
+    progress.end();
+    removePartial();
+  });
   let pages: number;
   let summary: { version: number; events: number };
   try {
@@ -122,15 +138,10 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     renameSync(partial, target);
     await madeDurable();
   } catch (err) {
-    for (const f of [partial, `${partial}-journal`, `${partial}-wal`, `${partial}-shm`]) {
-      try {
-        rmSync(f, { force: true });
-      } catch {
-        // Cleanup only: the error reported is the backup's own.
-      }
-    }
+    removePartial();
     throw new CliError(`backup of ${source} failed: ${(err as Error).message}`);
   } finally {
+    offSignals();
     progress.end();
     db.close();
   }

@@ -348,6 +348,10 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       for (const l of lines) io.out(l);
       bar?.update(Math.min(barTotal, counts.selected));
       progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
+      // The event loop's turn, for the bar's Ctrl-C and SIGTERM handler (see onInterrupt): the
+      // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
+      // (200,000 events queued, exit 0), then was lost.
+      await new Promise((resolve) => setImmediate(resolve));
       if (batch.length < pageSize) break;
     }
     bar?.stop();
