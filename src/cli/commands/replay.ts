@@ -47,8 +47,9 @@ interface SelectedEvent {
 }
 
 /**
- * Events queued per transaction: short write locks next to a running server
- * (about 3 ms for 500 events to a sink with prepared statements).
+ * Events queued per transaction: short write locks next to a running server. 500 events to a
+ * sink with prepared statements held it about 20 ms on a 5,000-event database, 50-120 ms on a
+ * 300,000-event one on a loaded 2-core host (random index pages read from the OS cache).
  */
 const BATCH = 500;
 
