@@ -1,5 +1,5 @@
-import { readdirSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
@@ -81,9 +81,14 @@ describe('the database file deleted or replaced under a running receiver', () =>
     }
   });
 
-  it('mv of a backup over it: refused until restarted; the old -wal is set aside at the stop, and the restart serves the restored file, intact', async () => {
-    const path = join(dir, 'mv.db');
-    const restored = join(dir, 'restored.db');
+  /**
+   * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
+   * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
+   * and the restart serves the restored file, intact.
+   */
+  async function restoreByMv(path: string, real: string) {
+    const folder = dirname(real);
+    const restored = join(folder, 'restored.db');
     const secret = newSecret();
     const r = await receiver(path, secret);
     const inBackup = (await deliver(r.url, secret, 3)).acked;
@@ -94,15 +99,15 @@ describe('the database file deleted or replaced under a running receiver', () =>
       await live.backup(restored);
       live.close();
       expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
-      renameSync(restored, path);
+      renameSync(restored, real);
       await expectRefused(r.url, secret, r.child);
     } finally {
       expect((await r.stop()).code).toBe(0);
     }
     // The old file's WAL, which the next start would have applied to the restored file.
-    const aside = readdirSync(dir).filter((f) => f.startsWith('mv.db-wal.replaced-'));
+    const aside = readdirSync(folder).filter((f) => f.startsWith(`${basename(real)}-wal.replaced-`));
     expect(aside).toHaveLength(1);
-    expect(r.child.stdout.join('')).toContain(join(dir, aside[0]!));
+    expect(r.child.stdout.join('')).toContain(join(folder, aside[0]!));
     const again = await receiver(path, secret);
     let after: string[];
     try {
@@ -120,6 +125,22 @@ describe('the database file deleted or replaced under a running receiver', () =>
     } finally {
       db.close();
     }
+  }
+
+  it('mv of a backup over it: refused until restarted; the old -wal is set aside at the stop, and the restart serves the restored file, intact', async () => {
+    const path = join(dir, 'mv.db');
+    await restoreByMv(path, path);
+  });
+
+  it('the same through a DATABASE_PATH that is a symbolic link: the -wal set aside is the one beside the linked file, where SQLite keeps it', async () => {
+    // The -wal was looked for beside the link, where there is none: left in place, the restart
+    // applied it to the restored file (the events delivered after the backup came back).
+    const volume = join(dir, 'volume');
+    mkdirSync(volume);
+    const real = join(volume, 'receiver.db');
+    const link = join(dir, 'linked.db');
+    symlinkSync(real, link);
+    await restoreByMv(link, real);
   });
 
   it('a `work` process stops claiming and says so once, beside an ingest-only serve', async () => {
