@@ -533,7 +533,9 @@ export function createApp(deps: AppDeps) {
       strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);
       strandedSweep.unref();
       pacer.enabled = true;
-      worker.start();
+      // The file found replaced during the start (its housekeeping may take seconds): the
+      // workers were told to stop then, and must not start on the old file now.
+      if (fileWatch.problem === null) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
@@ -542,6 +544,10 @@ export function createApp(deps: AppDeps) {
       throw err;
     }
     workersLock = lock;
+    if (fileWatch.problem !== null) {
+      logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
+      return;
+    }
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
     // Not awaited: a long history is pruned a little at a time, beside the work.
     pruning = pruneHistory();

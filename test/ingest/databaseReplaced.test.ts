@@ -1,10 +1,11 @@
-import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { openDatabase } from '../../src/db/openDatabase.js';
 
 const { dir, cleanup } = tempDir('receiver-replaced-');
 afterAll(cleanup);
@@ -141,6 +142,52 @@ describe('the database file deleted or replaced under a running receiver', () =>
     const link = join(dir, 'linked.db');
     symlinkSync(real, link);
     await restoreByMv(link, real);
+  });
+
+  it('found replaced while the start is still in its housekeeping: neither the workers nor the sink lanes start on the old file', async () => {
+    // 200,000 queued deliveries of a sink no longer configured: the start dead-letters them 500 a
+    // transaction, seconds of housekeeping after the receiver listens and before its workers start.
+    // And one delivery waiting for the configured sink, which a lane started would claim.
+    const path = join(dir, 'housekeeping.db');
+    const setup = openDatabase(path);
+    const row = (kind: string, payload: string, eventId: string) =>
+      `SELECT '${kind}', '${payload}', ${eventId}, 'pending', '2026-01-01T00:00:00.000Z', 5, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'`;
+    setup.sqlite.exec(`INSERT INTO jobs (kind, payload, event_id, state, run_at, max_attempts, created_at, updated_at)
+      WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) ${row('sink:gone', '{}', "'evt_' || i")} FROM n;
+      INSERT INTO jobs (kind, payload, event_id, state, run_at, max_attempts, created_at, updated_at) ${row('sink:archive', '{"event_id":"evt_x","sink":"archive"}', "'evt_x'")}`);
+    await setup.close();
+    const config = join(dir, 'housekeeping.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'housekeeping.ndjson') }] }));
+    const secret = newSecret();
+    const r = await receiver(path, secret, { CONFIG_FILE: config });
+    const moved = `${path}.moved`;
+    try {
+      // Once the checkpointer thread has opened the file (its first checkpoint writes to it; nothing
+      // else does): started later, it would open the path anew, an empty file where the old -wal lies.
+      const opened = statSync(path, { bigint: true }).mtimeNs;
+      await waitFor(() => statSync(path, { bigint: true }).mtimeNs !== opened, 'a checkpoint');
+      // Moved away (kept, to look at afterwards); /readyz checks the file: found now, during the housekeeping.
+      renameSync(path, moved);
+      expect((await fetch(`${r.url}/readyz`)).status).toBe(503);
+      const log = () => r.child.stdout.join('');
+      await waitFor(() => /"msg":"workers (not )?started/.test(log()), 'the start finished', 60_000);
+      // The premise: the file was found replaced before the start reached the workers.
+      expect(log().search(REPLACED_LINE)).toBeLessThan(log().search(/"msg":"workers (not )?started/));
+      expect(log()).not.toMatch(/"msg":"workers started/);
+      expect(log()).toMatch(/"msg":"workers not started: the database file was found replaced during the start/);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+    // The moved file with its -wal (set aside at the stop): the delivery was never claimed there.
+    const aside = readdirSync(dir).filter((f) => f.startsWith('housekeeping.db-wal.replaced-'));
+    expect(aside).toHaveLength(1);
+    renameSync(join(dir, aside[0]!), `${moved}-wal`);
+    const old = new BetterSqlite3(moved, { readonly: true });
+    try {
+      expect(old.prepare("SELECT state, attempts FROM jobs WHERE kind = 'sink:archive'").all()).toEqual([{ state: 'pending', attempts: 0 }]);
+    } finally {
+      old.close();
+    }
   });
 
   it('a `work` process stops claiming and says so once, beside an ingest-only serve', async () => {
