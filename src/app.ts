@@ -220,6 +220,10 @@ export function createApp(deps: AppDeps) {
   const watchFile = () => {
     fileWatchTimer ??= setInterval(() => fileWatch.check(), 1000);
   };
+  const stopWatchingFile = () => {
+    if (fileWatchTimer) clearInterval(fileWatchTimer);
+    fileWatchTimer = null;
+  };
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;
@@ -539,6 +543,8 @@ export function createApp(deps: AppDeps) {
       await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
+      // A `work` whose start failed must end: the file watch's timer is not unref'd.
+      stopWatchingFile();
       await Promise.allSettled([worker.stop(), fanOut.stop()]);
       lock.release();
       throw err;
@@ -639,7 +645,8 @@ export function createApp(deps: AppDeps) {
       if (config.workerConcurrency > 0) await startWorkers();
     } catch (err) {
       // Leave nothing running: the workers that did start, the servers with their connections,
-      // and a workers lock the workers never took over.
+      // a workers lock the workers never took over, and the file watch's timer (not unref'd).
+      stopWatchingFile();
       earlyLock?.release();
       earlyLock = null;
       server = null;
@@ -719,7 +726,7 @@ export function createApp(deps: AppDeps) {
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     if (strandedSweep) clearInterval(strandedSweep);
-    if (fileWatchTimer) clearInterval(fileWatchTimer);
+    stopWatchingFile();
     pruneStop.abort();
     try {
       await Promise.all([worker.stop(), fanOut.stop(left), pruning]);
