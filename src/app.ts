@@ -220,6 +220,10 @@ export function createApp(deps: AppDeps) {
   const watchFile = () => {
     fileWatchTimer ??= setInterval(() => fileWatch.check(), 1000);
   };
+  const stopWatchingFile = () => {
+    if (fileWatchTimer) clearInterval(fileWatchTimer);
+    fileWatchTimer = null;
+  };
 
   /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
   let storageFailure: { code: string; atMs: number } | null = null;
@@ -533,15 +537,23 @@ export function createApp(deps: AppDeps) {
       strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);
       strandedSweep.unref();
       pacer.enabled = true;
-      worker.start();
+      // The file found replaced during the start (its housekeeping may take seconds): the
+      // workers were told to stop then, and must not start on the old file now.
+      if (fileWatch.problem === null) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
+      // A `work` whose start failed must end: the file watch's timer is not unref'd.
+      stopWatchingFile();
       await Promise.allSettled([worker.stop(), fanOut.stop()]);
       lock.release();
       throw err;
     }
     workersLock = lock;
+    if (fileWatch.problem !== null) {
+      logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
+      return;
+    }
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
     // Not awaited: a long history is pruned a little at a time, beside the work.
     pruning = pruneHistory();
@@ -633,7 +645,8 @@ export function createApp(deps: AppDeps) {
       if (config.workerConcurrency > 0) await startWorkers();
     } catch (err) {
       // Leave nothing running: the workers that did start, the servers with their connections,
-      // and a workers lock the workers never took over.
+      // a workers lock the workers never took over, and the file watch's timer (not unref'd).
+      stopWatchingFile();
       earlyLock?.release();
       earlyLock = null;
       server = null;
@@ -713,7 +726,7 @@ export function createApp(deps: AppDeps) {
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
     if (strandedSweep) clearInterval(strandedSweep);
-    if (fileWatchTimer) clearInterval(fileWatchTimer);
+    stopWatchingFile();
     pruneStop.abort();
     try {
       await Promise.all([worker.stop(), fanOut.stop(left), pruning]);

@@ -1,4 +1,4 @@
-import { renameSync, statSync, type BigIntStats } from 'node:fs';
+import { realpathSync, renameSync, statSync, type BigIntStats } from 'node:fs';
 
 /** The file a path named when it was stat'ed: device and inode (bigint: exact on every filesystem). */
 interface FileIdentity {
@@ -16,6 +16,15 @@ function identityOf(path: string): FileIdentity | null {
     throw err;
   }
   return st ? { dev: st.dev, ino: st.ino } : null;
+}
+
+/** The path with its links resolved; the path itself when that fails (no evidence of anything). */
+function realPathOf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
 
 const same = (a: FileIdentity, b: FileIdentity) => a.dev === b.dev && a.ino === b.ino;
@@ -40,6 +49,12 @@ export class DatabaseFileWatch {
   private problemFound: string | null = null;
   private readonly db: FileIdentity | null;
   private readonly wal: FileIdentity | null;
+  /**
+   * Where SQLite keeps the file opened and its -wal: the path with its symbolic links resolved,
+   * as SQLite resolves them at the open (DATABASE_PATH=/data/receiver.db linking to
+   * /mnt/vol/receiver.db has its -wal at /mnt/vol/receiver.db-wal, none beside the link).
+   */
+  private readonly realPath: string;
 
   /** Takes the identities now: call it right after the database was opened. `:memory:` is never checked. */
   constructor(
@@ -47,8 +62,13 @@ export class DatabaseFileWatch {
     private readonly onReplaced: (problem: string) => void,
   ) {
     const file = path === ':memory:' || path === '' ? null : path;
+    this.realPath = file ? realPathOf(file) : path;
     this.db = file ? identityOf(file) : null;
-    this.wal = file ? identityOf(`${file}-wal`) : null;
+    this.wal = file ? identityOf(this.walPath) : null;
+  }
+
+  private get walPath(): string {
+    return `${this.realPath}-wal`;
   }
 
   /** What is wrong with the database file, once found (latched); null while it is the opened one. */
@@ -65,7 +85,7 @@ export class DatabaseFileWatch {
   /** The database file and its -wal: for a timer and /readyz. */
   check(): string | null {
     if (this.checkDatabase() !== null || this.wal === null) return this.problemFound;
-    return this.compare(`${this.path}-wal`, this.wal);
+    return this.compare(this.walPath, this.wal);
   }
 
   /**
@@ -78,10 +98,12 @@ export class DatabaseFileWatch {
    */
   setAsideStaleWal(now: Date): string | null {
     if (this.problemFound === null || this.db === null || this.wal === null) return null;
-    const walPath = `${this.path}-wal`;
+    const walPath = this.walPath;
     try {
       const wal = identityOf(walPath);
-      const db = identityOf(this.path);
+      // Beside its -wal: where DATABASE_PATH linked to at the open (a link pointed elsewhere since
+      // leaves the opened file, and its -wal, where they were).
+      const db = identityOf(this.realPath);
       // The -wal at the path is another one, or the opened file is back at the path (its WAL is right for it).
       if (wal === null || !same(wal, this.wal) || (db !== null && same(db, this.db))) return null;
       const aside = `${walPath}.replaced-${now.toISOString().replace(/[-:]|\.\d+/g, '')}`;

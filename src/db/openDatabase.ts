@@ -1,4 +1,4 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, statSync, type BigIntStats } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -129,8 +129,14 @@ function configure(sqlite: BetterSqlite3.Database, busyTimeoutMs: number, sync: 
  */
 const CHECKPOINTER = `
 const { parentPort, workerData } = require('node:worker_threads');
+const { statSync } = require('node:fs');
 const Database = require(workerData.driver);
-const db = new Database(workerData.path);
+const db = new Database(workerData.path, { fileMustExist: true });
+const st = statSync(workerData.path, { bigint: true });
+if (String(st.dev) !== workerData.dev || String(st.ino) !== workerData.ino) {
+  db.close();
+  throw new Error('the database file at ' + workerData.path + ' is no longer the one the receiver opened (moved or replaced since): no checkpoints');
+}
 db.pragma('busy_timeout = ' + workerData.restartWaitMs);
 const pageSize = db.pragma('page_size', { simple: true });
 const maxFrames = Math.max(1, Math.floor(workerData.maxWalBytes / pageSize));
@@ -189,9 +195,19 @@ export interface CheckpointProblem {
 
 const onStderr = (p: CheckpointProblem) => process.stderr.write(`wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`);
 
-function startCheckpointer(path: string, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
+/**
+ * The thread opens the database by its path once it has booted (tens of ms, more under load), after
+ * the connections it serves. A file moved to the path meanwhile (a restore under a starting
+ * receiver) is another database, whose WAL-index SQLite would still share by path: the thread's
+ * checkpoint and its close, the last on that file, copied the opened file's WAL into it
+ * (integrity_check "wrong # of entries in index") and deleted that WAL. So it checks, before
+ * reading anything, that the path names the file opened here (`opened`), and ends otherwise; a
+ * path deleted meanwhile is not created anew (fileMustExist).
+ */
+function startCheckpointer(path: string, opened: BigIntStats, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...opts } });
+  const identity = { dev: String(opened.dev), ino: String(opened.ino) };
+  const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...identity, ...opts } });
   // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
   // regardless; only the file grows until the next checkpoint. Reported to onProblem.
   worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
@@ -297,6 +313,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   }
   const sqlite = new BetterSqlite3(path);
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
+  /** The file just opened, for the checkpointer thread to open the same one. */
+  let opened: BigIntStats | null = null;
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
   let migrated: number[] = [];
@@ -304,6 +322,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const busyTimeoutMs = opts.busyTimeoutMs ?? 200;
   const busyWait = opts.busyWait ?? 'timer';
   try {
+    if (background) opened = statSync(path, { bigint: true });
     configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     // Migrations run at start-up, before anything is served: SQLite may wait for them.
     if (opts.migrate !== false) migrated = migrate(sqlite);
@@ -337,7 +356,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const ingest = ingestSqlite;
   let checkpointer: Worker | null;
   try {
-    checkpointer = background ? startCheckpointer(path, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
+    checkpointer = opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
   } catch (err) {
     // A thread that cannot start (out of memory or threads) must not leave the connections open.
     // kysely has opened nothing yet: its driver connects on the first query.

@@ -214,11 +214,16 @@ export class FanOut {
       }
     }
     if (!(await this.reconcile(signal))) return;
+    // A halt during the reconcile (the database file replaced meanwhile) holds: no lane starts.
+    if (this.halted) return;
     for (const lane of this.lanes) lane.worker.start();
   }
 
-  /** Stop claiming (attempts in flight finish and record); stop() still closes the sinks. */
+  private halted = false;
+
+  /** Stop claiming (attempts in flight finish and record), for good; stop() still closes the sinks. */
   async halt(): Promise<void> {
+    this.halted = true;
     await Promise.all(this.lanes.map((l) => l.worker.stop()));
   }
 

@@ -1,10 +1,11 @@
-import { readdirSync, renameSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { openDatabase } from '../../src/db/openDatabase.js';
 
 const { dir, cleanup } = tempDir('receiver-replaced-');
 afterAll(cleanup);
@@ -60,6 +61,9 @@ async function expectRefused(url: string, secret: string, child: Child) {
   const ready = await fetch(`${url}/readyz`);
   expect(ready.status).toBe(503);
   expect(((await ready.json()) as { checks: { database: string } }).checks.database).toMatch(/^replaced \(/);
+  // Logged before the first 503 was answered, but pino writes stdout asynchronously, on another
+  // pipe than the answers: it may reach this process after them (seen under load).
+  await waitFor(() => REPLACED_LINE.test(child.stdout.join('')), 'the error line');
   const logs = child.stdout.join('');
   // Said once, naming what to do, whatever the number of deliveries refused.
   expect(logs.match(new RegExp(REPLACED_LINE, 'g'))).toHaveLength(1);
@@ -81,9 +85,14 @@ describe('the database file deleted or replaced under a running receiver', () =>
     }
   });
 
-  it('mv of a backup over it: refused until restarted; the old -wal is set aside at the stop, and the restart serves the restored file, intact', async () => {
-    const path = join(dir, 'mv.db');
-    const restored = join(dir, 'restored.db');
+  /**
+   * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
+   * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
+   * and the restart serves the restored file, intact.
+   */
+  async function restoreByMv(path: string, real: string) {
+    const folder = dirname(real);
+    const restored = join(folder, 'restored.db');
     const secret = newSecret();
     const r = await receiver(path, secret);
     const inBackup = (await deliver(r.url, secret, 3)).acked;
@@ -94,15 +103,15 @@ describe('the database file deleted or replaced under a running receiver', () =>
       await live.backup(restored);
       live.close();
       expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
-      renameSync(restored, path);
+      renameSync(restored, real);
       await expectRefused(r.url, secret, r.child);
     } finally {
       expect((await r.stop()).code).toBe(0);
     }
     // The old file's WAL, which the next start would have applied to the restored file.
-    const aside = readdirSync(dir).filter((f) => f.startsWith('mv.db-wal.replaced-'));
+    const aside = readdirSync(folder).filter((f) => f.startsWith(`${basename(real)}-wal.replaced-`));
     expect(aside).toHaveLength(1);
-    expect(r.child.stdout.join('')).toContain(join(dir, aside[0]!));
+    expect(r.child.stdout.join('')).toContain(join(folder, aside[0]!));
     const again = await receiver(path, secret);
     let after: string[];
     try {
@@ -119,6 +128,64 @@ describe('the database file deleted or replaced under a running receiver', () =>
       expect(new Set(db.prepare('SELECT id FROM events').pluck().all())).toEqual(new Set([...inBackup, ...after]));
     } finally {
       db.close();
+    }
+  }
+
+  it('mv of a backup over it: refused until restarted; the old -wal is set aside at the stop, and the restart serves the restored file, intact', async () => {
+    const path = join(dir, 'mv.db');
+    await restoreByMv(path, path);
+  });
+
+  it('the same through a DATABASE_PATH that is a symbolic link: the -wal set aside is the one beside the linked file, where SQLite keeps it', async () => {
+    // The -wal was looked for beside the link, where there is none: left in place, the restart
+    // applied it to the restored file (the events delivered after the backup came back).
+    const volume = join(dir, 'volume');
+    mkdirSync(volume);
+    const real = join(volume, 'receiver.db');
+    const link = join(dir, 'linked.db');
+    symlinkSync(real, link);
+    await restoreByMv(link, real);
+  });
+
+  it('found replaced while the start is still in its housekeeping: neither the workers nor the sink lanes start on the old file', async () => {
+    // 200,000 queued deliveries of a sink no longer configured: the start dead-letters them 500 a
+    // transaction, seconds of housekeeping after the receiver listens and before its workers start.
+    // And one delivery waiting for the configured sink, which a lane started would claim.
+    const path = join(dir, 'housekeeping.db');
+    const setup = openDatabase(path);
+    const row = (kind: string, payload: string, eventId: string) =>
+      `SELECT '${kind}', '${payload}', ${eventId}, 'pending', '2026-01-01T00:00:00.000Z', 5, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'`;
+    setup.sqlite.exec(`INSERT INTO jobs (kind, payload, event_id, state, run_at, max_attempts, created_at, updated_at)
+      WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) ${row('sink:gone', '{}', "'evt_' || i")} FROM n;
+      INSERT INTO jobs (kind, payload, event_id, state, run_at, max_attempts, created_at, updated_at) ${row('sink:archive', '{"event_id":"evt_x","sink":"archive"}', "'evt_x'")}`);
+    await setup.close();
+    const config = join(dir, 'housekeeping.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'housekeeping.ndjson') }] }));
+    const secret = newSecret();
+    const r = await receiver(path, secret, { CONFIG_FILE: config });
+    const moved = `${path}.moved`;
+    try {
+      // Moved away (kept, to look at afterwards); /readyz checks the file: found now, during the housekeeping.
+      renameSync(path, moved);
+      expect((await fetch(`${r.url}/readyz`)).status).toBe(503);
+      const log = () => r.child.stdout.join('');
+      await waitFor(() => /"msg":"workers (not )?started/.test(log()), 'the start finished', 60_000);
+      // The premise: the file was found replaced before the start reached the workers.
+      expect(log().search(REPLACED_LINE)).toBeLessThan(log().search(/"msg":"workers (not )?started/));
+      expect(log()).not.toMatch(/"msg":"workers started/);
+      expect(log()).toMatch(/"msg":"workers not started: the database file was found replaced during the start/);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+    // The moved file with its -wal (set aside at the stop): the delivery was never claimed there.
+    const aside = readdirSync(dir).filter((f) => f.startsWith('housekeeping.db-wal.replaced-'));
+    expect(aside).toHaveLength(1);
+    renameSync(join(dir, aside[0]!), `${moved}-wal`);
+    const old = new BetterSqlite3(moved, { readonly: true });
+    try {
+      expect(old.prepare("SELECT state, attempts FROM jobs WHERE kind = 'sink:archive'").all()).toEqual([{ state: 'pending', attempts: 0 }]);
+    } finally {
+      old.close();
     }
   });
 

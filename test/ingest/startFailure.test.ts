@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/observability/logger.js';
-import { freePort } from '../helpers/childServer.js';
+import { freePort, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -86,5 +86,23 @@ describe('start() when it cannot listen', () => {
     const app = createApp({ config, logger: createLogger('silent') });
     await expect(app.start()).rejects.toThrow('HOST: cannot listen on "10.255.255.1" (EADDRNOTAVAIL): not an address of this machine');
     await app.stop();
+  });
+});
+
+describe('start() that fails, with nothing called after it', () => {
+  it('leaves nothing that keeps the process alive: it ends by itself', async () => {
+    const child = runTs('test/helpers/startFailsThenEnds.ts', [], {
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'http://127.0.0.1:9',
+      HIRING_API_KEY: 'sk-test.unused',
+      DATABASE_PATH: join(dir, 'ends.db'),
+      PORT: '0',
+      HOST: '127.0.0.1',
+    });
+    // The file watch's one-second timer, left running, kept it alive for good.
+    const kill = setTimeout(() => child.proc.kill('SIGKILL'), 15_000);
+    const exit = await child.exited.finally(() => clearTimeout(kill));
+    expect(child.stdout.join('')).toMatch(/^start failed: METRICS_PORT: .* is already in use/);
+    expect(exit).toEqual({ code: 0, signal: null });
   });
 });
