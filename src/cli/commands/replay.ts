@@ -60,11 +60,13 @@ const BATCH = 500;
  * checkpoint: its two fsyncs, and the pages every batch rewrites (the tables' and indexes' ends,
  * their inner pages) copied back each time. Every ~6 batches instead: the same work, each such
  * page copied once per checkpoint. The checkpoint runs after the commit has let the write lock
- * go, so a running receiver's ingest is not held by it; its WAL (20 MB at 2 KB pages) is well
- * under the receiver's own bound (128 MB); the receiver's checkpointer, or the replay's close when no other
- * connection is open, copies the rest.
+ * go, so a running receiver's ingest is not held by it; its WAL (20 MB at the 2 KB pages this
+ * receiver creates, 40 MB at an older file's 4 KB) stays well under the receiver's own bound
+ * (128 MiB); the receiver's checkpointer, or the replay's close when no other connection is open,
+ * copies the rest. Bounded in bytes too: counted in pages only, a file with 16 KB pages let the
+ * WAL reach 157 MB (review), past that bound.
  */
-const REPLAY_AUTOCHECKPOINT_PAGES = 10_000;
+const replayAutocheckpointPages = (pageSize: number) => Math.max(1_000, Math.min(10_000, Math.floor((64 * 2 ** 20) / pageSize)));
 
 /** SQL for "the event's type matches one of these patterns" (exact names, `prefix.*`, `*`), as matchesEventType decides. */
 function typeMatches(eb: ExpressionBuilder<any, any>, patterns: readonly string[]): Expression<SqlBool> {
@@ -253,7 +255,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
   let bar: Bar | null = null;
   try {
-    if (!o.dryRun) database.sqlite.pragma(`wal_autocheckpoint = ${REPLAY_AUTOCHECKPOINT_PAGES}`);
+    if (!o.dryRun) database.sqlite.pragma(`wal_autocheckpoint = ${replayAutocheckpointPages(database.sqlite.pragma('page_size', { simple: true }) as number)}`);
     const { db } = database;
     const missingFor = o.missing ? targets : [];
     const maxSeq = (database.sqlite.prepare('SELECT max(rowid) FROM events').pluck().get() as number | null) ?? 0;
