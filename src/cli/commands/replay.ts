@@ -272,10 +272,13 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     // Said while it counts: with --missing that reads every settled event (seconds at a million).
     const counting = withBar ? progressFor(io, false) : noProgress;
     counting.report(() => 'replay: counting the events selected', { phase: true });
-    const barTotal = withBar
-      ? Math.min(Number((await selection(db, o, missingFor, maxSeq).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n), o.limit ?? Infinity)
-      : 0;
-    counting.end();
+    let barTotal = 0;
+    try {
+      if (withBar) barTotal = Math.min(Number((await selection(db, o, missingFor, maxSeq).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n), o.limit ?? Infinity);
+    } finally {
+      // Cleared also when the count fails (the write lock, a busy database): the error gets a line of its own.
+      counting.end();
+    }
     bar = barTotal > 0 ? startBar(io.stderr, `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, barTotal) : null;
     // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
