@@ -202,7 +202,7 @@ export function createApp(deps: AppDeps) {
   // Whether DATABASE_PATH still names the file opened above (DatabaseFileWatch): found otherwise
   // (deleted, or another file moved there while this process runs), nothing more is acknowledged
   // and the workers stop; said once, here.
-  const fileWatch = new DatabaseFileWatch(database.sqlite.memory ? ':memory:' : database.sqlite.name, (problem) => {
+  const fileWatch = new DatabaseFileWatch(database.sqlite.memory ? ':memory:' : database.sqlite.name, database.opened, (problem) => {
     logger.error(
       { problem, database_path: database.sqlite.name },
       'the database file is no longer the one this process opened: nothing more is written to it (deliveries are answered 503 database_replaced, /readyz is 503, the workers stop claiming). ' +

@@ -1,10 +1,6 @@
-import { realpathSync, renameSync, statSync, type BigIntStats } from 'node:fs';
-
-/** The file a path named when it was stat'ed: device and inode (bigint: exact on every filesystem). */
-interface FileIdentity {
-  dev: bigint;
-  ino: bigint;
-}
+import { renameSync, statSync, type BigIntStats } from 'node:fs';
+import { realPathOf } from '../util/realPath.js';
+import type { FileIdentity } from './openDatabase.js';
 
 function identityOf(path: string): FileIdentity | null {
   let st: BigIntStats | undefined;
@@ -16,15 +12,6 @@ function identityOf(path: string): FileIdentity | null {
     throw err;
   }
   return st ? { dev: st.dev, ino: st.ino } : null;
-}
-
-/** The path with its links resolved; the path itself when that fails (no evidence of anything). */
-function realPathOf(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
 }
 
 const same = (a: FileIdentity, b: FileIdentity) => a.dev === b.dev && a.ino === b.ino;
@@ -56,14 +43,19 @@ export class DatabaseFileWatch {
    */
   private readonly realPath: string;
 
-  /** Takes the identities now: call it right after the database was opened. `:memory:` is never checked. */
+  /**
+   * `opened`: the file the database's first connection opened (OpenDatabase.opened, stat'ed right
+   * after that open, before the migrations: a file moved to the path while they ran is found too).
+   * The -wal's identity is taken now: call it once the database is open. `:memory:` is never checked.
+   */
   constructor(
     private readonly path: string,
+    opened: FileIdentity | null,
     private readonly onReplaced: (problem: string) => void,
   ) {
     const file = path === ':memory:' || path === '' ? null : path;
     this.realPath = file ? realPathOf(file) : path;
-    this.db = file ? identityOf(file) : null;
+    this.db = file ? opened : null;
     this.wal = file ? identityOf(this.walPath) : null;
   }
 

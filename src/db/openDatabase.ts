@@ -1,4 +1,4 @@
-import { closeSync, openSync, statSync, type BigIntStats } from 'node:fs';
+import { closeSync, openSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -32,7 +32,19 @@ export interface OpenDatabase {
   readonly ingestWait: IngestWaitSignal;
   /** The migrations this open applied (none when the schema was current, or with migrate: false). */
   readonly migrated: readonly number[];
+  /**
+   * The file the first connection opened (device and inode, from a stat right after it): what the
+   * checkpointer thread and the file watch (DatabaseFileWatch) hold the path to. Null for
+   * `:memory:` and a read-only open.
+   */
+  readonly opened: FileIdentity | null;
   close(): Promise<void>;
+}
+
+/** A file as a stat names it: device and inode (bigint: exact on every filesystem). */
+export interface FileIdentity {
+  dev: bigint;
+  ino: bigint;
 }
 
 export class DurabilityError extends Error {}
@@ -204,7 +216,7 @@ const onStderr = (p: CheckpointProblem) => process.stderr.write(`wal checkpoint$
  * reading anything, that the path names the file opened here (`opened`), and ends otherwise; a
  * path deleted meanwhile is not created anew (fileMustExist).
  */
-function startCheckpointer(path: string, opened: BigIntStats, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
+function startCheckpointer(path: string, opened: FileIdentity, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const identity = { dev: String(opened.dev), ino: String(opened.ino) };
   const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...identity, ...opts } });
@@ -261,6 +273,7 @@ export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDa
     ingestSqlite: sqlite,
     ingestWait: NO_INGEST_WAIT,
     migrated: [],
+    opened: null,
     async close() {
       await db.destroy();
       // kysely closes the connection only if it ran a query on it; a command that used only `sqlite` left it open.
@@ -313,8 +326,8 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   }
   const sqlite = new BetterSqlite3(path);
   const background = Boolean(opts.checkpointer) && path !== ':memory:';
-  /** The file just opened, for the checkpointer thread to open the same one. */
-  let opened: BigIntStats | null = null;
+  /** The file just opened: the checkpointer thread and the file watch hold the path to it. */
+  let opened: FileIdentity | null = null;
   const checkpoints = { ...CHECKPOINT_DEFAULTS, ...(typeof opts.checkpointer === 'object' ? opts.checkpointer : {}) };
   let ingestSqlite: BetterSqlite3.Database | undefined;
   let migrated: number[] = [];
@@ -322,7 +335,10 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const busyTimeoutMs = opts.busyTimeoutMs ?? 200;
   const busyWait = opts.busyWait ?? 'timer';
   try {
-    if (background) opened = statSync(path, { bigint: true });
+    if (path !== ':memory:') {
+      const st = statSync(path, { bigint: true });
+      opened = { dev: st.dev, ino: st.ino };
+    }
     configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     // Migrations run at start-up, before anything is served: SQLite may wait for them.
     if (opts.migrate !== false) migrated = migrate(sqlite);
@@ -356,7 +372,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const ingest = ingestSqlite;
   let checkpointer: Worker | null;
   try {
-    checkpointer = opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
+    checkpointer = background && opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
   } catch (err) {
     // A thread that cannot start (out of memory or threads) must not leave the connections open.
     // kysely has opened nothing yet: its driver connects on the first query.
@@ -371,6 +387,7 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
     ingestSqlite: ingest,
     ingestWait: signal,
     migrated,
+    opened,
     async close() {
       if (checkpointer && checkpointer.threadId !== -1) {
         const exited = new Promise((r) => checkpointer.once('exit', r));
