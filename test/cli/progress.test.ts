@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeProgress } from '../../src/cli/progress.js';
 import { readMigrations } from '../../src/db/migrate.js';
@@ -14,6 +15,14 @@ afterAll(cleanup);
 /** Every step's line: the plain lines' 2 s spacing is what the throttle tests below check. */
 const everyStep = { CLI_PROGRESS_INTERVAL_MS: '0' };
 const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
+
+/** `n` sink jobs finished 10 days ago (what `prune --older-than 7d` deletes), for the event `eventOf(i)`, in one transaction. */
+function seedOldFinishedJobs(w: BetterSqlite3.Database, n: number, eventOf: (i: number) => string = () => 'evt'): void {
+  const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+  w.transaction(() => {
+    for (let i = 0; i < n; i++) job.run(eventOf(i), ago(10), ago(10), ago(10), ago(10));
+  })();
+}
 const lines = (stderr: string) => stderr.split('\n').filter((l) => l !== '');
 
 /**
@@ -63,11 +72,10 @@ describe('progress on stderr', () => {
     await withMigratedDatabase(join(dir, 'big.db'), async (path, w) => {
       // About 700 pages of events, 2,600 old finished jobs (six transactions of prune).
       const event = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, ?)`);
-      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
       w.transaction(() => {
         for (let i = 0; i < 1000; i++) event.run(`evt-${i}`, ago(10), `msg-${i}`, JSON.stringify({ padding: 'x'.repeat(2000) }));
-        for (let i = 0; i < 2600; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
       })();
+      seedOldFinishedJobs(w, 2600, (i) => `evt-${i % 1000}`);
 
       const quiet = await cli(['backup', join(dir, 'quiet.db'), '--database', path], everyStep);
       expect(quiet.code, quiet.stderr).toBe(0);
@@ -97,17 +105,13 @@ describe('progress on stderr', () => {
       expect(pruned.stdout).toMatch(/^deleted 2600 finished jobs \(state done, finished before [\d\-T:.]+Z\); jobs still to run and dead letters are kept\n$/);
       expect(lines(pruned.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far', 'prune: 1,500 jobs deleted so far', 'prune: 2,000 jobs deleted so far', 'prune: 2,500 jobs deleted so far', 'prune: 2,600 jobs deleted so far']);
       // A multiple of the batch: the last, empty batch says nothing more.
-      w.transaction(() => {
-        for (let i = 0; i < 1000; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
-      })();
+      seedOldFinishedJobs(w, 1000, (i) => `evt-${i % 1000}`);
       const evenly = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
       expect(evenly.code, evenly.stderr).toBe(0);
       expect(lines(evenly.stderr)).toEqual(['prune: 500 jobs deleted so far', 'prune: 1,000 jobs deleted so far']);
       const nothing = await cli(['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
       expect(lines(nothing.stderr)).toEqual(['prune: 0 jobs deleted so far']);
-      w.transaction(() => {
-        for (let i = 0; i < 1200; i++) job.run(`evt-${i % 1000}`, ago(10), ago(10), ago(10), ago(10));
-      })();
+      seedOldFinishedJobs(w, 1200, (i) => `evt-${i % 1000}`);
       const prunedQuietly = await cli(['prune', '--older-than', '7d', '--json'], { DATABASE_PATH: path, ...everyStep });
       expect(prunedQuietly.code, prunedQuietly.stderr).toBe(0);
       expect(prunedQuietly.stderr).toBe('');
@@ -123,10 +127,7 @@ describe('progress on stderr', () => {
 
   it('the spacing of the lines is measured on a monotonic clock: a wall clock stepped back (NTP, a VM resumed) does not stop them', async () => {
     await withMigratedDatabase(join(dir, 'clock.db'), async (path, w) => {
-      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', 'evt', 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
-      w.transaction(() => {
-        for (let i = 0; i < 2600; i++) job.run(ago(10), ago(10), ago(10), ago(10));
-      })();
+      seedOldFinishedJobs(w, 2600);
       // In the CLI: the wall clock (Date.now) goes back an hour once the first progress line is written.
       const stepBack = `const real = Date.now; let back = 0; const write = process.stderr.write.bind(process.stderr);
         process.stderr.write = (chunk, ...rest) => { if (String(chunk).startsWith('prune:')) back = 3_600_000; return write(chunk, ...rest); };
@@ -207,10 +208,7 @@ describe('progress on stderr', () => {
 
   it('prune --progress whose stderr reader goes away (a log pipe that died): the prune goes on to the end, exit 0', async () => {
     await withMigratedDatabase(join(dir, 'gone.db'), async (path, w) => {
-      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', 'evt', 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
-      w.transaction(() => {
-        for (let i = 0; i < 20_000; i++) job.run(ago(10), ago(10), ago(10), ago(10));
-      })();
+      seedOldFinishedJobs(w, 20_000);
       const child = runTs('src/cli/main.ts', ['prune', '--older-than', '7d', '--progress'], { DATABASE_PATH: path, ...everyStep });
       // Gone after the first of its 40 lines (one a transaction, 5 ms apart at least).
       child.proc.stderr!.once('data', () => child.proc.stderr!.destroy());
