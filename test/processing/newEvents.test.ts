@@ -145,6 +145,45 @@ describe('new events are folded from the processing cursor, with no job per even
     }
   });
 
+  it('loses no event when the disk fills mid-fold (the fold\'s own SQLITE_FULL): the batches before are whole, the failed one is left past the cursor; every event is folded once space returns', async () => {
+    // Enough events that their folds need new pages (a few fit in the tables' empty root pages).
+    const N = 40;
+    const ns = Array.from({ length: N }, (_, i) => i + 1);
+    const { r, post, q } = await receiverWith(ns.map(created));
+    try {
+      const ingest = r.app.database.ingestSqlite;
+      const processing = r.app.database.sqlite;
+      // max_page_count is per connection: the processing connection alone is full.
+      processing.pragma(`max_page_count = ${processing.pragma('page_count', { simple: true }) as number}`);
+
+      await expect(r.app.worker.runUntilIdle()).rejects.toThrow(/full/i);
+      // Nothing half-written: the batches folded before the disk filled are committed whole, the one
+      // that failed left its events past the cursor, unfolded, with no job.
+      const at = cursor(q) as number;
+      expect(at).toBeLessThan(N);
+      const taken = q(`SELECT e.rowid AS seq, p.event_id AS folded, j.id AS job FROM events e
+        LEFT JOIN event_processing p ON p.event_id = e.id LEFT JOIN jobs j ON j.event_id = e.id ORDER BY e.rowid`);
+      expect(taken).toHaveLength(N);
+      for (const t of taken) {
+        if ((t.seq as number) <= at) expect(t.folded !== null || t.job !== null).toBe(true);
+        else expect(t).toMatchObject({ folded: null, job: null });
+      }
+      expect(q('SELECT COUNT(*) AS n FROM applications')).toEqual(q(`SELECT COUNT(*) AS n FROM event_processing`));
+      expect(ingest.pragma('quick_check', { simple: true })).toBe('ok');
+      // Still serving: a delivery is stored on the ingest connection, which has room.
+      await post([created(N + 1)]);
+
+      processing.pragma('max_page_count = 1073741823');
+      expect(await r.app.worker.runUntilIdle()).toBe(N + 1 - at);
+      expect(q("SELECT event_id FROM event_processing WHERE state = 'settled' ORDER BY event_id").map((x) => x.event_id)).toEqual([...ns, N + 1].map((i) => `evt_new_${i}`).sort());
+      expect(q("SELECT COUNT(*) AS n FROM jobs WHERE state <> 'done'")).toEqual([{ n: 0 }]);
+      expect(q('SELECT COUNT(*) AS n FROM applications')).toEqual([{ n: N + 1 }]);
+      expect(cursor(q)).toBe(q('SELECT MAX(rowid) AS m FROM events')[0]!.m);
+    } finally {
+      await r.close();
+    }
+  });
+
   it('takes an event stored after the newest ones were deleted: a rowid at or below the cursor is never reused', async () => {
     const { r, post, q } = await receiverWith([1, 2, 3].map(created));
     try {
