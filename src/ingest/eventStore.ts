@@ -34,10 +34,17 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
   const insertQuarantine = sqlite.prepare(
     'INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES (?, ?, ?, ?, ?, ?)',
   );
+  // The same signed delivery again (its webhook-id, its bytes): a replay of a captured one within
+  // the timestamp's 5 minutes, or the service retrying one it timed out on. Stored once: before,
+  // every replay of a 1 MiB body added 1 MiB to the database. No index on delivery_id: only
+  // quarantined deliveries (rare, and signed) look, and SQLite reads no body but of the same id.
+  const quarantinedAlready = sqlite.prepare('SELECT 1 FROM quarantine WHERE delivery_id = ? AND source = ? AND body = ?').pluck();
 
   const writeOne = (item: IngestItem): IngestOutcome => {
     if (item.type === 'quarantine') {
-      insertQuarantine.run(item.receivedAt, item.source, item.deliveryId, item.reason, item.headers, item.body);
+      if (quarantinedAlready.get(item.deliveryId, item.source, item.body) === undefined) {
+        insertQuarantine.run(item.receivedAt, item.source, item.deliveryId, item.reason, item.headers, item.body);
+      }
       return 'quarantined';
     }
     const e = item.envelope;

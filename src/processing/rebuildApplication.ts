@@ -2,11 +2,12 @@ import type { DirectStatements } from '../db/directStatements.js';
 import type { ApplicationsTable } from '../db/schema.js';
 import { eligibilityVerdict, legacyKnockoutReasons } from '../events/eligibility.js';
 import { asObject as obj, asString as str, type JsonRecord as Obj } from '../util/json.js';
+import { byEventType } from './resources.js';
 const has = (o: Obj | null, k: string): o is Obj => o !== null && Object.prototype.hasOwnProperty.call(o, k);
 
 const STATUS_EVENTS = new Set(['application.created', 'application.status_changed', 'job_application.deleted']);
 // Among events with the same created_at: creation first, deletion last.
-const RANK: Record<string, number> = { 'application.created': 0, 'job_application.deleted': 2 };
+const RANK = byEventType<number>({ 'application.created': 0, 'job_application.deleted': 2 });
 
 interface SortableEvent {
   id: string;
@@ -113,10 +114,10 @@ const RESULT_VERDICTS = `SELECT * FROM (
   ) ORDER BY n`;
 
 /** The result (RESULT_VERDICTS' n) whose verdict an event's is_eligible is an earlier word of. */
-const VERDICT_OF_EVENT: Record<string, { n: number; label: string }> = {
+const VERDICT_OF_EVENT = byEventType<{ n: number; label: string }>({
   'interview.completed': { n: 1, label: 'the interview.completed event' },
   'insights.completed': { n: 2, label: 'the insights.completed event' },
-};
+});
 
 const FOLDED_COLUMNS = [
   'source', 'external_id', 'status', 'status_changed_at', 'job_id', 'job_title',

@@ -1,12 +1,20 @@
 import type { HiringResource } from '../hiring/types.js';
 
+/**
+ * A lookup table keyed by what a delivery says (its event_type), with no prototype: an unknown
+ * type named `constructor`, `toString` or `__proto__` must find nothing, not Object.prototype's
+ * member (processing then failed on it at every attempt, and the event never reached a sink).
+ */
+export const byEventType = <V>(entries: Record<string, V>): Readonly<Record<string, V | undefined>> =>
+  Object.freeze(Object.assign(Object.create(null) as Record<string, V>, entries));
+
 /** Which scoring read completes each event (spec 6.4, 4.1, 4.2); events not listed need none. */
-export const RESOURCE_OF_EVENT: Readonly<Record<string, HiringResource>> = {
+export const RESOURCE_OF_EVENT = byEventType<HiringResource>({
   'interview.completed': 'interview',
   'cv_evaluation.completed': 'cv_evaluation',
   'insights.completed': 'insights',
   'interview_v2.completed': 'legacy_interview',
-};
+});
 
 export const RESULT_TABLE = {
   interview: 'interview_results',

@@ -224,6 +224,21 @@ describe('POST /webhooks over real HTTP', () => {
     expect(line).toMatchObject({ level: 40, outcome: 'quarantined' });
   });
 
+  it('stores a quarantined delivery once, however often the same signed delivery is replayed within its 5 minutes', async () => {
+    const body = `${'x'.repeat(32 * 1024)} not JSON`;
+    const d = signDelivery(secret, body);
+    const answers = [];
+    // Sent one after the other and several at once (one group commit).
+    for (let i = 0; i < 3; i++) answers.push(await post(d));
+    answers.push(...(await Promise.all([post(d), post(d), post(d)])));
+    for (const res of answers) expect(await res.json()).toEqual({ outcome: 'quarantined', reason: 'body is not valid JSON' });
+    expect(one('SELECT COUNT(*) FROM quarantine WHERE delivery_id = ?', d.headers['webhook-id'])).toBe(1);
+    // The same bytes under another webhook-id are another delivery, and kept as such.
+    const again = signDelivery(secret, body);
+    expect((await post(again)).status).toBe(200);
+    expect(one('SELECT COUNT(*) FROM quarantine WHERE delivery_id = ?', again.headers['webhook-id'])).toBe(1);
+  });
+
   it('answers 413 for a declared body over the limit', async () => {
     const big = JSON.stringify(envelope({ padding: 'x'.repeat(70 * 1024) }));
     const res = await post(signDelivery(secret, big));

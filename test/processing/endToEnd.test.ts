@@ -388,6 +388,22 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     });
   });
 
+  it('an unknown event type named like a property of every object (constructor, __proto__) is folded and sent to the sinks as received', async () => {
+    await withArchive('proto-type-', async (messages) => {
+      const c = pair.sandbox.control;
+      const app = c.createApplication({ jobId: c.createJob({}).id });
+      const types = ['constructor', '__proto__', 'toString', 'hasOwnProperty'];
+      for (const eventType of types) c.emitEvent({ eventType, payload: { application: { id: app.id, status: 'applied' } } });
+      await pair.settle();
+      await pair.receiver.app.fanOut.runUntilIdle();
+      // Processing failed on each (a lookup found Object.prototype's member), retried until a dead letter; none reached the sink.
+      expect(all("SELECT kind, state, last_error FROM jobs WHERE state != 'done'")).toEqual([]);
+      expect(all("SELECT state FROM event_processing WHERE state != 'settled'")).toEqual([]);
+      expect(messages().map((m) => m.event_type).filter((t) => types.includes(t)).sort()).toEqual([...types].sort());
+      expect(pair.calls).toEqual([]);
+    });
+  });
+
   const interviewMessages = (messages: () => Record<string, any>[]) => messages().filter((m) => m.event_type === 'interview.completed');
 
   it('a dead-lettered fetch retried by the operator sends the completed result again, as revision 2 under a new webhook-id', async () => {
