@@ -36,6 +36,7 @@ import { Registry } from 'prom-client';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
 import { oldestUndeliveredAgeMs, sinkDisabled } from './sinks/deliveryRecords.js';
 import { systemClock, type Clock } from './util/clock.js';
+import { isLoopbackHost } from './util/loopback.js';
 
 export interface AppDeps {
   config: Config;
@@ -661,6 +662,13 @@ export function createApp(deps: AppDeps) {
       { port, host: config.host, ...(metricsServer ? { metricsPort } : {}), sources: config.sources.map((src) => src.name) },
       'receiver listening',
     );
+    // Said at every start rather than refused: the documented default (the image and fly.toml set METRICS_PORT).
+    if (!metricsServer && !isLoopbackHost(config.host)) {
+      logger.warn(
+        { port, host: config.host },
+        'GET /metrics is served on the webhook port, which listens beyond this machine: anyone who reaches it reads the source and sink names, queue depths and the Node version, and each scrape queries the database; set METRICS_PORT to serve it on a port of its own',
+      );
+    }
     return { port, url: `http://${reachableHost}:${port}`, metricsUrl: `http://${reachableHost}:${metricsPort}/metrics` };
   }
 

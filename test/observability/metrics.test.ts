@@ -148,6 +148,25 @@ describe('METRICS_PORT', () => {
     }
   });
 
+  it('warns at start when /metrics shares a webhook port that listens beyond this machine, and not on loopback or with METRICS_PORT', async () => {
+    const said = (r: { logs: { lines: Record<string, unknown>[] } }) => r.logs.lines.filter((l) => String(l.msg).startsWith('GET /metrics is served on the webhook port'));
+    // Bound on every interface for the length of the test; only 127.0.0.1 is called.
+    const open = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0', HOST: '0.0.0.0' });
+    try {
+      expect(said(open)).toEqual([expect.objectContaining({ level: 40, host: '0.0.0.0', msg: expect.stringContaining('set METRICS_PORT') })]);
+    } finally {
+      await open.close();
+    }
+    for (const env of [{ HOST: '127.0.0.1' }, { HOST: '0.0.0.0', METRICS_PORT: '0' }] as Record<string, string>[]) {
+      const quiet = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0', ...env });
+      try {
+        expect(said(quiet)).toEqual([]);
+      } finally {
+        await quiet.close();
+      }
+    }
+  });
+
   it('refuses to start when METRICS_PORT is taken, names it, and leaves the webhook port closed', async () => {
     const taken = createServer();
     await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
