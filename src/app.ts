@@ -523,6 +523,7 @@ export function createApp(deps: AppDeps) {
   async function startWorkers(): Promise<void> {
     // Refused while another live process runs them: it would take that process's running jobs.
     const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
+    let processingStarted = false;
     watchFile();
     earlyLock = null;
     try {
@@ -538,8 +539,10 @@ export function createApp(deps: AppDeps) {
       strandedSweep.unref();
       pacer.enabled = true;
       // The file found replaced during the start (its housekeeping may take seconds): the
-      // workers were told to stop then, and must not start on the old file now.
-      if (fileWatch.problem === null) worker.start();
+      // workers were told to stop then, and must not start on the old file now. Nor once a stop
+      // came during the start (runReceiver's interruptStart): it would only claim jobs to stop.
+      processingStarted = fileWatch.problem === null && !startStop.signal.aborted;
+      if (processingStarted) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
@@ -552,6 +555,12 @@ export function createApp(deps: AppDeps) {
     workersLock = lock;
     if (fileWatch.problem !== null) {
       logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
+      return;
+    }
+    if (startStop.signal.aborted) {
+      // Not 'workers started': the sink lanes did not start (fanOut.start), and the stop that
+      // interrupted the start stops processing, if it began before the stop came.
+      logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
       return;
     }
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
