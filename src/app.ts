@@ -145,6 +145,8 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
 
+/** How long the workers' start waits for a write lock another process holds (whileLockHeld). */
+const STARTUP_LOCK_WAIT_MS = 30_000;
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
 const STRANDED_SWEEP_MS = 5 * 60_000;
 /** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
@@ -516,6 +518,29 @@ export function createApp(deps: AppDeps) {
   }
 
   /**
+   * A write of the workers' start, tried again while another process holds the write lock (a CLI
+   * command, a `serve` or `work` migrating): each try waits as long as any statement here, 200 ms,
+   * and a start exited 1 "database is locked" at the first. Up to STARTUP_LOCK_WAIT_MS, said once.
+   */
+  async function whileLockHeld<T>(step: () => Promise<T>): Promise<T> {
+    const deadline = performance.now() + STARTUP_LOCK_WAIT_MS;
+    let said = false;
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        if (!isSqliteBusy(err) || startStop.signal.aborted) throw err;
+        if (performance.now() >= deadline) {
+          throw new Error(`the workers' start waited ${STARTUP_LOCK_WAIT_MS / 1000} s for the database's write lock, held by another process all along: ${(err as Error).message}`, { cause: err });
+        }
+        if (!said) logger.warn({ waitMs: STARTUP_LOCK_WAIT_MS }, "the database's write lock is held by another process: the workers' start waits for it");
+        said = true;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
    * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
    * is gone.
@@ -528,11 +553,11 @@ export function createApp(deps: AppDeps) {
     earlyLock = null;
     try {
       // A restart may bring a new API key: every paused source is tried again, at once.
-      const heldBack = await pauses.clearAll();
+      const heldBack = await whileLockHeld(() => pauses.clearAll());
       if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-      const filled = await backfillResultDigests(database.db);
+      const filled = await whileLockHeld(() => backfillResultDigests(database.db));
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-      const orphans = await queue.releaseOrphans();
+      const orphans = await whileLockHeld(() => queue.releaseOrphans());
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
       strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);

@@ -37,7 +37,7 @@ function holdWriteLock(path: string): () => void {
   };
 }
 
-function serve(path: string): Child {
+function serve(path: string, workers = '0'): Child {
   const child = runTs('src/main.ts', [], {
     DATABASE_PATH: path,
     WEBHOOK_SECRET: newSecret(),
@@ -45,7 +45,7 @@ function serve(path: string): Child {
     HIRING_API_KEY: 'sk-test.unused',
     PORT: '0',
     HOST: '127.0.0.1',
-    WORKER_CONCURRENCY: '0',
+    WORKER_CONCURRENCY: workers,
   });
   const kill = setTimeout(() => child.proc.kill('SIGKILL'), 30_000);
   void child.exited.then(() => clearTimeout(kill));
@@ -90,6 +90,25 @@ describe('a start while another process holds the write lock', () => {
     } finally {
       release();
     }
+    child.proc.kill('SIGTERM');
+    expect(await child.exited).toEqual({ code: 0, signal: null });
+  }, 40_000);
+
+  it("with workers, their start's housekeeping waits for the lock, says so, and starts once it is free (it exited 1 \"database is locked\")", async () => {
+    const path = await database('workers.db');
+    const release = holdWriteLock(path);
+    let child: Child;
+    const waiting = () => child.stdout.join('').includes("the workers' start waits for it");
+    try {
+      child = serve(path, '2');
+      await until(child, waiting);
+      expect(waiting()).toBe(true);
+    } finally {
+      release();
+    }
+    await until(child, () => child.stdout.join('').includes('"msg":"workers started"'));
+    expect(child.stderr.join('')).toBe('');
+    expect(listening(child)).toBe(true);
     child.proc.kill('SIGTERM');
     expect(await child.exited).toEqual({ code: 0, signal: null });
   }, 40_000);
