@@ -5,7 +5,7 @@ import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/openDatabase.js';
-import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
+import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
@@ -86,6 +86,8 @@ function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointPro
   try {
     database = openDatabase(path, { checkpointer: true, onCheckpointProblem });
   } catch (err) {
+    const folder = unwritableFolderError(path, err);
+    if (folder) throw folder;
     throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
   }
   // SQLite opens a file it may not write read-only, and says so only at the first write
@@ -96,7 +98,7 @@ function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointPro
     const code = (err as { code?: string }).code ?? '';
     if (!isSqliteBusy(err)) {
       void database.close();
-      if (code.startsWith('SQLITE_READONLY')) throw readOnlyDatabase(path, err);
+      if (code.startsWith('SQLITE_READONLY')) throw unwritableFolderError(path, err) ?? readOnlyDatabase(path, err);
       throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
     }
   }
