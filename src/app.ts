@@ -5,7 +5,7 @@ import { serve, type HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/openDatabase.js';
-import { repairSidecarMode, SQLITE_SIDECARS } from './db/databaseFiles.js';
+import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
@@ -87,6 +87,8 @@ function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointPro
   try {
     database = openDatabase(path, { checkpointer: true, onCheckpointProblem });
   } catch (err) {
+    const folder = unwritableFolderError(path, err);
+    if (folder) throw folder;
     throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
   }
   // SQLite opens a file it may not write read-only, and says so only at the first write
@@ -97,7 +99,7 @@ function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointPro
     const code = (err as { code?: string }).code ?? '';
     if (!isSqliteBusy(err)) {
       void database.close();
-      if (code.startsWith('SQLITE_READONLY')) throw readOnlyDatabase(path, err);
+      if (code.startsWith('SQLITE_READONLY')) throw unwritableFolderError(path, err) ?? readOnlyDatabase(path, err);
       throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
     }
   }
@@ -146,6 +148,8 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
 
+/** How long the workers' start waits for a write lock another process holds (whileLockHeld). */
+const STARTUP_LOCK_WAIT_MS = 30_000;
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
 const STRANDED_SWEEP_MS = 5 * 60_000;
 /** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
@@ -517,6 +521,29 @@ export function createApp(deps: AppDeps) {
   }
 
   /**
+   * A write of the workers' start, tried again while another process holds the write lock (a CLI
+   * command, a `serve` or `work` migrating): each try waits as long as any statement here, 200 ms,
+   * and a start exited 1 "database is locked" at the first. Up to STARTUP_LOCK_WAIT_MS, said once.
+   */
+  async function whileLockHeld<T>(step: () => Promise<T>): Promise<T> {
+    const deadline = performance.now() + STARTUP_LOCK_WAIT_MS;
+    let said = false;
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        if (!isSqliteBusy(err) || startStop.signal.aborted) throw err;
+        if (performance.now() >= deadline) {
+          throw new Error(`the workers' start waited ${STARTUP_LOCK_WAIT_MS / 1000} s for the database's write lock, held by another process all along: ${(err as Error).message}`, { cause: err });
+        }
+        if (!said) logger.warn({ waitMs: STARTUP_LOCK_WAIT_MS }, "the database's write lock is held by another process: the workers' start waits for it");
+        said = true;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
    * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
    * is gone.
@@ -524,23 +551,26 @@ export function createApp(deps: AppDeps) {
   async function startWorkers(): Promise<void> {
     // Refused while another live process runs them: it would take that process's running jobs.
     const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
+    let processingStarted = false;
     watchFile();
     earlyLock = null;
     try {
       // A restart may bring a new API key: every paused source is tried again, at once.
-      const heldBack = await pauses.clearAll();
+      const heldBack = await whileLockHeld(() => pauses.clearAll());
       if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-      const filled = await backfillResultDigests(database.db);
+      const filled = await whileLockHeld(() => backfillResultDigests(database.db));
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-      const orphans = await queue.releaseOrphans();
+      const orphans = await whileLockHeld(() => queue.releaseOrphans());
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
       strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);
       strandedSweep.unref();
       pacer.enabled = true;
       // The file found replaced during the start (its housekeeping may take seconds): the
-      // workers were told to stop then, and must not start on the old file now.
-      if (fileWatch.problem === null) worker.start();
+      // workers were told to stop then, and must not start on the old file now. Nor once a stop
+      // came during the start (runReceiver's interruptStart): it would only claim jobs to stop.
+      processingStarted = fileWatch.problem === null && !startStop.signal.aborted;
+      if (processingStarted) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
       if (strandedSweep) clearInterval(strandedSweep);
@@ -553,6 +583,12 @@ export function createApp(deps: AppDeps) {
     workersLock = lock;
     if (fileWatch.problem !== null) {
       logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
+      return;
+    }
+    if (startStop.signal.aborted) {
+      // Not 'workers started': the sink lanes did not start (fanOut.start), and the stop that
+      // interrupted the start stops processing, if it began before the stop came.
+      logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
       return;
     }
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');

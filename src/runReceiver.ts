@@ -3,6 +3,7 @@ import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
+import { unwritableFolderError } from './db/databaseFiles.js';
 
 /**
  * The workers lock for an existing database file (a new one cannot have workers elsewhere yet; the
@@ -15,6 +16,8 @@ function takeWorkersLockEarly(path: string): WorkersLock | undefined {
     return acquireWorkersLock(path);
   } catch (err) {
     if (err instanceof WorkersRunningError) throw err;
+    const folder = unwritableFolderError(path, err);
+    if (folder) throw folder;
     throw new Error(`cannot take the workers lock beside the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
   }
 }

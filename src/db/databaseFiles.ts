@@ -1,4 +1,5 @@
-import { chmodSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, constants, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /** The receiver's own files beside the database (see ingestWaitSignal.ts and workersLock.ts). */
 export const INGEST_WAIT_SUFFIX = '-ingest-wait';
@@ -30,5 +31,30 @@ export function repairSidecarMode(path: string): void {
     if (typeof process.getuid === 'function' && st.uid === process.getuid() && (st.mode & 0o600) !== 0o600) chmodSync(path, sidecarMode(st.mode));
   } catch {
     // Not there yet, or not ours: opening it says what is wrong.
+  }
+}
+
+/**
+ * For an open of the database that failed: when this process may not create files in the
+ * database's folder, an error that says so. SQLite's own errors name nothing ("unable to open
+ * database file" for the workers lock, "attempt to write a readonly database" for a writable file
+ * whose -wal it cannot create). Null when the folder is writable (or `:memory:`).
+ */
+export function unwritableFolderError(path: string, cause: unknown): Error | null {
+  if (path === ':memory:' || path === '') return null;
+  const folder = dirname(path);
+  try {
+    accessSync(folder, constants.W_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // A missing folder is said where it is made (openDatabase).
+    if (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') return null;
+    const uid = typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '';
+    return new Error(
+      `cannot open the database at ${path} (DATABASE_PATH): this process${uid} may not create files in its folder ${folder} (${code}); ` +
+        'SQLite makes the database\'s -wal and -shm there, and the receiver its -workers-lock and -ingest-wait: make the folder writable by this user',
+      { cause },
+    );
   }
 }

@@ -96,16 +96,21 @@ export function migrate(
     if (blocking.length > 0) throw new NewerDatabaseError(current, known, blocking);
     return [];
   }
-  sqlite
-    .transaction(() => {
-      addCompatibleFrom(sqlite);
-      repairMigration7(sqlite);
-    })
-    .immediate();
+  // The write lock only when there is something to write: a start on a current database (every
+  // restart) must not fail, or wait, because another process (a `work`, a CLI command) holds it.
+  if (!hasCompatibleFrom(sqlite) || needsMigration7Repair(sqlite)) {
+    sqlite
+      .transaction(() => {
+        addCompatibleFrom(sqlite);
+        repairMigration7(sqlite);
+      })
+      .immediate();
+  }
   const applied: number[] = [];
   const recorded = new Set(sqlite.prepare('SELECT version FROM schema_migrations').pluck().all() as number[]);
-  const pending = migrations.filter((m) => !recorded.has(m.version)).length;
-  for (const m of migrations) {
+  const todo = migrations.filter((m) => !recorded.has(m.version));
+  const pending = todo.length;
+  for (const m of todo) {
     const run = sqlite.transaction(() => {
       const done = sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(m.version);
       if (done) return false;
@@ -133,9 +138,13 @@ export function migrate(
  * migrations are not edited any more (test/db/migrations.test.ts pins their text).
  */
 function repairMigration7(sqlite: BetterSqlite3.Database): void {
-  if (!sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = 7').get()) return;
+  if (needsMigration7Repair(sqlite)) sqlite.exec('ALTER TABLE event_processing ADD COLUMN result_digest TEXT');
+}
+
+function needsMigration7Repair(sqlite: BetterSqlite3.Database): boolean {
+  if (!sqlite.prepare('SELECT 1 FROM schema_migrations WHERE version = 7').get()) return false;
   const columns = sqlite.prepare("SELECT name FROM pragma_table_info('event_processing')").pluck().all() as string[];
-  if (!columns.includes('result_digest')) sqlite.exec('ALTER TABLE event_processing ADD COLUMN result_digest TEXT');
+  return !columns.includes('result_digest');
 }
 
 /** True when every known migration is recorded in the database. */

@@ -75,6 +75,9 @@ const CACHE_KIB = 2048;
  */
 export const NEW_DATABASE_PAGE_SIZE = 2048;
 
+/** How long pending migrations wait for the write lock another process holds (its own migrations, a CLI command). */
+const MIGRATE_LOCK_WAIT_MS = 30_000;
+
 /**
  * WAL mode, with `synchronous` set per connection and read back.
  *
@@ -340,8 +343,15 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
       opened = { dev: st.dev, ino: st.ino };
     }
     configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
-    // Migrations run at start-up, before anything is served: SQLite may wait for them.
-    if (opts.migrate !== false) migrated = migrate(sqlite);
+    // Migrations run at start-up, before anything is served: SQLite may wait for them, and for
+    // another process's (a `serve` and a `work` of a new version started together: the second
+    // waits while the first applies them, an index over a large table taking seconds). A
+    // database already current takes no lock (migrate), so a restart never waits here.
+    if (opts.migrate !== false) {
+      sqlite.pragma(`busy_timeout = ${Math.trunc(Math.max(busyTimeoutMs, MIGRATE_LOCK_WAIT_MS))}`);
+      migrated = migrate(sqlite);
+      sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+    }
     if (busyWait === 'timer') sqlite.pragma('busy_timeout = 0');
     ingestSqlite = new BetterSqlite3(path);
     // The ingest committer never waits inside SQLite: it retries on its own timer.

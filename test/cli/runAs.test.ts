@@ -3,7 +3,7 @@ import { dirname, join, relative } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync } from 'node:child_process';
-import { freePort, ROOT } from '../helpers/childServer.js';
+import { freePort, ROOT, runToExit } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { cli } from './helpers.js';
@@ -22,16 +22,7 @@ const canMount = root && spawnSync('unshare', ['--mount', '--propagation', 'priv
  * a mount namespace of the child's own: the mount ends with it, whatever happens to the test.
  */
 async function cliOnVolume(volume: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" "$0" && exec "$@"', volume, process.execPath, '--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, ...args], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 25_000);
-  const code = await new Promise<number | null>((r) => child.on('close', r)).finally(() => clearTimeout(timer));
-  return { code, stderr };
+  return runToExit('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" "$0" && exec "$@"', volume, process.execPath, '--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, ...args], { env });
 }
 
 describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by root)', () => {

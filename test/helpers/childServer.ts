@@ -45,3 +45,23 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
 }
 
 export { freePort } from '../../src/util/freePort.js';
+
+/** Runs a command until it exits (SIGKILL after `timeoutMs`), collecting its stderr. */
+export async function runToExit(
+  command: string,
+  args: string[],
+  opts: { env: Record<string, string>; uid?: number; gid?: number; timeoutMs?: number },
+): Promise<{ code: number | null; stderr: string }> {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', ...opts.env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(opts.uid !== undefined ? { uid: opts.uid } : {}),
+    ...(opts.gid !== undefined ? { gid: opts.gid } : {}),
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 25_000);
+  const code = await new Promise<number | null>((r) => child.on('close', r)).finally(() => clearTimeout(timer));
+  return { code, stderr };
+}

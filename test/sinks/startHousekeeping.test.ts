@@ -171,6 +171,9 @@ describe("the sink housekeeping at the workers' start", () => {
     expect(left.get()).toBeGreaterThan(0);
     const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
     expect(msgs).toContain("the stop came during the start's sink housekeeping: ended part-way, the next start finishes it");
+    // Not 'workers started' (its line lists crm, whose lane never started).
+    expect(msgs).toContain('the stop came during the start: the sink lanes were not started, and processing stops with the receiver');
+    expect(msgs).not.toContain('workers started');
     expect(msgs.at(-1)).toBe('receiver stopped');
     // What was done is whole: no dead job of `gone` with its row still waiting, or the reverse.
     const outOfStep = other.prepare(`SELECT COUNT(*) FROM jobs j JOIN deliveries d ON d.event_id = j.event_id AND d.sink = 'gone'
