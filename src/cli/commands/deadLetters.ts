@@ -142,14 +142,18 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
  * consumer gone for good was not disabled until the retry ended.
  */
 export async function markRetried(trx: Transaction<Database>, jobIds: readonly number[], sinks: readonly SinkConfig[], stampedAt: string): Promise<void> {
+  // Unary + on state: the jobs by their ids (the primary key). Through jobs_lease or jobs_kind_ready
+  // (state=?) each transaction read every pending job, the ones earlier batches retried included:
+  // beside a backlog of 600,000 waiting deliveries, 190 ms of write lock per 500 dead letters (39 s
+  // for 100,000; 3 s by id).
   await sql`UPDATE deliveries SET state = 'pending', attempts = 0, last_error = NULL
     WHERE state = 'dead' AND (event_id, sink) IN (SELECT event_id, substr(kind, 6) FROM jobs
-      WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
+      WHERE id IN (${sql.join(jobIds)}) AND +state = 'pending' AND kind LIKE 'sink:%')`.execute(trx);
   // The consumer is back: a running sink worker still waiting out the Retry-After of its last
   // answer (kept in its memory, up to a day) ends that wait when it sees the sink's stamp change
   // (SinkGate), as for `sinks send-now`. A disabled sink stays disabled.
   await sql`INSERT INTO sink_state (sink, updated_at)
-    SELECT DISTINCT substr(kind, 6), ${stampedAt} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND state = 'pending' AND kind LIKE 'sink:%'
+    SELECT DISTINCT substr(kind, 6), ${stampedAt} FROM jobs WHERE id IN (${sql.join(jobIds)}) AND +state = 'pending' AND kind LIKE 'sink:%'
     ON CONFLICT (sink) DO UPDATE SET updated_at = excluded.updated_at WHERE disabled_at IS NULL AND updated_at < excluded.updated_at`.execute(trx);
   for (const s of sinks) await giveSinkMaxAttempts(trx, jobIds, s, stampedAt);
 }
