@@ -1,3 +1,7 @@
+import type { CliIo } from './io.js';
+import type { Progress } from './progress.js';
+import { PartlyWritten } from '../db/writeInBatches.js';
+
 /** Exit codes of every command: 0 success, 1 failure, 2 bad usage. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
@@ -17,5 +21,25 @@ export class UsageError extends CliError {
   constructor(message: string) {
     super(message, EXIT.usage);
     this.name = 'UsageError';
+  }
+}
+
+/**
+ * Runs a bulk change made in several transactions (writeInBatches). When one fails after others
+ * committed, a line on stderr says how far it got (`said(written)`: what stays changed, what to
+ * do), then the failure is reported as before (its own `error:` line, exit 1): the error alone
+ * read as if nothing had changed.
+ */
+export async function sayHowFar<T>(io: CliIo, progress: Progress, run: () => Promise<T>, said: (written: number) => string): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof PartlyWritten)) throw err;
+    if (err.written > 0) {
+      // The progress line cleared first: this one is not written over it.
+      progress.end();
+      io.err(said(err.written));
+    }
+    throw err.cause;
   }
 }

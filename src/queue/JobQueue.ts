@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
 import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
-import { inChunks, isSqliteBusy, oncePerConnection } from '../db/sqliteHelpers.js';
+import { immediateTransaction } from '../db/immediateTransaction.js';
+import { inChunks, oncePerConnection } from '../db/sqliteHelpers.js';
+import { writeBatches } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
@@ -198,42 +200,7 @@ export async function findOpenJob(
   return q.where('state', 'in', ['pending', 'running']).executeTakeFirst();
 }
 
-/**
- * Runs `work` in a BEGIN IMMEDIATE transaction on kysely's connection (which
- * it holds until the end, so nothing else of this process interleaves).
- * kysely's `db.transaction()` issues a deferred BEGIN: in WAL mode a read
- * transaction that must become a write transaction after another connection
- * committed fails at once with SQLITE_BUSY, whatever the busy timeout. Taking
- * the write lock up front waits for it instead (on timers, off the event loop:
- * see BusyRetrySqliteDialect); if BEGIN still finds the lock busy after that
- * wait (a long write of the CLI or the ingest committer), it is tried again a
- * few times: about 3 s in all (8 pauses of 10-320 ms, each try waiting up to
- * the connection's 200 ms).
- */
-export async function immediateTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>, retries = 8): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    let begun = false;
-    try {
-      return await db.connection().execute(async (conn) => {
-        await sql`BEGIN IMMEDIATE`.execute(conn);
-        begun = true;
-        try {
-          // The connection is inside a transaction; helpers take a Transaction only to say so.
-          const result = await work(conn as unknown as Transaction<Database>);
-          await sql`COMMIT`.execute(conn);
-          return result;
-        } catch (err) {
-          await sql`ROLLBACK`.execute(conn).catch(() => {});
-          throw err;
-        }
-      });
-    } catch (err) {
-      // Only a busy BEGIN is tried again: nothing ran yet.
-      if (begun || !isSqliteBusy(err) || attempt >= retries) throw err;
-      await new Promise((r) => setTimeout(r, 10 * 2 ** Math.min(attempt, 5)));
-    }
-  }
-}
+export { immediateTransaction };
 
 export interface DeadLetterFilter {
   ids?: number[];
@@ -488,10 +455,10 @@ export class JobQueue {
     }
     const now = iso(this.clock.now());
     const ids = [...new Set((await deadLetterIds(this.db, filter).execute()).map((r) => r.id))];
-    let retried = 0;
-    for (const [i, chunk] of inChunks(ids, RETRY_BATCH).entries()) {
-      if (i > 0) await opts.pause?.();
-      retried += await immediateTransaction(this.db, async (trx) => {
+    const { written } = await writeBatches(
+      this.db,
+      inChunks(ids, RETRY_BATCH),
+      async (trx, chunk) => {
         const r = await trx
           .updateTable('jobs')
           // requeued_at: a handler may measure its own windows from the retry (a result read's give-up).
@@ -504,10 +471,10 @@ export class JobQueue {
           .executeTakeFirst();
         await opts.withEach?.(trx, chunk);
         return Number(r.numUpdatedRows);
-      });
-      opts.onBatch?.(Math.min(ids.length, (i + 1) * RETRY_BATCH), ids.length);
-    }
-    return retried;
+      },
+      { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(ids.length, batches * RETRY_BATCH), ids.length) },
+    );
+    return written;
   }
 
   /**
@@ -541,11 +508,12 @@ export class JobQueue {
     const gone = rows.filter((r) => !unfinished(r));
     let counted: { kind: string }[] = gone;
     if (!opts.dryRun) {
-      counted = [];
-      for (const [i, chunk] of inChunks(gone.map((r) => r.id), RETRY_BATCH).entries()) {
-        if (i > 0) await opts.pause?.();
-        const deleted = await immediateTransaction(this.db, (trx) =>
-          trx
+      const deleted: { kind: string }[] = [];
+      await writeBatches(
+        this.db,
+        inChunks(gone.map((r) => r.id), RETRY_BATCH),
+        async (trx, chunk) => {
+          const rows = await trx
             .deleteFrom('jobs')
             .where('id', 'in', chunk)
             // Unary +: by the ids (the primary key), not through jobs_lease over every dead letter.
@@ -558,11 +526,13 @@ export class JobQueue {
               ]),
             )
             .returning('kind')
-            .execute(),
-        );
-        counted.push(...deleted);
-        opts.onBatch?.(Math.min(gone.length, (i + 1) * RETRY_BATCH), gone.length);
-      }
+            .execute();
+          deleted.push(...rows);
+          return rows.length;
+        },
+        { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(gone.length, batches * RETRY_BATCH), gone.length) },
+      );
+      counted = deleted;
     }
     const byKind = new Map<string, number>();
     for (const r of counted) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);

@@ -1,6 +1,6 @@
 import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { immediateTransaction } from './JobQueue.js';
+import { writeInBatches } from '../db/writeInBatches.js';
 
 /** Rows per transaction: about 15 ms of write lock here, so ingest waits for at most that much. */
 export const PRUNE_BATCH = 500;
@@ -24,18 +24,27 @@ export async function pruneFinishedJobs(
     const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where(finishedBefore(cutoffIso)).executeTakeFirst();
     return Math.min(Number(row?.n ?? 0), max);
   }
+  if (max <= 0) return 0;
   let deleted = 0;
-  while (deleted < max && !opts.signal?.aborted) {
-    const limit = Math.min(PRUNE_BATCH, max - deleted);
-    const n = await immediateTransaction(db, async (trx) => Number((await pruneBatch(trx, cutoffIso, limit).executeTakeFirst()).numDeletedRows));
-    deleted += n;
-    // Not again after a last batch that found nothing (a count that is a multiple of the batch):
-    // its line repeated the one before.
-    if (n > 0 || deleted === 0) opts.onBatch?.(deleted);
-    if (n < limit) break;
-    await opts.pause?.();
-  }
-  return deleted;
+  const r = await writeInBatches(
+    db,
+    async (trx) => {
+      const limit = Math.min(PRUNE_BATCH, max - deleted);
+      const n = Number((await pruneBatch(trx, cutoffIso, limit).executeTakeFirst()).numDeletedRows);
+      return { written: n, last: n < limit || deleted + n >= max };
+    },
+    {
+      ...(opts.pause ? { pause: opts.pause } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      onBatch: (written) => {
+        // Not again after a last batch that found nothing (a count that is a multiple of the batch):
+        // its line repeated the one before.
+        if (written > deleted || written === 0) opts.onBatch?.(written);
+        deleted = written;
+      },
+    },
+  );
+  return r.written;
 }
 
 /**

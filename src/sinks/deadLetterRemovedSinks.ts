@@ -1,7 +1,8 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { inChunks } from '../db/sqliteHelpers.js';
-import { immediateTransaction, jobsByEventTerm, RETRY_BATCH } from '../queue/JobQueue.js';
+import { jobsByEventTerm, RETRY_BATCH } from '../queue/JobQueue.js';
+import { writeBatches } from '../db/writeInBatches.js';
 import { sinkNamesInDatabase } from './deliveryRecords.js';
 import { sinkJobKind } from './enqueueDeliveries.js';
 
@@ -13,7 +14,7 @@ export const REMOVED_SINK_ERROR = 'sink is no longer configured';
  * those that are) would wait for ever, unseen: they become dead letters naming the reason, and
  * their `deliveries` rows dead too (retry them with `dead-letters retry --kind sink:<name>` after
  * adding the sink back). The jobs are read first (no lock), then RETRY_BATCH at a time, `pause`
- * before each, the jobs and their deliveries rows in one transaction: one UPDATE over every such
+ * between two (writeBatches), the jobs and their deliveries rows in one transaction: one UPDATE over every such
  * job held the write lock 0.75-1.1 s at 100,000, and the deliveries rows were then updated one
  * autocommit each (15 s), so a crash between left rows saying pending whose jobs were dead, for
  * good (`status` counted them pending; a later start only looks at pending jobs). Once `signal` is
@@ -30,11 +31,10 @@ export async function deadLetterRemovedSinks(
   let orphaned = db.selectFrom('jobs').select('id').where('state', '=', 'pending').where('kind', 'like', 'sink:%');
   if (configuredKinds.length > 0) orphaned = orphaned.where('kind', 'not in', configuredKinds);
   const ids = (await orphaned.execute()).map((r) => r.id);
-  let dead = 0;
-  for (const chunk of inChunks(ids, RETRY_BATCH)) {
-    await pause();
-    if (signal?.aborted) break;
-    dead += await immediateTransaction(db, async (trx) => {
+  const r = await writeBatches(
+    db,
+    inChunks(ids, RETRY_BATCH),
+    async (trx, chunk) => {
       // Still pending (an operator's command may have changed one since the read): the same jobs in
       // both statements, the deliveries rows first (looked up by their key), then the jobs (by id;
       // unary +: not through an index on state).
@@ -48,9 +48,10 @@ export async function deadLetterRemovedSinks(
         .where(sql<string>`+state`, '=', 'pending')
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
-    });
-  }
-  return dead;
+    },
+    { pause, ...(signal ? { signal } : {}) },
+  );
+  return r.written;
 }
 
 /**
@@ -58,7 +59,7 @@ export async function deadLetterRemovedSinks(
  * theirs waits or runs: nothing will send them, yet `status` and `sinks list` count them as
  * waiting. An earlier version left them so when it stopped between its dead-lettering of the jobs
  * and of their rows; a later start only looked at pending jobs. They are marked dead as their jobs
- * were (RETRY_BATCH per transaction, `pause` before each; none at all on a sound database: one
+ * were (RETRY_BATCH per transaction, `pause` between two; none at all on a sound database: one
  * index range per sink the configuration no longer has). Stops before a batch once `signal` is
  * aborted, as deadLetterRemovedSinks. Returns how many.
  */
@@ -69,41 +70,42 @@ export async function closeRemovedSinksRows(
   pause: () => Promise<void>,
   signal?: AbortSignal,
 ): Promise<number> {
-  let closed = 0;
-  for (const sink of (await sinkNamesInDatabase(db)).filter((n) => !configuredNames.includes(n))) {
-    if (signal?.aborted) break;
-    const open = (trx: Kysely<Database>) =>
-      trx
-        .selectFrom('deliveries')
-        .where('sink', '=', sink)
-        .where('state', 'in', ['pending', 'retrying'])
-        .where(({ not, exists, selectFrom }) =>
-          not(
-            exists(
-              selectFrom('jobs')
-                .select('jobs.id')
-                .whereRef('jobs.event_id', '=', 'deliveries.event_id')
-                .where('jobs.kind', '=', sinkJobKind(sink))
-                .where(jobsByEventTerm)
-                .where('jobs.state', 'in', ['pending', 'running']),
-            ),
+  const open = (trx: Kysely<Database>, sink: string) =>
+    trx
+      .selectFrom('deliveries')
+      .where('sink', '=', sink)
+      .where('state', 'in', ['pending', 'retrying'])
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('jobs')
+              .select('jobs.id')
+              .whereRef('jobs.event_id', '=', 'deliveries.event_id')
+              .where('jobs.kind', '=', sinkJobKind(sink))
+              .where(jobsByEventTerm)
+              .where('jobs.state', 'in', ['pending', 'running']),
           ),
-        );
-    const eventIds = (await open(db).select('event_id').execute()).map((r) => r.event_id);
-    for (const chunk of inChunks(eventIds, RETRY_BATCH)) {
-      await pause();
-      if (signal?.aborted) break;
-      closed += await immediateTransaction(db, async (trx) => {
-        // Checked again under the lock: a `replay` may have queued one since the read.
-        const r = await trx
-          .updateTable('deliveries')
-          .set({ state: 'dead', last_error: REMOVED_SINK_ERROR, updated_at: nowIso })
-          .where('sink', '=', sink)
-          .where('event_id', 'in', open(trx).select('event_id').where('event_id', 'in', chunk))
-          .executeTakeFirst();
-        return Number(r.numUpdatedRows);
-      });
-    }
+        ),
+      );
+  const batches: { sink: string; eventIds: string[] }[] = [];
+  for (const sink of (await sinkNamesInDatabase(db)).filter((n) => !configuredNames.includes(n))) {
+    const eventIds = (await open(db, sink).select('event_id').execute()).map((r) => r.event_id);
+    batches.push(...inChunks(eventIds, RETRY_BATCH).map((chunk) => ({ sink, eventIds: chunk })));
   }
-  return closed;
+  const r = await writeBatches(
+    db,
+    batches,
+    async (trx, { sink, eventIds }) => {
+      // Checked again under the lock: a `replay` may have queued one since the read.
+      const r = await trx
+        .updateTable('deliveries')
+        .set({ state: 'dead', last_error: REMOVED_SINK_ERROR, updated_at: nowIso })
+        .where('sink', '=', sink)
+        .where('event_id', 'in', open(trx, sink).select('event_id').where('event_id', 'in', eventIds))
+        .executeTakeFirst();
+      return Number(r.numUpdatedRows);
+    },
+    { pause, ...(signal ? { signal } : {}) },
+  );
+  return r.written;
 }

@@ -3,6 +3,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { inChunks, oncePerConnection } from '../db/sqliteHelpers.js';
 import { enqueue, findReusableJob, preparedJobWritesOn, restartPendingJob, RETRY_BATCH, reviveDeadJob, type NewJob, type ReusableJob } from '../queue/JobQueue.js';
+import { writeBatches } from '../db/writeInBatches.js';
 import { preparedResetDelivery, resetDelivery } from './deliveryRecords.js';
 import { matchesSink } from './matchesSink.js';
 import { messageIdFor } from './messageId.js';
@@ -39,7 +40,7 @@ export async function giveSinkMaxAttempts(db: Kysely<Database> | Transaction<Dat
  * `dead-letters retry`). A delivery that already failed that many times (lowered below its
  * attempts) gets one last attempt, whose failure dead-letters it with its own error: claimed past
  * its max_attempts, the worker would dead-letter it unrun, as an attempt that never finished.
- * The jobs are read first (no lock), then changed RETRY_BATCH at a time with `pause` before each:
+ * The jobs are read first (no lock), then changed RETRY_BATCH per transaction with `pause` between two:
  * one statement over every pending job of a sink held the write lock 0.26-0.6 s at 200,000, while
  * a running receiver's ingest (this process's, already listening at the workers' start, or
  * `serve`'s beside `work`) waits for it. Once `signal` is aborted (a stop during the start), no
@@ -52,9 +53,8 @@ export async function applySinkMaxAttempts(
   pause: () => Promise<void>,
   signal?: AbortSignal,
 ): Promise<{ sink: string; deliveries: number; maxAttempts: number }[]> {
-  const changed: { sink: string; deliveries: number; maxAttempts: number }[] = [];
+  const batches: { sink: SinkConfig; ids: number[] }[] = [];
   for (const sink of sinks) {
-    if (signal?.aborted) break;
     const ids = (
       await db
         .selectFrom('jobs')
@@ -64,15 +64,21 @@ export async function applySinkMaxAttempts(
         .where('max_attempts', '<>', configuredMaxAttempts(sink))
         .execute()
     ).map((r) => r.id);
-    let n = 0;
-    for (const chunk of inChunks(ids, RETRY_BATCH)) {
-      await pause();
-      if (signal?.aborted) break;
-      n += await giveSinkMaxAttempts(db, chunk, sink, nowIso);
-    }
-    if (n > 0) changed.push({ sink: sink.name, deliveries: n, maxAttempts: sink.maxAttempts });
+    batches.push(...inChunks(ids, RETRY_BATCH).map((chunk) => ({ sink, ids: chunk })));
   }
-  return changed;
+  // Per sink, as the transactions commit (one cut short by `signal` counts those that did).
+  const bySink = new Map<string, number>();
+  let counted = 0;
+  await writeBatches(db, batches, (trx, { sink, ids }) => giveSinkMaxAttempts(trx, ids, sink, nowIso), {
+    pause,
+    ...(signal ? { signal } : {}),
+    onBatch: (written, done) => {
+      const sink = batches[done - 1]!.sink.name;
+      bySink.set(sink, (bySink.get(sink) ?? 0) + written - counted);
+      counted = written;
+    },
+  });
+  return sinks.flatMap((s) => ((bySink.get(s.name) ?? 0) > 0 ? [{ sink: s.name, deliveries: bySink.get(s.name)!, maxAttempts: s.maxAttempts }] : []));
 }
 
 export interface DeliveryPayload {

@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { inChunks } from '../db/sqliteHelpers.js';
 import { immediateTransaction } from '../queue/JobQueue.js';
+import { writeBatches } from '../db/writeInBatches.js';
 import { isoTime as iso } from '../util/clock.js';
 import { sinkDisabled } from './deliveryRecords.js';
 import { sinkJobKind } from './enqueueDeliveries.js';
@@ -61,10 +62,10 @@ export async function sendSinkNow(
   // later by something else (the max_attempts step of a start or of a `dead-letters retry` running
   // meanwhile, a clock stepped back) was skipped: 81,000 of 200,000 beside a retry.
   const waiting = await db.selectFrom('jobs').select(['id', 'attempts']).where('state', '=', 'pending').where('kind', '=', kind).where('run_at', '>', at).execute();
-  let due = 0;
-  for (const [i, chunk] of inChunks(waiting, SEND_NOW_BATCH).entries()) {
-    if (i > 0) await opts.pause?.();
-    due += await immediateTransaction(db, async (trx) => {
+  const { written: due } = await writeBatches(
+    db,
+    inChunks(waiting, SEND_NOW_BATCH),
+    async (trx, chunk) => {
       // By the ids (the primary key; unary +: not through jobs_kind_ready), then the attempts read.
       const r = await trx
         .updateTable('jobs')
@@ -75,8 +76,8 @@ export async function sendSinkNow(
         .where('run_at', '>', at)
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
-    });
-    opts.onBatch?.(due);
-  }
+    },
+    { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (written) => opts.onBatch?.(written) },
+  );
   return { due, pending: await countPending(false), disabled };
 }

@@ -52,7 +52,11 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
         BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
       const stopped = await cli(['dead-letters', 'retry', '--all'], { DATABASE_PATH: path });
       expect(stopped.code).toBe(1);
-      expect(stopped.stderr).toContain('stopped by the test');
+      // What committed before the failure is said, not left to be found (the error alone read as if nothing had changed).
+      expect(stopped.stderr).toBe(
+        'dead-letters retry: stopped part-way by the error below: 500 dead-lettered jobs queued again before it (they stay queued; the rest stay dead letters); run it again for the rest\n' +
+          'error: stopped by the test\n',
+      );
       const count = (sql: string) => w.prepare(sql).pluck().get() as number;
       expect(count("SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(500);
       // Each batch's deliveries turn pending in the batch's own transaction.
@@ -80,7 +84,10 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
         BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
       const stopped = await cli(['dead-letters', 'discard', '--all'], { DATABASE_PATH: path });
       expect(stopped.code).toBe(1);
-      expect(stopped.stderr).toContain('stopped by the test');
+      expect(stopped.stderr).toBe(
+        'dead-letters discard: stopped part-way by the error below: 500 dead letters discarded before it (they stay deleted); run it again for the rest\n' +
+          'error: stopped by the test\n',
+      );
       const dead = () => w.prepare("SELECT count(*) FROM jobs WHERE state = 'dead'").pluck().get();
       expect(dead()).toBe(700);
       w.exec('DROP TRIGGER stop_after_500');
@@ -88,6 +95,53 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
       expect(JSON.parse(rest.stdout)).toEqual({ dry_run: false, discarded: 700, by_kind: { 'sink:crm': 700 }, kept: [] });
       expect(dead()).toBe(0);
+    });
+  });
+
+  it('prune stopped by a failure part-way says how many jobs it deleted before it', async () => {
+    await withDatabase('prune-stopped.db', async (path, w) => {
+      const old = '2020-01-01T00:00:00.000Z';
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
+      );
+      w.transaction(() => {
+        for (let i = 0; i < 1_200; i++) insert.run(`evt-${i}`, old, old, old, old);
+      })();
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE DELETE ON jobs WHEN (SELECT count(*) FROM jobs) <= 700
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['prune', '--json'], { DATABASE_PATH: path });
+      expect({ code: stopped.code, stdout: stopped.stdout, stderr: stopped.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'prune: stopped part-way by the error below: 500 finished jobs deleted before it (they stay deleted); run it again for the rest\nerror: stopped by the test\n',
+      });
+      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBe(700);
+    });
+  });
+
+  it('sinks send-now stopped by a failure part-way says how many deliveries it made due before it', async () => {
+    await withDatabase('send-now-stopped.db', async (path, w) => {
+      const later = '2099-01-01T00:00:00.000Z';
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)`,
+      );
+      const row = w.prepare("INSERT INTO deliveries (event_id, sink, message_id, state, attempts, queued_at, created_at, updated_at) VALUES (?, 'crm', ?, 'retrying', 2, ?, ?, ?)");
+      w.transaction(() => {
+        for (let i = 0; i < 1_200; i++) {
+          insert.run(`evt-${i}`, later, later, later);
+          row.run(`evt-${i}`, `msg-${i}`, later, later, later);
+        }
+      })();
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE UPDATE OF run_at ON jobs WHEN (SELECT count(*) FROM jobs WHERE run_at < '2099') >= 500
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['sinks', 'send-now', 'crm'], { DATABASE_PATH: path });
+      expect({ code: stopped.code, stdout: stopped.stdout, stderr: stopped.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: 'sinks send-now: stopped part-way by the error below: 500 deliveries of sink crm made due before it (a running receiver sends them); run it again for the rest\nerror: stopped by the test\n',
+      });
     });
   });
 

@@ -1,6 +1,7 @@
 import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
+import { sayHowFar } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
 import { count, progressFor } from '../progress.js';
 
@@ -23,7 +24,12 @@ export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
   try {
     const before = new Date(Date.now() - o.olderThan).toISOString();
     const onBatch = (deleted: number) => progress.report(() => `prune: ${count(deleted)} jobs deleted so far`);
-    const jobs = await pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch });
+    const jobs = await sayHowFar(
+      io,
+      progress,
+      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch }),
+      (n) => `prune: stopped part-way by the error below: ${count(n)} finished job${n === 1 ? '' : 's'} deleted before it (they stay deleted); run it again for the rest`,
+    );
     progress.end();
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), finished_before: before, jobs });
     else io.out(`${o.dryRun ? 'would delete' : 'deleted'} ${jobs} finished job${jobs === 1 ? '' : 's'} (state done, finished before ${before}); jobs still to run and dead letters are kept`);

@@ -1,7 +1,7 @@
 import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
-import { CliError } from '../errors.js';
+import { CliError, sayHowFar } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
 import { count, progressFor } from '../progress.js';
 import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns } from '../sinkOps.js';
@@ -85,7 +85,12 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
   try {
     // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
     const onBatch = (due: number) => progress.report(() => `sinks send-now: ${count(due)} deliveries made due so far`);
-    const r = await sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch });
+    const r = await sayHowFar(
+      io,
+      progress,
+      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch }),
+      (n) => `sinks send-now: stopped part-way by the error below: ${count(n)} deliver${n === 1 ? 'y' : 'ies'} of sink ${name} made due before it (a running receiver sends them); run it again for the rest`,
+    );
     progress.end();
     if (o.json) printJson(io, { dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
     else {
