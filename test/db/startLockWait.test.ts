@@ -114,8 +114,11 @@ describe('a start while another process holds the write lock', () => {
     } finally {
       release();
     }
-    await until(child, () => child.stdout.join('').includes('"msg":"workers started"'));
+    // 'receiver listening' is the line after 'workers started' (start() says it once the workers
+    // started): waited for too, or read before it is written on a busy machine.
+    await until(child, () => listening(child));
     expect(child.stderr.join('')).toBe('');
+    expect(child.stdout.join('')).toContain('"msg":"workers started"');
     expect(listening(child)).toBe(true);
     child.proc.kill('SIGTERM');
     expect(await child.exited).toEqual({ code: 0, signal: null });
