@@ -148,6 +148,9 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
 
+/** A stop came while the workers' start waited for the write lock (whileLockHeld): the start ends, unfailed. */
+class StopDuringStart extends Error {}
+
 /** How long the workers' start waits for a write lock another process holds (whileLockHeld). */
 const STARTUP_LOCK_WAIT_MS = 30_000;
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
@@ -532,7 +535,9 @@ export function createApp(deps: AppDeps) {
       try {
         return await step();
       } catch (err) {
-        if (!isSqliteBusy(err) || startStop.signal.aborted) throw err;
+        if (!isSqliteBusy(err)) throw err;
+        // A stop while waiting ends the start as a stop during its housekeeping does, not as a failure.
+        if (startStop.signal.aborted) throw new StopDuringStart();
         if (performance.now() >= deadline) {
           throw new Error(`the workers' start waited ${STARTUP_LOCK_WAIT_MS / 1000} s for the database's write lock, held by another process all along: ${(err as Error).message}`, { cause: err });
         }
@@ -573,6 +578,12 @@ export function createApp(deps: AppDeps) {
       if (processingStarted) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
+      // Not a failure: the stop (which releases the lock) follows, and says nothing was started.
+      if (err instanceof StopDuringStart) {
+        workersLock = lock;
+        logger.info('workers not started: the stop came during the start');
+        return;
+      }
       if (strandedSweep) clearInterval(strandedSweep);
       // A `work` whose start failed must end: the file watch's timer is not unref'd.
       stopWatchingFile();

@@ -28,18 +28,19 @@ export class UsageError extends CliError {
  * Runs a bulk change made in several transactions (writeInBatches). When one fails after others
  * committed, a line on stderr says how far it got (`said(written)`: what stays changed, what to
  * do), then the failure is reported as before (its own `error:` line, exit 1): the error alone
- * read as if nothing had changed.
+ * read as if nothing had changed. `committedBefore`: the command changed something before `run`
+ * (a retry's second step), so the line is said whatever failed, and however little `run` wrote.
  */
-export async function sayHowFar<T>(io: CliIo, progress: Progress, run: () => Promise<T>, said: (written: number) => string): Promise<T> {
+export async function sayHowFar<T>(io: CliIo, progress: Progress, run: () => Promise<T>, said: (written: number) => string, committedBefore = false): Promise<T> {
   try {
     return await run();
   } catch (err) {
-    if (!(err instanceof PartlyWritten)) throw err;
-    if (err.written > 0) {
+    const written = err instanceof PartlyWritten ? err.written : 0;
+    if (written > 0 || committedBefore) {
       // The progress line cleared first: this one is not written over it.
       progress.end();
-      io.err(said(err.written));
+      io.err(said(written));
     }
-    throw err.cause;
+    throw err instanceof PartlyWritten ? err.cause : err;
   }
 }

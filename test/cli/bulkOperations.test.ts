@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -95,6 +96,29 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
       expect(JSON.parse(rest.stdout)).toEqual({ dry_run: false, discarded: 700, by_kind: { 'sink:crm': 700 }, kept: [] });
       expect(dead()).toBe(0);
+    });
+  });
+
+  it("dead-letters retry whose max_attempts step fails at its first batch says the jobs it queued again stay queued", async () => {
+    await withDatabase('retry-then-max-attempts.db', async (path, w) => {
+      deadDeliveries(w, 3);
+      // A delivery already waiting, queued with another max_attempts than the configuration's now.
+      w.exec(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+        VALUES ('sink:crm', '{}', 'evt-waiting', 'sink:crm', 'pending', '2026-11-20T10:00:00.000Z', 1, 25, '2026-11-20T10:00:00.000Z', '2026-11-20T10:00:00.000Z')`);
+      w.exec(`CREATE TRIGGER stop_max_attempts BEFORE UPDATE OF max_attempts ON jobs WHEN OLD.event_id = 'evt-waiting'
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const config = join(dir, 'retry-then-max-attempts.json');
+      writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
+      const stopped = await cli(['dead-letters', 'retry', '--all'], { DATABASE_PATH: path, CONFIG_FILE: config });
+      // The error alone read as if the retry had failed: run again, it found no dead letter.
+      expect({ code: stopped.code, stdout: stopped.stdout, stderr: stopped.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr:
+          "dead-letters retry: 3 dead-lettered jobs queued again; then the error below stopped giving the other waiting deliveries their sink's max_attempts as configured now after 0 (the next start of the workers does the rest)\n" +
+          'error: stopped by the test\n',
+      });
+      expect(w.prepare("SELECT count(*) FROM jobs WHERE state = 'pending'").pluck().get()).toBe(4);
     });
   });
 

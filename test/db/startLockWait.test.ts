@@ -62,6 +62,15 @@ async function until(child: Child, done: () => boolean, ms = 20_000): Promise<vo
   while (!done() && !exited && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }
 
+/** A `serve` with workers, once it says their start waits for the write lock (held by the caller). */
+async function workersWaiting(path: string): Promise<Child> {
+  const child = serve(path, '2');
+  const waiting = () => child.stdout.join('').includes("the workers' start waits for it");
+  await until(child, waiting);
+  expect(waiting()).toBe(true);
+  return child;
+}
+
 const listening = (child: Child) => child.stdout.join('').includes('"msg":"receiver listening"');
 
 /** Whether the child has the database's -shm open: it is in openDatabase, past opening the file. */
@@ -100,19 +109,37 @@ describe('a start while another process holds the write lock', () => {
     const path = await database('workers.db');
     const release = holdWriteLock(path);
     let child: Child;
-    const waiting = () => child.stdout.join('').includes("the workers' start waits for it");
     try {
-      child = serve(path, '2');
-      await until(child, waiting);
-      expect(waiting()).toBe(true);
+      child = await workersWaiting(path);
     } finally {
       release();
     }
-    await until(child, () => child.stdout.join('').includes('"msg":"workers started"'));
+    // 'receiver listening' is the line after 'workers started' (start() says it once the workers
+    // started): waited for too, or read before it is written on a busy machine.
+    await until(child, () => listening(child));
     expect(child.stderr.join('')).toBe('');
+    expect(child.stdout.join('')).toContain('"msg":"workers started"');
     expect(listening(child)).toBe(true);
     child.proc.kill('SIGTERM');
     expect(await child.exited).toEqual({ code: 0, signal: null });
+  }, 40_000);
+
+  it('a stop while the workers\' start waits for the lock ends the receiver cleanly (it exited 1 "fatal: database is locked")', async () => {
+    const path = await database('stop-waiting.db');
+    const release = holdWriteLock(path);
+    let child: Child;
+    try {
+      child = await workersWaiting(path);
+      child.proc.kill('SIGTERM');
+      expect(await child.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      release();
+    }
+    expect(child.stderr.join('')).toBe('');
+    const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(msgs).toContain('workers not started: the stop came during the start');
+    expect(msgs).not.toContain('workers started');
+    expect(msgs.at(-1)).toBe('receiver stopped');
   }, 40_000);
 
   it('with a migration pending, waits for the lock (another process migrating) rather than exit 1 "database is locked"', async () => {

@@ -203,6 +203,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
         () => applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause),
         (k) =>
           `dead-letters retry: ${count(n)} dead-lettered job${n === 1 ? '' : 's'} queued again; then the error below stopped giving the other waiting deliveries their sink's max_attempts as configured now after ${count(k)} (the next start of the workers does the rest)`,
+        // The jobs retried stay queued, whenever this step fails: said even when it wrote nothing.
+        true,
       );
     }
     progress.end();
