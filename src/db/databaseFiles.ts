@@ -42,6 +42,10 @@ export function repairSidecarMode(path: string): void {
  */
 export function unwritableFolderError(path: string, cause: unknown): Error | null {
   if (path === ':memory:' || path === '') return null;
+  // Only a failure that a folder it may not write can cause: a corrupt file, a newer schema or a
+  // busy lock in such a folder keeps its own message.
+  const causeCode = String((cause as { code?: unknown } | null)?.code ?? '');
+  if (!/^(SQLITE_CANTOPEN|SQLITE_READONLY|SQLITE_PERM|EACCES$|EPERM$|EROFS$)/.test(causeCode)) return null;
   const folder = dirname(path);
   try {
     accessSync(folder, constants.W_OK);

@@ -1,5 +1,6 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { immediateTransaction } from '../db/immediateTransaction.js';
 import { insertElseUpdate } from '../db/sqliteHelpers.js';
 import type { HeldSources, SourceGate } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
@@ -86,11 +87,17 @@ export class SourcePauses implements SourceGate {
    * (A result read brought forward still keeps its 30 s poll spacing: the handler enforces it.)
    */
   async clearAll(): Promise<number> {
+    // One transaction: retried whole when another process holds the write lock (the workers'
+    // start), the count is the one that committed.
+    return immediateTransaction(this.db, (trx) => this.clearAllIn(trx));
+  }
+
+  private async clearAllIn(db: Transaction<Database>): Promise<number> {
     const now = new Date(this.clock.now()).toISOString();
     // Held back by the pause: rescheduled to its probe (pause time + the probe period), so due no
     // later than the pause's probe_after. A job due later waits for something else (a Retry-After,
     // a long backoff) and keeps its time.
-    const r = await this.db
+    const r = await db
       .updateTable('jobs')
       .set({ run_at: now, updated_at: now })
       .where('state', '=', 'pending')
@@ -105,7 +112,7 @@ export class SourcePauses implements SourceGate {
         ),
       )
       .executeTakeFirst();
-    await this.db.deleteFrom('source_pauses').execute();
+    await db.deleteFrom('source_pauses').execute();
     return Number(r.numUpdatedRows);
   }
 }

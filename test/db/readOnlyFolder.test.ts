@@ -45,4 +45,18 @@ describe.skipIf(!root)('a database file the receiver may write, in a folder it m
     expect(r.code, name).toBe(1);
     expect(r.stderr, name).toContain(`fatal: cannot open the database at ${dbPath} (DATABASE_PATH): this process (uid ${NOBODY}) ${folderError(folder)}`);
   }, 30_000);
+
+  it('a file that is not a database there keeps its own error: the folder is not blamed for it', async () => {
+    const folder = join(dir, 'not-a-database');
+    mkdirSync(folder);
+    const dbPath = join(folder, 'receiver.db');
+    writeFileSync(dbPath, 'x'.repeat(4096));
+    acquireWorkersLock(dbPath).release();
+    for (const f of [dbPath, `${dbPath}-workers-lock`]) chownSync(f, NOBODY, NOBODY);
+    chmodSync(folder, 0o755);
+    const r = await serveAsNobody(dbPath);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`fatal: cannot open the database at ${dbPath} (DATABASE_PATH): file is not a database`);
+    expect(r.stderr).not.toContain('may not create files');
+  }, 30_000);
 });
