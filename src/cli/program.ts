@@ -19,6 +19,9 @@ const progressOption = () => new Option('--progress', 'progress lines on stderr 
 /** What the --help of a command with --progress says about it. */
 const progressHelp = (what: string) =>
   `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
+/** What the --help of a bulk command that stops between two transactions (stopOnInterrupt) says about Ctrl-C. */
+const interruptHelp = (done: string) =>
+  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one ends it at once.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -50,7 +53,7 @@ export function buildProgram(io: CliIo, outcome: Outcome): Command {
     .addHelpText(
       'after',
       `${examples(['hiring-receiver demo', 'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --secret whsec_...', 'hiring-receiver status', 'hiring-receiver <command> --help'])}
-Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's environment and CONFIG_FILE (README.md, "Configuration" and "The command line").`,
+Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configuration: the server's environment and CONFIG_FILE (README.md, "Configuration" and "The command line").`,
     );
 
   const done = (p: Promise<number>) =>
@@ -106,7 +109,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--dry-run', 'count them, delete nothing')
     .addOption(jsonOption())
     .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far'))
+    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far') + interruptHelp('it deleted'))
     .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
 
   program

@@ -1,0 +1,68 @@
+import { join } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runTs } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { until, withMigratedDatabase } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-cli-interrupt-');
+afterAll(cleanup);
+
+const old = '2020-01-01T00:00:00.000Z';
+
+/**
+ * Runs the CLI with `args` (progress lines at every batch), and once it has committed a batch
+ * (its first progress line), sends it `signal` while this test holds the write lock: the command
+ * cannot commit another batch before the signal is sent, so it cannot finish first however busy
+ * the machine is. The lock is let go at once: the batch in flight (maybe waiting for the lock)
+ * commits, then the command stops. Bounded: killed after 25 s.
+ */
+async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals) {
+  const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
+  const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+  try {
+    await until(() => child.stderr.join('').includes(' so far') || child.stderr.join('').includes(' of '), 'a first batch committed');
+    w.exec('BEGIN IMMEDIATE');
+    try {
+      child.proc.kill(signal);
+    } finally {
+      w.exec('ROLLBACK');
+    }
+    const { code, signal: killedBy } = await child.exited;
+    const stderr = child.stderr.join('');
+    // The last line: the progress lines come before it.
+    return { code, killedBy, stdout: child.stdout.join(''), last: stderr.trimEnd().split('\n').at(-1)! };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const countOf = (w: BetterSqlite3.Database, query: string) => w.prepare(query).pluck().get() as number;
+/** "12,500" in the line as a number. */
+const numberIn = (m: RegExpMatchArray | null) => Number(m![1]!.replace(/,/g, ''));
+
+describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', { timeout: 60_000 }, () => {
+  it('prune --json: the batch in flight commits, a line says how many were deleted, JSON says interrupted, exit 143', async () => {
+    await withMigratedDatabase(join(dir, 'prune.db'), async (path, w) => {
+      const total = 20_000;
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
+      );
+      w.transaction(() => {
+        for (let i = 0; i < total; i++) insert.run(`evt-${i}`, old, old, old, old);
+      })();
+      // `timeout -s TERM` of a cron job: ended at once, it printed nothing (40,000 of 100,000 deleted, unsaid).
+      const r = await interruptAfterFirstBatch(w, ['prune', '--older-than', '1d', '--json'], { DATABASE_PATH: path }, 'SIGTERM');
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 143, killedBy: null });
+      const m = r.last.match(/^prune: stopped part-way by SIGTERM: ([\d,]+) finished jobs deleted before it \(they stay deleted\); run it again for the rest$/);
+      expect(m, r.last).not.toBeNull();
+      const deleted = numberIn(m);
+      expect(deleted).toBeGreaterThan(0);
+      expect(deleted).toBeLessThan(total);
+      // Exactly what the line says is gone: each batch whole.
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(total - deleted);
+      expect(JSON.parse(r.stdout)).toMatchObject({ dry_run: false, jobs: deleted, interrupted: true });
+    });
+  });
+});
