@@ -223,7 +223,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     .addHelpText(
       'after',
       examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']) +
-        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)'),
+        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)') +
+        interruptHelp('it queued again'),
     )
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
   deadLetterSelection(
@@ -235,7 +236,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     .option('--dry-run', 'count what would be discarded; change nothing')
     .addOption(jsonOption())
     .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)'))
+    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)') + interruptHelp('it discarded'))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
 
   const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');

@@ -3,7 +3,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { until, withMigratedDatabase } from './helpers.js';
+import { deadDeliveries, until, withMigratedDatabase } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-interrupt-');
 afterAll(cleanup);
@@ -63,6 +63,39 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       // Exactly what the line says is gone: each batch whole.
       expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(total - deleted);
       expect(JSON.parse(r.stdout)).toMatchObject({ dry_run: false, jobs: deleted, interrupted: true });
+    });
+  });
+
+  it('dead-letters retry --json: Ctrl-C says how many were queued again (each with its delivery row), exit 130', async () => {
+    await withMigratedDatabase(join(dir, 'retry.db'), async (path, w) => {
+      const total = 20_000;
+      deadDeliveries(w, total);
+      const r = await interruptAfterFirstBatch(w, ['dead-letters', 'retry', '--all', '--json'], { DATABASE_PATH: path }, 'SIGINT');
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 130, killedBy: null });
+      const m = r.last.match(/^dead-letters retry: stopped part-way by SIGINT: ([\d,]+) dead-lettered jobs queued again before it \(they stay queued; the rest stay dead letters\); run it again for the rest$/);
+      expect(m, r.last).not.toBeNull();
+      const retried = numberIn(m);
+      expect(retried).toBeGreaterThan(0);
+      expect(retried).toBeLessThan(total);
+      expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(retried);
+      expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'dead'")).toBe(total - retried);
+      expect(countOf(w, "SELECT count(*) FROM deliveries WHERE state = 'pending'")).toBe(retried);
+      expect(JSON.parse(r.stdout)).toEqual({ retried, interrupted: true });
+    });
+  });
+
+  it('dead-letters discard: SIGTERM says how many were discarded, nothing on stdout, exit 143', async () => {
+    await withMigratedDatabase(join(dir, 'discard.db'), async (path, w) => {
+      const total = 20_000;
+      deadDeliveries(w, total);
+      const r = await interruptAfterFirstBatch(w, ['dead-letters', 'discard', '--all'], { DATABASE_PATH: path }, 'SIGTERM');
+      expect({ code: r.code, killedBy: r.killedBy, stdout: r.stdout }).toEqual({ code: 143, killedBy: null, stdout: '' });
+      const m = r.last.match(/^dead-letters discard: stopped part-way by SIGTERM: ([\d,]+) dead letters discarded before it \(they stay deleted; the rest stay dead letters\); run it again for the rest$/);
+      expect(m, r.last).not.toBeNull();
+      const discarded = numberIn(m);
+      expect(discarded).toBeGreaterThan(0);
+      expect(discarded).toBeLessThan(total);
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(total - discarded);
     });
   });
 });
