@@ -305,7 +305,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
       'after',
       examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
         "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`." +
-        progressHelp('sinks send-now: 12,000 deliveries made due so far'),
+        progressHelp('sinks send-now: 12,000 deliveries made due so far') +
+        interruptHelp('it made due'),
     )
     .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
 

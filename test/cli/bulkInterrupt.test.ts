@@ -84,6 +84,33 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     });
   });
 
+  it('sinks send-now --json: SIGINT says how many were made due, and that the sink a 410 disabled is enabled, exit 130', async () => {
+    await withMigratedDatabase(join(dir, 'send-now.db'), async (path, w) => {
+      const total = 20_000;
+      const later = '2099-01-01T00:00:00.000Z';
+      const job = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 3, 25, ?, ?)`,
+      );
+      w.transaction(() => {
+        for (let i = 0; i < total; i++) job.run(`evt-${i}`, later, old, old);
+      })();
+      w.prepare("INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, updated_at) VALUES ('crm', ?, '410 Gone', 410, ?)").run(old, old);
+      const r = await interruptAfterFirstBatch(w, ['sinks', 'send-now', 'crm', '--json'], { DATABASE_PATH: path }, 'SIGINT');
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 130, killedBy: null });
+      const m = r.last.match(
+        /^sinks send-now: stopped part-way by SIGINT: ([\d,]+) deliveries of sink crm made due before it \(a running receiver sends them\); run it again for the rest; it was disabled since 2020-01-01T00:00:00.000Z and is enabled$/,
+      );
+      expect(m, r.last).not.toBeNull();
+      const due = numberIn(m);
+      expect(due).toBeGreaterThan(0);
+      expect(due).toBeLessThan(total);
+      expect(countOf(w, `SELECT count(*) FROM jobs WHERE run_at < '2099'`)).toBe(due);
+      expect(countOf(w, "SELECT count(*) FROM sink_state WHERE sink = 'crm' AND disabled_at IS NULL")).toBe(1);
+      expect(JSON.parse(r.stdout)).toEqual({ dry_run: false, sink: 'crm', made_due: due, pending: total, was_disabled: { since: old, reason: '410 Gone' }, interrupted: true });
+    });
+  });
+
   it('dead-letters discard: SIGTERM says how many were discarded, nothing on stdout, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'discard.db'), async (path, w) => {
       const total = 20_000;
