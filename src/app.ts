@@ -516,7 +516,7 @@ export function createApp(deps: AppDeps) {
     if (config.jobRetentionMs <= 0) return;
     const before = new Date(clock.now() - config.jobRetentionMs).toISOString();
     try {
-      const n = await pruneFinishedJobs(database.db, before, { maxRows: PRUNE_PER_SWEEP, pause: () => new Promise((r) => setTimeout(r, 10)), signal: pruneStop.signal });
+      const { written: n } = await pruneFinishedJobs(database.db, before, { maxRows: PRUNE_PER_SWEEP, pause: () => new Promise((r) => setTimeout(r, 10)), signal: pruneStop.signal });
       if (n > 0) logger.info({ jobs: n, finished_before: before }, 'finished jobs past JOB_RETENTION_DAYS deleted');
     } catch (err) {
       logger.error({ err: (err as Error).message }, 'deleting finished jobs past JOB_RETENTION_DAYS failed; it is tried again in a few minutes');

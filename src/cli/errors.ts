@@ -1,9 +1,13 @@
+import { constants } from 'node:os';
 import type { CliIo } from './io.js';
 import type { Progress } from './progress.js';
 import { PartlyWritten } from '../db/writeInBatches.js';
 
 /** Exit codes of every command: 0 success, 1 failure, 2 bad usage. */
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+
+/** The exit status of a command a signal stopped, as the shell's for one it ended: 130 for SIGINT, 143 for SIGTERM. */
+export const exitBySignal = (signal: NodeJS.Signals): number => 128 + constants.signals[signal];
 
 /** A failure reported as one line on stderr, with its exit code. */
 export class CliError extends Error {
@@ -43,4 +47,15 @@ export async function sayHowFar<T>(io: CliIo, progress: Progress, run: () => Pro
     }
     throw err instanceof PartlyWritten ? err.cause : err;
   }
+}
+
+/**
+ * The line a bulk change stopped by a signal between two batches (stopOnInterrupt) says on stderr,
+ * in sayHowFar's words: `done` is what the `n` committed rows are ("500 finished jobs deleted"),
+ * `stays` what becomes of them ("they stay deleted").
+ */
+export function stoppedBySignal(command: string, by: NodeJS.Signals, n: number, done: string, stays: string): string {
+  return n === 0
+    ? `${command}: stopped by ${by} before its first batch (${done}); run it again`
+    : `${command}: stopped part-way by ${by}: ${done} before it (${stays}); run it again for the rest`;
 }

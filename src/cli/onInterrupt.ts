@@ -10,20 +10,62 @@
  * command went on as if Ctrl-C had not been typed).
  */
 export function onInterrupt(cleanup: () => void): () => void {
-  const onSignal = (signal: NodeJS.Signals) => {
+  const remove = onStopSignals((signal) => {
     remove();
     try {
       cleanup();
     } finally {
-      // With no listener left, the signal's default action: the process ends by it.
-      process.kill(process.pid, signal);
+      endBy(signal);
     }
-  };
-  const remove = () => {
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  });
   return () => void setImmediate(remove);
+}
+
+/** `handler` on SIGINT and SIGTERM, until the function returned removes it. */
+function onStopSignals(handler: (signal: NodeJS.Signals) => void): () => void {
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return () => {
+    process.removeListener('SIGINT', handler);
+    process.removeListener('SIGTERM', handler);
+  };
+}
+
+/** With no listener left (removed first), the signal's default action: the process ends by it. */
+const endBy = (signal: NodeJS.Signals) => void process.kill(process.pid, signal);
+
+/** A bulk change asked to stop by SIGINT or SIGTERM (stopOnInterrupt). */
+export interface StopRequest {
+  /** Aborted at the first signal: writeInBatches begins no further transaction. */
+  readonly signal: AbortSignal;
+  /** The signal that asked, once one has. */
+  by(): NodeJS.Signals | undefined;
+  /** Removes the handlers (call it in a `finally`). */
+  off(): void;
+}
+
+/**
+ * For a command that changes rows in many transactions (prune, dead-letters retry and discard,
+ * sinks send-now): the first SIGINT (Ctrl-C) or SIGTERM (a supervisor, `timeout`) aborts
+ * `signal`, so the batch in flight commits and none begins after it; the command then says what
+ * it did and exits by the signal's status (exitBySignal). Ended at once, as onInterrupt does, it
+ * left a cron log with nothing at all (40,000 of 100,000 jobs pruned, no line saying so). A
+ * second signal ends the process at once by that signal (its default action), for a stop that
+ * takes too long. Not by removing the handlers at the first: while the CLI waits inside SQLite for
+ * the write lock (its busy timeout, up to 5 s) no handler runs, and the two signals are handled in
+ * one turn of the loop, where the second found no handler and was lost.
+ */
+export function stopOnInterrupt(): StopRequest {
+  const controller = new AbortController();
+  let by: NodeJS.Signals | undefined;
+  const off = onStopSignals((signal) => {
+    if (by === undefined) {
+      by = signal;
+      controller.abort();
+      return;
+    }
+    off();
+    endBy(signal);
+  });
+  return { signal: controller.signal, by: () => by, off };
 }

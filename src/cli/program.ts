@@ -19,6 +19,9 @@ const progressOption = () => new Option('--progress', 'progress lines on stderr 
 /** What the --help of a command with --progress says about it. */
 const progressHelp = (what: string) =>
   `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
+/** What the --help of a bulk command that stops between two transactions (stopOnInterrupt) says about Ctrl-C. */
+const interruptHelp = (done: string) =>
+  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one ends it at once.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -50,7 +53,7 @@ export function buildProgram(io: CliIo, outcome: Outcome): Command {
     .addHelpText(
       'after',
       `${examples(['hiring-receiver demo', 'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --secret whsec_...', 'hiring-receiver status', 'hiring-receiver <command> --help'])}
-Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's environment and CONFIG_FILE (README.md, "Configuration" and "The command line").`,
+Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configuration: the server's environment and CONFIG_FILE (README.md, "Configuration" and "The command line").`,
     );
 
   const done = (p: Promise<number>) =>
@@ -106,7 +109,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--dry-run', 'count them, delete nothing')
     .addOption(jsonOption())
     .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far'))
+    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far') + interruptHelp('it deleted'))
     .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
 
   program
@@ -220,7 +223,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .addHelpText(
       'after',
       examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']) +
-        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)'),
+        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)') +
+        interruptHelp('it queued again'),
     )
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
   deadLetterSelection(
@@ -232,7 +236,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
     .option('--dry-run', 'count what would be discarded; change nothing')
     .addOption(jsonOption())
     .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)'))
+    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)') + interruptHelp('it discarded'))
     .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
 
   const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');
@@ -301,7 +305,8 @@ Exit codes: 0 success, 1 failure, 2 bad usage. Configuration: the server's envir
       'after',
       examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
         "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`." +
-        progressHelp('sinks send-now: 12,000 deliveries made due so far'),
+        progressHelp('sinks send-now: 12,000 deliveries made due so far') +
+        interruptHelp('it made due'),
     )
     .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
 

@@ -4,7 +4,7 @@ import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selecta
 import type { Database, JobsTable } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
 import { inChunks, oncePerConnection } from '../db/sqliteHelpers.js';
-import { writeBatches } from '../db/writeInBatches.js';
+import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
 import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
@@ -453,9 +453,21 @@ export class JobQueue {
       const row = await this.db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('id', 'in', deadLetterIds(this.db, filter)).executeTakeFirst();
       return Number(row?.n ?? 0);
     }
+    return (await this.retryDeadLettersStoppable(filter, opts)).written;
+  }
+
+  /**
+   * retryDeadLetters (not a dry run) that `signal` stops between two transactions (an operator's
+   * Ctrl-C): the jobs run again, and whether the signal stopped it before its last transaction.
+   */
+  async retryDeadLettersStoppable(
+    filter: DeadLetterFilter,
+    opts: { pause?: () => Promise<void>; withEach?: (trx: Transaction<Database>, ids: number[]) => Promise<void>; onBatch?: BatchProgress; signal?: AbortSignal } = {},
+  ): Promise<BatchOutcome> {
+    if (!chosen(filter)) return { written: 0, stopped: false };
     const now = iso(this.clock.now());
     const ids = [...new Set((await deadLetterIds(this.db, filter).execute()).map((r) => r.id))];
-    const { written } = await writeBatches(
+    return writeBatches(
       this.db,
       inChunks(ids, RETRY_BATCH),
       async (trx, chunk) => {
@@ -472,9 +484,8 @@ export class JobQueue {
         await opts.withEach?.(trx, chunk);
         return Number(r.numUpdatedRows);
       },
-      { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(ids.length, batches * RETRY_BATCH), ids.length) },
+      { ...(opts.pause ? { pause: opts.pause } : {}), ...(opts.signal ? { signal: opts.signal } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(ids.length, batches * RETRY_BATCH), ids.length) },
     );
-    return written;
   }
 
   /**
@@ -487,13 +498,14 @@ export class JobQueue {
    * is read first (no lock), then deleted RETRY_BATCH jobs per transaction with `pause` between
    * them, each delete checking again that the job is still dead and may go: one transaction held
    * the write lock for 6 s at 140,000 dead letters (cold cache), and a running receiver answered
-   * 503 meanwhile. `onBatch` as for retryDeadLetters.
+   * 503 meanwhile. `onBatch` as for retryDeadLetters; `signal` stops it between two transactions
+   * (an operator's Ctrl-C), and `stopped` says it did: `discarded` counts those deleted before.
    */
   async discardDeadLetters(
     filter: DeadLetterFilter,
-    opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: BatchProgress } = {},
-  ): Promise<{ discarded: { kind: string; n: number }[]; kept: { id: number; kind: string; event_id: string | null }[] }> {
-    if (!chosen(filter)) return { discarded: [], kept: [] };
+    opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: BatchProgress; signal?: AbortSignal } = {},
+  ): Promise<{ discarded: { kind: string; n: number }[]; kept: { id: number; kind: string; event_id: string | null }[]; stopped: boolean }> {
+    if (!chosen(filter)) return { discarded: [], kept: [], stopped: false };
     const rows = await this.db
       .selectFrom('jobs')
       .leftJoin('event_processing', 'event_processing.event_id', 'jobs.event_id')
@@ -507,9 +519,10 @@ export class JobQueue {
     // since the read stays, and is not counted).
     const gone = rows.filter((r) => !unfinished(r));
     let counted: { kind: string }[] = gone;
+    let stopped = false;
     if (!opts.dryRun) {
       const deleted: { kind: string }[] = [];
-      await writeBatches(
+      ({ stopped } = await writeBatches(
         this.db,
         inChunks(gone.map((r) => r.id), RETRY_BATCH),
         async (trx, chunk) => {
@@ -530,13 +543,17 @@ export class JobQueue {
           deleted.push(...rows);
           return rows.length;
         },
-        { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(gone.length, batches * RETRY_BATCH), gone.length) },
-      );
+        {
+          ...(opts.pause ? { pause: opts.pause } : {}),
+          ...(opts.signal ? { signal: opts.signal } : {}),
+          onBatch: (_, batches) => opts.onBatch?.(Math.min(gone.length, batches * RETRY_BATCH), gone.length),
+        },
+      ));
       counted = deleted;
     }
     const byKind = new Map<string, number>();
     for (const r of counted) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
-    return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept };
+    return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept, stopped };
   }
 
   async listDeadLetters(limit = 100): Promise<Job[]> {

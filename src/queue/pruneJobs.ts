@@ -1,6 +1,6 @@
 import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { writeInBatches } from '../db/writeInBatches.js';
+import { writeInBatches, type BatchOutcome } from '../db/writeInBatches.js';
 
 /** Rows per transaction: about 15 ms of write lock here, so ingest waits for at most that much. */
 export const PRUNE_BATCH = 500;
@@ -13,18 +13,19 @@ export const PRUNE_BATCH = 500;
  * a time); `pause` runs between transactions (the workers yield to the loop there), and `signal`
  * stops it between two (a shutdown). `dryRun` only counts (on a read-only connection too).
  * `onBatch` is told the rows deleted so far after each transaction (the CLI's progress).
+ * Returns the rows deleted (counted, with dryRun), and whether `signal` stopped it before its end.
  */
 export async function pruneFinishedJobs(
   db: Kysely<Database>,
   cutoffIso: string,
   opts: { maxRows?: number; dryRun?: boolean; pause?: () => Promise<void>; signal?: AbortSignal; onBatch?: (deleted: number) => void } = {},
-): Promise<number> {
+): Promise<BatchOutcome> {
   const max = opts.maxRows ?? Number.MAX_SAFE_INTEGER;
   if (opts.dryRun) {
     const row = await db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where(finishedBefore(cutoffIso)).executeTakeFirst();
-    return Math.min(Number(row?.n ?? 0), max);
+    return { written: Math.min(Number(row?.n ?? 0), max), stopped: false };
   }
-  if (max <= 0) return 0;
+  if (max <= 0) return { written: 0, stopped: false };
   let deleted = 0;
   const r = await writeInBatches(
     db,
@@ -44,7 +45,7 @@ export async function pruneFinishedJobs(
       },
     },
   );
-  return r.written;
+  return r;
 }
 
 /**

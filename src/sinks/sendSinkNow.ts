@@ -17,6 +17,8 @@ export interface SendNowResult {
   pending: number;
   /** The sink was disabled (a 410): enabled by this call (would be, with dryRun). */
   disabled: { at: string; reason: string | null } | null;
+  /** `signal` stopped it between two transactions: `due` counts those made due before. */
+  stopped: boolean;
 }
 
 /**
@@ -28,13 +30,14 @@ export interface SendNowResult {
  * sink (a Retry-After's wait, kept in its memory) at its next claim (SinkGate), and claims them
  * at its next poll. The deliveries waiting at `now` are read first, then changed by id: one the
  * worker sent since (and that failed again) is left as it is, and the batches end. `onBatch` is
- * told the deliveries made due so far after each transaction (the CLI's progress).
+ * told the deliveries made due so far after each transaction (the CLI's progress); once `signal`
+ * is aborted (an operator's Ctrl-C), no further one begins (the enable, first, is made all the same).
  */
 export async function sendSinkNow(
   db: Kysely<Database>,
   sink: string,
   now: number,
-  opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: (due: number) => void } = {},
+  opts: { dryRun?: boolean; pause?: () => Promise<void>; onBatch?: (due: number) => void; signal?: AbortSignal } = {},
 ): Promise<SendNowResult> {
   const at = iso(now);
   const kind = sinkJobKind(sink);
@@ -47,7 +50,7 @@ export async function sendSinkNow(
     const off = await sinkDisabled(d, sink);
     return off ? { at: off.disabled_at!, reason: off.disabled_reason } : null;
   };
-  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled: await disabledNow(db) };
+  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled: await disabledNow(db), stopped: false };
   const enabled = { disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: at };
   // Read and enabled in one transaction: a 410 disabling the sink between the two would be
   // enabled over without the operator being told it had been disabled.
@@ -62,7 +65,7 @@ export async function sendSinkNow(
   // later by something else (the max_attempts step of a start or of a `dead-letters retry` running
   // meanwhile, a clock stepped back) was skipped: 81,000 of 200,000 beside a retry.
   const waiting = await db.selectFrom('jobs').select(['id', 'attempts']).where('state', '=', 'pending').where('kind', '=', kind).where('run_at', '>', at).execute();
-  const { written: due } = await writeBatches(
+  const { written: due, stopped } = await writeBatches(
     db,
     inChunks(waiting, SEND_NOW_BATCH),
     async (trx, chunk) => {
@@ -77,7 +80,7 @@ export async function sendSinkNow(
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
     },
-    { ...(opts.pause ? { pause: opts.pause } : {}), onBatch: (written) => opts.onBatch?.(written) },
+    { ...(opts.pause ? { pause: opts.pause } : {}), ...(opts.signal ? { signal: opts.signal } : {}), onBatch: (written) => opts.onBatch?.(written) },
   );
-  return { due, pending: await countPending(false), disabled };
+  return { due, pending: await countPending(false), disabled, stopped };
 }

@@ -3,31 +3,12 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/receiver.js';
-import { cli, withMigratedDatabase } from './helpers.js';
+import { cli, deadDeliveries, withMigratedDatabase } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-bulk-');
 afterAll(cleanup);
 
 const withDatabase = (name: string, body: (path: string, w: BetterSqlite3.Database) => Promise<void>) => withMigratedDatabase(join(dir, name), body);
-
-/** `n` events dead-lettered for the sink crm: their jobs dead, their delivery rows dead. */
-function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
-  const at = '2026-11-20T10:00:00.000Z';
-  const job = w.prepare(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-     VALUES ('sink:crm', json_object('event_id', @e, 'sink', 'crm'), @e, 'sink:crm', 'dead', @at, 25, 25, 'HTTP 503', @at, @at, @at)`,
-  );
-  const delivery = w.prepare(
-    `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
-     VALUES (@e, 'crm', 'msg_' || @e, 'dead', 25, 503, 'HTTP 503', @at, @at, @at, @at)`,
-  );
-  w.transaction(() => {
-    for (let i = 0; i < n; i++) {
-      job.run({ e: `evt-${i}`, at });
-      delivery.run({ e: `evt-${i}`, at });
-    }
-  })();
-}
 
 /** `n` application.created events, the i-th with the id and received_at `of(i)` gives. */
 function storeEvents(w: BetterSqlite3.Database, n: number, of: (i: number) => { id: string; at: string }): void {

@@ -5,8 +5,9 @@ import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQ
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
-import { sayHowFar, UsageError } from '../errors.js';
+import { exitBySignal, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
+import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, ofTotal, progressFor, type Progress } from '../progress.js';
 import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, giveSinkMaxAttempts, sinkJobKind } from '../sinkOps.js';
 
@@ -107,20 +108,30 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
   const ids = [...new Set(chosenJobs(o, 'discard'))];
   const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  // Ctrl-C or SIGTERM: the transaction in flight commits, none after it, and what it did is said.
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
     const onBatch = o.dryRun ? undefined : bulkProgress(progress, 'discard');
-    const { discarded, kept } = await sayHowFar(
+    const discardedSoFar = (n: number) => `${count(n)} dead letter${n === 1 ? '' : 's'} discarded`;
+    const { discarded, kept, stopped } = await sayHowFar(
       io,
       progress,
-      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, ...(onBatch ? { onBatch } : {}) }),
-      (n) => `dead-letters discard: stopped part-way by the error below: ${count(n)} dead letter${n === 1 ? '' : 's'} discarded before it (they stay deleted); run it again for the rest`,
+      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, ...(onBatch ? { onBatch } : {}), ...(stop ? { signal: stop.signal } : {}) }),
+      (n) => `dead-letters discard: stopped part-way by the error below: ${discardedSoFar(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
     const n = discarded.reduce((sum, k) => sum + k.n, 0);
     const verb = o.dryRun ? 'would discard' : 'discarded';
-    if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    const json = () => ({ dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    const by = stopped ? stop?.by() : undefined;
+    if (by) {
+      io.err(stoppedBySignal('dead-letters discard', by, n, discardedSoFar(n), 'they stay deleted; the rest stay dead letters'));
+      if (o.json) printJson(io, { ...json(), interrupted: true });
+      return exitBySignal(by);
+    }
+    if (o.json) printJson(io, json());
     else if (n === 0 && kept.length === 0) io.out('no dead letter matched; nothing to discard');
     else if (n > 0) io.out(`${verb} ${n} dead letter${n === 1 ? '' : 's'} (${discarded.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
     // The only trace of an event processing never finished: not deleted.
@@ -129,6 +140,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    stop?.off();
     progress.end();
     await database.close();
   }
@@ -168,6 +180,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
   const ids = chosenJobs(o, 'retry');
   const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  // As for discard: a signal stops it between two transactions, and what it did is said.
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
@@ -187,14 +201,24 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     const pause = betweenBatches;
     const stampedAt = new Date().toISOString();
     const onBatch = bulkProgress(progress, 'retry');
-    const n = await sayHowFar(
+    const queuedAgain = (k: number) => `${count(k)} dead-lettered job${k === 1 ? '' : 's'} queued again`;
+    const { written: n, stopped } = await sayHowFar(
       io,
       progress,
-      () => queue.retryDeadLetters(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch }),
-      (k) => `dead-letters retry: stopped part-way by the error below: ${count(k)} dead-lettered job${k === 1 ? '' : 's'} queued again before it (they stay queued; the rest stay dead letters); run it again for the rest`,
+      () => queue.retryDeadLettersStoppable(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      (k) => `dead-letters retry: stopped part-way by the error below: ${queuedAgain(k)} before it (they stay queued; the rest stay dead letters); run it again for the rest`,
     );
+    const json = () => ({ retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    const by = stopped ? stop?.by() : undefined;
+    if (by) {
+      progress.end();
+      io.err(stoppedBySignal('dead-letters retry', by, n, queuedAgain(n), 'they stay queued; the rest stay dead letters'));
+      if (o.json) printJson(io, { ...json(), interrupted: true });
+      return exitBySignal(by);
+    }
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch,
-    // in batches too (as at the workers' start).
+    // in batches too (as at the workers' start). Not stopped by a signal: the retry itself is
+    // done, and these batches are short (a second signal ends it at once).
     if (n > 0 && retriedSinks.length > 0) {
       progress.report(() => 'dead-letters retry: max_attempts of waiting deliveries', { phase: true });
       await sayHowFar(
@@ -202,13 +226,13 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
         progress,
         () => applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause),
         (k) =>
-          `dead-letters retry: ${count(n)} dead-lettered job${n === 1 ? '' : 's'} queued again; then the error below stopped giving the other waiting deliveries their sink's max_attempts as configured now after ${count(k)} (the next start of the workers does the rest)`,
+          `dead-letters retry: ${queuedAgain(n)}; then the error below stopped giving the other waiting deliveries their sink's max_attempts as configured now after ${count(k)} (the next start of the workers does the rest)`,
         // The jobs retried stay queued, whenever this step fails: said even when it wrote nothing.
         true,
       );
     }
     progress.end();
-    if (o.json) printJson(io, { retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    if (o.json) printJson(io, json());
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
     // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
     const sinkName = o.kind?.startsWith('sink:') ? o.kind.slice('sink:'.length) : null;
@@ -224,6 +248,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
   } finally {
+    stop?.off();
     progress.end();
     await database.close();
   }

@@ -1,8 +1,9 @@
 import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
-import { sayHowFar } from '../errors.js';
+import { exitBySignal, sayHowFar, stoppedBySignal } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
+import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, progressFor } from '../progress.js';
 
 export interface PruneOptions {
@@ -17,24 +18,35 @@ export interface PruneOptions {
 /**
  * Deletes finished jobs older than --older-than (pruneFinishedJobs), next to a running receiver:
  * short transactions with a pause between them, so its ingest commits get the lock meanwhile.
+ * SIGINT or SIGTERM stops it after the transaction in flight, saying how many it deleted (a dry
+ * run, which changes nothing, is ended at once as before).
  */
 export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
   const progress = progressFor(io, o.progress);
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   try {
     const before = new Date(Date.now() - o.olderThan).toISOString();
     const onBatch = (deleted: number) => progress.report(() => `prune: ${count(deleted)} jobs deleted so far`);
-    const jobs = await sayHowFar(
+    const jobsDeleted = (n: number) => `${count(n)} finished job${n === 1 ? '' : 's'} deleted`;
+    const { written: jobs, stopped } = await sayHowFar(
       io,
       progress,
-      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch }),
-      (n) => `prune: stopped part-way by the error below: ${count(n)} finished job${n === 1 ? '' : 's'} deleted before it (they stay deleted); run it again for the rest`,
+      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      (n) => `prune: stopped part-way by the error below: ${jobsDeleted(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
+    const by = stopped ? stop?.by() : undefined;
+    if (by) {
+      io.err(stoppedBySignal('prune', by, jobs, jobsDeleted(jobs), 'they stay deleted'));
+      if (o.json) printJson(io, { dry_run: false, finished_before: before, jobs, interrupted: true });
+      return exitBySignal(by);
+    }
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), finished_before: before, jobs });
     else io.out(`${o.dryRun ? 'would delete' : 'deleted'} ${jobs} finished job${jobs === 1 ? '' : 's'} (state done, finished before ${before}); jobs still to run and dead letters are kept`);
     return 0;
   } finally {
+    stop?.off();
     progress.end();
     await database.close();
   }

@@ -1,8 +1,9 @@
 import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
-import { CliError, sayHowFar } from '../errors.js';
+import { CliError, exitBySignal, sayHowFar, stoppedBySignal } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
+import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, progressFor } from '../progress.js';
 import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns } from '../sinkOps.js';
 
@@ -82,17 +83,29 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
   const dryRun = o.dryRun === true;
   const progress = progressFor(io, o.progress);
   const database = await openForSink(io, name, { ...o, readOnly: dryRun });
+  // As `prune`: a signal stops it between two transactions, and what it did is said.
+  const stop = dryRun ? undefined : stopOnInterrupt();
   try {
     // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
     const onBatch = (due: number) => progress.report(() => `sinks send-now: ${count(due)} deliveries made due so far`);
+    const madeDue = (n: number) => `${count(n)} deliver${n === 1 ? 'y' : 'ies'} of sink ${name} made due`;
     const r = await sayHowFar(
       io,
       progress,
-      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch }),
-      (n) => `sinks send-now: stopped part-way by the error below: ${count(n)} deliver${n === 1 ? 'y' : 'ies'} of sink ${name} made due before it (a running receiver sends them); run it again for the rest`,
+      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      (n) => `sinks send-now: stopped part-way by the error below: ${madeDue(n)} before it (a running receiver sends them); run it again for the rest`,
     );
     progress.end();
-    if (o.json) printJson(io, { dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
+    const json = () => ({ dry_run: dryRun, sink: name, made_due: r.due, pending: r.pending, ...(r.disabled ? { was_disabled: { since: r.disabled.at, reason: r.disabled.reason } } : {}) });
+    const by = r.stopped ? stop?.by() : undefined;
+    if (by) {
+      // The enable comes first, in a transaction of its own: done, whatever the batches did.
+      const enabled = r.disabled ? `; it was disabled since ${r.disabled.at} and is enabled` : '';
+      io.err(stoppedBySignal('sinks send-now', by, r.due, madeDue(r.due), 'a running receiver sends them') + enabled);
+      if (o.json) printJson(io, { ...json(), interrupted: true });
+      return exitBySignal(by);
+    }
+    if (o.json) printJson(io, json());
     else {
       const n = (k: number) => `${k} deliver${k === 1 ? 'y' : 'ies'}`;
       const verb = dryRun ? 'would be made due now' : 'made due now';
@@ -101,6 +114,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
     }
     return 0;
   } finally {
+    stop?.off();
     progress.end();
     await database.close();
   }
