@@ -232,6 +232,28 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
     });
   });
 
+  it('replay keeps (received_at, id) order and its filters through many events of one received_at', async () => {
+    await withDatabase('replay-same-time.db', async (path, w) => {
+      // 1,300 events at one time, stored in an order that is not the ids' (the pages walk that
+      // time's events in id order from a temp table once a page holds only them), then 300 later.
+      const id = (i: number) => `evt-${String((i * 7_919) % 1_300).padStart(4, '0')}${i >= 1_300 ? `-late-${i}` : ''}`;
+      const at = (i: number) => (i < 1_300 ? '2026-11-01T00:00:00.000Z' : new Date(Date.UTC(2026, 10, 1, 1) + i).toISOString());
+      storeEvents(w, 1_600, (i) => ({ id: id(i), at: at(i) }));
+      w.exec(`UPDATE events SET event_type = 'interview.completed' WHERE rowid % 3 = 0`);
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(1_600);
+      const expected = (where: string, limit = -1) =>
+        w.prepare(`SELECT id FROM events WHERE ${where} ORDER BY received_at, id LIMIT ${limit}`).pluck().all() as string[];
+      const listed = async (args: string[]) => {
+        const r = await cli(['replay', ...args, '--dry-run'], { DATABASE_PATH: path });
+        expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+        return r.stdout.split('\n').filter((l) => l.startsWith('would queue')).map((l) => l.split(' ')[2]);
+      };
+      expect(await listed(['--all'])).toEqual(expected('1'));
+      expect(await listed(['--all', '--limit', '1100'])).toEqual(expected('1', 1_100));
+      expect(await listed(['--type', 'interview.completed'])).toEqual(expected(`event_type = 'interview.completed'`));
+    });
+  });
+
   it('sinks list names every sink the database knows, from its deliveries and sink_state, when none is configured', async () => {
     await withDatabase('sink-names.db', async (path, w) => {
       const at = '2026-11-20T10:00:00.000Z';

@@ -6,6 +6,7 @@ import { jobsByEventTerm, preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
+import type { OpenDatabase } from '../../db/openDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { oneLine, printJson, type CliIo } from '../io.js';
 import { count, noProgress, ofTotal, progressFor, startBar, type Bar, type Progress } from '../progress.js';
@@ -96,8 +97,12 @@ interface PageStart {
  * would take now (its filters, the event settled) and has no `deliveries` row of (never queued for
  * it); in SQL, so `--limit` counts only those.
  */
-function selection(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly SinkConfig[], maxSeq: number) {
-  let q = db.selectFrom('events').leftJoin('event_processing', 'event_processing.event_id', 'events.id').where(sql<SqlBool>`events.rowid <= ${maxSeq}`);
+function selection(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly SinkConfig[], maxSeq: number, sameTime = false) {
+  // sameTime: the events listed in SAME_TIME, walked in its order (CROSS JOIN: SQLite keeps that
+  // table the outer loop; joined plainly, it walked every event of that received_at instead).
+  const from = sameTime ? (db.selectFrom(sql`temp.${sql.raw(SAME_TIME)}`.as('g')).crossJoin('events') as unknown as ReturnType<typeof db.selectFrom<'events'>>) : db.selectFrom('events');
+  let q = from.leftJoin('event_processing', 'event_processing.event_id', 'events.id').where(sql<SqlBool>`events.rowid <= ${maxSeq}`);
+  if (sameTime) q = q.where(sql<SqlBool>`events.rowid = g.event_rowid`);
   if (o.id?.length) q = q.where('events.id', 'in', o.id);
   // `*` means every type, as in the sinks' `events` filters.
   if (o.type?.length && !o.type.includes('*')) {
@@ -140,6 +145,26 @@ function selection(db: Kysely<Database>, o: ReplayOptions, missingFor: readonly 
   return q;
 }
 
+const pageColumns = [
+  'events.id',
+  'events.event_type',
+  'events.source',
+  'events.received_at',
+  'event_processing.state',
+  sql<number>`events.rowid`.as('seq'),
+  sql<Buffer>`CAST(events.id AS BLOB)`.as('id_bytes'),
+] as const;
+
+const toSelected = (r: { seq: number; id: string; id_bytes: Buffer; event_type: string; source: string; received_at: string; state: string | null }): SelectedEvent => ({
+  seq: r.seq,
+  id: r.id,
+  idBytes: r.id_bytes,
+  event_type: r.event_type,
+  source: r.source,
+  received_at: r.received_at,
+  settled: r.state === 'settled',
+});
+
 /**
  * One page of the selection, oldest first: at most `limit` events after `after`. Read page by
  * page, a replay holds one page in memory, not every selected event (a million of them took
@@ -153,20 +178,74 @@ async function selectEventsPage(
   after: PageStart | null,
   limit: number,
 ): Promise<SelectedEvent[]> {
-  let q = selection(db, o, missingFor, maxSeq).select([
-    'events.id',
-    'events.event_type',
-    'events.source',
-    'events.received_at',
-    'event_processing.state',
-    sql<number>`events.rowid`.as('seq'),
-    sql<Buffer>`CAST(events.id AS BLOB)`.as('id_bytes'),
-  ]);
+  let q = selection(db, o, missingFor, maxSeq).select(pageColumns);
   // A bound on received_at from the first page on (every text is >= ''): without one, SQLite walked
   // the rowids below the selection's bound and sorted them all, 4.3 s for `--limit 10` at a million.
   q = q.where(after ? sql<SqlBool>`(events.received_at, events.id) > (${after.received_at}, CAST(${after.idBytes} AS TEXT))` : sql<SqlBool>`events.received_at >= ''`);
-  const rows = await q.orderBy('events.received_at').orderBy('events.id').limit(limit).execute();
-  return rows.map((r) => ({ seq: r.seq, id: r.id, idBytes: r.id_bytes, event_type: r.event_type, source: r.source, received_at: r.received_at, settled: r.state === 'settled' }));
+  return (await q.orderBy('events.received_at').orderBy('events.id').limit(limit).execute()).map(toSelected);
+}
+
+/** The temp table of the events of one received_at still to page through, numbered in id order. */
+const SAME_TIME = 'replay_same_time';
+
+/**
+ * The selection page by page, in (received_at, id) order. No index has that order (events_received_type
+ * is (received_at, event_type)), so a page sorts the events of its received_at: each page of a
+ * received_at shared by many events (a backfill, an import, a burst in one millisecond) read and
+ * sorted all the rest of them again: quadratic, 14 s for a dry run of 50,000 events with one
+ * received_at and 43 s for 100,000 (0.5 s and 0.9 s when their times differ). So when a whole page
+ * has one received_at, the rest of that time's events (their rowids) are numbered in id order once,
+ * in a temp table, and the next pages walk it; the selection's filters are applied at each page, as
+ * before. The order is unchanged; the temp table lives in the connection's temp file, not the
+ * database (a dry run's read-only connection has one too).
+ */
+function eventPages(database: OpenDatabase, o: ReplayOptions, missingFor: readonly SinkConfig[], maxSeq: number) {
+  const { db, sqlite } = database;
+  let after: PageStart | null = null;
+  /** Walking SAME_TIME: the last number read, and the last event of that received_at. */
+  let sameTime: { read: number; end: PageStart } | null = null;
+  const listSameTime = (from: PageStart): void => {
+    sqlite.exec(`CREATE TEMP TABLE IF NOT EXISTS ${SAME_TIME} (n INTEGER PRIMARY KEY, event_rowid INTEGER NOT NULL)`);
+    sqlite.exec(`DELETE FROM temp.${SAME_TIME}`);
+    sqlite
+      .prepare(
+        `INSERT INTO temp.${SAME_TIME} (n, event_rowid)
+         SELECT row_number() OVER (ORDER BY id), rowid FROM events WHERE received_at = ? AND rowid <= ? AND id > CAST(? AS TEXT)`,
+      )
+      .run(from.received_at, maxSeq, from.idBytes);
+    const last = sqlite
+      .prepare<[], Buffer>(`SELECT CAST(events.id AS BLOB) FROM temp.${SAME_TIME} g CROSS JOIN events WHERE events.rowid = g.event_rowid ORDER BY g.n DESC LIMIT 1`)
+      .pluck()
+      .get();
+    sameTime = last === undefined ? null : { read: 0, end: { received_at: from.received_at, idBytes: last } };
+  };
+  return {
+    /** The next `limit` events (fewer only at the selection's end). */
+    async next(limit: number): Promise<SelectedEvent[]> {
+      const page: SelectedEvent[] = [];
+      if (sameTime) {
+        const walked = selection(db, o, missingFor, maxSeq, true)
+          .select([...pageColumns, sql<number>`g.n`.as('n')])
+          .where(sql<SqlBool>`g.n > ${sameTime.read}`)
+          .orderBy(sql`g.n`)
+          .limit(limit);
+        const rows = await walked.execute();
+        page.push(...rows.map(toSelected));
+        if (rows.length === limit) {
+          sameTime.read = rows.at(-1)!.n;
+          after = page.at(-1)!;
+          return page;
+        }
+        after = sameTime.end;
+        sameTime = null;
+      }
+      const rest = await selectEventsPage(db, o, missingFor, maxSeq, after, limit - page.length);
+      page.push(...rest);
+      if (rest.length > 0) after = rest.at(-1)!;
+      if (rest.length === BATCH && rest[0]!.received_at === after!.received_at) listSameTime(after!);
+      return page;
+    },
+  };
 }
 
 /**
@@ -294,13 +373,13 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
     // The first page may take seconds (--missing reads every settled event until it finds some).
     progress.report(() => 'replay: reading the events selected', { phase: true });
-    for (let after: PageStart | null = null; ; ) {
+    const pages = eventPages(database, o, missingFor, maxSeq);
+    for (;;) {
       const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
       if (pageSize <= 0) break;
-      const batch = await selectEventsPage(db, o, missingFor, maxSeq, after, pageSize);
+      const batch = await pages.next(pageSize);
       if (batch.length === 0) break;
       counts.selected += batch.length;
-      after = batch.at(-1)!;
       for (const e of batch) if (namedIds.has(e.id)) selected.add(e.id);
       const lines: string[] = [];
       const work = async (w: DeliveryWrites | null) => {
@@ -473,84 +552,128 @@ async function waitForReplay(
   const total = replayed.length + pairs.length;
   const deadline = Date.now() + o.timeout * 1000;
   const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total) : null;
-  const bySink = groupBy(pairs, (p) => p.sink, (p) => p.event);
   const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
+  // What is still read at each count: an item done for good is counted once and left out of the
+  // reads (see waitStep). Every item counted every 200 ms took about a core of the CLI's CPU at
+  // 50,000 items, and reads beside the receiver it waits on.
+  let following: Following = { replayed, bySink: groupBy(pairs, (p) => p.sink, (p) => p.event) };
   let done = 0;
   let failed = 0;
   try {
     for (;;) {
-      done = 0;
-      failed = 0;
-      // Counted per chunk with IN lists (a query per event, every 200 ms, took CPU the receiver needed).
-      for (const chunk of inChunks(replayed)) {
-        const events = chunk.map((r) => r.event);
-        const own = new Map(
-          (await db.selectFrom('jobs').select(['id', 'state']).where('id', 'in', chunk.map((r) => r.job)).execute()).map((r) => [r.id, r.state]),
-        );
-        const tally = new Map<string, { open: number; dead: number }>();
-        const add = (rows: { event_id: string | null; open: number; dead: number }[]) => {
-          for (const r of rows) {
-            if (r.event_id === null) continue;
-            const t = tally.get(r.event_id) ?? { open: 0, dead: 0 };
-            t.open += Number(r.open);
-            t.dead += Number(r.dead);
-            tally.set(r.event_id, t);
-          }
-        };
-        add(
-          await db
-            .selectFrom('jobs')
-            .select(['event_id', sql<number>`sum(state IN ('pending', 'running'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
-            .where('event_id', 'in', events)
-            .where(jobsByEventTerm)
-            .where('kind', '=', JobKind.fetchResult)
-            .where('id', '>', firstJob)
-            .groupBy('event_id')
-            .execute(),
-        );
-        add(
-          await db
-            .selectFrom('deliveries')
-            .select(['event_id', sql<number>`sum(state NOT IN ('delivered', 'dead'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
-            .where('event_id', 'in', events)
-            .where('queued_at', '>=', startedIso)
-            .groupBy('event_id')
-            .execute(),
-        );
-        for (const r of chunk) {
-          // A job no longer there finished and was deleted meanwhile (`prune`: only finished jobs go).
-          const state = own.get(r.job) ?? 'done';
-          const follow = tally.get(r.event);
-          if (state !== 'done' && state !== 'dead') continue;
-          if (follow && follow.open > 0) continue;
-          if (state === 'dead' || (follow && follow.dead > 0)) failed++;
-          else done++;
-        }
-      }
-      for (const [sink, ids] of bySink) {
-        for (const chunk of inChunks(ids)) {
-          const rows = await db
-            .selectFrom('deliveries')
-            .select(['state', sql<number>`count(*)`.as('n')])
-            .where('sink', '=', sink)
-            .where('event_id', 'in', chunk)
-            .groupBy('state')
-            .execute();
-          for (const r of rows) {
-            if (r.state === 'delivered') done += Number(r.n);
-            else if (r.state === 'dead') failed += Number(r.n);
-          }
-        }
-      }
+      const step = await waitStep(db, following, firstJob, startedIso);
+      done += step.doneForGood;
+      following = step.following;
+      failed = step.failed;
       bar?.update(done + failed);
       progress.report(() => `replay --wait: ${ofTotal(done + failed, total, 'finished')}`);
       if (done + failed >= total) return { done, failed };
       // Counted and said by the caller (in --json too), then exit 1.
       if (Date.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
-      await new Promise((r) => setTimeout(r, 200));
+      // Not past the deadline: the last count is the one just after it, as with a short pause.
+      const pause = Math.min(waitPollMs(step.followed), deadline + 1 - Date.now());
+      await new Promise((r) => setTimeout(r, Math.max(0, pause)));
     }
   } finally {
     bar?.stop();
     progress.end();
   }
+}
+
+/**
+ * The pause between two counts of `--wait`, by how many items a count reads: 200 ms up to 5,000,
+ * then longer (400 ms at 10,000), at most 1.5 s (from 37,500). A count of 50,000 unfinished items
+ * took about 0.1 s of CPU; every 200 ms it kept the CLI near a core busy beside the receiver.
+ */
+export const waitPollMs = (followed: number): number => Math.min(1_500, Math.max(200, Math.round(followed / 25)));
+
+interface Following {
+  replayed: readonly { job: number; event: string }[];
+  bySink: ReadonlyMap<string, readonly string[]>;
+}
+
+/**
+ * One count of `--wait` over the items still followed. Done for good, and no longer read: a
+ * replayed event whose process_event job is done (or pruned), with its result read done and the
+ * deliveries of the revision it made delivered, none dead; a (event, sink) delivery delivered. A
+ * later cycle of such a delivery is another change's (a later event's revision), not the
+ * replay's, which is not waited for. Anything dead is counted failed but read again: it does not
+ * stay so by itself. An operator's `dead-letters retry` revives a job or delivery in place; the
+ * receiver itself requeues an application's dead reads that failed on 404s when another of its
+ * events is folded, deletes an event's dead reads once another read gets the answer, settles the
+ * event of a dead read as given_up in a second transaction (queueing its deliveries), and a sink's
+ * lane that finds the result changed queues the next revision to every sink, dead deliveries too.
+ */
+async function waitStep(db: Kysely<Database>, following: Following, firstJob: number, startedIso: string) {
+  let doneForGood = 0;
+  let failed = 0;
+  const replayed: { job: number; event: string }[] = [];
+  // Counted per chunk with IN lists (a query per event, every 200 ms, took CPU the receiver needed).
+  for (const chunk of inChunks(following.replayed)) {
+    const events = chunk.map((r) => r.event);
+    const own = new Map((await db.selectFrom('jobs').select(['id', 'state']).where('id', 'in', chunk.map((r) => r.job)).execute()).map((r) => [r.id, r.state]));
+    const tally = new Map<string, { open: number; dead: number }>();
+    const add = (rows: { event_id: string | null; open: number; dead: number }[]) => {
+      for (const r of rows) {
+        if (r.event_id === null) continue;
+        const t = tally.get(r.event_id) ?? { open: 0, dead: 0 };
+        t.open += Number(r.open);
+        t.dead += Number(r.dead);
+        tally.set(r.event_id, t);
+      }
+    };
+    add(
+      await db
+        .selectFrom('jobs')
+        .select(['event_id', sql<number>`sum(state IN ('pending', 'running'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
+        .where('event_id', 'in', events)
+        .where(jobsByEventTerm)
+        .where('kind', '=', JobKind.fetchResult)
+        .where('id', '>', firstJob)
+        .groupBy('event_id')
+        .execute(),
+    );
+    add(
+      await db
+        .selectFrom('deliveries')
+        .select(['event_id', sql<number>`sum(state NOT IN ('delivered', 'dead'))`.as('open'), sql<number>`sum(state = 'dead')`.as('dead')])
+        .where('event_id', 'in', events)
+        .where('queued_at', '>=', startedIso)
+        .groupBy('event_id')
+        .execute(),
+    );
+    for (const r of chunk) {
+      // A job no longer there finished and was deleted meanwhile (`prune`: only finished jobs go).
+      const state = own.get(r.job) ?? 'done';
+      const follow = tally.get(r.event);
+      if (state === 'done' && !(follow && (follow.open > 0 || follow.dead > 0))) {
+        doneForGood++;
+        continue;
+      }
+      replayed.push(r);
+      if (state !== 'done' && state !== 'dead') continue;
+      if (follow && follow.open > 0) continue;
+      failed++;
+    }
+  }
+  const bySink = new Map<string, string[]>();
+  for (const [sink, ids] of following.bySink) {
+    const left: string[] = [];
+    for (const chunk of inChunks(ids)) {
+      const states = new Map(
+        (await db.selectFrom('deliveries').select(['event_id', 'state']).where('sink', '=', sink).where('event_id', 'in', chunk).execute()).map((r) => [r.event_id, r.state]),
+      );
+      for (const event of chunk) {
+        const state = states.get(event);
+        if (state === 'delivered') doneForGood++;
+        else {
+          if (state === 'dead') failed++;
+          left.push(event);
+        }
+      }
+    }
+    if (left.length > 0) bySink.set(sink, left);
+  }
+  const followed = replayed.length + [...bySink.values()].reduce((n, ids) => n + ids.length, 0);
+  return { doneForGood, failed, followed, following: { replayed, bySink } };
 }
