@@ -11,7 +11,7 @@ import { CliError, UsageError } from '../errors.js';
 import { oneLine, printJson, type CliIo } from '../io.js';
 import { count, noProgress, ofTotal, progressFor, startBar, type Bar, type Progress } from '../progress.js';
 import { groupBy } from '../../util/collections.js';
-import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
+import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkJobKind, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 
 export interface ReplayOptions {
   database?: string;
@@ -538,7 +538,8 @@ async function immediateTransaction(sqlite: BetterSqlite3.Database, work: () => 
  * queued before the job that queues it completes, so "nothing open" cannot be seen early. Other
  * work on the event (an older delivery backing off for hours) is not waited for. It failed if
  * the process_event job, that read or one of those deliveries was dead-lettered. A replay to a
- * sink is finished when its (event, sink) delivery is delivered or dead.
+ * sink is finished when its (event, sink) delivery is delivered or dead and no job of that pair
+ * is still to run.
  */
 async function waitForReplay(
   io: CliIo,
@@ -595,7 +596,8 @@ interface Following {
 /**
  * One count of `--wait` over the items still followed. Done for good, and no longer read: a
  * replayed event whose process_event job is done (or pruned), with its result read done and the
- * deliveries of the revision it made delivered, none dead; a (event, sink) delivery delivered. A
+ * deliveries of the revision it made delivered, none dead; a (event, sink) delivery delivered, with
+ * no job of the pair still to run. A
  * later cycle of such a delivery is another change's (a later event's revision), not the
  * replay's, which is not waited for. Anything dead is counted failed but read again: it does not
  * stay so by itself. An operator's `dead-letters retry` revives a job or delivery in place; the
@@ -663,9 +665,26 @@ async function waitStep(db: Kysely<Database>, following: Following, firstJob: nu
       const states = new Map(
         (await db.selectFrom('deliveries').select(['event_id', 'state']).where('sink', '=', sink).where('event_id', 'in', chunk).execute()).map((r) => [r.event_id, r.state]),
       );
+      // A pair whose job is still to run is not finished, whatever its row says: a send of the same
+      // revision that was in flight when the replay came (its message id is the replay's) records
+      // the row delivered (or dead) on completing, before the replay's own job has run.
+      const open = new Set(
+        (
+          await db
+            .selectFrom('jobs')
+            .select('event_id')
+            .where('event_id', 'in', chunk)
+            .where(jobsByEventTerm)
+            .where('kind', '=', sinkJobKind(sink))
+            // Unary +: by the event ids (jobs_event), not every open job of the sink (jobs_kind_ready).
+            .where(sql<string>`+state`, 'in', ['pending', 'running'])
+            .execute()
+        ).map((r) => r.event_id),
+      );
       for (const event of chunk) {
         const state = states.get(event);
-        if (state === 'delivered') doneForGood++;
+        if (open.has(event)) left.push(event);
+        else if (state === 'delivered') doneForGood++;
         else {
           if (state === 'dead') failed++;
           left.push(event);
