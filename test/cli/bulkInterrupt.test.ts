@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -17,11 +18,12 @@ const old = '2020-01-01T00:00:00.000Z';
  * the machine is. The lock is let go at once: the batch in flight (maybe waiting for the lock)
  * commits, then the command stops. Bounded: killed after 25 s.
  */
-async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals) {
+async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals, after?: string) {
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
-    await until(() => child.stderr.join('').includes(' so far') || child.stderr.join('').includes(' of '), 'a first batch committed');
+    const seen = (text: string) => child.stderr.join('').includes(text);
+    await until(() => (after === undefined ? seen(' so far') || seen(' of ') : seen(after)), after ?? 'a first batch committed');
     w.exec('BEGIN IMMEDIATE');
     try {
       child.proc.kill(signal);
@@ -81,6 +83,31 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'dead'")).toBe(total - retried);
       expect(countOf(w, "SELECT count(*) FROM deliveries WHERE state = 'pending'")).toBe(retried);
       expect(JSON.parse(r.stdout)).toEqual({ retried, interrupted: true });
+    });
+  });
+
+  it("dead-letters retry: a SIGTERM during its max_attempts step is said, with the jobs queued again, exit 143 (it was taken and ignored: exit 0)", async () => {
+    await withMigratedDatabase(join(dir, 'retry-late.db'), async (path, w) => {
+      deadDeliveries(w, 3);
+      // Deliveries already waiting, queued with another max_attempts than the configuration's now: 120 batches.
+      const waiting = 60_000;
+      const job = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', '2099-01-01T00:00:00.000Z', 1, 25, ?, ?)`,
+      );
+      w.transaction(() => {
+        for (let i = 0; i < waiting; i++) job.run(`evt-waiting-${i}`, old, old);
+      })();
+      const config = join(dir, 'retry-late.json');
+      writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
+      const r = await interruptAfterFirstBatch(w, ['dead-letters', 'retry', '--all'], { DATABASE_PATH: path, CONFIG_FILE: config }, 'SIGTERM', 'max_attempts of waiting deliveries');
+      expect({ code: r.code, killedBy: r.killedBy, stdout: r.stdout }).toEqual({ code: 143, killedBy: null, stdout: '' });
+      expect(r.last).toBe(
+        "dead-letters retry: 3 dead-lettered jobs queued again (they stay queued); SIGTERM came while it gave the other waiting deliveries their sink's max_attempts as configured now (those it did not reach get it at the next start of the workers)",
+      );
+      expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(waiting + 3);
+      // Stopped before its last batch: some waiting deliveries keep the old max_attempts for the next start.
+      expect(countOf(w, 'SELECT count(*) FROM jobs WHERE max_attempts = 25')).toBeGreaterThan(0);
     });
   });
 

@@ -129,6 +129,8 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     if (by) {
       io.err(stoppedBySignal('dead-letters discard', by, n, discardedSoFar(n), 'they stay deleted; the rest stay dead letters'));
       if (o.json) printJson(io, { ...json(), interrupted: true });
+      // Said as after a whole run: the ids named that are no dead letters.
+      sayNotDeadLetters(io, notDead, o);
       return exitBySignal(by);
     }
     if (o.json) printJson(io, json());
@@ -209,43 +211,57 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       (k) => `dead-letters retry: stopped part-way by the error below: ${queuedAgain(k)} before it (they stay queued; the rest stay dead letters); run it again for the rest`,
     );
     const json = () => ({ retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
-    const by = stopped ? stop?.by() : undefined;
-    if (by) {
+    // What is said after the retry, interrupted or not: the sinks its jobs wait for, the ids that were no dead letters.
+    const sayAfter = async () => {
+      // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
+      const sinkName = o.kind?.startsWith('sink:') ? o.kind.slice('sink:'.length) : null;
+      if (n > 0 && sinkName !== null) {
+        if (problems.length === 0 && io.env['CONFIG_FILE'] && !sinks.some((s) => s.name === sinkName)) {
+          io.err(`warning: no sink named ${JSON.stringify(sinkName)} is configured in CONFIG_FILE (known: ${sinks.map((s) => s.name).join(', ') || 'none'}): its jobs stay pending until a receiver with that sink runs`);
+        }
+      }
+      // Deliveries queued again for a sink a 410 disabled wait until it is enabled: said, not left to be found.
+      if (n > 0 && (o.kind === undefined || sinkName !== null)) {
+        for (const line of await disabledSinkWarnings(database.db, sinkName === null ? undefined : [sinkName])) io.err(line);
+      }
+      sayNotDeadLetters(io, notDead, o);
+    };
+    const stoppedBy = async (by: NodeJS.Signals, line: string): Promise<number> => {
       progress.end();
-      io.err(stoppedBySignal('dead-letters retry', by, n, queuedAgain(n), 'they stay queued; the rest stay dead letters'));
+      io.err(line);
       if (o.json) printJson(io, { ...json(), interrupted: true });
+      await sayAfter();
       return exitBySignal(by);
-    }
+    };
+    const by = stopped ? stop?.by() : undefined;
+    if (by) return await stoppedBy(by, stoppedBySignal('dead-letters retry', by, n, queuedAgain(n), 'they stay queued; the rest stay dead letters'));
     // As documented for max_attempts: every waiting delivery of the sinks this retry could touch,
-    // in batches too (as at the workers' start). Not stopped by a signal: the retry itself is
-    // done, and these batches are short (a second signal ends it at once).
+    // in batches too (as at the workers' start). A signal stops it before its next batch: the
+    // retry itself is done, and the next start of the workers gives the rest.
     if (n > 0 && retriedSinks.length > 0) {
       progress.report(() => 'dead-letters retry: max_attempts of waiting deliveries', { phase: true });
       await sayHowFar(
         io,
         progress,
-        () => applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause),
+        () => applySinkMaxAttempts(database.db, retriedSinks, new Date().toISOString(), pause, stop?.signal),
         (k) =>
           `dead-letters retry: ${queuedAgain(n)}; then the error below stopped giving the other waiting deliveries their sink's max_attempts as configured now after ${count(k)} (the next start of the workers does the rest)`,
         // The jobs retried stay queued, whenever this step fails: said even when it wrote nothing.
         true,
       );
+      const late = stop?.by();
+      if (late) {
+        // Awaited here: the database closes in the finally below.
+        return await stoppedBy(
+          late,
+          `dead-letters retry: ${queuedAgain(n)} (they stay queued); ${late} came while it gave the other waiting deliveries their sink's max_attempts as configured now (those it did not reach get it at the next start of the workers)`,
+        );
+      }
     }
     progress.end();
     if (o.json) printJson(io, json());
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
-    // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
-    const sinkName = o.kind?.startsWith('sink:') ? o.kind.slice('sink:'.length) : null;
-    if (n > 0 && sinkName !== null) {
-      if (problems.length === 0 && io.env['CONFIG_FILE'] && !sinks.some((s) => s.name === sinkName)) {
-        io.err(`warning: no sink named ${JSON.stringify(sinkName)} is configured in CONFIG_FILE (known: ${sinks.map((s) => s.name).join(', ') || 'none'}): its jobs stay pending until a receiver with that sink runs`);
-      }
-    }
-    // Deliveries queued again for a sink a 410 disabled wait until it is enabled: said, not left to be found.
-    if (n > 0 && (o.kind === undefined || sinkName !== null)) {
-      for (const line of await disabledSinkWarnings(database.db, sinkName === null ? undefined : [sinkName])) io.err(line);
-    }
-    sayNotDeadLetters(io, notDead, o);
+    await sayAfter();
     return notDead.length > 0 ? 1 : 0;
   } finally {
     stop?.off();
