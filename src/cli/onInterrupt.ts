@@ -40,6 +40,11 @@ export interface StopRequest {
   readonly signal: AbortSignal;
   /** The signal that asked, once one has. */
   by(): NodeJS.Signals | undefined;
+  /**
+   * Runs `cleanup` before a second signal ends the process at once (a bar gives the terminal
+   * back); returns what removes it again.
+   */
+  atOnce(cleanup: () => void): () => void;
   /** Removes the handlers (call it in a `finally`). */
   off(): void;
 }
@@ -58,6 +63,7 @@ export interface StopRequest {
 export function stopOnInterrupt(): StopRequest {
   const controller = new AbortController();
   let by: NodeJS.Signals | undefined;
+  const cleanups = new Set<() => void>();
   const off = onStopSignals((signal) => {
     if (by === undefined) {
       by = signal;
@@ -65,7 +71,15 @@ export function stopOnInterrupt(): StopRequest {
       return;
     }
     off();
-    endBy(signal);
+    try {
+      for (const cleanup of cleanups) cleanup();
+    } finally {
+      endBy(signal);
+    }
   });
-  return { signal: controller.signal, by: () => by, off };
+  const atOnce = (cleanup: () => void) => {
+    cleanups.add(cleanup);
+    return () => void cleanups.delete(cleanup);
+  };
+  return { signal: controller.signal, by: () => by, atOnce, off };
 }

@@ -3,12 +3,13 @@ import { preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { UsageError } from '../errors.js';
-import { oneLine, printJson, type CliIo } from '../io.js';
+import { exitBySignal, stoppedBySignal, UsageError } from '../errors.js';
+import { oneLine, printJson, shellWord, type CliIo } from '../io.js';
+import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, noProgress, progressFor, startBar, type Bar } from '../progress.js';
 import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
-import { BATCH, eventPages, selection, type EventSelection } from './replay/eventPages.js';
-import { waitForReplay } from './replay/waitForReplay.js';
+import { BATCH, eventPages, selection, type EventSelection, type SelectedEvent } from './replay/eventPages.js';
+import { waitForReplay, type Waited } from './replay/waitForReplay.js';
 
 export interface ReplayOptions extends EventSelection {
   database?: string;
@@ -112,8 +113,9 @@ interface Counts {
  * it works while the receiver runs; the receiver's workers do the work.
  */
 export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
-  const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source || o.missing);
+  const filtered = Boolean(o.id?.length || o.type?.length || o.since || o.until || o.application || o.source || o.missing || o.after);
   if (!filtered && !o.all) throw new UsageError('choose events with --id, --type, --since, --until, --application, --source or --missing (or --all for every event)');
+  if (o.after && o.until && o.after.received_at >= o.until) throw new UsageError(`--after (received at ${o.after.received_at}) must be before --until (${o.until})`);
   if (o.missing && !o.sink?.length) throw new UsageError('--missing needs --sink: the sinks whose missing events to send');
   // An empty window is a mistake (the ages swapped: --since 2h --until 3h), not "nothing to do".
   if (o.since && o.until && o.since >= o.until) throw new UsageError(`--since (${o.since}) must be before --until (${o.until})`);
@@ -126,6 +128,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   const processing = o.processing ?? targets.length === 0;
   // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  // Ctrl-C or SIGTERM: the batch in flight commits, none after it, and where it stopped is said
+  // (see stoppedLine); a --wait ends at once. A dry run, which changes nothing, ends at once as before.
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   let bar: Bar | null = null;
   try {
     if (!o.dryRun) database.sqlite.pragma(`wal_autocheckpoint = ${replayAutocheckpointPages(database.sqlite.pragma('page_size', { simple: true }) as number)}`);
@@ -152,7 +157,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       // Cleared also when the count fails (the write lock, a busy database): the error gets a line of its own.
       counting.end();
     }
-    bar = barTotal > 0 ? startBar(io.stderr, `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, barTotal) : null;
+    bar = barTotal > 0 ? startBar(io.stderr, `${o.dryRun ? 'checking' : 'replaying'} [{bar}] {value}/{total} events | {eta_formatted} left`, barTotal, stop) : null;
     // Deliveries whose cycle is queued from this moment are the replay's doing (see waitForReplay).
     const startedIso = new Date().toISOString();
     /** The process_event jobs this replay queued, with their event. */
@@ -168,9 +173,16 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     // The first page may take seconds (--missing reads every settled event until it finds some).
     progress.report(() => 'replay: reading the events selected', { phase: true });
     const pages = eventPages(database, o, missingFor, maxSeq);
+    /** The last event of the last batch gone through: where a stopped replay continues. */
+    let last: SelectedEvent | null = null;
+    let cut = false;
     for (;;) {
       const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
       if (pageSize <= 0) break;
+      if (stop?.signal.aborted) {
+        cut = true;
+        break;
+      }
       const batch = await pages.next(pageSize);
       if (batch.length === 0) break;
       counts.selected += batch.length;
@@ -238,10 +250,11 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       };
       if (o.dryRun) await work(null);
       else await immediateTransaction(database.sqlite, () => work(writes));
+      last = batch.at(-1)!;
       for (const l of lines) io.out(l);
       bar?.update(Math.min(barTotal, counts.selected));
       progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
-      // The event loop's turn, for the bar's Ctrl-C and SIGTERM handler (see onInterrupt): the
+      // The event loop's turn, for the Ctrl-C and SIGTERM handler (see stopOnInterrupt): the
       // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
       // (200,000 events queued, exit 0), then was lost.
       await new Promise((resolve) => setImmediate(resolve));
@@ -257,16 +270,31 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     if (!o.dryRun) {
       for (const line of await disabledSinkWarnings(db, targets.filter((s) => counts.sinks[s.name]!.queued > 0).map((s) => s.name))) io.err(line);
     }
-    let waited: { done: number; failed: number; unfinished?: number; timed_out?: boolean } | null = null;
-    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o, progress);
+    const cutBy = cut ? stop?.by() : undefined;
+    if (cutBy) {
+      // Nothing on stdout but --json's counts so far; the last line says where it stopped and how to go on.
+      // (The ids named but not reached are not checked: the rest of the selection may hold them.)
+      io.err(stoppedLine(cutBy, counts, processing, last, o.limit));
+      if (o.json) printJson(io, { dry_run: false, ...counts, interrupted: true, ...(last ? { continue_after: `${last.received_at}/${last.id}` } : {}) });
+      return exitBySignal(cutBy);
+    }
+    let waited: Waited | null = null;
+    if (o.wait && !o.dryRun) waited = await waitForReplay(io, db, replayed, pairs, startedIso, o, progress, stop);
+    const waitCutBy = waited?.interrupted ? stop?.by() : undefined;
+    if (waited && waitCutBy) {
+      // Everything selected was queued: said, with what had finished when the wait was ended.
+      const { interrupted: _, ...finished } = waited;
+      for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
+      io.err(
+        `replay --wait: stopped by ${waitCutBy}: ${countsParts(counts, processing, verb).join('; ')} (they stay queued: the receiver's workers do them); finished so far: ${waited.done} done, ${waited.failed} dead, ${waited.unfinished} unfinished`,
+      );
+      if (o.json) printJson(io, { dry_run: false, ...counts, ...(notStored.length ? { not_stored: notStored } : {}), finished, interrupted: true });
+      return exitBySignal(waitCutBy);
+    }
 
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });
     else {
-      const parts = [`${counts.selected} event${counts.selected === 1 ? '' : 's'} selected`];
-      if (processing) parts.push(`processing: ${counts.processing.queued} ${verb}${counts.processing.already_queued ? `, ${counts.processing.already_queued} already queued` : ''}`);
-      for (const [name, c] of Object.entries(counts.sinks)) {
-        parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}${c.has_record ? `, ${c.has_record} it has a record of` : ''}`);
-      }
+      const parts = countsParts(counts, processing, verb);
       if (waited) parts.push(`finished: ${waited.done} done, ${waited.failed} dead${waited.unfinished ? `, ${waited.unfinished} unfinished` : ''}`);
       io.out(`${o.dryRun ? 'dry run: ' : ''}${parts.join('; ')}`);
     }
@@ -295,10 +323,39 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     return (waited && (waited.failed > 0 || waited.timed_out)) || notStored.length > 0 ? 1 : 0;
   } finally {
     // An error mid-way (the write lock held past the busy timeout) included.
+    stop?.off();
     bar?.stop();
     progress.end();
     await database.close();
   }
+}
+
+/** The counts as the summary line says them: selected, then processing's and each sink's. */
+function countsParts(counts: Counts, processing: boolean, verb: string): string[] {
+  const parts = [`${counts.selected} event${counts.selected === 1 ? '' : 's'} selected`];
+  if (processing) parts.push(`processing: ${counts.processing.queued} ${verb}${counts.processing.already_queued ? `, ${counts.processing.already_queued} already queued` : ''}`);
+  for (const [name, c] of Object.entries(counts.sinks)) {
+    parts.push(`sink ${name}: ${c.queued} ${verb}${c.not_wanted ? `, ${c.not_wanted} not wanted by its filters` : ''}${c.not_settled ? `, ${c.not_settled} not settled yet` : ''}${c.has_record ? `, ${c.has_record} it has a record of` : ''}`);
+  }
+  return parts;
+}
+
+/**
+ * The line of a replay a signal stopped between two batches: what the batches before it queued,
+ * and where the selection stopped, with the option that continues after that event. Not "run it
+ * again": that replays the first part again. Nor `--since <its received_at>`: that replays the
+ * events of that instant gone through already, which a backfill or an import stores by the
+ * thousand in one millisecond (for a sink, each sent again: under the same webhook-id, which a
+ * consumer following the contract dedupes, but sent; through processing, a read of the service
+ * each). --limit counts afresh, so what is left of it is said.
+ */
+function stoppedLine(by: NodeJS.Signals, counts: Counts, processing: boolean, last: SelectedEvent | null, limit: number | undefined): string {
+  if (last === null) return stoppedBySignal('replay', by, 0, 'nothing queued', '');
+  const rest = limit === undefined ? '' : ` and --limit ${limit - counts.selected}`;
+  return (
+    `replay: stopped part-way by ${by}: ${countsParts(counts, processing, 'queued').join('; ')} before it (they stay queued); ` +
+    `the last event it went through was received at ${last.received_at} (id ${oneLine(last.id)}): for the rest, run the same command with --after ${shellWord(`${last.received_at}/${last.id}`)}${rest}`
+  );
 }
 
 /**

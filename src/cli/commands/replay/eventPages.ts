@@ -1,6 +1,7 @@
 import { sql, type Expression, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely';
 import type { Database } from '../../../db/schema.js';
 import type { OpenDatabase } from '../../../db/openDatabase.js';
+import type { ReplayPosition } from '../../parseArgs.js';
 import type { SinkConfig } from '../../sinkOps.js';
 
 /** Which events a replay takes (combined with AND): `replay`'s selection options. */
@@ -11,6 +12,8 @@ export interface EventSelection {
   until?: string;
   application?: string;
   source?: string;
+  /** `--after`: only the events after this one in the replay's (received_at, id) order. */
+  after?: ReplayPosition;
 }
 
 export interface SelectedEvent {
@@ -75,6 +78,11 @@ export function selection(db: Kysely<Database>, o: EventSelection, missingFor: r
   if (o.since) q = q.where('events.received_at', '>=', o.since);
   if (o.until) q = q.where('events.received_at', '<', o.until);
   if (o.source) q = q.where('events.source', '=', o.source);
+  if (o.after) {
+    // The received_at bound alone as well: the one an index (events_received_type) can range over.
+    const { received_at, id } = o.after;
+    q = q.where('events.received_at', '>=', received_at).where(sql<SqlBool>`(events.received_at, events.id) > (${received_at}, ${id})`);
+  }
   if (missingFor.length > 0) {
     q = q.where('event_processing.state', '=', 'settled').where((eb) =>
       eb.or(

@@ -5,7 +5,18 @@ import { jobsByEventTerm } from '../../../queue/JobQueue.js';
 import { JobKind } from '../../../queue/jobKinds.js';
 import { groupBy } from '../../../util/collections.js';
 import type { CliIo } from '../../io.js';
+import type { StopRequest } from '../../onInterrupt.js';
 import { ofTotal, startBar, type Progress } from '../../progress.js';
+
+/** What `--wait` saw: the counts, and why it ended before all was finished. */
+export interface Waited {
+  done: number;
+  failed: number;
+  unfinished?: number;
+  timed_out?: boolean;
+  /** A signal ended the wait (the work stays queued). */
+  interrupted?: boolean;
+}
 
 /**
  * `--wait`: until the work the replay queued has finished, bounded by --timeout. A replayed
@@ -16,7 +27,8 @@ import { ofTotal, startBar, type Progress } from '../../progress.js';
  * queued before the job that queues it completes, so "nothing open" cannot be seen early. Other
  * work on the event (an older delivery backing off for hours) is not waited for. It failed if
  * the process_event job, that read or one of those deliveries was dead-lettered. A replay to a
- * sink is finished when its (event, sink) delivery is delivered or dead.
+ * sink is finished when its (event, sink) delivery is delivered or dead. A signal (`stop`) ends the
+ * wait at once, after one last count: the work stays queued, and the caller says how far it was.
  */
 export async function waitForReplay(
   io: CliIo,
@@ -26,10 +38,11 @@ export async function waitForReplay(
   startedIso: string,
   o: { timeout: number; json?: boolean },
   progress: Progress,
-) {
+  stop?: StopRequest,
+): Promise<Waited> {
   const total = replayed.length + pairs.length;
   const deadline = Date.now() + o.timeout * 1000;
-  const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total) : null;
+  const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total, stop) : null;
   const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
   // What is still read at each count: an item done for good is counted once and left out of the
   // reads (see waitStep). Every item counted every 200 ms took about a core of the CLI's CPU at
@@ -46,16 +59,30 @@ export async function waitForReplay(
       bar?.update(done + failed);
       progress.report(() => `replay --wait: ${ofTotal(done + failed, total, 'finished')}`);
       if (done + failed >= total) return { done, failed };
+      if (stop?.signal.aborted) return { done, failed, unfinished: total - done - failed, interrupted: true };
       // Counted and said by the caller (in --json too), then exit 1.
       if (Date.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
       // Not past the deadline: the last count is the one just after it, as with a short pause.
       const pause = Math.min(waitPollMs(step.followed), deadline + 1 - Date.now());
-      await new Promise((r) => setTimeout(r, Math.max(0, pause)));
+      await pauseFor(Math.max(0, pause), stop?.signal);
     }
   } finally {
     bar?.stop();
     progress.end();
   }
+}
+
+/** A pause of `ms` that a signal ends early. */
+function pauseFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const end = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', end);
+      resolve();
+    };
+    const timer = setTimeout(end, ms);
+    signal?.addEventListener('abort', end, { once: true });
+  });
 }
 
 /**
