@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,16 +17,25 @@ const old = '2020-01-01T00:00:00.000Z';
  * (its first progress line), sends it `signal` while this test holds the write lock: the command
  * cannot commit another batch before the signal is sent, so it cannot finish first however busy
  * the machine is. The lock is let go at once: the batch in flight (maybe waiting for the lock)
- * commits, then the command stops. Bounded: killed after 25 s.
+ * commits, then the command stops. Bounded: killed after 25 s. `twice`: the signal is sent again
+ * once the CLI has taken the first (as `timeout` sends it, to the command and then to its group).
  */
-async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals) {
+async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals, twice = false) {
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
     await until(() => child.stderr.join('').includes(' so far') || child.stderr.join('').includes(' of '), 'a first batch committed');
     w.exec('BEGIN IMMEDIATE');
     try {
+      // Both signals taken while it waits for the lock, as the two of `timeout` come together: not
+      // one taken between two batches, which it would end on before the second came.
+      if (twice) await until(() => waitsForLock(child.proc.pid!), 'the CLI waiting for the write lock');
       child.proc.kill(signal);
+      if (twice) {
+        // Taken, not merged with the second by the kernel: the two reach the CLI as two.
+        await until(() => !pending(child.proc.pid!, signal), 'the first signal taken');
+        child.proc.kill(signal);
+      }
     } finally {
       w.exec('ROLLBACK');
     }
@@ -36,6 +47,15 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     clearTimeout(timer);
   }
 }
+
+/** Whether `signal` was sent to process `pid` and it has not taken it yet (Linux: /proc's ShdPnd mask). */
+const pending = (pid: number, signal: NodeJS.Signals) => {
+  const mask = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^ShdPnd:\s*([0-9a-f]+)$/m)![1]!;
+  return (BigInt(`0x${mask}`) & (1n << BigInt(constants.signals[signal] - 1))) !== 0n;
+};
+
+/** Whether process `pid`'s main thread sleeps in SQLite's busy handler (Linux: /proc's wchan), not in the event loop's poll. */
+const waitsForLock = (pid: number) => readFileSync(`/proc/${pid}/wchan`, 'utf8').includes('nanosleep');
 
 const countOf = (w: BetterSqlite3.Database, query: string) => w.prepare(query).pluck().get() as number;
 /** "12,500" in the line as a number. */
@@ -213,5 +233,17 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     expect({ code: day.code, stderr: day.stderr }).toMatchObject({ code: 2, stderr: expect.stringContaining('2026-11-31 is not a date') });
     const window = await cli(['replay', '--after', '2026-11-20T10:00:00Z/evt-1', '--until', '2026-11-20T09:00:00Z'], env);
     expect({ code: window.code, stderr: window.stderr }).toEqual({ code: 2, stderr: 'error: --after (received at 2026-11-20T10:00:00.000Z) must be before --until (2026-11-20T09:00:00.000Z)\n' });
+  });
+
+  it.skipIf(!existsSync('/proc/self/wchan'))('replay: SIGTERM sent twice, as `timeout` sends it (to the command, then its process group), is one request: stopped after the batch, exit 143', async () => {
+    await withMigratedDatabase(join(dir, 'replay-twice.db'), async (path, w) => {
+      processedEvents(w, 20_000, 1);
+      // Taken as a second signal, the repeat ended the replay at once: killed by SIGTERM, no line.
+      const r = await interruptAfterFirstBatch(w, ['replay', '--all'], { DATABASE_PATH: path }, 'SIGTERM', true);
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 143, killedBy: null });
+      const m = r.last.match(/^replay: stopped part-way by SIGTERM: (\d+) events selected; processing: \d+ queued before it \(they stay queued\); /);
+      expect(m, r.last).not.toBeNull();
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(Number(m![1]));
+    });
   });
 });
