@@ -175,90 +175,105 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     const pages = eventPages(database, o, missingFor, maxSeq);
     /** The last event of the last batch gone through: where a stopped replay continues. */
     let last: SelectedEvent | null = null;
+    /** The counts of the batches committed (a failed batch's are in `counts`, not in the database). */
+    let committed: Counts = structuredClone(counts);
     let cut = false;
-    for (;;) {
-      const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
-      if (pageSize <= 0) break;
-      if (stop?.signal.aborted) {
-        cut = true;
-        break;
-      }
-      const batch = await pages.next(pageSize);
-      if (batch.length === 0) break;
-      counts.selected += batch.length;
-      for (const e of batch) if (namedIds.has(e.id)) selected.add(e.id);
-      const lines: string[] = [];
-      const work = async (w: DeliveryWrites | null) => {
-        const now = Date.now();
-        // Events past the processing cursor are still to be folded: queued already, too.
-        const cursor = processing ? jobs.processingCursor() : 0;
-        openProcessing?.catchUp();
-        for (const e of batch) {
-          const what: string[] = [];
-          // Left out, with why: listed after the queued parts, never under the verb.
-          const skipped: string[] = [];
-          if (processing) {
-            const open = openProcessing!.has(e.id);
-            if (open || e.seq > cursor) {
-              counts.processing.already_queued++;
-              skipped.push(open ? 'processing (already queued)' : 'processing (not processed yet: it will be)');
-            } else {
-              counts.processing.queued++;
-              what.push('processing');
-              if (w) {
-                const job = jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now);
-                openProcessing!.queued(job);
-                // Kept only for --wait, which follows them.
-                if (o.wait) replayed.push({ job, event: e.id });
+    try {
+      for (;;) {
+        const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
+        if (pageSize <= 0) break;
+        if (stop?.signal.aborted) {
+          cut = true;
+          break;
+        }
+        const batch = await pages.next(pageSize);
+        if (batch.length === 0) break;
+        counts.selected += batch.length;
+        for (const e of batch) if (namedIds.has(e.id)) selected.add(e.id);
+        const lines: string[] = [];
+        const work = async (w: DeliveryWrites | null) => {
+          const now = Date.now();
+          // Events past the processing cursor are still to be folded: queued already, too.
+          const cursor = processing ? jobs.processingCursor() : 0;
+          openProcessing?.catchUp();
+          for (const e of batch) {
+            const what: string[] = [];
+            // Left out, with why: listed after the queued parts, never under the verb.
+            const skipped: string[] = [];
+            if (processing) {
+              const open = openProcessing!.has(e.id);
+              if (open || e.seq > cursor) {
+                counts.processing.already_queued++;
+                skipped.push(open ? 'processing (already queued)' : 'processing (not processed yet: it will be)');
+              } else {
+                counts.processing.queued++;
+                what.push('processing');
+                if (w) {
+                  const job = jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now);
+                  openProcessing!.queued(job);
+                  // Kept only for --wait, which follows them.
+                  if (o.wait) replayed.push({ job, event: e.id });
+                }
               }
             }
-          }
-          for (const sink of targets) {
-            const c = counts.sinks[sink.name]!;
-            if (!sinkWants(sink, e)) {
-              c.not_wanted++;
-              continue;
-            }
-            if (o.missing && recorded.get(e.id, sink.name) !== undefined) {
-              c.has_record!++;
-              skipped.push(`sink ${sink.name} (has a delivery record)`);
-              continue;
-            }
-            if (!e.settled) {
-              // Not complete yet: it is fanned out when its processing settles.
-              c.not_settled++;
-              skipped.push(`sink ${sink.name} (not settled yet)`);
-              continue;
-            }
-            if (w) {
-              const queued = await queueSinkReplay(w, e.id, targets, [sink.name], now);
-              if (!queued.includes(sink.name)) {
+            for (const sink of targets) {
+              const c = counts.sinks[sink.name]!;
+              if (!sinkWants(sink, e)) {
+                c.not_wanted++;
+                continue;
+              }
+              if (o.missing && recorded.get(e.id, sink.name) !== undefined) {
+                c.has_record!++;
+                skipped.push(`sink ${sink.name} (has a delivery record)`);
+                continue;
+              }
+              if (!e.settled) {
+                // Not complete yet: it is fanned out when its processing settles.
                 c.not_settled++;
                 skipped.push(`sink ${sink.name} (not settled yet)`);
                 continue;
               }
-              if (o.wait) pairs.push({ event: e.id, sink: sink.name });
+              if (w) {
+                const queued = await queueSinkReplay(w, e.id, targets, [sink.name], now);
+                if (!queued.includes(sink.name)) {
+                  c.not_settled++;
+                  skipped.push(`sink ${sink.name} (not settled yet)`);
+                  continue;
+                }
+                if (o.wait) pairs.push({ event: e.id, sink: sink.name });
+              }
+              c.queued++;
+              what.push(`sink ${sink.name}`);
             }
-            c.queued++;
-            what.push(`sink ${sink.name}`);
+            if (plain) {
+              const head = what.length > 0 ? `${verb} ${oneLine(e.id)} ${oneLine(e.event_type)}: ${what.join(', ')}` : `nothing for ${oneLine(e.id)} ${oneLine(e.event_type)}`;
+              lines.push(skipped.length > 0 ? `${head}; skipped: ${skipped.join(', ')}` : head);
+            }
           }
-          if (plain) {
-            const head = what.length > 0 ? `${verb} ${oneLine(e.id)} ${oneLine(e.event_type)}: ${what.join(', ')}` : `nothing for ${oneLine(e.id)} ${oneLine(e.event_type)}`;
-            lines.push(skipped.length > 0 ? `${head}; skipped: ${skipped.join(', ')}` : head);
-          }
-        }
-      };
-      if (o.dryRun) await work(null);
-      else await immediateTransaction(database.sqlite, () => work(writes));
-      last = batch.at(-1)!;
-      for (const l of lines) io.out(l);
-      bar?.update(Math.min(barTotal, counts.selected));
-      progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
-      // The event loop's turn, for the Ctrl-C and SIGTERM handler (see stopOnInterrupt): the
-      // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
-      // (200,000 events queued, exit 0), then was lost.
-      await new Promise((resolve) => setImmediate(resolve));
-      if (batch.length < pageSize) break;
+        };
+        if (o.dryRun) await work(null);
+        else await immediateTransaction(database.sqlite, () => work(writes));
+        last = batch.at(-1)!;
+        committed = structuredClone(counts);
+        for (const l of lines) io.out(l);
+        bar?.update(Math.min(barTotal, counts.selected));
+        progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
+        // The event loop's turn, for the Ctrl-C and SIGTERM handler (see stopOnInterrupt): the
+        // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
+        // (200,000 events queued, exit 0), then was lost.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (batch.length < pageSize) break;
+      }
+    } catch (err) {
+      // A failure after batches committed (the write lock held past the busy timeout, a full disk):
+      // what stays queued and where to go on, as for a signal, then the error on its own line. The
+      // error alone said "try again", which queued all of those again.
+      if (last !== null && !o.dryRun) {
+        bar?.stop();
+        progress.end();
+        io.err(stoppedLine('the error below', committed, processing, last, o.limit));
+      }
+      throw err;
     }
     bar?.stop();
     progress.end();
@@ -274,7 +289,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     if (cutBy) {
       // Nothing on stdout but --json's counts so far; the last line says where it stopped and how to go on.
       // (The ids named but not reached are not checked: the rest of the selection may hold them.)
-      io.err(stoppedLine(cutBy, counts, processing, last, o.limit));
+      io.err(last ? stoppedLine(cutBy, committed, processing, last, o.limit) : stoppedBySignal('replay', cutBy, 0, 'nothing queued', ''));
       if (o.json) printJson(io, { dry_run: false, ...counts, interrupted: true, ...(last ? { continue_after: `${last.received_at}/${last.id}` } : {}) });
       return exitBySignal(cutBy);
     }
@@ -341,19 +356,18 @@ function countsParts(counts: Counts, processing: boolean, verb: string): string[
 }
 
 /**
- * The line of a replay a signal stopped between two batches: what the batches before it queued,
- * and where the selection stopped, with the option that continues after that event. Not "run it
- * again": that replays the first part again. Nor `--since <its received_at>`: that replays the
- * events of that instant gone through already, which a backfill or an import stores by the
- * thousand in one millisecond (for a sink, each sent again: under the same webhook-id, which a
- * consumer following the contract dedupes, but sent; through processing, a read of the service
- * each). --limit counts afresh, so what is left of it is said.
+ * The line of a replay a signal or an error (`cause`) stopped between two batches: what the
+ * batches before it queued, and where the selection stopped, with the option that continues
+ * after that event. Not "run it again": that replays the first part again. Nor `--since <its
+ * received_at>`: that replays the events of that instant gone through already, which a backfill
+ * or an import stores by the thousand in one millisecond (for a sink, each sent again: under the
+ * same webhook-id, which a consumer following the contract dedupes, but sent; through processing,
+ * a read of the service each). --limit counts afresh, so what is left of it is said.
  */
-function stoppedLine(by: NodeJS.Signals, counts: Counts, processing: boolean, last: SelectedEvent | null, limit: number | undefined): string {
-  if (last === null) return stoppedBySignal('replay', by, 0, 'nothing queued', '');
+function stoppedLine(cause: string, counts: Counts, processing: boolean, last: SelectedEvent, limit: number | undefined): string {
   const rest = limit === undefined ? '' : ` and --limit ${limit - counts.selected}`;
   return (
-    `replay: stopped part-way by ${by}: ${countsParts(counts, processing, 'queued').join('; ')} before it (they stay queued); ` +
+    `replay: stopped part-way by ${cause}: ${countsParts(counts, processing, 'queued').join('; ')} before it (they stay queued); ` +
     `the last event it went through was received at ${last.received_at} (id ${oneLine(last.id)}): for the rest, run the same command with --after ${shellWord(`${last.received_at}/${last.id}`)}${rest}`
   );
 }
