@@ -76,6 +76,16 @@ export function oneLine(s: string): string {
   return escapeText(s).replace(/[\t\n]/g, escaped);
 }
 
+/**
+ * `s` as one word of a command line to paste into a shell: in single quotes; with control
+ * characters (a stored id may hold any), in bash's $'...' with them as \xNN (never raw on the
+ * terminal).
+ */
+export function shellWord(s: string): string {
+  if (oneLine(s) === s) return `'${s.replace(/'/g, `'\\''`)}'`;
+  return `$'${oneLine(s.replace(/\\/g, '\\\\').replace(/'/g, "\\'"))}'`;
+}
+
 /** A `list` command's answer: the rows as JSON (`--json`), a line saying there are none, or a table. */
 export function printRows<T>(io: CliIo, json: boolean | undefined, rows: readonly T[], none: string, headers: readonly string[], cells: (row: T) => readonly unknown[]): void {
   if (json) printJson(io, rows);

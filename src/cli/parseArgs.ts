@@ -61,3 +61,23 @@ export const ageArg =
     if (ms > maxDays * 86_400_000) throw new InvalidArgumentError(`expected at most ${maxDays}d, got ${JSON.stringify(raw)}`);
     return ms;
   };
+
+/** Where a stopped `replay` left off: an event's received_at and id (`replay --after`). */
+export interface ReplayPosition {
+  received_at: string;
+  id: string;
+}
+
+/**
+ * `<received_at>/<event id>`, as a stopped replay prints it: split at the first "/" (an ISO time
+ * has none; the id may). The time is read as --since reads an ISO time, into the stored form,
+ * so it compares with the stored received_at as text; an age is refused (it names no event).
+ */
+export function afterArg(raw: string): ReplayPosition {
+  const slash = raw.indexOf('/');
+  const time = slash < 0 ? raw : raw.slice(0, slash);
+  if (slash <= 0 || slash === raw.length - 1 || !/^\d{4}-\d{2}-\d{2}/.test(time)) {
+    throw new InvalidArgumentError(`expected <received_at>/<event id>, as a stopped replay prints it (2026-11-20T10:00:00.000Z/evt-1), got ${JSON.stringify(raw)}`);
+  }
+  return { received_at: parseTime(time), id: raw.slice(slash + 1) };
+}

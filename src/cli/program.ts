@@ -4,7 +4,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { CliError, EXIT } from './errors.js';
 import { FIXTURE_TYPES } from './fixtures.js';
 import type { CliIo } from './io.js';
-import { ageArg, collect, intArg, timeArg } from './parseArgs.js';
+import { afterArg, ageArg, collect, intArg, timeArg } from './parseArgs.js';
 
 /** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
 export interface Outcome {
@@ -21,7 +21,7 @@ const progressHelp = (what: string) =>
   `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
 /** What the --help of a bulk command that stops between two transactions (stopOnInterrupt) says about Ctrl-C. */
 const interruptHelp = (done: string) =>
-  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one ends it at once.`;
+  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one (not the same one within half a second, as timeout repeats it) ends it at once.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -166,6 +166,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     .option('--until <time>', 'received before: ISO 8601 or an age', timeArg)
     .option('--application <id>', 'events of one application (its id, or your external_id)')
     .option('--source <name>', 'events of one configured source')
+    .option('--after <received_at/id>', 'only events after this one in the replay\'s order (received_at, then id): continues a stopped replay, as its line on stderr says', afterArg)
     .option('--sink <names...>', 'deliver again to these sinks (`all`: every configured sink that wants the event)', collect)
     .option('--missing', 'with --sink: only settled events the sink takes and has no delivery record of (added later, or not configured when they settled)')
     .option('--processing', 'also re-run processing when --sink is given (the default without --sink)')
@@ -186,6 +187,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
         'hiring-receiver replay --sink crm --missing --dry-run',
       ]) +
         '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.' +
+        '\nCtrl-C or SIGTERM stops it after the batch in flight: a line on stderr says what was queued and where it stopped, with the --after that continues from there (with --json, also the counts so far with "interrupted": true), exit 130 or 143; during --wait, it ends the wait at once, saying what had finished (the work stays queued). A second one (not the same one within half a second, as timeout repeats it) ends it at once. A --dry-run ends at once.' +
         '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
     )
     .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));

@@ -1,7 +1,7 @@
 import { SingleBar } from 'cli-progress';
 import { configProblems } from './cliConfig.js';
 import type { CliIo } from './io.js';
-import { onInterrupt } from './onInterrupt.js';
+import { onInterrupt, type StopRequest } from './onInterrupt.js';
 
 /**
  * Progress of a long operator command (backup, prune, dead-letters retry/discard, replay,
@@ -100,11 +100,13 @@ export interface Bar {
  * restores them: a command ended by an error before it, or by Ctrl-C or SIGTERM (which stop no
  * bar), left the shell's prompt on the bar's line with no cursor and no wrapping until `reset`.
  * The caller stops it in a `finally`; a signal stops it here, and then ends the process by that
- * signal, as it did without a bar (exit status 130 for Ctrl-C).
+ * signal, as it did without a bar (exit status 130 for Ctrl-C). A command that stops itself at the
+ * first signal (`interrupt`, stopOnInterrupt) stops its bar in its `finally` as it ends; the bar is
+ * stopped here only when a second signal ends the process at once.
  */
-export function startBar(stream: NodeJS.WritableStream, format: string, total: number): Bar {
+export function startBar(stream: NodeJS.WritableStream, format: string, total: number, interrupt?: StopRequest): Bar {
   const bar = new SingleBar({ stream, format, hideCursor: true });
-  const offSignals = onInterrupt(() => bar.stop());
+  const offSignals = interrupt ? interrupt.atOnce(() => bar.stop()) : onInterrupt(() => bar.stop());
   const stop = () => {
     offSignals();
     bar.stop();

@@ -1,10 +1,11 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
-import { deadDeliveries, until, withMigratedDatabase } from './helpers.js';
+import { cli, deadDeliveries, until, withMigratedDatabase } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-interrupt-');
 afterAll(cleanup);
@@ -16,9 +17,11 @@ const old = '2020-01-01T00:00:00.000Z';
  * (its first progress line), sends it `signal` while this test holds the write lock: the command
  * cannot commit another batch before the signal is sent, so it cannot finish first however busy
  * the machine is. The lock is let go at once: the batch in flight (maybe waiting for the lock)
- * commits, then the command stops. Bounded: killed after 25 s.
+ * commits, then the command stops. Bounded: killed after 25 s. `twice`: the signal is sent again
+ * once the CLI has taken the first (as `timeout` sends it, to the command and then to its group).
  */
-async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals, after?: string) {
+async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals, opts: { twice?: boolean; after?: string } = {}) {
+  const { twice = false, after } = opts;
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
@@ -26,7 +29,15 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     await until(() => (after === undefined ? seen(' so far') || seen(' of ') : seen(after)), after ?? 'a first batch committed');
     w.exec('BEGIN IMMEDIATE');
     try {
+      // Both signals taken while it waits for the lock, as the two of `timeout` come together: not
+      // one taken between two batches, which it would end on before the second came.
+      if (twice) await until(() => waitsForLock(child.proc.pid!), 'the CLI waiting for the write lock');
       child.proc.kill(signal);
+      if (twice) {
+        // Taken, not merged with the second by the kernel: the two reach the CLI as two.
+        await until(() => !pending(child.proc.pid!, signal), 'the first signal taken');
+        child.proc.kill(signal);
+      }
     } finally {
       w.exec('ROLLBACK');
     }
@@ -38,6 +49,15 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     clearTimeout(timer);
   }
 }
+
+/** Whether `signal` was sent to process `pid` and it has not taken it yet (Linux: /proc's ShdPnd mask). */
+const pending = (pid: number, signal: NodeJS.Signals) => {
+  const mask = readFileSync(`/proc/${pid}/status`, 'utf8').match(/^ShdPnd:\s*([0-9a-f]+)$/m)![1]!;
+  return (BigInt(`0x${mask}`) & (1n << BigInt(constants.signals[signal] - 1))) !== 0n;
+};
+
+/** Whether process `pid`'s main thread sleeps in SQLite's busy handler (Linux: /proc's wchan), not in the event loop's poll. */
+const waitsForLock = (pid: number) => readFileSync(`/proc/${pid}/wchan`, 'utf8').includes('nanosleep');
 
 const countOf = (w: BetterSqlite3.Database, query: string) => w.prepare(query).pluck().get() as number;
 /** "12,500" in the line as a number. */
@@ -100,7 +120,7 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       })();
       const config = join(dir, 'retry-late.json');
       writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
-      const r = await interruptAfterFirstBatch(w, ['dead-letters', 'retry', '--all'], { DATABASE_PATH: path, CONFIG_FILE: config }, 'SIGTERM', 'max_attempts of waiting deliveries');
+      const r = await interruptAfterFirstBatch(w, ['dead-letters', 'retry', '--all'], { DATABASE_PATH: path, CONFIG_FILE: config }, 'SIGTERM', { after: 'max_attempts of waiting deliveries' });
       expect({ code: r.code, killedBy: r.killedBy, stdout: r.stdout }).toEqual({ code: 143, killedBy: null, stdout: '' });
       expect(r.last).toBe(
         "dead-letters retry: 3 dead-lettered jobs queued again (they stay queued); SIGTERM came while it gave the other waiting deliveries their sink's max_attempts as configured now (those it did not reach get it at the next start of the workers)",
@@ -150,6 +170,107 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       expect(discarded).toBeGreaterThan(0);
       expect(discarded).toBeLessThan(total);
       expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(total - discarded);
+    });
+  });
+
+  /** `n` events processing has taken (behind its cursor), `perInstant` of them received in each same millisecond, as a backfill stores them. */
+  const processedEvents = (w: BetterSqlite3.Database, n: number, perInstant: number) => {
+    const insert = w.prepare(`INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, ?, '{}')`);
+    w.transaction(() => {
+      for (let i = 0; i < n; i++) {
+        const at = new Date(Date.UTC(2026, 10, 20) + Math.floor(i / perInstant) * 1000).toISOString();
+        insert.run(`evt-${String(i).padStart(6, '0')}`, at, at, `msg-${i}`);
+      }
+    })();
+    w.prepare('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)').run();
+  };
+
+  it('replay --json: SIGTERM stops it after the batch in flight, says where, and --after continues exactly from there, exit 143', async () => {
+    await withMigratedDatabase(join(dir, 'replay.db'), async (path, w) => {
+      const total = 20_000;
+      // 1,200 events per millisecond: the stop falls inside one, where --since would take its first events again.
+      processedEvents(w, total, 1_200);
+      // `timeout -s TERM 3 hiring-receiver replay --all --json`: ended at once, 16,000 of 200,000 events queued, nothing printed.
+      const r = await interruptAfterFirstBatch(w, ['replay', '--all', '--json'], { DATABASE_PATH: path }, 'SIGTERM');
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 143, killedBy: null });
+      const m = r.last.match(
+        /^replay: stopped part-way by SIGTERM: (\d+) events selected; processing: (\d+) queued before it \(they stay queued\); the last event it went through was received at (\S+) \(id (evt-\d+)\): for the rest, run the same command with --after '(\S+)'$/,
+      );
+      expect(m, r.last).not.toBeNull();
+      const [selected, queued] = [Number(m![1]), Number(m![2])];
+      expect(queued).toBe(selected);
+      expect(selected).toBeGreaterThan(0);
+      expect(selected).toBeLessThan(total);
+      // Each batch whole: the jobs are the first events in (received_at, id) order, and the line names the last of them.
+      const last = `evt-${String(selected - 1).padStart(6, '0')}`;
+      expect(m![4]).toBe(last);
+      expect(countOf(w, "SELECT count(*) FROM jobs WHERE kind = 'process_event'")).toBe(selected);
+      expect(w.prepare('SELECT max(event_id) FROM jobs').pluck().get()).toBe(last);
+      const after = `${m![3]}/${last}`;
+      expect(m![5]).toBe(after);
+      expect(JSON.parse(r.stdout)).toEqual({ dry_run: false, selected, processing: { queued: selected, already_queued: 0 }, sinks: {}, interrupted: true, continue_after: after });
+
+      // The rest, and only the rest: every event replayed once.
+      const rest = await cli(['replay', '--all', '--after', after, '--json'], { DATABASE_PATH: path }, 50_000);
+      expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toEqual({ dry_run: false, selected: total - selected, processing: { queued: total - selected, already_queued: 0 }, sinks: {} });
+      expect(countOf(w, "SELECT count(*) FROM jobs WHERE kind = 'process_event'")).toBe(total);
+      expect(countOf(w, 'SELECT count(DISTINCT event_id) FROM jobs')).toBe(total);
+    });
+  });
+
+  it('replay --wait --json: Ctrl-C ends the wait at once, saying what was queued and what had finished, exit 130', async () => {
+    await withMigratedDatabase(join(dir, 'replay-wait.db'), async (path, w) => {
+      processedEvents(w, 3, 1);
+      // No receiver: nothing finishes, and the wait would last its --timeout.
+      const child = runTs('src/cli/main.ts', ['replay', '--all', '--wait', '--timeout', '600', '--json', '--progress'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '0' });
+      const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+      try {
+        await until(() => child.stderr.join('').includes('replay --wait: 0 of 3 finished'), 'the wait');
+        child.proc.kill('SIGINT');
+        const { code, signal } = await child.exited;
+        expect({ code, signal }).toEqual({ code: 130, signal: null });
+        expect(child.stderr.join('').trimEnd().split('\n').at(-1)).toBe(
+          "replay --wait: stopped by SIGINT: 3 events selected; processing: 3 queued (they stay queued: the receiver's workers do them); finished so far: 0 done, 0 dead, 3 unfinished",
+        );
+        expect(JSON.parse(child.stdout.join(''))).toEqual({
+          dry_run: false,
+          selected: 3,
+          processing: { queued: 3, already_queued: 0 },
+          sinks: {},
+          finished: { done: 0, failed: 0, unfinished: 3 },
+          interrupted: true,
+        });
+        expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(3);
+      } finally {
+        clearTimeout(timer);
+      }
+    });
+  });
+
+  it('replay --after: a value that names no position is a usage error saying the form expected, exit 2', async () => {
+    const env = { DATABASE_PATH: join(dir, 'none.db') };
+    const expected = 'expected <received_at>/<event id>, as a stopped replay prints it (2026-11-20T10:00:00.000Z/evt-1)';
+    for (const bad of ['evt-1', '2026-11-20T10:00:00.000Z', '2026-11-20T10:00:00.000Z/', '2h/evt-1', '/evt-1']) {
+      const r = await cli(['replay', '--all', '--after', bad]);
+      expect({ code: r.code, stdout: r.stdout }, bad).toEqual({ code: 2, stdout: '' });
+      expect(r.stderr, bad).toContain(`${expected}, got ${JSON.stringify(bad)}`);
+    }
+    const day = await cli(['replay', '--after', '2026-11-31T10:00:00Z/evt-1'], env);
+    expect({ code: day.code, stderr: day.stderr }).toMatchObject({ code: 2, stderr: expect.stringContaining('2026-11-31 is not a date') });
+    const window = await cli(['replay', '--after', '2026-11-20T10:00:00Z/evt-1', '--until', '2026-11-20T09:00:00Z'], env);
+    expect({ code: window.code, stderr: window.stderr }).toEqual({ code: 2, stderr: 'error: --after (received at 2026-11-20T10:00:00.000Z) must be before --until (2026-11-20T09:00:00.000Z)\n' });
+  });
+
+  it.skipIf(!existsSync('/proc/self/wchan'))('replay: SIGTERM sent twice, as `timeout` sends it (to the command, then its process group), is one request: stopped after the batch, exit 143', async () => {
+    await withMigratedDatabase(join(dir, 'replay-twice.db'), async (path, w) => {
+      processedEvents(w, 20_000, 1);
+      // Taken as a second signal, the repeat ended the replay at once: killed by SIGTERM, no line.
+      const r = await interruptAfterFirstBatch(w, ['replay', '--all'], { DATABASE_PATH: path }, 'SIGTERM', { twice: true });
+      expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 143, killedBy: null });
+      const m = r.last.match(/^replay: stopped part-way by SIGTERM: (\d+) events selected; processing: \d+ queued before it \(they stay queued\); /);
+      expect(m, r.last).not.toBeNull();
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(Number(m![1]));
     });
   });
 });

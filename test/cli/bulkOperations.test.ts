@@ -150,6 +150,33 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
     });
   });
 
+  it('replay stopped by a failure part-way says what it queued before it, and where --after continues, within one received_at', async () => {
+    await withDatabase('replay-stopped.db', async (path, w) => {
+      // One received_at for all (a backfill), stored in an order that is not the ids'.
+      const at = '2026-11-01T00:00:00.000Z';
+      storeEvents(w, 1_200, (i) => ({ id: `evt-${String((i * 7_919) % 1_200).padStart(4, '0')}`, at }));
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(1_200);
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE INSERT ON jobs WHEN (SELECT count(*) FROM jobs) >= 500
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path });
+      // The error alone said "try again", which queued the first 500 again.
+      expect({ code: stopped.code, stdout: stopped.stdout, stderr: stopped.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr:
+          'replay: stopped part-way by the error below: 500 events selected; processing: 500 queued before it (they stay queued); ' +
+          `the last event it went through was received at ${at} (id evt-0499): for the rest, run the same command with --after '${at}/evt-0499'\n` +
+          'error: stopped by the test\n',
+      });
+      expect(w.prepare('SELECT max(event_id) FROM jobs').pluck().get()).toBe('evt-0499');
+      w.exec('DROP TRIGGER stop_after_500');
+      const rest = await cli(['replay', '--all', '--after', `${at}/evt-0499`, '--json'], { DATABASE_PATH: path });
+      expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toMatchObject({ selected: 700, processing: { queued: 700, already_queued: 0 } });
+      expect(w.prepare('SELECT count(*), count(DISTINCT event_id) FROM jobs').raw().get()).toEqual([1_200, 1_200]);
+    });
+  });
+
   it('dead-letters discard counts the jobs it deleted, not one another process retried after its read', async () => {
     await withDatabase('discard-retried.db', async (path, w) => {
       deadDeliveries(w, 1_200);

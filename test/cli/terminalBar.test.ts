@@ -82,7 +82,7 @@ describe("replay's progress bar gives the terminal back", () => {
     });
   }, 60_000);
 
-  it.skipIf(!hasScript)('when Ctrl-C is typed while the replay queues its events: it stops there, by SIGINT (130), not after queueing them all', async () => {
+  it.skipIf(!hasScript)('when Ctrl-C is typed while the replay queues its events: it stops after the batch in flight, by SIGINT (130), saying where, not after queueing them all', async () => {
     await withMigratedDatabase(join(dir, 'ctrl-c-queueing.db'), async (path, w) => {
       // 200 batches: seconds of queueing, while the bar shows.
       const events = 100_000;
@@ -91,7 +91,11 @@ describe("replay's progress bar gives the terminal back", () => {
       // Without a turn of the event loop between batches the handler ran only after every event was queued (or never: exit 0).
       expect(status, out.slice(-400)).toBe(130);
       expect(terminalGivenBack(out), JSON.stringify(out.slice(-400))).toBe(true);
-      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBeLessThan(events);
+      // After the batch in flight, not at once: a line after the bar says what was queued, and where to go on.
+      const m = out.match(/replay: stopped part-way by SIGINT: (\d+) events selected; processing: \d+ queued before it \(they stay queued\); .* --after '[^']+'/);
+      expect(m, JSON.stringify(out.slice(-600))).not.toBeNull();
+      expect(w.prepare('SELECT count(*) FROM jobs').pluck().get()).toBe(Number(m![1]));
+      expect(Number(m![1])).toBeLessThan(events);
     });
   }, 120_000);
 });
