@@ -45,7 +45,7 @@ export interface StopRequest {
    * back); returns what removes it again.
    */
   atOnce(cleanup: () => void): () => void;
-  /** Removes the handlers (call it in a `finally`). */
+  /** Removes the handlers at the loop's next turn (call it in a `finally`). */
   off(): void;
 }
 
@@ -77,7 +77,7 @@ export function stopOnInterrupt(): StopRequest {
   let by: NodeJS.Signals | undefined;
   let takenAt = 0;
   const cleanups = new Set<() => void>();
-  const off = onStopSignals((signal) => {
+  const remove = onStopSignals((signal) => {
     if (by === undefined) {
       by = signal;
       takenAt = performance.now();
@@ -85,7 +85,7 @@ export function stopOnInterrupt(): StopRequest {
       return;
     }
     if (signal === by && performance.now() - takenAt < SAME_REQUEST_MS) return;
-    off();
+    remove();
     try {
       for (const cleanup of cleanups) cleanup();
     } finally {
@@ -96,5 +96,8 @@ export function stopOnInterrupt(): StopRequest {
     cleanups.add(cleanup);
     return () => void cleanups.delete(cleanup);
   };
-  return { signal: controller.signal, by: () => by, atOnce, off };
+  // Removed a turn of the loop later, as onInterrupt does: removed at once, the repeat `timeout`
+  // sends that came as the command ended found no handler, and its default action killed the
+  // process (by SIGTERM, not exit 143; a command that had finished then did not exit 0).
+  return { signal: controller.signal, by: () => by, atOnce, off: () => void setImmediate(remove) };
 }

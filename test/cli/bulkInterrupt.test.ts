@@ -262,6 +262,21 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     expect({ code: window.code, stderr: window.stderr }).toEqual({ code: 2, stderr: 'error: --after (received at 2026-11-20T10:00:00.000Z) must be before --until (2026-11-20T09:00:00.000Z)\n' });
   });
 
+  it('replay: a repeat of the SIGTERM that comes just after the command returned (off) is still the same request: exit 143, not killed by it', async () => {
+    await withMigratedDatabase(join(dir, 'replay-late.db'), async (path, w) => {
+      processedEvents(w, 1_500, 1);
+      // The handlers removed at once by off(): the repeat found none, and its default action killed the process.
+      const child = runTs('test/helpers/lateDuplicateSignal.ts', ['replay', '--all', '--progress'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '0' });
+      const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+      const { code, signal } = await child.exited.finally(() => clearTimeout(timer));
+      expect({ code, signal }).toEqual({ code: 143, signal: null });
+      const m = child.stderr.join('').trimEnd().split('\n').at(-1)!.match(/^replay: stopped part-way by SIGTERM: (\d+) events selected; /);
+      expect(m, child.stderr.join('')).not.toBeNull();
+      expect(Number(m![1])).toBeLessThan(1_500);
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(Number(m![1]));
+    });
+  });
+
   it.skipIf(!existsSync('/proc/self/wchan'))('replay: SIGTERM sent twice, as `timeout` sends it (to the command, then its process group), is one request: stopped after the batch, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'replay-twice.db'), async (path, w) => {
       processedEvents(w, 20_000, 1);
