@@ -83,8 +83,16 @@ export function oneLine(s: string): string {
  */
 export function shellWord(s: string): string {
   if (oneLine(s) === s) return `'${s.replace(/'/g, `'\\''`)}'`;
-  return `$'${oneLine(s.replace(/\\/g, '\\\\').replace(/'/g, "\\'"))}'`;
+  return `$'${s.replace(/[\\']/g, '\\$&').replace(CONTROL, utf8Bytes).replace(/[\t\n]/g, utf8Bytes)}'`;
 }
+
+/**
+ * A character as its UTF-8 bytes, each \xNN, for bash's $'...': a byte there whatever the locale.
+ * oneLine's \xNN is the code point (U+0085 became the byte 0x85, which is not UTF-8: node read it
+ * as U+FFFD), and its \uNNNN is read as a character only in a UTF-8 locale (cron's, Docker's C
+ * locale left "\u200B" as those six characters): either way the id given back was another one.
+ */
+const utf8Bytes = (c: string) => [...Buffer.from(c, 'utf8')].map((b) => `\\x${b.toString(16).padStart(2, '0')}`).join('');
 
 /** A `list` command's answer: the rows as JSON (`--json`), a line saying there are none, or a table. */
 export function printRows<T>(io: CliIo, json: boolean | undefined, rows: readonly T[], none: string, headers: readonly string[], cells: (row: T) => readonly unknown[]): void {

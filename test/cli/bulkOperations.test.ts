@@ -1,7 +1,9 @@
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, deadDeliveries, withMigratedDatabase } from './helpers.js';
 
@@ -174,6 +176,36 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
       expect(JSON.parse(rest.stdout)).toMatchObject({ selected: 700, processing: { queued: 700, already_queued: 0 } });
       expect(w.prepare('SELECT count(*), count(DISTINCT event_id) FROM jobs').raw().get()).toEqual([1_200, 1_200]);
+    });
+  });
+
+  it('replay stopped part-way at an id with control characters prints an --after that bash gives back as that id, also in the C locale', async () => {
+    await withDatabase('replay-stopped-control.db', async (path, w) => {
+      const at = '2026-11-01T00:00:00.000Z';
+      // In id order: 499 plain ids, the 500th with a C1 control (U+0085), then two ids that sort between it and U+FFFD.
+      const ids = [...Array.from({ length: 499 }, (_, i) => `evt-${String(i).padStart(4, '0')}`), 'evt-\u0085', 'evt-\u00e9', 'evt-\u200b'];
+      storeEvents(w, ids.length, (i) => ({ id: ids[i]!, at }));
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = ?').run(ids.length);
+      w.exec(`CREATE TRIGGER stop_after_500 BEFORE INSERT ON jobs WHEN (SELECT count(*) FROM jobs) >= 500
+        BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
+      const stopped = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path });
+      expect(stopped.code).toBe(1);
+      const word = stopped.stderr.match(/ run the same command with --after (\S+)\n/)?.[1];
+      expect(word, stopped.stderr).toBeDefined();
+      w.exec('DROP TRIGGER stop_after_500');
+      // Pasted into bash as printed (no LANG: the C locale of cron or a container). U+0085 as the
+      // byte 0x85 came back as U+FFFD, after the two ids left: 0 selected.
+      const rest = spawnSync('bash', ['-c', `exec "$0" --import "$1" src/cli/main.ts replay --all --json --after ${word}`, process.execPath, `${ROOT}node_modules/tsx/dist/loader.mjs`], {
+        cwd: ROOT,
+        env: { PATH: process.env['PATH'] ?? '', DATABASE_PATH: path },
+        encoding: 'utf8',
+        // Not a socket on stdin: bash takes that for rshd and reads ~/.bashrc.
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 25_000,
+      });
+      expect({ status: rest.status, stderr: rest.stderr }).toEqual({ status: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toMatchObject({ selected: 2, processing: { queued: 2, already_queued: 0 } });
+      expect(w.prepare('SELECT count(*), count(DISTINCT event_id) FROM jobs').raw().get()).toEqual([ids.length, ids.length]);
     });
   });
 
