@@ -277,6 +277,20 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     });
   });
 
+  it('replay: a SIGTERM taken after its last batch ends it as a whole run (it said "stopped part-way" and gave an --after that selects nothing)', async () => {
+    await withMigratedDatabase(join(dir, 'replay-after-last.db'), async (path, w) => {
+      processedEvents(w, 1_000, 1);
+      // Sent inside the line of the second and last full batch: the next page is empty.
+      const child = runTs('test/helpers/lateDuplicateSignal.ts', ['replay', '--all', '--progress', '--json'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '0', SIGNAL_AFTER: '1,000 events selected so far' });
+      const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+      const { code, signal } = await child.exited.finally(() => clearTimeout(timer));
+      expect({ code, signal }, child.stderr.join('')).toEqual({ code: 0, signal: null });
+      expect(child.stderr.join('')).not.toContain('stopped');
+      expect(JSON.parse(child.stdout.join(''))).not.toHaveProperty('interrupted');
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(1_000);
+    });
+  });
+
   it.skipIf(!existsSync('/proc/self/wchan'))('replay: SIGTERM sent twice, as `timeout` sends it (to the command, then its process group), is one request: stopped after the batch, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'replay-twice.db'), async (path, w) => {
       processedEvents(w, 20_000, 1);

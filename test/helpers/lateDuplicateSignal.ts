@@ -3,7 +3,8 @@
  * first SIGTERM (stopOnInterrupt): the first is sent to itself once a batch committed (its first
  * progress line), and a second, the copy `timeout` sends to the process group, right after the
  * command returned, as it comes when the first was taken late. For the test in
- * test/cli/bulkInterrupt.test.ts. Arguments: the command's.
+ * test/cli/bulkInterrupt.test.ts. Arguments: the command's. SIGNAL_AFTER: the progress text that
+ * sends the first (' so far', the first batch's line, by default).
  */
 import { Writable } from 'node:stream';
 import { processIo } from '../../src/cli/io.js';
@@ -13,7 +14,7 @@ let sent = false;
 const stderr = new Writable({
   write(chunk: Buffer, _enc, done) {
     process.stderr.write(chunk);
-    if (!sent && chunk.toString().includes(' so far')) {
+    if (!sent && chunk.toString().includes(process.env.SIGNAL_AFTER ?? ' so far')) {
       sent = true;
       process.kill(process.pid, 'SIGTERM');
     }

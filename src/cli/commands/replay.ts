@@ -182,12 +182,13 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       for (;;) {
         const pageSize = Math.min(BATCH, (o.limit ?? Infinity) - counts.selected);
         if (pageSize <= 0) break;
+        const batch = await pages.next(pageSize);
+        if (batch.length === 0) break;
+        // Stopped only when something is left: a signal after the last batch ends it as a whole run.
         if (stop?.signal.aborted) {
           cut = true;
           break;
         }
-        const batch = await pages.next(pageSize);
-        if (batch.length === 0) break;
         counts.selected += batch.length;
         for (const e of batch) if (namedIds.has(e.id)) selected.add(e.id);
         const lines: string[] = [];
@@ -261,7 +262,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         // The event loop's turn, for the Ctrl-C and SIGTERM handler (see stopOnInterrupt): the
         // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
         // (200,000 events queued, exit 0), then was lost.
-        await new Promise((resolve) => setImmediate(resolve));
+        // Two turns: one reached outside the loop's check phase ran before the poll phase read the
+        // signal, and the stop came a batch late.
+        for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
         if (batch.length < pageSize) break;
       }
     } catch (err) {
