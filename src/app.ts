@@ -578,18 +578,16 @@ export function createApp(deps: AppDeps) {
       if (processingStarted) worker.start();
       await fanOut.start(startStop.signal);
     } catch (err) {
-      // Not a failure: the stop (which releases the lock) follows, and says nothing was started.
-      if (err instanceof StopDuringStart) {
-        workersLock = lock;
-        logger.info('workers not started: the stop came during the start');
-        return;
+      // A StopDuringStart is not a failure: said below, as any stop during the start, and the
+      // stop that follows releases the lock.
+      if (!(err instanceof StopDuringStart)) {
+        if (strandedSweep) clearInterval(strandedSweep);
+        // A `work` whose start failed must end: the file watch's timer is not unref'd.
+        stopWatchingFile();
+        await Promise.allSettled([worker.stop(), fanOut.stop()]);
+        lock.release();
+        throw err;
       }
-      if (strandedSweep) clearInterval(strandedSweep);
-      // A `work` whose start failed must end: the file watch's timer is not unref'd.
-      stopWatchingFile();
-      await Promise.allSettled([worker.stop(), fanOut.stop()]);
-      lock.release();
-      throw err;
     }
     workersLock = lock;
     if (fileWatch.problem !== null) {
