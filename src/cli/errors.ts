@@ -1,5 +1,5 @@
 import { constants } from 'node:os';
-import type { CliIo } from './io.js';
+import { printJson, type CliIo } from './io.js';
 import type { Progress } from './progress.js';
 import { PartlyWritten } from '../db/writeInBatches.js';
 
@@ -58,4 +58,15 @@ export function stoppedBySignal(command: string, by: NodeJS.Signals, n: number, 
   return n === 0
     ? `${command}: stopped by ${by} before its first batch (${done}); run it again`
     : `${command}: stopped part-way by ${by}: ${done} before it (${stays}); run it again for the rest`;
+}
+
+/**
+ * Says that a signal stopped a bulk change: `line` on stderr (stoppedBySignal's, or the command's
+ * own), and with --json (`result`) the result so far on stdout, marked `interrupted`. Returns the
+ * exit status (exitBySignal).
+ */
+export function saidStopped(io: CliIo, by: NodeJS.Signals, line: string, result?: Record<string, unknown>): number {
+  io.err(line);
+  if (result) printJson(io, { ...result, interrupted: true });
+  return exitBySignal(by);
 }

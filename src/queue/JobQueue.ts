@@ -89,6 +89,10 @@ export const RETRY_BATCH = 500;
 /** Told after each transaction of a bulk operation: how many of `total` chosen jobs it has been through. */
 export type BatchProgress = (done: number, total: number) => void;
 
+/** writeBatches' onBatch for `total` jobs chosen, RETRY_BATCH per transaction, as a BatchProgress. */
+const throughChosen = (onBatch: BatchProgress | undefined, total: number) => (_written: number, batches: number) =>
+  onBatch?.(Math.min(total, batches * RETRY_BATCH), total);
+
 /**
  * findOpenJob and enqueue as prepared statements on a better-sqlite3
  * connection, for callers that queue thousands of jobs in their own
@@ -484,7 +488,7 @@ export class JobQueue {
         await opts.withEach?.(trx, chunk);
         return Number(r.numUpdatedRows);
       },
-      { ...(opts.pause ? { pause: opts.pause } : {}), ...(opts.signal ? { signal: opts.signal } : {}), onBatch: (_, batches) => opts.onBatch?.(Math.min(ids.length, batches * RETRY_BATCH), ids.length) },
+      { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, ids.length) },
     );
   }
 
@@ -543,11 +547,7 @@ export class JobQueue {
           deleted.push(...rows);
           return rows.length;
         },
-        {
-          ...(opts.pause ? { pause: opts.pause } : {}),
-          ...(opts.signal ? { signal: opts.signal } : {}),
-          onBatch: (_, batches) => opts.onBatch?.(Math.min(gone.length, batches * RETRY_BATCH), gone.length),
-        },
+        { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, gone.length) },
       ));
       counted = deleted;
     }

@@ -35,8 +35,8 @@ export async function pruneFinishedJobs(
       return { written: n, last: n < limit || deleted + n >= max };
     },
     {
-      ...(opts.pause ? { pause: opts.pause } : {}),
-      ...(opts.signal ? { signal: opts.signal } : {}),
+      pause: opts.pause,
+      signal: opts.signal,
       onBatch: (written) => {
         // Not again after a last batch that found nothing (a count that is a multiple of the batch):
         // its line repeated the one before.

@@ -49,7 +49,7 @@ export async function deadLetterRemovedSinks(
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
     },
-    { pause, ...(signal ? { signal } : {}) },
+    { pause, signal },
   );
   return r.written;
 }
@@ -105,7 +105,7 @@ export async function closeRemovedSinksRows(
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
     },
-    { pause, ...(signal ? { signal } : {}) },
+    { pause, signal },
   );
   return r.written;
 }

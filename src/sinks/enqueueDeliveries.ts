@@ -71,7 +71,7 @@ export async function applySinkMaxAttempts(
   let counted = 0;
   await writeBatches(db, batches, (trx, { sink, ids }) => giveSinkMaxAttempts(trx, ids, sink, nowIso), {
     pause,
-    ...(signal ? { signal } : {}),
+    signal,
     onBatch: (written, done) => {
       const sink = batches[done - 1]!.sink.name;
       bySink.set(sink, (bySink.get(sink) ?? 0) + written - counted);

@@ -80,7 +80,7 @@ export async function sendSinkNow(
         .executeTakeFirst();
       return Number(r.numUpdatedRows);
     },
-    { ...(opts.pause ? { pause: opts.pause } : {}), ...(opts.signal ? { signal: opts.signal } : {}), onBatch: (written) => opts.onBatch?.(written) },
+    { pause: opts.pause, signal: opts.signal, onBatch: opts.onBatch },
   );
   return { due, pending: await countPending(false), disabled, stopped };
 }

@@ -5,7 +5,7 @@ import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQ
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
-import { exitBySignal, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
+import { saidStopped, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, ofTotal, progressFor, type Progress } from '../progress.js';
@@ -118,7 +118,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     const { discarded, kept, stopped } = await sayHowFar(
       io,
       progress,
-      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, ...(onBatch ? { onBatch } : {}), ...(stop ? { signal: stop.signal } : {}) }),
+      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, signal: stop?.signal }),
       (n) => `dead-letters discard: stopped part-way by the error below: ${discardedSoFar(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
@@ -127,11 +127,10 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     const json = () => ({ dry_run: Boolean(o.dryRun), discarded: n, by_kind: Object.fromEntries(discarded.map((k) => [k.kind, k.n])), kept, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     const by = stopped ? stop?.by() : undefined;
     if (by) {
-      io.err(stoppedBySignal('dead-letters discard', by, n, discardedSoFar(n), 'they stay deleted; the rest stay dead letters'));
-      if (o.json) printJson(io, { ...json(), interrupted: true });
+      const code = saidStopped(io, by, stoppedBySignal('dead-letters discard', by, n, discardedSoFar(n), 'they stay deleted; the rest stay dead letters'), o.json ? json() : undefined);
       // Said as after a whole run: the ids named that are no dead letters.
       sayNotDeadLetters(io, notDead, o);
-      return exitBySignal(by);
+      return code;
     }
     if (o.json) printJson(io, json());
     else if (n === 0 && kept.length === 0) io.out('no dead letter matched; nothing to discard');
@@ -207,7 +206,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     const { written: n, stopped } = await sayHowFar(
       io,
       progress,
-      () => queue.retryDeadLettersStoppable(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      () => queue.retryDeadLettersStoppable(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch, signal: stop?.signal }),
       (k) => `dead-letters retry: stopped part-way by the error below: ${queuedAgain(k)} before it (they stay queued; the rest stay dead letters); run it again for the rest`,
     );
     const json = () => ({ retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
@@ -228,10 +227,9 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     };
     const stoppedBy = async (by: NodeJS.Signals, line: string): Promise<number> => {
       progress.end();
-      io.err(line);
-      if (o.json) printJson(io, { ...json(), interrupted: true });
+      const code = saidStopped(io, by, line, o.json ? json() : undefined);
       await sayAfter();
-      return exitBySignal(by);
+      return code;
     };
     const by = stopped ? stop?.by() : undefined;
     if (by) return await stoppedBy(by, stoppedBySignal('dead-letters retry', by, n, queuedAgain(n), 'they stay queued; the rest stay dead letters'));

@@ -1,7 +1,7 @@
 import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
-import { exitBySignal, sayHowFar, stoppedBySignal } from '../errors.js';
+import { saidStopped, sayHowFar, stoppedBySignal } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, progressFor } from '../progress.js';
@@ -32,15 +32,13 @@ export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
     const { written: jobs, stopped } = await sayHowFar(
       io,
       progress,
-      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, signal: stop?.signal }),
       (n) => `prune: stopped part-way by the error below: ${jobsDeleted(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
     const by = stopped ? stop?.by() : undefined;
     if (by) {
-      io.err(stoppedBySignal('prune', by, jobs, jobsDeleted(jobs), 'they stay deleted'));
-      if (o.json) printJson(io, { dry_run: false, finished_before: before, jobs, interrupted: true });
-      return exitBySignal(by);
+      return saidStopped(io, by, stoppedBySignal('prune', by, jobs, jobsDeleted(jobs), 'they stay deleted'), o.json ? { dry_run: false, finished_before: before, jobs } : undefined);
     }
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), finished_before: before, jobs });
     else io.out(`${o.dryRun ? 'would delete' : 'deleted'} ${jobs} finished job${jobs === 1 ? '' : 's'} (state done, finished before ${before}); jobs still to run and dead letters are kept`);

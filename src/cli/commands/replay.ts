@@ -3,7 +3,7 @@ import { preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { exitBySignal, stoppedBySignal, UsageError } from '../errors.js';
+import { exitBySignal, saidStopped, stoppedBySignal, UsageError } from '../errors.js';
 import { oneLine, printJson, shellWord, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, noProgress, progressFor, startBar, type Bar } from '../progress.js';
@@ -303,11 +303,12 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
       // Everything selected was queued: said, with what had finished when the wait was ended.
       const { interrupted: _, ...finished } = waited;
       for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
-      io.err(
+      return saidStopped(
+        io,
+        waitCutBy,
         `replay --wait: stopped by ${waitCutBy}: ${countsParts(counts, processing, verb).join('; ')} (they stay queued: the receiver's workers do them); finished so far: ${waited.done} done, ${waited.failed} dead, ${waited.unfinished} unfinished`,
+        o.json ? { dry_run: false, ...counts, ...(notStored.length ? { not_stored: notStored } : {}), finished } : undefined,
       );
-      if (o.json) printJson(io, { dry_run: false, ...counts, ...(notStored.length ? { not_stored: notStored } : {}), finished, interrupted: true });
-      return exitBySignal(waitCutBy);
     }
 
     if (o.json) printJson(io, { dry_run: Boolean(o.dryRun), ...counts, ...(notStored.length ? { not_stored: notStored } : {}), ...(waited ? { finished: waited } : {}) });

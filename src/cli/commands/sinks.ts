@@ -1,7 +1,7 @@
 import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
-import { CliError, exitBySignal, sayHowFar, stoppedBySignal } from '../errors.js';
+import { CliError, saidStopped, sayHowFar, stoppedBySignal } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, progressFor } from '../progress.js';
@@ -92,7 +92,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
     const r = await sayHowFar(
       io,
       progress,
-      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch, ...(stop ? { signal: stop.signal } : {}) }),
+      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch, signal: stop?.signal }),
       (n) => `sinks send-now: stopped part-way by the error below: ${madeDue(n)} before it (a running receiver sends them); run it again for the rest`,
     );
     progress.end();
@@ -101,9 +101,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
     if (by) {
       // The enable comes first, in a transaction of its own: done, whatever the batches did.
       const enabled = r.disabled ? `; it was disabled since ${r.disabled.at} and is enabled` : '';
-      io.err(stoppedBySignal('sinks send-now', by, r.due, madeDue(r.due), 'a running receiver sends them') + enabled);
-      if (o.json) printJson(io, { ...json(), interrupted: true });
-      return exitBySignal(by);
+      return saidStopped(io, by, stoppedBySignal('sinks send-now', by, r.due, madeDue(r.due), 'a running receiver sends them') + enabled, o.json ? json() : undefined);
     }
     if (o.json) printJson(io, json());
     else {
