@@ -145,7 +145,7 @@ export class FanOut {
    * when `signal` (a stop during the start) cut it short.
    */
   async reconcile(signal?: AbortSignal): Promise<boolean> {
-    // In short transactions with a pause before each: deliveries are being answered meanwhile,
+    // In short transactions with a pause between two: deliveries are being answered meanwhile,
     // by this process under `serve` (start() listens before the workers start), or by the `serve`
     // beside this `work`. A stop ends it at the next batch rather than after all of it (tens of
     // seconds at a few million: past `docker stop`'s 10 s): each batch committed whole, so the
