@@ -44,7 +44,7 @@ export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void
   throw new Error(`${url} did not come up within ${timeoutMs} ms`);
 }
 
-export { freePort } from '../../src/util/freePort.js';
+export { freePort } from './testPort.js';
 
 /** Runs a command until it exits (SIGKILL after `timeoutMs`), collecting its stderr. */
 export async function runToExit(

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../src/util/freePort.js';
+import { freePort } from '../helpers/testPort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';

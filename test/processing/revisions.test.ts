@@ -7,7 +7,7 @@ import { createFetchDeadLetterHandler } from '../../src/handlers/fetchResult.js'
 import { DEFAULT_PROCESSING, type ProcessingContext } from '../../src/handlers/ProcessingContext.js';
 import { enqueue, type ClaimedJob } from '../../src/queue/JobQueue.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
-import { freePort } from '../../src/util/freePort.js';
+import { freePort } from '../helpers/testPort.js';
 import { startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret, postSigned } from '../helpers/signing.js';

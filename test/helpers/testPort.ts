@@ -1,0 +1,40 @@
+import { createServer } from 'node:net';
+
+/**
+ * A port for a child process of a test to listen on, taken from below the
+ * kernel's ephemeral range (32768-60999 on Linux).
+ *
+ * `src/util/freePort` asks the kernel for a free port and closes it; the child
+ * binds it a second or so later (tsx's start). In that window the kernel may
+ * hand the same port to any `listen(0)` or outgoing connection of a test in the
+ * other worker, and then the child fails to bind while `/healthz` is answered
+ * by that other test's receiver (CI saw its signed post come back 401). Ports
+ * from 20000-31999 are never handed out that way, each vitest worker draws from
+ * its own 1,500 of them, and the draw is random, so two suites running at once
+ * on one machine rarely meet either; a port is checked free before it is given.
+ */
+const FIRST = 20_000;
+const PER_WORKER = 1_500;
+const WORKERS = 8;
+
+function workerIndex(): number {
+  const id = Number(process.env.VITEST_POOL_ID ?? process.env.VITEST_WORKER_ID ?? '1');
+  return Number.isInteger(id) && id > 0 ? (id - 1) % WORKERS : 0;
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+export async function freePort(): Promise<number> {
+  const base = FIRST + workerIndex() * PER_WORKER;
+  for (let tries = 0; tries < 100; tries += 1) {
+    const port = base + Math.floor(Math.random() * PER_WORKER);
+    if (await isFree(port)) return port;
+  }
+  throw new Error(`no free port in ${base}-${base + PER_WORKER - 1} after 100 tries`);
+}
