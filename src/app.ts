@@ -1,13 +1,14 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { serve, type HttpBindings } from '@hono/node-server';
+import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/openDatabase.js';
 import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './db/databaseFiles.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
+import { requestListener } from './http/requestListener.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy, primarySqliteCode, probeWrite } from './db/sqliteHelpers.js';
@@ -148,6 +149,11 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number, por
   return Object.assign(new Error(message), { code: err.code, cause: err });
 }
 
+/** The receiver's logger: JSON lines on stdout, or on stderr when a stdout sink writes its messages there. */
+export function receiverLogger(config: Config): Logger {
+  return createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
+}
+
 /** A stop came while the workers' start waited for the write lock (whileLockHeld): the start ends, unfailed. */
 class StopDuringStart extends Error {}
 
@@ -165,7 +171,7 @@ export function createApp(deps: AppDeps) {
   // With a stdout sink, stdout is that sink's NDJSON stream: the logs go to stderr, so a reader
   // that stops reading the messages cannot block the process's logging (pino writes fd 1 in
   // place), and the stream holds messages only.
-  const logger = deps.logger ?? createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
+  const logger = deps.logger ?? receiverLogger(config);
   // The workers lock, when the caller took it before the database was opened and migrated
   // (runReceiver: an upgrade started beside the old version must not migrate under it).
   let earlyLock: WorkersLock | null = deps.workersLock ?? null;
@@ -606,20 +612,16 @@ export function createApp(deps: AppDeps) {
   }
 
   /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
-  function listen(fetch: Parameters<typeof serve>[0]['fetch'], port: number, portVar: string): Promise<Server> {
+  function listen(fetch: Parameters<typeof requestListener>[0], port: number, portVar: string): Promise<Server> {
     return new Promise<Server>((resolve, reject) => {
-      const srv = serve(
-        {
-          fetch,
-          port,
-          hostname: config.host,
-          // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
-          // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
-          serverOptions: { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
-        },
-        () => resolve(srv as Server),
-      ) as Server;
+      const srv = createServer(
+        // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
+        // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
+        { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
+        requestListener(fetch, config.host, (message) => logger.warn({ status: 400 }, `request refused before routing: ${message}`)),
+      );
       srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
+      srv.listen(port, config.host, () => resolve(srv));
     });
   }
 

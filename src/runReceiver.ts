@@ -1,9 +1,10 @@
-import { createApp, type App } from './app.js';
+import { createApp, receiverLogger, type App } from './app.js';
 import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
+import type { Logger } from './observability/logger.js';
 
 /**
  * The workers lock for an existing database file (a new one cannot have workers elsewhere yet; the
@@ -100,10 +101,21 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // A start that fails is one JSON line at fatal too ('start failed'), for a log pipeline that
+  // alerts on level; main then says it as text on stderr and exits 1.
+  const startFailed = (logger: Logger) => (err: unknown): never => {
+    logger.fatal({ err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
+    throw err;
+  };
   // With workers, their lock is taken before the database is opened and migrated: a new version
   // started beside an older one still running its workers is refused before it migrates.
-  const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
-  const app = createApp({ config, ...(workersLock ? { workersLock } : {}) });
+  let app: App;
+  try {
+    const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
+    app = createApp({ config, ...(workersLock ? { workersLock } : {}) });
+  } catch (err) {
+    return startFailed(receiverLogger(config))(err);
+  }
   receiver = app;
   // A crash is one JSON line at fatal, like every other line (Node's default is a text stack
   // trace a log pipeline cannot parse), then exit 1 for the supervisor to restart it: nothing
@@ -127,7 +139,7 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
           }
           await app.startWorkers();
         })();
-  await started;
+  await started.catch(startFailed(app.logger));
   // `kill <npm's pid>` under `npm start` / `npm run cli -- serve`: drain and exit (npmParent.ts).
   onNpmParentGone(process.env, () => shutdown('npm, which started it, exited'));
   // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would

@@ -400,6 +400,34 @@ describe('limits at their exact boundary (mutation audit)', () => {
     expect(await long.json()).toMatchObject({ outcome: 'quarantined', reason: 'envelope "id" is longer than 255 characters' });
     expect(one('SELECT COUNT(*) FROM quarantine WHERE delivery_id = ?', msgId)).toBe(1);
   });
+
+  it('a request that makes no URL (a Host that is no host, a backslash in the path) is a 400 naming the problem, logged, and the receiver serves on', async () => {
+    const raw = (requestLine: string, host: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(r.url).port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString()));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.end(`${requestLine}\r\nHost: ${host}\r\nContent-Length: 2\r\n\r\n{}`);
+      });
+    const logged = r.logs.lines.length;
+    for (const [line, host, named] of [
+      ['POST /webhooks HTTP/1.1', 'bad host', /the Host header and the request path do not make a valid URL/],
+      ['POST /webhooks HTTP/1.1', 'a/b', /the Host header and the request path do not make a valid URL/],
+      ['POST /web\\hooks HTTP/1.1', '127.0.0.1', /^the request path contains a backslash$/],
+    ] as const) {
+      const answer = await raw(line, host);
+      expect(answer, `${line} / Host: ${host}`).toMatch(/^HTTP\/1\.1 400 /);
+      expect(answer).toMatch(/\r\ncontent-type: application\/json/i);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'bad_request', message: expect.stringMatching(named) });
+    }
+    const refused = r.logs.lines.slice(logged).filter((l) => String(l.msg).startsWith('request refused before routing'));
+    expect(refused).toHaveLength(3);
+    expect(refused.every((l) => l.level === 40 && !JSON.stringify(l).includes('bad host'))).toBe(true);
+    const after = await post(signDelivery(secret, JSON.stringify(envelope())));
+    expect(after.status).toBe(200);
+  });
 });
 
 describe('a quarantined delivery keeps its headers, never its credentials (mutation audit)', () => {

@@ -108,6 +108,11 @@ describe('the receiver as a real process', () => {
       expect(await second.exited.finally(() => clearTimeout(timer))).toEqual({ code: 1, signal: null });
       expect(second.stderr.join('')).toBe(`fatal: PORT: 127.0.0.1:${port} is already in use (another receiver still running?); stop it or choose another PORT\n`);
       expect(second.stdout.join('')).not.toMatch(/workers started|jobs left running/);
+      // The same failure as one JSON line at fatal, for a log pipeline that alerts on level.
+      const logged = second.stdout.join('').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(logged.filter((l) => l.level === 60)).toEqual([
+        expect.objectContaining({ msg: 'start failed', mode: 'serve', err: `PORT: 127.0.0.1:${port} is already in use (another receiver still running?); stop it or choose another PORT` }),
+      ]);
       expect(db.prepare('SELECT state, lease_owner FROM jobs WHERE id = ?').get(job)).toEqual({ state: 'running', lease_owner: 'live-process' });
       db.close();
     } finally {
@@ -408,6 +413,9 @@ describe('ingest and workers in separate processes', () => {
       const serve = start(['serve'], { PORT: String(await freePort()) });
       expect((await serve.exited).code).toBe(1);
       expect(serve.stderr.join('')).toMatch(/^fatal: another process is already running the workers of /);
+      // Refused before the database is opened (no app, no logger of its own yet): at fatal all the same.
+      const lines = serve.stdout.join('').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines).toEqual([expect.objectContaining({ level: 60, msg: 'start failed', mode: 'serve', err: expect.stringMatching(/^another process is already running the workers of /) })]);
       expect(held()).toEqual({ state: 'running', lease_owner: 'worker-live' });
 
       // SIGKILL: no clean stop, so the kernel is what lets the lock go.

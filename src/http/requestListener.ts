@@ -1,0 +1,38 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { getRequestListener, RequestError } from '@hono/node-server';
+
+type Fetch = Parameters<typeof getRequestListener>[0];
+
+/**
+ * @hono/node-server's request listener, with an answer that names the problem when a request
+ * cannot even become a `Request`: a `Host` header that is no host (`Host: a b`, `Host: x/y`), or a
+ * backslash in the path. Its own answer to those is a 400 with an empty body, outside the app's
+ * error handling; `serve()` offers no way to change it. These requests never reach a route.
+ *
+ * Any other error thrown outside the app (Hono's `fetch` catches its own) keeps the listener's
+ * usual 500 (504 for a timeout), with a body that says so.
+ */
+export function requestListener(
+  fetch: Fetch,
+  hostname: string,
+  onBadRequest: (message: string) => void = () => {},
+): (incoming: IncomingMessage, outgoing: ServerResponse) => Promise<void> {
+  return getRequestListener(fetch, {
+    hostname,
+    errorHandler: (err: unknown) => {
+      if (err instanceof RequestError) {
+        // The listener's messages ("Invalid host header", "Invalid URL", ...) said in full; none
+        // echoes the request.
+        const message = /backslash/i.test(err.message)
+          ? 'the request path contains a backslash'
+          : /missing host/i.test(err.message)
+            ? 'the request has no Host header'
+            : 'the Host header and the request path do not make a valid URL (is the Host header a host name or address, with an optional port?)';
+        onBadRequest(message);
+        return Response.json({ error: 'bad_request', message }, { status: 400, headers: { Connection: 'close' } });
+      }
+      const timeout = err instanceof Error && (err.name === 'TimeoutError' || err.constructor.name === 'TimeoutError');
+      return Response.json({ error: 'internal_error', message: timeout ? 'the request timed out' : 'internal error' }, { status: timeout ? 504 : 500 });
+    },
+  });
+}
