@@ -16,7 +16,7 @@ import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../src/util/freePort.js';
+import { reservePort } from '../src/util/freePort.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
@@ -223,9 +223,12 @@ async function main(): Promise<void> {
     log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module, not its build tree`);
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
-    const port = await freePort();
-    // The image's METRICS_PORT, moved to a free port here as PORT is.
-    const metricsPort = env[runtime]!.METRICS_PORT ? await freePort() : null;
+    // The image's METRICS_PORT, moved to a free port here as PORT is; both held until both are
+    // chosen, so the two are never the same port.
+    const held = [await reservePort(), ...(env[runtime]!.METRICS_PORT ? [await reservePort()] : [])];
+    await Promise.all(held.map((h) => h.release()));
+    const port = held[0]!.port;
+    const metricsPort = held[1]?.port ?? null;
     const secret = `whsec_${randomBytes(24).toString('base64')}`;
     const runEnv: Record<string, string> = {
       PATH: process.env.PATH ?? '',

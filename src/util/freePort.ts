@@ -1,13 +1,30 @@
 import { createServer } from 'node:net';
 
-/** A TCP port on 127.0.0.1 that was free a moment ago (the demo, the bench, scripts and tests start servers on it). */
-export function freePort(): Promise<number> {
+/** A port held on 127.0.0.1 until `release()`, so nothing else takes it while it is being set up. */
+export interface PortReservation {
+  port: number;
+  release(): Promise<void>;
+}
+
+/**
+ * A TCP port on 127.0.0.1, held by a listening socket until `release()`. The kernel may hand a
+ * released port to anything else at once, so release it right before listening on it: the demo
+ * registers its receiver's URL and builds the receiver while the port is held.
+ */
+export function reservePort(): Promise<PortReservation> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
     s.listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
+      resolve({ port, release: () => new Promise<void>((done) => s.close(() => done())) });
     });
   });
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (the bench and scripts start servers on it). */
+export async function freePort(): Promise<number> {
+  const reserved = await reservePort();
+  await reserved.release();
+  return reserved.port;
 }

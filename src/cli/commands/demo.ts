@@ -9,7 +9,7 @@ import { createSandbox } from '../../sandbox/createSandbox.js';
 import { CliError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { WebhooksApi } from '../webhooksApi.js';
-import { freePort } from '../../util/freePort.js';
+import { reservePort, type PortReservation } from '../../util/freePort.js';
 
 export interface DemoOptions {
   timeout: number;
@@ -58,13 +58,17 @@ export async function runDemo(io: CliIo, o: DemoOptions): Promise<number> {
 
   const sandbox = createSandbox({ seed: 7 });
   let receiver: ReturnType<typeof createApp> | null = null;
+  let reservation: PortReservation | null = null;
   try {
     const { url: sandboxUrl } = await sandbox.start(0, '127.0.0.1');
     const org = sandbox.control.organizations()[0]!;
     const apiKey = org.api_keys[0]!.key;
     say(`1. Sandbox of the hiring service on ${sandboxUrl} (organization "${org.name}")`);
 
-    const port = await freePort();
+    // Held until the receiver listens on it: registering and building the receiver take a while,
+    // and a port given up at once could be taken meanwhile.
+    reservation = await reservePort();
+    const port = reservation.port;
     const receiverUrl = `http://127.0.0.1:${port}/webhooks`;
     const hooks = new WebhooksApi({ apiUrl: sandboxUrl, apiKey, origin: 'demo' });
     const { body: hook } = await hooks.call<{ id: string; secret: string }>('POST', hooks.url(), {
@@ -85,6 +89,8 @@ export async function runDemo(io: CliIo, o: DemoOptions): Promise<number> {
       LOG_LEVEL: o.verbose ? 'info' : 'silent',
     });
     receiver = createApp({ config, logger: createLogger(config.logLevel, process.stderr) });
+    await reservation.release();
+    reservation = null;
     await receiver.start();
     say(`3. Receiver on ${receiverUrl}, database ${config.databasePath}, file sink ${sinkPath}`);
 
@@ -207,6 +213,7 @@ export async function runDemo(io: CliIo, o: DemoOptions): Promise<number> {
     io.out('Next: `npm run sandbox`, then `npm run cli -- webhooks register --url ...` and `npm run cli -- --help`.');
     return 0;
   } finally {
+    await reservation?.release();
     await receiver?.stop().catch(() => {});
     await sandbox.stop().catch(() => {});
     if (o.keep) io.err(`demo files kept in ${dir}`);
