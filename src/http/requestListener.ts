@@ -1,7 +1,17 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isIPv6 } from 'node:net';
 import { getRequestListener, RequestError } from '@hono/node-server';
 
 type Fetch = Parameters<typeof getRequestListener>[0];
+
+/**
+ * HOST as the host of a URL, for a request that sends no `Host` (HTTP/1.0): an IPv6 address in
+ * brackets, without a zone (`%eth0`, which URLs cannot hold). `http://::/healthz` is no URL, so
+ * with HOST=:: (fly.toml) such a request was refused as if its Host header were wrong.
+ */
+function urlHost(host: string): string {
+  return isIPv6(host) ? `[${host.replace(/%.*$/, '')}]` : host;
+}
 
 /**
  * @hono/node-server's request listener, with an answer that names the problem when a request
@@ -18,7 +28,7 @@ export function requestListener(
   onBadRequest: (message: string) => void = () => {},
 ): (incoming: IncomingMessage, outgoing: ServerResponse) => Promise<void> {
   return getRequestListener(fetch, {
-    hostname,
+    hostname: urlHost(hostname),
     errorHandler: (err: unknown) => {
       if (err instanceof RequestError) {
         // The listener's messages ("Invalid host header", "Invalid URL", ...) said in full; none
