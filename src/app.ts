@@ -618,7 +618,12 @@ export function createApp(deps: AppDeps) {
         // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
         // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
         { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
-        requestListener(fetch, config.host, (message) => logger.warn({ status: 400 }, `request refused before routing: ${message}`)),
+        requestListener(fetch, config.host, (message, method) => {
+          logger.warn({ status: 400, method }, `request refused before routing: ${message}`);
+          // A POST is most likely a delivery (a proxy that rewrites Host breaks every one): counted
+          // with the refused deliveries, so the "deliveries refused" alert sees it.
+          if (method === 'POST' && portVar === 'PORT') metrics.deliveriesReceived.inc({ outcome: 'rejected:bad_request', source: 'unknown' });
+        }),
       );
       srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
       srv.listen(port, config.host, () => resolve(srv));

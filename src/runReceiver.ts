@@ -75,8 +75,10 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   let started: Promise<void> = new Promise(() => {});
   let stopping = false;
   const shutdown = (signal: string) => {
-    // Before createApp returned, no handler can run (it is synchronous): the receiver is there.
-    const r = receiver!;
+    // Before createApp returned, no handler can run (it is synchronous). No receiver after that:
+    // its start failed before it existed, and that failure is ending the process (exit 1).
+    const r = receiver;
+    if (!r) return;
     if (stopping) {
       // Not a faster stop: under `npm start` one Ctrl-C is two SIGINTs (the terminal's, and npm's
       // forward of it). Said, so an operator waiting on the stop knows it is under way.

@@ -25,9 +25,13 @@ function urlHost(host: string): string {
 export function requestListener(
   fetch: Fetch,
   hostname: string,
-  onBadRequest: (message: string) => void = () => {},
+  onBadRequest: (message: string, method: string | undefined) => void = () => {},
 ): (incoming: IncomingMessage, outgoing: ServerResponse) => Promise<void> {
-  return getRequestListener(fetch, {
+  // The request being refused, for its method: the listener calls errorHandler with the error
+  // only, synchronously within its own call when the request cannot be built (set around that
+  // call below; a version that called it later would give `undefined`, not another request's).
+  let building: IncomingMessage | undefined;
+  const listener = getRequestListener(fetch, {
     hostname: urlHost(hostname),
     errorHandler: (err: unknown) => {
       if (err instanceof RequestError) {
@@ -38,11 +42,19 @@ export function requestListener(
           : /missing host/i.test(err.message)
             ? 'the request has no Host header'
             : 'the Host header and the request path do not make a valid URL (is the Host header a host name or address, with an optional port?)';
-        onBadRequest(message);
+        onBadRequest(message, building?.method);
         return Response.json({ error: 'bad_request', message }, { status: 400, headers: { Connection: 'close' } });
       }
       const timeout = err instanceof Error && (err.name === 'TimeoutError' || err.constructor.name === 'TimeoutError');
       return Response.json({ error: 'internal_error', message: timeout ? 'the request timed out' : 'internal error' }, { status: timeout ? 504 : 500 });
     },
   });
+  return (incoming, outgoing) => {
+    building = incoming;
+    try {
+      return listener(incoming, outgoing);
+    } finally {
+      building = undefined;
+    }
+  };
 }

@@ -5,7 +5,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * appears only at its first increment has no earlier sample, so `rate()` over it stays empty and
  * a single refused delivery or failed commit would never fire the alert.
  */
-const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable'];
+const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable', 'bad_request'];
 const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The series a `work` process updates (its WORK_METRICS_PORT serves these and Node's own). */

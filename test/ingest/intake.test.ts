@@ -401,7 +401,7 @@ describe('limits at their exact boundary (mutation audit)', () => {
     expect(one('SELECT COUNT(*) FROM quarantine WHERE delivery_id = ?', msgId)).toBe(1);
   });
 
-  it('a request that makes no URL (a Host that is no host, a backslash in the path) is a 400 naming the problem, logged, and the receiver serves on', async () => {
+  it('a request that makes no URL (a Host that is no host, a backslash in the path) is a 400 naming the problem, logged, a POST counted as a refused delivery, and the receiver serves on', async () => {
     const raw = (requestLine: string, host: string) =>
       new Promise<string>((resolve, reject) => {
         const socket = connect(Number(new URL(r.url).port), '127.0.0.1');
@@ -411,6 +411,11 @@ describe('limits at their exact boundary (mutation audit)', () => {
         socket.on('error', reject);
         socket.end(`${requestLine}\r\nHost: ${host}\r\nContent-Length: 2\r\n\r\n{}`);
       });
+    const refusedCount = async () => {
+      const text = await (await fetch(`${r.url}/metrics`)).text();
+      return Number(/^receiver_deliveries_received_total\{outcome="rejected:bad_request",source="unknown"\} (\d+)$/m.exec(text)?.[1]);
+    };
+    expect(await refusedCount()).toBe(0);
     const logged = r.logs.lines.length;
     for (const [line, host, named] of [
       ['POST /webhooks HTTP/1.1', 'bad host', /the Host header and the request path do not make a valid URL/],
@@ -422,8 +427,11 @@ describe('limits at their exact boundary (mutation audit)', () => {
       expect(answer).toMatch(/\r\ncontent-type: application\/json/i);
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'bad_request', message: expect.stringMatching(named) });
     }
+    // A GET is no delivery: answered and logged alike, not counted with the refused deliveries.
+    expect(await raw('GET /healthz HTTP/1.1', 'bad host')).toMatch(/^HTTP\/1\.1 400 /);
+    expect(await refusedCount()).toBe(3);
     const refused = r.logs.lines.slice(logged).filter((l) => String(l.msg).startsWith('request refused before routing'));
-    expect(refused).toHaveLength(3);
+    expect(refused.map((l) => l.method)).toEqual(['POST', 'POST', 'POST', 'GET']);
     expect(refused.every((l) => l.level === 40 && !JSON.stringify(l).includes('bad host'))).toBe(true);
     const after = await post(signDelivery(secret, JSON.stringify(envelope())));
     expect(after.status).toBe(200);
