@@ -277,6 +277,27 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     });
   });
 
+  it('prune: a SIGTERM after a last batch that was full ends it as a whole run (it said "stopped part-way ... run it again for the rest", with nothing left)', async () => {
+    await withMigratedDatabase(join(dir, 'prune-after-last.db'), async (path, w) => {
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
+      );
+      // Exactly one batch (PRUNE_BATCH): the signal comes before the batch that would find nothing.
+      w.transaction(() => {
+        for (let i = 0; i < 500; i++) insert.run(`evt-${i}`, old, old, old, old);
+      })();
+      const child = runTs('test/helpers/lateDuplicateSignal.ts', ['prune', '--older-than', '1d', '--progress', '--json'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '0', SIGNAL_AFTER: '500 jobs deleted so far' });
+      const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+      const { code, signal } = await child.exited.finally(() => clearTimeout(timer));
+      expect({ code, signal }, child.stderr.join('')).toEqual({ code: 0, signal: null });
+      expect(child.stderr.join('')).toContain('500 jobs deleted so far');
+      expect(child.stderr.join('')).not.toContain('stopped');
+      expect(JSON.parse(child.stdout.join(''))).toEqual({ dry_run: false, finished_before: expect.any(String), jobs: 500 });
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(0);
+    });
+  });
+
   it('replay: a SIGTERM taken after its last batch ends it as a whole run (it said "stopped part-way" and gave an --after that selects nothing)', async () => {
     await withMigratedDatabase(join(dir, 'replay-after-last.db'), async (path, w) => {
       processedEvents(w, 1_000, 1);
