@@ -46,9 +46,21 @@ export async function pruneFinishedJobs(
     },
   );
   // A signal during the pause after a full batch stops it before the batch that would have found
-  // nothing left: it ended all the same (not "part-way", told to run again for nothing).
-  if (r.stopped && deleted < max) {
-    const left = await db.selectFrom('jobs').select('id').where(finishedBefore(cutoffIso)).limit(1).executeTakeFirst();
+  // nothing left: it ended all the same (not "part-way", told to run again for nothing). Only
+  // after a batch: a signal aborted before the call (the receiver's sweep that began as it
+  // stopped) reads nothing, its database may be closing. A failed look leaves it "stopped", as
+  // before the look was added (an error here lost the count of the batches committed).
+  if (r.stopped && deleted > 0 && deleted < max) {
+    const left = await db
+      .selectFrom('jobs')
+      .select('id')
+      .where(finishedBefore(cutoffIso))
+      .limit(1)
+      .executeTakeFirst()
+      .then(
+        (row) => row !== undefined,
+        () => true,
+      );
     if (!left) return { written: r.written, stopped: false };
   }
   return r;

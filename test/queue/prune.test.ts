@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
-import { PRUNE_BATCH, pruneBatch } from '../../src/queue/pruneJobs.js';
+import { PRUNE_BATCH, pruneBatch, pruneFinishedJobs } from '../../src/queue/pruneJobs.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { until } from '../cli/helpers.js';
@@ -65,5 +65,34 @@ describe('JOB_RETENTION_DAYS: finished jobs are deleted by the workers', () => {
     } finally {
       sqlite.close();
     }
+  });
+});
+
+describe('pruneFinishedJobs stopped by a signal', () => {
+  const cutoff = '2026-10-27T08:00:00.000Z';
+
+  it('a signal aborted before it began reads nothing: the receiver\'s sweep that began as it stopped, after its database was closed', async () => {
+    r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' }, { listen: false });
+    // stop() aborts the prune's signal, then closes the database; a sweep still in flight calls
+    // pruneHistory after that (it logged "deleting finished jobs ... failed" after "receiver stopped").
+    await r.app.stop();
+    const stop = new AbortController();
+    stop.abort();
+    await expect(pruneFinishedJobs(r.app.database.db, cutoff, { signal: stop.signal })).resolves.toEqual({ written: 0, stopped: true });
+  });
+
+  it('a look for jobs left that fails leaves it stopped, with the count of the batches committed (not an error without it)', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-26T08:00:00Z'));
+    r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' }, { clock, listen: false });
+    seed(r, clock.now());
+    const stop = new AbortController();
+    const app = r.app;
+    // The signal comes in the pause after the first (full) batch, and the look that follows fails
+    // (here: the database closed meanwhile; on the CLI, an I/O error, say).
+    const pause = async () => {
+      stop.abort();
+      await app.stop();
+    };
+    await expect(pruneFinishedJobs(app.database.db, cutoff, { signal: stop.signal, pause })).resolves.toEqual({ written: PRUNE_BATCH, stopped: true });
   });
 });
