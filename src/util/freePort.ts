@@ -13,7 +13,9 @@ export interface PortReservation {
  */
 export function reservePort(): Promise<PortReservation> {
   return new Promise((resolve, reject) => {
-    const s = createServer();
+    // A connection while it is held is closed at once (the client retries, as if refused): kept
+    // open, close() waited for it, and release() with it, as long as the client kept it open.
+    const s = createServer((socket) => socket.destroy());
     s.once('error', reject);
     s.listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number };
