@@ -500,6 +500,8 @@ export function createApp(deps: AppDeps) {
   let workersLock: WorkersLock | null = null;
   let strandedSweep: NodeJS.Timeout | null = null;
   let pruning: Promise<void> = Promise.resolve();
+  /** The periodic stranded-read sweep in flight, with the prune it starts. */
+  let sweeping: Promise<void> = Promise.resolve();
   const pruneStop = new AbortController();
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();
@@ -574,7 +576,14 @@ export function createApp(deps: AppDeps) {
       const orphans = await whileLockHeld(() => queue.releaseOrphans());
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
-      strandedSweep = setInterval(() => void sweepStrandedReads().then(() => (pruning = pruneHistory())), STRANDED_SWEEP_MS);
+      strandedSweep = setInterval(() => {
+        // Awaited by stop() (clearing the interval does not end a sweep in flight): no sweep or
+        // prune writes once the database is closed, and none begins after the stop.
+        sweeping = sweepStrandedReads().then(() => {
+          if (!pruneStop.signal.aborted) pruning = pruneHistory();
+          return pruning;
+        });
+      }, STRANDED_SWEEP_MS);
       strandedSweep.unref();
       pacer.enabled = true;
       // The file found replaced during the start (its housekeeping may take seconds): the
@@ -789,7 +798,7 @@ export function createApp(deps: AppDeps) {
     stopWatchingFile();
     pruneStop.abort();
     try {
-      await Promise.all([worker.stop(), fanOut.stop(left), pruning]);
+      await Promise.all([worker.stop(), fanOut.stop(left), pruning, sweeping]);
     } finally {
       clearTimeout(abortReads);
     }
