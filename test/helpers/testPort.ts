@@ -10,8 +10,16 @@ import { createServer } from 'node:net';
  * other worker, and then the child fails to bind while `/healthz` is answered
  * by that other test's receiver (CI saw its signed post come back 401). Ports
  * from 20000-31999 are never handed out that way, each vitest worker draws from
- * its own 1,500 of them, and the draw is random, so two suites running at once
- * on one machine rarely meet either; a port is checked free before it is given.
+ * its own 1,500 of them, and the walk starts at a random place in the slice, so
+ * two suites running at once on one machine rarely meet either; a port is
+ * checked free before it is given.
+ *
+ * Within a worker the slice is walked in turn, so a port is not given twice
+ * (before 1,500 others): a test that asks for two ports (PORT and
+ * METRICS_PORT, or a second receiver's) before its children bind them gets two
+ * different ones. Drawn at random, the second was the first about once in
+ * 1,500, and the child then failed to start (METRICS_PORT must differ from
+ * PORT, or EADDRINUSE).
  */
 const FIRST = 20_000;
 const PER_WORKER = 1_500;
@@ -30,11 +38,15 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
+/** The next place in the worker's slice to try: random at first, then one further per port tried. */
+let next = Math.floor(Math.random() * PER_WORKER);
+
 export async function freePort(): Promise<number> {
   const base = FIRST + workerIndex() * PER_WORKER;
-  for (let tries = 0; tries < 100; tries += 1) {
-    const port = base + Math.floor(Math.random() * PER_WORKER);
+  for (let tries = 0; tries < PER_WORKER; tries += 1) {
+    const port = base + (next % PER_WORKER);
+    next = (next + 1) % PER_WORKER;
     if (await isFree(port)) return port;
   }
-  throw new Error(`no free port in ${base}-${base + PER_WORKER - 1} after 100 tries`);
+  throw new Error(`no free port in ${base}-${base + PER_WORKER - 1}`);
 }
