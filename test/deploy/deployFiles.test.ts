@@ -97,7 +97,7 @@ describe('fly.toml', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
     const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
     try {
-      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, child);
       const status = (url: string) => fetch(url).then((r) => r.status, (e: Error) => `${(e.cause as Error | undefined)?.message ?? e.message}`);
       expect(await status(`http://127.0.0.1:${port}/healthz`)).toBe(200);
       expect(await status(`http://[::1]:${port}/healthz`)).toBe(200);
