@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkImageNode, parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/docker-dry-run.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
@@ -54,6 +54,18 @@ describe("the image's Node.js", () => {
     expect(on('2026-11-26', two('28', '28')).problems).toContain('Node.js 28: no end-of-life date known; add it to NODE_END_OF_LIFE (scripts/docker-dry-run.ts)');
     // Node 24.19+ with better-sqlite3 12 aborts when a statement is collected.
     expect(on('2026-11-26', two('24', '24')).problems).toEqual([expect.stringMatching(/^Node.js 24: better-sqlite3 12\.\S+ \(before 13\) aborts/)]);
+  });
+});
+
+describe('the Docker dry run (npm run test:docker)', () => {
+  it('takes the ports the receiver listens on (PORT=0) from its log line, and stops waiting when it exits first', async () => {
+    const running = { exitCode: null, signalCode: null };
+    const listening = JSON.stringify({ level: 30, port: 40_001, host: '127.0.0.1', metricsPort: 40_002, msg: 'receiver listening' });
+    expect(await listeningLine(() => `{"level":30,"msg":"database migrated"}\n${listening}\n`, running, 1_000)).toEqual({ port: 40_001, metricsPort: 40_002 });
+    const started = Date.now();
+    await expect(listeningLine(() => 'fatal: PORT: in use\n', { exitCode: 1, signalCode: null }, 20_000)).rejects.toThrow('the server exited (1) before it listened');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await expect(listeningLine(() => '', running, 150)).rejects.toThrow("no 'receiver listening' line within 150 ms");
   });
 });
 
