@@ -16,7 +16,6 @@ import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { reservePort } from '../src/util/freePort.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
@@ -127,6 +126,28 @@ async function waitFor(url: string, ms: number): Promise<Response> {
   }
 }
 
+/**
+ * The receiver's 'receiver listening' log line (JSON on its stdout, `out()` so far), with the ports
+ * it took. Fails at once when the child exits first, and after `ms` (bounded).
+ */
+export async function listeningLine(out: () => string, child: { exitCode: number | null; signalCode: NodeJS.Signals | null }, ms: number): Promise<{ port: number; metricsPort?: number }> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    for (const line of out().split('\n')) {
+      if (!line.startsWith('{')) continue;
+      try {
+        const l = JSON.parse(line) as { msg?: unknown; port?: unknown; metricsPort?: unknown };
+        if (l.msg === 'receiver listening' && typeof l.port === 'number') return { port: l.port, ...(typeof l.metricsPort === 'number' ? { metricsPort: l.metricsPort } : {}) };
+      } catch {
+        // a line cut by the pipe: read again next turn
+      }
+    }
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the server exited (${child.exitCode ?? child.signalCode}) before it listened (its stderr is above)`);
+    if (Date.now() > deadline) throw new Error(`no 'receiver listening' line within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 async function main(): Promise<void> {
   const steps = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
   const node = checkImageNode(steps, readFileSync(join(ROOT, 'package-lock.json'), 'utf8'), new Date());
@@ -223,19 +244,19 @@ async function main(): Promise<void> {
     log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module, not its build tree`);
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
-    // The image's METRICS_PORT, moved to a free port here as PORT is; both held until both are
-    // chosen, so the two are never the same port.
-    const held = [await reservePort(), ...(env[runtime]!.METRICS_PORT ? [await reservePort()] : [])];
-    await Promise.all(held.map((h) => h.release()));
-    const port = held[0]!.port;
-    const metricsPort = held[1]?.port ?? null;
+    // PORT and the image's METRICS_PORT are 0 here: the receiver takes free ports as it listens
+    // and names them in its 'receiver listening' line. A port chosen here and given up before
+    // the child (a second or more to start on a busy machine) listens could be taken meanwhile
+    // by anything on the machine (the kernel hands it out again for outgoing connections); the
+    // child then failed to start and /readyz was waited for, or answered by another process.
+    const withMetricsPort = Boolean(env[runtime]!.METRICS_PORT);
     const secret = `whsec_${randomBytes(24).toString('base64')}`;
     const runEnv: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       ...env[runtime],
       DATABASE_PATH: (env[runtime]!.DATABASE_PATH ?? '/data/receiver.db').replace(/^\/data/, dataDir),
-      PORT: String(port),
-      ...(metricsPort === null ? {} : { METRICS_PORT: String(metricsPort) }),
+      PORT: '0',
+      ...(withMetricsPort ? { METRICS_PORT: '0' } : {}),
       HOST: '127.0.0.1',
       WEBHOOK_SECRET: secret,
       HIRING_API_URL: 'http://127.0.0.1:9',
@@ -254,6 +275,14 @@ async function main(): Promise<void> {
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number | null>((res) => child.on('exit', (code) => res(code)));
+    const listening = await listeningLine(() => out, child, 20_000);
+    const port = listening.port;
+    const metricsPort = withMetricsPort ? (listening.metricsPort ?? null) : null;
+    if (withMetricsPort && metricsPort === null) throw new Error(`'receiver listening' names no metricsPort: ${JSON.stringify(listening)}`);
+    // The HEALTHCHECK command and the CLI below read PORT as they would in the image.
+    runEnv.PORT = String(port);
+    if (metricsPort !== null) runEnv.METRICS_PORT = String(metricsPort);
+    log(`listening on ${port}${metricsPort === null ? '' : `, /metrics on ${metricsPort}`}`);
     const base = `http://127.0.0.1:${port}`;
 
     const ready = await waitFor(`${base}/readyz`, 20_000);

@@ -1,7 +1,14 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/receiver.js';
+
+/**
+ * The script's TMPDIR: a folder of this file's own, so a scratch directory it leaves is told apart
+ * from one of a bench (or anything else) running on the machine meanwhile in the shared /tmp.
+ */
+const scratch = tempDir('bench-options-');
+afterAll(scratch.cleanup);
 
 /**
  * `npm run bench`'s options, through the real script as a child process: --help, and a mistake
@@ -9,7 +16,7 @@ import { describe, expect, it } from 'vitest';
  */
 function bench(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: scratch.dir } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -22,7 +29,7 @@ function bench(...args: string[]): Promise<{ code: number | null; stdout: string
     });
   });
 }
-const benchDirs = () => new Set(readdirSync(tmpdir()).filter((n) => n.startsWith('receiver-bench-')));
+const benchDirs = () => readdirSync(scratch.dir).filter((n) => n.startsWith('receiver-bench-'));
 
 describe('bench options', () => {
   it('--help prints every option and the exit codes, and exits 0', async () => {
@@ -43,7 +50,6 @@ describe('bench options', () => {
     [['--rate-receivers', 'info@base'], '--rate-receivers: info@base needs --baseline <dir>'],
     [['--receiver-env', 'PROCESSING_SHARE'], '--receiver-env: expected KEY=VALUE, got "PROCESSING_SHARE"'],
   ])('%j is refused in one line, naming it, before anything runs', async (args, message) => {
-    const before = benchDirs();
     const r = await bench(...args);
     expect(r.code).toBe(1);
     expect(r.stderr.split('\n')[0]!.startsWith(`bench: ${message}`)).toBe(true);
@@ -52,6 +58,6 @@ describe('bench options', () => {
     expect(r.stderr).not.toContain('[bench]'); // nothing built or started
     expect(r.stdout).toBe('');
     // No scratch directory left behind.
-    expect([...benchDirs()].filter((d) => !before.has(d) && existsSync(`${tmpdir()}/${d}`))).toEqual([]);
+    expect(benchDirs()).toEqual([]);
   });
 });

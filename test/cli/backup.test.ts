@@ -38,7 +38,7 @@ beforeAll(async () => {
     WORKER_CONCURRENCY: '0',
     LOG_LEVEL: 'warn',
   });
-  await waitForHttp(`${url}/healthz`);
+  await waitForHttp(`${url}/healthz`, undefined, server);
   // About 4 MB of events: a copy in steps of 100 pages (SQLite's default) takes about 20 steps.
   for (let i = 0; i < 250; i++) await Promise.all(Array.from({ length: 8 }, post));
 }, 60_000);

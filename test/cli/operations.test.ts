@@ -56,7 +56,7 @@ beforeAll(async () => {
   expect(migrated.code, migrated.stderr).toBe(0);
   expect(migrated.stdout).toMatch(/applied migrations 1, 2, 3/);
   server = runTs('src/cli/main.ts', ['serve'], env);
-  await waitForHttp(`${url}/healthz`);
+  await waitForHttp(`${url}/healthz`, undefined, server);
   db = new BetterSqlite3(dbPath, { readonly: false });
 
   // Application events need no scoring read: they settle at once and fan out.

@@ -22,7 +22,7 @@ const SECRET = /whsec_[A-Za-z0-9+/=]{32,}/g;
 
 describe('webhooks against the sandbox', () => {
   it('registers once (secret printed once, with how to configure it), explains 409 already_exists, replays an Idempotency-Key', async () => {
-    const url = 'http://127.0.0.1:8080/webhooks';
+    const url = 'http://127.0.0.1:9/webhooks';
     const first = await cli(['webhooks', 'register', '--url', url, '--events', 'interview.completed,insights.completed', '--idempotency-key', 'cli-test-key-1'], env);
     expect(first.code, first.stderr).toBe(0);
     const secrets = first.stdout.match(SECRET) ?? [];
@@ -45,7 +45,7 @@ describe('webhooks against the sandbox', () => {
     const replayed = JSON.parse(replay.stdout) as { id: string; idempotent_replay: boolean };
     expect(replayed).toMatchObject({ id, idempotent_replay: true });
     // The sandbox holds one endpoint for the URL.
-    const conflict = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:8081/webhooks', '--idempotency-key', 'cli-test-key-1'], env);
+    const conflict = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:9/other/webhooks', '--idempotency-key', 'cli-test-key-1'], env);
     expect(conflict.code).toBe(1);
     expect(conflict.stderr).toMatch(/idempotency_key_conflict/);
   });
@@ -58,9 +58,9 @@ describe('webhooks against the sandbox', () => {
     );
     const bad = await cli(['webhooks', 'register', '--url', 'receiver.example.com/webhooks'], env);
     expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: --url: must be an absolute http\(s\) URL/) });
-    const proxied = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:8099/hooks/hiring', '--any-path', '--json'], env);
+    const proxied = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:9/hooks/hiring', '--any-path', '--json'], env);
     expect(proxied.code, proxied.stderr).toBe(0);
-    expect(JSON.parse(proxied.stdout)).toMatchObject({ url: 'http://127.0.0.1:8099/hooks/hiring' });
+    expect(JSON.parse(proxied.stdout)).toMatchObject({ url: 'http://127.0.0.1:9/hooks/hiring' });
   });
 
   it('lists every page with secrets masked, rotates (new secret once, rotation advice), shows deliveries, deletes', async () => {
@@ -127,7 +127,7 @@ describe('webhooks against the sandbox', () => {
       const listed = await cli(['webhooks', 'list', '--source', 'acme', '--json'], shell);
       expect(listed.code, listed.stderr).toBe(0);
       expect(Array.isArray(JSON.parse(listed.stdout))).toBe(true);
-      const registered = await cli(['webhooks', 'register', '--source', 'acme', '--url', 'http://127.0.0.1:8090/webhooks'], shell);
+      const registered = await cli(['webhooks', 'register', '--source', 'acme', '--url', 'http://127.0.0.1:9/acme/webhooks'], shell);
       expect(registered.code, registered.stderr).toBe(0);
       expect(registered.stdout).toMatch(/whsec_/);
 

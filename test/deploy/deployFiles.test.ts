@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkImageNode, parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/docker-dry-run.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
@@ -57,6 +57,18 @@ describe("the image's Node.js", () => {
   });
 });
 
+describe('the Docker dry run (npm run test:docker)', () => {
+  it('takes the ports the receiver listens on (PORT=0) from its log line, and stops waiting when it exits first', async () => {
+    const running = { exitCode: null, signalCode: null };
+    const listening = JSON.stringify({ level: 30, port: 40_001, host: '127.0.0.1', metricsPort: 40_002, msg: 'receiver listening' });
+    expect(await listeningLine(() => `{"level":30,"msg":"database migrated"}\n${listening}\n`, running, 1_000)).toEqual({ port: 40_001, metricsPort: 40_002 });
+    const started = Date.now();
+    await expect(listeningLine(() => 'fatal: PORT: in use\n', { exitCode: 1, signalCode: null }, 20_000)).rejects.toThrow('the server exited (1) before it listened');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    await expect(listeningLine(() => '', running, 150)).rejects.toThrow("no 'receiver listening' line within 150 ms");
+  });
+});
+
 describe('.dockerignore', () => {
   it('keeps local databases (candidate data), dependencies and build output out of the build context', () => {
     const ignored = readFileSync(`${ROOT}.dockerignore`, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
@@ -97,7 +109,7 @@ describe('fly.toml', () => {
     const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
     const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
     try {
-      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, child);
       const status = (url: string) => fetch(url).then((r) => r.status, (e: Error) => `${(e.cause as Error | undefined)?.message ?? e.message}`);
       expect(await status(`http://127.0.0.1:${port}/healthz`)).toBe(200);
       expect(await status(`http://[::1]:${port}/healthz`)).toBe(200);

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -29,19 +30,89 @@ export function runTs(entry: string, args: string[], env: Record<string, string>
   return { proc, stdout, stderr, exited };
 }
 
-/** Polls until the server answers /healthz (bounded). */
-export async function waitForHttp(url: string, timeoutMs = 15_000): Promise<void> {
+/** The process a readiness check waits for: a child of runTs, a spawned child, or a pid. */
+export type HttpOwner = Child | ChildProcess | number;
+
+function ownerPid(owner: HttpOwner): number | undefined {
+  return typeof owner === 'number' ? owner : 'proc' in owner ? owner.proc.pid : owner.pid;
+}
+
+/** Why `owner` can no longer answer (it exited), or null while it runs. */
+function ownerGone(owner: HttpOwner): string | null {
+  if (typeof owner === 'number') {
+    try {
+      process.kill(owner, 0);
+      return null;
+    } catch {
+      return `process ${owner} is gone`;
+    }
+  }
+  const proc = 'proc' in owner ? owner.proc : owner;
+  if (proc.exitCode === null && proc.signalCode === null) return null;
+  const stderr = 'proc' in owner ? owner.stderr.join('').trim() : '';
+  return `the child (pid ${proc.pid}) exited (${proc.exitCode ?? proc.signalCode})${stderr ? `; its stderr: ${stderr.slice(-2000)}` : ''}`;
+}
+
+/**
+ * Whether process `pid` holds a listening TCP socket on `port` (Linux: its fds against
+ * /proc/net/tcp and tcp6); undefined where that cannot be read, so the caller does not refuse.
+ */
+export function listensOn(pid: number, port: number): boolean | undefined {
+  let fds: string[];
+  let table: string;
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+    table = ['/proc/net/tcp', '/proc/net/tcp6'].map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : '')).join('\n');
+  } catch {
+    return undefined;
+  }
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set<string>();
+  for (const line of table.split('\n')) {
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+    const f = line.trim().split(/\s+/);
+    if (f.length > 9 && f[1]!.endsWith(`:${hexPort}`) && f[3] === '0A') inodes.add(f[9]!);
+  }
+  if (inodes.size === 0) return false;
+  for (const fd of fds) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m && inodes.has(m[1]!)) return true;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return false;
+}
+
+/**
+ * Polls until `url` answers 2xx (bounded). With `owner`, the process meant to answer it: the
+ * answer counts only once that process listens on the URL's port (another process on the port,
+ * such as another test's receiver, does not make it ready), and the wait ends at once, with its
+ * stderr, when it exits (it failed to start: a port in use, a config error).
+ */
+export async function waitForHttp(url: string, timeoutMs = 15_000, owner?: HttpOwner): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const port = Number(new URL(url).port);
+  let answeredBy = '';
   while (Date.now() < deadline) {
+    if (owner !== undefined) {
+      const gone = ownerGone(owner);
+      if (gone !== null) throw new Error(`${url} will not come up: ${gone}`);
+    }
     try {
       const res = await fetch(url);
-      if (res.ok) return;
+      if (res.ok) {
+        const pid = owner === undefined ? undefined : ownerPid(owner);
+        if (pid === undefined || listensOn(pid, port) !== false) return;
+        answeredBy = ` (${url} answered ${res.status}, but not from process ${pid}: another process holds port ${port})`;
+      }
     } catch {
       // not up yet
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`${url} did not come up within ${timeoutMs} ms`);
+  throw new Error(`${url} did not come up within ${timeoutMs} ms${answeredBy}`);
 }
 
 export { freePort } from './testPort.js';

@@ -45,9 +45,9 @@ export function json(res: ServerResponse, status: number, body: unknown, headers
   res.end(JSON.stringify(body));
 }
 
-/** A port nothing listens on (bound, then released). */
-export async function closedPort(): Promise<number> {
-  const server = await startServer(() => undefined);
-  await server.close();
-  return server.port;
-}
+/**
+ * A port nothing listens on: from the worker's slice below the kernel's ephemeral range (checked
+ * free). A port bound with listen(0) and released, as before, could be handed at once to a
+ * listen(0) of the other worker, and the refused connection this stands for was answered.
+ */
+export { freePort as closedPort } from '../helpers/testPort.js';

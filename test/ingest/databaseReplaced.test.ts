@@ -25,7 +25,7 @@ async function receiver(path: string, secret: string, extra: Record<string, stri
   const port = await freePort();
   const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1', ...extra });
   const url = `http://127.0.0.1:${port}`;
-  await waitForHttp(`${url}/healthz`);
+  await waitForHttp(`${url}/healthz`, undefined, child);
   return { child, url, stop: () => stopChild(child) };
 }
 

@@ -93,7 +93,7 @@ describe('the receiver as a real process', () => {
     // The live receiver: listening on the port, with a job its worker is running right now.
     const first = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path, PORT: String(port), HOST: '127.0.0.1', WORKER_CONCURRENCY: '0' });
     try {
-      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, first);
       const db = new BetterSqlite3(path);
       const now = new Date().toISOString();
       const leased = new Date(Date.now() + 60_000).toISOString();
@@ -136,7 +136,7 @@ describe('the receiver as a real process', () => {
     const port = await freePort();
     const child = runTs('src/main.ts', [], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, `term-${signal}.db`), PORT: String(port), HOST: '127.0.0.1' });
     const url = `http://127.0.0.1:${port}`;
-    await waitForHttp(`${url}/healthz`);
+    await waitForHttp(`${url}/healthz`, undefined, child);
     const env = envelope();
     expect((await postSigned(url, secret, JSON.stringify(env))).status).toBe(200);
     child.proc.kill(signal);
@@ -173,7 +173,7 @@ describe('the receiver as a real process', () => {
       }
     };
     try {
-      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, pid);
       shell.kill('SIGKILL');
       const deadline = Date.now() + (exits ? 15_000 : 3_000);
       while (alive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -192,7 +192,7 @@ describe('the receiver as a real process', () => {
     // REQUEST_TIMEOUT_MS is far away: only the shutdown grace can end the stalled request.
     const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1', SHUTDOWN_GRACE_MS: '1500', REQUEST_TIMEOUT_MS: '600000' };
     const child = runTs('src/main.ts', [], env);
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, child);
 
     // Both clients send their head and part of the body; one finishes inside the grace, one never does.
     const open = (delivery: ReturnType<typeof signDelivery>) => {
@@ -238,7 +238,7 @@ describe('the receiver as a real process', () => {
     const port = await freePort();
     const env = { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: join(dir, 'second-signal.db'), PORT: String(port), HOST: '127.0.0.1', SHUTDOWN_GRACE_MS: '1500', REQUEST_TIMEOUT_MS: '600000' };
     const child = runTs('src/main.ts', [], env);
-    await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, child);
     const d = signDelivery(secret, JSON.stringify(envelope()));
     const socket = connect(port, '127.0.0.1');
     socket.on('error', () => {});
@@ -268,7 +268,7 @@ describe('the receiver as a real process', () => {
     const env = { ...API, WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, DATABASE_PATH: dbPath, PORT: String(port), HOST: '127.0.0.1' };
     const acked: string[] = [];
     const child = runTs('src/main.ts', [], env);
-    await waitForHttp(`${url}/healthz`);
+    await waitForHttp(`${url}/healthz`, undefined, child);
 
     // 16 concurrent senders, bounded to 3,000 deliveries; the kill comes after 300 acknowledgements.
     let sent = 0;
@@ -294,7 +294,7 @@ describe('the receiver as a real process', () => {
 
     // Restart on the same file: recovery from the WAL, then check every acknowledged id.
     const again = runTs('src/main.ts', [], env);
-    await waitForHttp(`${url}/healthz`);
+    await waitForHttp(`${url}/healthz`, undefined, again);
     again.proc.kill('SIGTERM');
     await again.exited;
     const db = new BetterSqlite3(dbPath, { readonly: true });
@@ -320,7 +320,7 @@ describe('ingest and workers in separate processes', () => {
     // One environment for both, METRICS_PORT included (fly.toml's [env] gives every process the same).
     const serveMetrics = await freePort();
     const server = runTs('src/cli/main.ts', ['serve'], { ...env, METRICS_PORT: String(serveMetrics), PORT: String(port), WORKER_CONCURRENCY: '0' });
-    await waitForHttp(`${url}/healthz`);
+    await waitForHttp(`${url}/healthz`, undefined, server);
     const refused = runTs('src/cli/main.ts', ['work'], { ...env, WORKER_CONCURRENCY: '0' });
     const badPort = runTs('src/cli/main.ts', ['work'], { ...env, WORK_METRICS_PORT: 'nine' });
     expect((await badPort.exited).code).toBe(1);
@@ -396,7 +396,7 @@ describe('ingest and workers in separate processes', () => {
     };
     try {
       const live = start(['serve'], { PORT: String(port) });
-      await waitForHttp(`http://127.0.0.1:${port}/healthz`);
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, live);
       await waitFor(() => live.stdout.join('').includes('"msg":"workers started"'));
       // A job the live process holds: running, leased for another hour.
       const now = new Date().toISOString();

@@ -34,7 +34,7 @@ describe('stdout sink whose reader goes away', () => {
     // As `serve | head -n 1`: the reader takes the first line, then closes the pipe.
     const child = serveWithStdoutSink({ secret, dbPath, configFile, port });
     try {
-      await waitForHttp(`${url}/healthz`);
+      await waitForHttp(`${url}/healthz`, undefined, child);
       const post = async () => {
         const e = envelope({ event_type: 'application.created' });
         return (await postSigned(url, secret, JSON.stringify(e))).status;
@@ -78,7 +78,7 @@ describe('stdout sink whose reader goes away', () => {
     // At the default log level: the receiver's own logs must not block on the stalled stdout either.
     const child = serveWithStdoutSink({ secret, dbPath: join(dir, 'stall.db'), configFile, port }, { SHUTDOWN_GRACE_MS: '1000', LOG_LEVEL: 'info' });
     try {
-      await waitForHttp(`${url}/healthz`);
+      await waitForHttp(`${url}/healthz`, undefined, child);
       // The reader stops reading: the pipe (64 KB) fills with the first messages, the next write never completes.
       child.proc.stdout!.pause();
       // About 8 KB a message, 80 of them: well past the pipe's buffer and the reading side's.

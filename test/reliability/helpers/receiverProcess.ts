@@ -34,7 +34,7 @@ export async function startReceiverProcess(name: string, env: Record<string, str
   const url = `http://127.0.0.1:${env.PORT}`;
   if (opts.wait !== false) {
     try {
-      await waitForHttp(`${url}/healthz`, 20_000);
+      await waitForHttp(`${url}/healthz`, 20_000, proc);
     } catch (err) {
       proc.kill('SIGKILL');
       throw new Error(`${(err as Error).message}\n--- ${log} ---\n${readFileSync(log, 'utf8').slice(-3000)}`);
