@@ -55,7 +55,7 @@ describe("the sink housekeeping at the workers' start", () => {
       { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: secret, LOG_LEVEL: 'info' },
       { listen: false, sinks: { stdout: new LineSink() } },
     );
-    cleanups.push(() => r.app.stop());
+    cleanups.push(() => r.close());
     const other = new BetterSqlite3(dbPath, { readonly: true });
     cleanups.push(() => void other.close());
     const seen = other.prepare(`SELECT
@@ -128,7 +128,7 @@ describe("the sink housekeeping at the workers' start", () => {
       { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: newSecret(), LOG_LEVEL: 'info' },
       { listen: false, sinks: { stdout: new LineSink() } },
     );
-    cleanups.push(() => r.app.stop());
+    cleanups.push(() => r.close());
     await r.app.startWorkers();
     const rows = r.app.database.ingestSqlite.prepare("SELECT event_id, state, last_error FROM deliveries WHERE sink = 'gone' ORDER BY event_id").all();
     expect(rows).toEqual([
@@ -183,7 +183,7 @@ describe("the sink housekeeping at the workers' start", () => {
     expect(other.prepare("SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND state <> 'pending'").pluck().get()).toBe(0);
 
     const r = await startReceiver({ ...env, LOG_LEVEL: 'info' }, { listen: false });
-    cleanups.push(() => r.app.stop());
+    cleanups.push(() => r.close());
     await r.app.startWorkers();
     expect(left.get()).toBe(0);
     expect(outOfStep.get()).toBe(0);
