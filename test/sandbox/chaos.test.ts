@@ -39,6 +39,32 @@ describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timest
     expect(receiver.requests.map((r) => r.body.id)).toEqual([...ids].reverse());
   });
 
+  it('parallel: more than ten attempts in flight at once raise no "possible memory leak" warning (found by the chaos soak)', async () => {
+    run.sandbox.control.setChaos({ parallel: true });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      // Holds every request until all 12 are open (or 2 s have passed), then answers them.
+      const held: ServerResponse[] = [];
+      const release = () => {
+        for (const res of held.splice(0)) res.writeHead(204).end();
+      };
+      receiver.respond = (_req, res) => {
+        held.push(res);
+        if (held.length === 12) release();
+        else setTimeout(release, 2000).unref();
+      };
+      for (let i = 0; i < 12; i++) run.sandbox.control.emitEvent({ eventType: 'application.created', payload: { i } });
+      await run.sandbox.control.idle();
+      await new Promise((r) => setImmediate(r)); // process.emitWarning emits on a later tick
+      expect(receiver.requests).toHaveLength(12);
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning').map((w) => w.message)).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('parallel: deliveries to one endpoint that fall due together go out at once, so a duplicate overlaps its original', async () => {
     run.sandbox.control.setChaos({ duplicateRate: 1, parallel: true });
     // Holds each request until a second one is open (or 1 s has passed), then answers both.

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Webhook } from 'standardwebhooks';
 import type { ChaosOptions } from '../chaos.js';
 import { iso, type Clock } from '../clock.js';
@@ -42,7 +43,11 @@ export function subscribedEndpoints(store: SandboxStore, event: SandboxEvent): W
 export class Dispatcher {
   private readonly abort = new AbortController();
 
-  constructor(private readonly deps: DispatcherDeps) {}
+  constructor(private readonly deps: DispatcherDeps) {
+    // Every attempt in flight listens on this signal (removed when it ends), so more than ten at
+    // once (the `parallel` knob, several endpoints) is normal: not the leak Node warns about at 11.
+    setMaxListeners(0, this.abort.signal);
+  }
 
   emit(event: SandboxEvent): void {
     const chaos = this.deps.chaos();
