@@ -13,7 +13,10 @@ export const SEND_NOW_BATCH = 500;
 export interface SendNowResult {
   /** Deliveries that were waiting for a later attempt and are due now (would be, with dryRun). */
   due: number;
-  /** Pending deliveries of the sink in all, those due already included. */
+  /**
+   * Pending deliveries of the sink in all, those due already included, as the command began (in
+   * the enable's transaction): a running receiver sending some meanwhile does not change it.
+   */
   pending: number;
   /** The sink was disabled (a 410): enabled by this call (would be, with dryRun). */
   disabled: { at: string; reason: string | null } | null;
@@ -41,8 +44,8 @@ export async function sendSinkNow(
 ): Promise<SendNowResult> {
   const at = iso(now);
   const kind = sinkJobKind(sink);
-  const countPending = async (waitingOnly: boolean) => {
-    let q = db.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'pending').where('kind', '=', kind);
+  const countPending = async (waitingOnly: boolean, d: Kysely<Database> = db) => {
+    let q = d.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'pending').where('kind', '=', kind);
     if (waitingOnly) q = q.where('run_at', '>', at);
     return Number((await q.executeTakeFirst())?.n ?? 0);
   };
@@ -54,10 +57,11 @@ export async function sendSinkNow(
   const enabled = { disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: at };
   // Read and enabled in one transaction: a 410 disabling the sink between the two would be
   // enabled over without the operator being told it had been disabled.
-  const disabled = await immediateTransaction(db, async (trx) => {
+  // The pending count too: once the stamp is in, a running receiver may send some at once.
+  const { disabled, pending } = await immediateTransaction(db, async (trx) => {
     const was = await disabledNow(trx);
     await trx.insertInto('sink_state').values({ sink, ...enabled }).onConflict((oc) => oc.column('sink').doUpdateSet(enabled)).execute();
-    return was;
+    return { disabled: was, pending: await countPending(false, trx) };
   });
   // The waiting ones as of now, read first (no lock), then made due by id, SEND_NOW_BATCH at a
   // time, each unless it was claimed since (its attempts moved on: sent again, and failed again,
@@ -82,5 +86,5 @@ export async function sendSinkNow(
     },
     { pause: opts.pause, signal: opts.signal, onBatch: opts.onBatch },
   );
-  return { due, pending: await countPending(false), disabled, stopped };
+  return { due, pending, disabled, stopped };
 }
