@@ -45,23 +45,33 @@ export async function withMigratedDatabase(path: string, body: (path: string, w:
   }
 }
 
+/** What a commit of whileCommitting writes: `statement` (SQL), run with `args` (JavaScript over the commit's number `n`). */
+export interface CommittedRow {
+  statement: string;
+  args: string;
+}
+
 /**
- * Runs `body` while another process commits to the database at `path` back to back (a row of
- * `rowBytes` into a table `filler` per commit, bounded to 30 s), as a receiver under load does;
- * `body` starts once it is committing, and is told whether it still is.
+ * Runs `body` while another process commits to the database at `path` back to back (one statement
+ * per commit, bounded to 30 s: `row`, or a row of `row` bytes into a table `filler`), as a receiver
+ * under load does; `body` starts once it is committing, and is told whether it still is.
  */
-export async function whileCommitting<T>(path: string, rowBytes: number, body: (writing: () => boolean) => Promise<T>): Promise<T> {
+export async function whileCommitting<T>(path: string, row: number | CommittedRow, body: (writing: () => boolean) => Promise<T>): Promise<T> {
+  const { statement, args, setup } =
+    typeof row === 'number'
+      ? { statement: 'INSERT INTO filler (v) VALUES (?)', args: `'x'.repeat(${row})`, setup: 'CREATE TABLE IF NOT EXISTS filler (v TEXT)' }
+      : { ...row, setup: '' };
   const writer = spawn(
     process.execPath,
     [
       '-e',
       `const db = new (require('better-sqlite3'))(process.argv[1]);
        db.pragma('journal_mode = WAL');
-       db.exec('CREATE TABLE IF NOT EXISTS filler (v TEXT)');
-       const ins = db.prepare('INSERT INTO filler (v) VALUES (?)');
+       if (${JSON.stringify(setup)}) db.exec(${JSON.stringify(setup)});
+       const ins = db.prepare(${JSON.stringify(statement)});
        const end = Date.now() + 30000;
        let n = 0;
-       (function loop() { if (Date.now() > end) process.exit(0); ins.run('x'.repeat(${rowBytes})); if (++n === 50) console.log('go'); setImmediate(loop); })();`,
+       (function loop() { if (Date.now() > end) process.exit(0); ins.run(${args}); if (++n === 50) console.log('go'); setImmediate(loop); })();`,
       path,
     ],
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },

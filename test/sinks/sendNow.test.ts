@@ -51,6 +51,16 @@ async function running(answer: () => Reply, sinkOptions: Record<string, unknown>
   return { clock, post, deliveries, rec, env: { DATABASE_PATH: rec.dbPath, CONFIG_FILE: config } };
 }
 
+/** The sink crm's jobs at 'pending' (what the command counts as pending in all). */
+function pendingJobs(dbPath: string): number {
+  const db = new Database(dbPath, { readonly: true });
+  try {
+    return db.prepare("SELECT COUNT(*) FROM jobs WHERE kind = 'sink:crm' AND state = 'pending'").pluck().get() as number;
+  } finally {
+    db.close();
+  }
+}
+
 describe('sinks send-now', () => {
   it("sends a sink's waiting deliveries now, through the running receiver, though its consumer had asked it to wait an hour", async () => {
     let reply: Reply = { status: 503, headers: { 'retry-after': '3600' } };
@@ -61,6 +71,9 @@ describe('sinks send-now', () => {
     await post();
     await post();
     await until(() => deliveries().reduce((n, d) => n + d.n, 0) === 3, 'three deliveries queued');
+    // The Retry-After line is logged before the first job is put back to wait: until then it is in
+    // flight, neither waiting for a later attempt nor pending.
+    await until(() => pendingJobs(rec.dbPath) === 3, 'the three jobs pending');
     expect(consumer!.on('/crm')).toHaveLength(1);
 
     // The consumer is back.
@@ -99,6 +112,9 @@ describe('sinks send-now', () => {
     await post();
     await until(() => rec.logs.lines.some((l) => l.sink === 'crm' && l.level === 50 && /disabled|gone/i.test(String(l.msg))), 'the sink disabled');
     await until(() => deliveries().length > 0, 'the delivery recorded');
+    // The line is logged before the worker puts the job back to pending: until then it is in
+    // flight, not among the "pending in all" the command counts.
+    await until(() => pendingJobs(rec.dbPath) === 1, 'the job back to pending');
     reply = { status: 204 };
     const unknown = await cli(['sinks', 'send-now', 'nosuch'], env);
     expect({ code: unknown.code, stderr: unknown.stderr }).toEqual({ code: 2, stderr: 'error: no sink named "nosuch" (known: crm)\n' });

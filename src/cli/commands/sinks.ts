@@ -17,7 +17,9 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
   }
   const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: true });
   try {
-    const rows = await sinkRows(database.db, sinks, Date.now());
+    // One read transaction: every figure from one moment. Read one after another beside a running
+    // receiver, a sink counted failing could show no last failure (delivered meanwhile).
+    const rows = await database.db.transaction().execute((trx) => sinkRows(trx, sinks, Date.now()));
     if (o.json) printJson(io, rows);
     else if (rows.length === 0) io.out('no sinks configured (CONFIG_FILE "sinks")');
     else {

@@ -19,91 +19,95 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
   for (const p of problems) io.err(`warning: ${p} (sinks shown from the database only)`);
   const database = openCliDatabase(path, { readOnly: true });
   try {
-    const { db } = database;
     const now = Date.now();
-    // When the last delivery was stored: refused deliveries (a signing secret rotated at the
-    // service and not configured here, a proxy stripping the webhook-* headers) leave no row, so
-    // this is all the database can say of them.
-    const latest = await db.selectFrom('events').select((eb) => eb.fn.max('received_at').as('at')).executeTakeFirst();
-    const latestAt = (latest?.at as string | null | undefined) ?? null;
-    const byType = await db.selectFrom('events').select(['event_type', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('event_type').orderBy('event_type').execute();
-    const byState = await db.selectFrom('jobs').select(['kind', 'state', (eb) => eb.fn.countAll<number>().as('n')]).groupBy(['kind', 'state']).orderBy('kind').execute();
-    const count = async (table: 'quarantine' | 'event_conflicts') =>
-      Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
-    const apps = await db
-      .selectFrom('applications')
-      .select([(eb) => eb.fn.countAll<number>().as('total'), sql<number>`COALESCE(SUM(needs_review), 0)`.as('needs_review')])
-      .executeTakeFirstOrThrow();
-    const oldest = await db
-      .selectFrom('jobs')
-      .select(['id', 'kind', 'event_id', 'source', 'created_at', 'run_at', 'attempts', 'last_error'])
-      .where('state', '=', 'pending')
-      .orderBy('created_at')
-      .orderBy('id')
-      .limit(1)
-      .executeTakeFirst();
-    // Result reads waiting, and failing: a failure counts an attempt and leaves its error in
-    // last_error; a read that only waits (the poll spacing, a result still processing, a pause)
-    // leaves a note or has its attempt refunded.
-    const notes = Object.values(WAIT_NOTES);
-    const failing = sql<boolean>`attempts > 0 AND last_error IS NOT NULL AND last_error NOT IN (${sql.join(notes)})`;
-    const reads = await db
-      .selectFrom('jobs')
-      .select([(eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(${failing}), 0)`.as('failing')])
-      .where('kind', '=', 'fetch_result')
-      .where('state', '=', 'pending')
-      .executeTakeFirstOrThrow();
-    const latestFailure = await db
-      .selectFrom('jobs')
-      .select(['last_error', 'updated_at'])
-      .where('kind', '=', 'fetch_result')
-      .where('state', '=', 'pending')
-      .where(failing)
-      .orderBy('updated_at', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    // Results by state over the four result tables: given_up and unavailable are final answers a
-    // consumer was told, and given_up ones may be worth reading again (replay).
-    const resultStates = await sql<{ state: string; n: number }>`SELECT state, COUNT(*) AS n FROM (
-        SELECT state FROM interview_results UNION ALL SELECT state FROM cv_evaluation_results
-        UNION ALL SELECT state FROM insights_results UNION ALL SELECT state FROM legacy_interview_results)
-      GROUP BY state`.execute(db);
-    const results: Record<string, number> = { ready: 0, processing: 0, unavailable: 0, given_up: 0 };
-    for (const r of resultStates.rows) results[r.state] = Number(r.n);
-    const backlog = await processingBacklog(db);
-    const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
-    const sinkList = await sinkRows(db, sinks, now);
+    // Every figure in one read transaction, so all from one moment: read one after another beside a
+    // receiver storing events, they disagreed ("events 19313" above "19554 events waiting").
+    const { report, byType, backlog, latestAt, leaseExpired, jobsByState, latestFailure, results, oldest, paused, sinkList } = await database.db.transaction().execute(async (db) => {
+      // When the last delivery was stored: refused deliveries (a signing secret rotated at the
+      // service and not configured here, a proxy stripping the webhook-* headers) leave no row, so
+      // this is all the database can say of them.
+      const latest = await db.selectFrom('events').select((eb) => eb.fn.max('received_at').as('at')).executeTakeFirst();
+      const latestAt = (latest?.at as string | null | undefined) ?? null;
+      const byType = await db.selectFrom('events').select(['event_type', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('event_type').orderBy('event_type').execute();
+      const byState = await db.selectFrom('jobs').select(['kind', 'state', (eb) => eb.fn.countAll<number>().as('n')]).groupBy(['kind', 'state']).orderBy('kind').execute();
+      const count = async (table: 'quarantine' | 'event_conflicts') =>
+        Number((await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+      const apps = await db
+        .selectFrom('applications')
+        .select([(eb) => eb.fn.countAll<number>().as('total'), sql<number>`COALESCE(SUM(needs_review), 0)`.as('needs_review')])
+        .executeTakeFirstOrThrow();
+      const oldest = await db
+        .selectFrom('jobs')
+        .select(['id', 'kind', 'event_id', 'source', 'created_at', 'run_at', 'attempts', 'last_error'])
+        .where('state', '=', 'pending')
+        .orderBy('created_at')
+        .orderBy('id')
+        .limit(1)
+        .executeTakeFirst();
+      // Result reads waiting, and failing: a failure counts an attempt and leaves its error in
+      // last_error; a read that only waits (the poll spacing, a result still processing, a pause)
+      // leaves a note or has its attempt refunded.
+      const notes = Object.values(WAIT_NOTES);
+      const failing = sql<boolean>`attempts > 0 AND last_error IS NOT NULL AND last_error NOT IN (${sql.join(notes)})`;
+      const reads = await db
+        .selectFrom('jobs')
+        .select([(eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(${failing}), 0)`.as('failing')])
+        .where('kind', '=', 'fetch_result')
+        .where('state', '=', 'pending')
+        .executeTakeFirstOrThrow();
+      const latestFailure = await db
+        .selectFrom('jobs')
+        .select(['last_error', 'updated_at'])
+        .where('kind', '=', 'fetch_result')
+        .where('state', '=', 'pending')
+        .where(failing)
+        .orderBy('updated_at', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      // Results by state over the four result tables: given_up and unavailable are final answers a
+      // consumer was told, and given_up ones may be worth reading again (replay).
+      const resultStates = await sql<{ state: string; n: number }>`SELECT state, COUNT(*) AS n FROM (
+          SELECT state FROM interview_results UNION ALL SELECT state FROM cv_evaluation_results
+          UNION ALL SELECT state FROM insights_results UNION ALL SELECT state FROM legacy_interview_results)
+        GROUP BY state`.execute(db);
+      const results: Record<string, number> = { ready: 0, processing: 0, unavailable: 0, given_up: 0 };
+      for (const r of resultStates.rows) results[r.state] = Number(r.n);
+      const backlog = await processingBacklog(db);
+      const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
+      const sinkList = await sinkRows(db, sinks, now);
 
-    const jobsByState: Record<string, number> = { pending: 0, running: 0, done: 0, dead: 0 };
-    for (const r of byState) jobsByState[r.state] = (jobsByState[r.state] ?? 0) + Number(r.n);
-    // Running jobs whose lease ran out: their process died or hangs (a live worker, or the next
-    // start, takes them back).
-    const leaseExpired = Number(
-      (await db.selectFrom('jobs').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', 'running').where('lease_expires_at', '<', new Date(now).toISOString()).executeTakeFirst())?.n ?? 0,
-    );
-    const report = {
-      database: path,
-      events: {
-        total: byType.reduce((a, r) => a + Number(r.n), 0),
-        by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])),
-        latest_received_at: latestAt,
-        latest_received_age_ms: latestAt ? Math.max(0, now - Date.parse(latestAt)) : null,
-      },
-      processing: {
-        events_waiting: backlog.events,
-        oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
-      },
-      jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })), running_lease_expired: leaseExpired },
-      result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
-      results,
-      dead_letters: jobsByState['dead'] ?? 0,
-      quarantined: await count('quarantine'),
-      conflicts: await count('event_conflicts'),
-      applications: { total: Number(apps.total), needs_review: Number(apps.needs_review) },
-      sinks: sinkList,
-      paused_sources: paused,
-      oldest_pending_job: oldest ? { ...oldest, age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
-    };
+      const jobsByState: Record<string, number> = { pending: 0, running: 0, done: 0, dead: 0 };
+      for (const r of byState) jobsByState[r.state] = (jobsByState[r.state] ?? 0) + Number(r.n);
+      // Running jobs whose lease ran out: their process died or hangs (a live worker, or the next
+      // start, takes them back).
+      const leaseExpired = Number(
+        (await db.selectFrom('jobs').select((eb) => eb.fn.countAll<number>().as('n')).where('state', '=', 'running').where('lease_expires_at', '<', new Date(now).toISOString()).executeTakeFirst())?.n ?? 0,
+      );
+      const report = {
+        database: path,
+        events: {
+          total: byType.reduce((a, r) => a + Number(r.n), 0),
+          by_type: Object.fromEntries(byType.map((r) => [r.event_type, Number(r.n)])),
+          latest_received_at: latestAt,
+          latest_received_age_ms: latestAt ? Math.max(0, now - Date.parse(latestAt)) : null,
+        },
+        processing: {
+          events_waiting: backlog.events,
+          oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
+        },
+        jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })), running_lease_expired: leaseExpired },
+        result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
+        results,
+        dead_letters: jobsByState['dead'] ?? 0,
+        quarantined: await count('quarantine'),
+        conflicts: await count('event_conflicts'),
+        applications: { total: Number(apps.total), needs_review: Number(apps.needs_review) },
+        sinks: sinkList,
+        paused_sources: paused,
+        oldest_pending_job: oldest ? { ...oldest, age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
+      };
+      return { report, byType, backlog, latestAt, leaseExpired, jobsByState, latestFailure, results, oldest, paused, sinkList };
+    });
     if (o.json) {
       printJson(io, report);
       return 0;
