@@ -14,7 +14,7 @@ export interface SendNowResult {
   /** Deliveries that were waiting for a later attempt and are due now (would be, with dryRun). */
   due: number;
   /**
-   * Pending deliveries of the sink in all, those due already included, as the command began (in
+   * Pending deliveries of the sink in all, those due and those in flight included, as the command began (in
    * the enable's transaction): a running receiver sending some meanwhile does not change it.
    */
   pending: number;
@@ -44,16 +44,21 @@ export async function sendSinkNow(
 ): Promise<SendNowResult> {
   const at = iso(now);
   const kind = sinkJobKind(sink);
+  // Not delivered yet: pending, or in flight (running), as `sinks list` counts them; the waiting
+  // ones are pending with a later run_at.
   const countPending = async (waitingOnly: boolean, d: Kysely<Database> = db) => {
-    let q = d.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('state', '=', 'pending').where('kind', '=', kind);
-    if (waitingOnly) q = q.where('run_at', '>', at);
+    let q = d.selectFrom('jobs').select(sql<number>`count(*)`.as('n')).where('kind', '=', kind);
+    q = waitingOnly ? q.where('state', '=', 'pending').where('run_at', '>', at) : q.where('state', 'in', ['pending', 'running']);
     return Number((await q.executeTakeFirst())?.n ?? 0);
   };
   const disabledNow = async (d: Kysely<Database>) => {
     const off = await sinkDisabled(d, sink);
     return off ? { at: off.disabled_at!, reason: off.disabled_reason } : null;
   };
-  if (opts.dryRun) return { due: await countPending(true), pending: await countPending(false), disabled: await disabledNow(db), stopped: false };
+  // One read transaction: the three figures from one moment.
+  if (opts.dryRun) {
+    return db.transaction().execute(async (trx) => ({ due: await countPending(true, trx), pending: await countPending(false, trx), disabled: await disabledNow(trx), stopped: false }));
+  }
   const enabled = { disabled_at: null, disabled_reason: null, disabled_status: null, disabled_target: null, updated_at: at };
   // Read and enabled in one transaction: a 410 disabling the sink between the two would be
   // enabled over without the operator being told it had been disabled.
