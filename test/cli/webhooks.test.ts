@@ -56,6 +56,11 @@ describe('webhooks against the sandbox', () => {
     expect(wrong.stderr).toBe(
       'error: --url: the receiver takes deliveries at /webhooks, so this URL would answer 404 to every delivery; register https://receiver.example.com/webhooks (or pass --any-path if a proxy in front of it maps this path to /webhooks)\n',
     );
+    // A typo of the path: the suggestion is the receiver's own path, not the typo with /webhooks
+    // appended (/webhook/webhooks, which the receiver answers 404 to as well).
+    const typo = await cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhook'], env);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('; register https://receiver.example.com/webhooks (or pass --any-path');
     const bad = await cli(['webhooks', 'register', '--url', 'receiver.example.com/webhooks'], env);
     expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^error: --url: must be an absolute http\(s\) URL/) });
     const proxied = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:9/hooks/hiring', '--any-path', '--json'], env);

@@ -52,6 +52,8 @@ function printNewSecret(io: CliIo, secret: string, rotation: boolean): void {
 /**
  * The receiver takes deliveries at /webhooks only: any other path answers 404, and the service
  * drops an event after 6 failed attempts. So a URL registered elsewhere loses every event.
+ * The URL it suggests is the receiver's own path on the same origin: appending /webhooks to the
+ * path given (`/webhook` → `/webhook/webhooks`) names a path the receiver answers 404 to as well.
  */
 function checkReceiverUrl(url: string, anyPath: boolean): void {
   let u: URL;
@@ -63,7 +65,7 @@ function checkReceiverUrl(url: string, anyPath: boolean): void {
   if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new UsageError('--url: must be an absolute http(s) URL, such as https://receiver.example.com/webhooks');
   if (!anyPath && !/\/webhooks\/?$/.test(u.pathname)) {
     throw new UsageError(
-      `--url: the receiver takes deliveries at /webhooks, so this URL would answer 404 to every delivery; register ${u.origin}${u.pathname.replace(/\/+$/, '')}/webhooks (or pass --any-path if a proxy in front of it maps this path to /webhooks)`,
+      `--url: the receiver takes deliveries at /webhooks, so this URL would answer 404 to every delivery; register ${u.origin}/webhooks (or pass --any-path if a proxy in front of it maps this path to /webhooks)`,
     );
   }
 }
