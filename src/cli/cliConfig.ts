@@ -48,6 +48,9 @@ export interface ApiSettings {
   apiKey: string;
   /** Where the settings came from, for messages (never the key itself). */
   origin: string;
+  /** The source these settings are of, and the variable that holds its signing secrets (see ApiSource). */
+  source: string;
+  secretsEnv: string | null;
 }
 
 /**
@@ -87,5 +90,11 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
   }
   if (src.problems.length > 0) throw configProblems(src.problems);
   if (!src.apiUrl || !src.apiKey) throw new CliError(`source ${JSON.stringify(name)} has no api_url/api_key`);
-  return { apiUrl: src.apiUrl, apiKey: src.apiKey, origin: name === 'default' && !fromFile ? 'HIRING_API_URL/HIRING_API_KEY' : `source ${name}` };
+  return {
+    apiUrl: src.apiUrl,
+    apiKey: src.apiKey,
+    origin: name === 'default' && !fromFile ? 'HIRING_API_URL/HIRING_API_KEY' : `source ${name}`,
+    source: name,
+    secretsEnv: src.secretsEnv,
+  };
 }

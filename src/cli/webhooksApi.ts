@@ -67,7 +67,7 @@ export class WebhooksApi {
   private readonly origin: string;
 
   constructor(
-    private readonly settings: ApiSettings,
+    private readonly settings: Pick<ApiSettings, 'apiUrl' | 'apiKey' | 'origin'>,
     private readonly fetchFn: typeof globalThis.fetch = globalThis.fetch,
   ) {
     this.base = `${settings.apiUrl}/api/v2/webhooks`;

@@ -407,7 +407,21 @@ export interface ApiSource {
   readonly name: string;
   readonly apiUrl: string | null;
   readonly apiKey: string | null;
+  /**
+   * The one environment variable that holds the source's signing secrets, for telling where a
+   * new secret goes: WEBHOOK_SECRET for `default`, NAME for a file source whose `secrets` is
+   * `{ "env": "NAME" }`; null when they are written in CONFIG_FILE itself (or listed there).
+   */
+  readonly secretsEnv: string | null;
   readonly problems: readonly string[];
+}
+
+/** NAME of a `secrets` given as `{ "env": "NAME" }` alone (not a list, not inline), else null. */
+function secretsVariable(secrets: unknown): string | null {
+  if (typeof secrets !== 'object' || secrets === null || Array.isArray(secrets)) return null;
+  const name = (secrets as { env?: unknown }).env;
+  // A secret pasted in place of the name is refused by the server; never print it as a name.
+  return typeof name === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !name.startsWith('whsec_') ? name : null;
 }
 
 /**
@@ -439,7 +453,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
     if (!env.HIRING_API_KEY) problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
     const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
     const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
-    out.push({ name: 'default', apiUrl, apiKey, problems });
+    out.push({ name: 'default', apiUrl, apiKey, secretsEnv: 'WEBHOOK_SECRET', problems });
   }
   if (path) {
     const fileProblems: string[] = [];
@@ -457,6 +471,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
         name: src.name,
         apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
         apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
+        secretsEnv: secretsVariable(src.secrets),
         problems,
       });
     });

@@ -20,6 +20,14 @@ afterAll(() => sandbox.stop());
 
 const SECRET = /whsec_[A-Za-z0-9+/=]{32,}/g;
 
+/** A CONFIG_FILE in a new temporary folder (the caller removes the folder). */
+function configIn(prefix: string, config: unknown): { dir: string; file: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const file = join(dir, 'config.json');
+  writeFileSync(file, JSON.stringify(config));
+  return { dir, file };
+}
+
 describe('webhooks against the sandbox', () => {
   it('registers once (secret printed once, with how to configure it), explains 409 already_exists, replays an Idempotency-Key', async () => {
     const url = 'http://127.0.0.1:9/webhooks';
@@ -114,19 +122,14 @@ describe('webhooks against the sandbox', () => {
   });
 
   it('--source reads only that source\'s API settings: a new source without its signing secret yet can register', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'webhooks-source-'));
+    const { dir, file } = configIn('webhooks-source-', {
+      sources: [
+        { name: 'acme', secrets: { env: 'ACME_WEBHOOK_SECRET' }, api_url: env.HIRING_API_URL, api_key: { env: 'ACME_API_KEY' } },
+        { name: 'globex', secrets: { env: 'GLOBEX_WEBHOOK_SECRET' }, api_url: { env: 'GLOBEX_API_URL' }, api_key: 'sk-globex.key' },
+      ],
+      sinks: [{ name: 'broken', type: 'http', url: 'not a url' }],
+    });
     try {
-      const file = join(dir, 'config.json');
-      writeFileSync(
-        file,
-        JSON.stringify({
-          sources: [
-            { name: 'acme', secrets: { env: 'ACME_WEBHOOK_SECRET' }, api_url: env.HIRING_API_URL, api_key: { env: 'ACME_API_KEY' } },
-            { name: 'globex', secrets: { env: 'GLOBEX_WEBHOOK_SECRET' }, api_url: { env: 'GLOBEX_API_URL' }, api_key: 'sk-globex.key' },
-          ],
-          sinks: [{ name: 'broken', type: 'http', url: 'not a url' }],
-        }),
-      );
       // The receiver host's shell: a default source's secret without its API settings, a bad PORT.
       const shell = { CONFIG_FILE: file, ACME_API_KEY: ACME_KEY, WEBHOOK_SECRET: 'whsec_not-decoded-here', PORT: 'eighty' };
       const listed = await cli(['webhooks', 'list', '--source', 'acme', '--json'], shell);
@@ -174,6 +177,38 @@ describe('webhooks against the sandbox', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
+
+  it('a CONFIG_FILE source is told to put a new secret where it reads its secrets, not in WEBHOOK_SECRET (which makes a source `default`)', async () => {
+    const { dir, file } = configIn('webhooks-secret-', {
+      sources: [
+        { name: 'acme', secrets: { env: 'ACME_WEBHOOK_SECRET' }, api_url: env.HIRING_API_URL, api_key: ACME_KEY },
+        { name: 'acme2', secrets: ['whsec_written-in-the-file'], api_url: env.HIRING_API_URL, api_key: ACME_KEY },
+      ],
+    });
+    try {
+      const shell = { CONFIG_FILE: file };
+      const [viaVariable, inline] = await Promise.all([
+        cli(['webhooks', 'register', '--source', 'acme', '--url', 'http://127.0.0.1:9/acme-secret/webhooks'], shell),
+        cli(['webhooks', 'register', '--source', 'acme2', '--url', 'http://127.0.0.1:9/acme2-secret/webhooks'], shell),
+      ]);
+      expect(viaVariable.code, viaVariable.stderr).toBe(0);
+      const secret = /Signing secret[^\n]*\n\s+(whsec_\S+)/.exec(viaVariable.stdout)![1]!;
+      expect(viaVariable.stdout).toContain(`\n  ACME_WEBHOOK_SECRET="${secret}"\n`);
+      expect(viaVariable.stdout).not.toMatch(/^\s*WEBHOOK_SECRET=/m);
+      expect(inline.code, inline.stderr).toBe(0);
+      expect(inline.stdout).toContain('Add it to source acme2\'s "secrets" in CONFIG_FILE');
+      expect(inline.stdout).not.toMatch(/WEBHOOK_SECRET=/);
+
+      const id = /Registered webhook (\S+)/.exec(viaVariable.stdout)![1]!;
+      const rotated = await cli(['webhooks', 'rotate-secret', id, '--source', 'acme'], shell);
+      expect(rotated.code, rotated.stderr).toBe(0);
+      const next = /Signing secret[^\n]*\n\s+(whsec_\S+)/.exec(rotated.stdout)![1]!;
+      expect(rotated.stdout).toContain(`\n  ACME_WEBHOOK_SECRET="<current secret>,${next}"\n`);
+      expect(rotated.stdout).not.toMatch(/^\s*WEBHOOK_SECRET=/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it('HIRING_API_URL pointing at another server that answers 200 (a portal page): every command fails, naming it, and nothing is reported done', async () => {
     const requests: string[] = [];

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { apiSettings } from '../cliConfig.js';
+import { apiSettings, type ApiSettings } from '../cliConfig.js';
 import { UsageError } from '../errors.js';
 import { printJson, printTable, type CliIo } from '../io.js';
 import { ApiFailure, NotTheApiError, WebhooksApi } from '../webhooksApi.js';
@@ -29,23 +29,45 @@ export interface ApiOptions {
   json?: boolean;
 }
 
-const api = (io: CliIo, o: ApiOptions) => new WebhooksApi(apiSettings(io.env, o.source));
+const api = (io: CliIo, o: ApiOptions) => {
+  const settings = apiSettings(io.env, o.source);
+  return { client: new WebhooksApi(settings), settings };
+};
 
-/** The secret, once, with what to do with it. Goes to stdout only. */
-function printNewSecret(io: CliIo, secret: string, rotation: boolean): void {
+/**
+ * The secret, once, with what to do with it. Goes to stdout only. It goes where the chosen
+ * source reads its secrets: WEBHOOK_SECRET for `default`, but for a CONFIG_FILE source the
+ * variable its `secrets` names, or the file itself: WEBHOOK_SECRET there would make a second
+ * source (`default`) and leave this one without the secret.
+ */
+function printNewSecret(io: CliIo, secret: string, rotation: boolean, settings: ApiSettings): void {
   io.out('');
   io.out(`Signing secret (shown once; it cannot be read again):`);
   io.out(`  ${secret}`);
   io.out('');
+  const variable = settings.secretsEnv;
+  const isDefault = settings.source === 'default';
+  const where = isDefault ? '' : ` (source ${settings.source}'s "secrets" in CONFIG_FILE read it)`;
   if (rotation) {
     io.out('The service now signs every delivery (retries included) with this secret only. Accept both while you roll out:');
-    io.out(`  WEBHOOK_SECRET="<current secret>,${secret}"`);
-    io.out('(or add it to the source\'s "secrets" in CONFIG_FILE) and restart the receiver. Deliveries refused before the restart');
+    if (variable !== null) {
+      io.out(`  ${variable}="<current secret>,${secret}"`);
+      io.out(`${isDefault ? '(or add it to the source\'s "secrets" in CONFIG_FILE)' : where.trim()} and restart the receiver. Deliveries refused before the restart`);
+    } else {
+      io.out(`  add it to source ${settings.source}'s "secrets" in CONFIG_FILE, beside the current one, and restart the receiver. Deliveries refused before the restart`);
+    }
     io.out('are retried by the service (2 min, 8 min, ...). Remove the old secret once the retries of older deliveries are over (up to ~11 h).');
+  } else if (variable !== null) {
+    io.out(`Configure the receiver with it${where}, then restart it:`);
+    io.out(`  ${variable}="${secret}"`);
+    io.out(
+      isDefault
+        ? '(or a source\'s "secrets" in CONFIG_FILE; during a later rotation, list both: WEBHOOK_SECRET="<old>,<new>").'
+        : `(during a later rotation, list both: ${variable}="<old>,<new>").`,
+    );
   } else {
-    io.out('Configure the receiver with it, then restart it:');
-    io.out(`  WEBHOOK_SECRET="${secret}"`);
-    io.out('(or a source\'s "secrets" in CONFIG_FILE; during a later rotation, list both: WEBHOOK_SECRET="<old>,<new>").');
+    io.out(`Add it to source ${settings.source}'s "secrets" in CONFIG_FILE, then restart the receiver`);
+    io.out('(during a later rotation, list both there: ["<old>", "<new>"]).');
   }
 }
 
@@ -75,7 +97,7 @@ export async function runRegister(
   o: ApiOptions & { url: string; events?: string[]; disabled?: boolean; description?: string; idempotencyKey?: string; anyPath?: boolean },
 ): Promise<number> {
   checkReceiverUrl(o.url, Boolean(o.anyPath));
-  const client = api(io, o);
+  const { client, settings } = api(io, o);
   const body = {
     url: o.url,
     enabled: !o.disabled,
@@ -111,12 +133,12 @@ export async function runRegister(
   io.out(`  enabled ${hook.enabled}`);
   io.out(`  events  ${(hook.event_types ?? []).length === 0 ? 'all' : hook.event_types.join(', ')}`);
   io.out(`  idempotency key ${key}`);
-  if (hook.secret) printNewSecret(io, hook.secret, false);
+  if (hook.secret) printNewSecret(io, hook.secret, false, settings);
   return 0;
 }
 
 export async function runList(io: CliIo, o: ApiOptions): Promise<number> {
-  const client = api(io, o);
+  const { client } = api(io, o);
   const hooks = await client.listAll<Endpoint>(client.url());
   if (o.json) printJson(io, hooks);
   else if (hooks.length === 0) io.out('no webhooks registered');
@@ -125,18 +147,18 @@ export async function runList(io: CliIo, o: ApiOptions): Promise<number> {
 }
 
 export async function runRotate(io: CliIo, id: string, o: ApiOptions): Promise<number> {
-  const client = api(io, o);
+  const { client, settings } = api(io, o);
   const { body: hook } = await client.endpoint<Endpoint>('POST', client.url(`/${encodeURIComponent(id)}/rotate-secret`));
   if (o.json) printJson(io, hook);
   else {
     io.out(`Rotated the signing secret of webhook ${hook.id} (${hook.url})`);
-    if (hook.secret) printNewSecret(io, hook.secret, true);
+    if (hook.secret) printNewSecret(io, hook.secret, true, settings);
   }
   return 0;
 }
 
 export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { status?: string; event?: string }): Promise<number> {
-  const client = api(io, o);
+  const { client } = api(io, o);
   const q = new URLSearchParams({ limit: '200' });
   if (o.status) q.set('status', o.status);
   if (o.event) q.set('event_id', o.event);
@@ -148,7 +170,7 @@ export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { sta
 }
 
 export async function runDelete(io: CliIo, id: string, o: ApiOptions): Promise<number> {
-  const client = api(io, o);
+  const { client } = api(io, o);
   await client.call('DELETE', client.url(`/${encodeURIComponent(id)}`));
   if (o.json) printJson(io, { deleted: id });
   else io.out(`Deleted webhook ${id}; the service sends it nothing more (pending retries are dropped)`);
