@@ -13,7 +13,9 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
       warn: (obj, msg) => console.warn(JSON.stringify({ level: 'warn', msg, ...obj })),
     },
   });
-  const { url } = await sandbox.start(port, host);
+  const { url } = await sandbox.start(port, host).catch((err: unknown) => {
+    throw listenError(err, host, port);
+  });
   const clock = `${manualClock ? 'manual: moves only by POST /_sandbox/clock/advance (or /_sandbox/deliveries/wait)' : 'real'}${timeFactor === 1 ? '' : `; delays divided by ${timeFactor}`}`;
   const lines = [`Hiring service sandbox listening on ${url}`, `  API:     ${url}/api/v1, ${url}/api/v2`, `  Control: ${url}/_sandbox (see docs/sandbox.md)`, `  Clock:   ${clock}`];
   for (const org of sandbox.control.organizations()) {
@@ -45,6 +47,20 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     }, 1000);
     watch.unref();
   }
+}
+
+/**
+ * A listen failure naming the setting to change: Node's own (`listen EADDRINUSE: address already
+ * in use 127.0.0.1:4010`) names neither SANDBOX_PORT nor the likely cause, a sandbox (or another
+ * server) already running on the port.
+ */
+function listenError(err: unknown, host: string, port: number): unknown {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === 'EADDRINUSE') {
+    return new Error(`SANDBOX_PORT: ${host}:${port} is already in use (another sandbox still running?); stop it or choose another SANDBOX_PORT (0 picks a free one)`);
+  }
+  if (code === 'EACCES') return new Error(`SANDBOX_PORT: not allowed to listen on ${host}:${port} (ports below 1024 need privileges); choose another SANDBOX_PORT`);
+  return err;
 }
 
 main(process.env).catch((err: unknown) => {

@@ -95,6 +95,18 @@ describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
     expect(await refusedStart({ SANDBOX_PORT: 'abc' })).toContain('SANDBOX_PORT');
   });
 
+  it('a SANDBOX_PORT in use is named, with the likely cause, not only as Node\'s EADDRINUSE', async () => {
+    const { child, url } = await startMain({});
+    try {
+      const port = new URL(url).port;
+      expect(await refusedStart({ SANDBOX_PORT: port, SANDBOX_HOST: '127.0.0.1' })).toBe(
+        `error: SANDBOX_PORT: 127.0.0.1:${port} is already in use (another sandbox still running?); stop it or choose another SANDBOX_PORT (0 picks a free one)\n`,
+      );
+    } finally {
+      await stop(child);
+    }
+  });
+
   it('rejects a bad SANDBOX_TIME_FACTOR or SANDBOX_MANUAL_CLOCK with a message naming it', async () => {
     for (const bad of ['0', 'fast']) {
       expect(await refusedStart({ SANDBOX_TIME_FACTOR: bad })).toMatch(new RegExp(`^config error: SANDBOX_TIME_FACTOR: must be a positive number .*got "${bad}"`));
