@@ -60,6 +60,19 @@ export interface SinkRow extends SinkStatus {
   last_error: { error: string; status_code: number | null; at: string | null; event_id: string } | null;
 }
 
+/**
+ * What `status` and `sinks list` show for a sink the database knows but the configuration read
+ * here does not list. Without CONFIG_FILE in this shell every sink is one, also those the running
+ * receiver has (the quick start's status terminal): say so, not "not configured". A 410's
+ * disablement is shown either way, since it is what an operator must act on: `withReason` puts
+ * its reason in (status has no column of its own for it).
+ */
+export function unlistedSinkState(env: Env, row: SinkRow, withReason: boolean): string {
+  const why = (env['CONFIG_FILE'] ?? '') === '' ? 'CONFIG_FILE unset here' : 'not configured';
+  if (row.enabled) return why;
+  return withReason ? `DISABLED (${row.disabled_reason ?? ''}); ${why}` : `NO; ${why}`;
+}
+
 /** Status of every configured sink, plus sinks the database knows but the configuration does not. */
 export async function sinkRows(db: Kysely<Database>, sinks: readonly SinkConfig[], now: number): Promise<SinkRow[]> {
   const extra = (await sinkNamesInDatabase(db)).filter((n) => !sinks.some((s) => s.name === n));

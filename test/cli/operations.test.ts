@@ -190,6 +190,22 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('without CONFIG_FILE in the shell, status and sinks list still show a sink a 410 disabled, and say why they do not know its configuration', async () => {
+    await withOwnDatabase('unlisted.db', async (own, w) => {
+      const at = '2026-11-20T08:00:00.000Z';
+      const delivery = w.prepare("INSERT INTO deliveries (event_id, sink, message_id, state, queued_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)");
+      delivery.run('evt-u1', 'crm', 'msg_u1', at, at, at);
+      delivery.run('evt-u1', 'archive', 'msg_u2', at, at, at);
+      w.prepare('INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, updated_at) VALUES (?, ?, ?, 410, ?)').run('crm', at, 'HTTP 410 Gone from https://crm.example', at);
+      const [status, list] = await Promise.all([cli(['status'], { DATABASE_PATH: own }), cli(['sinks', 'list'], { DATABASE_PATH: own })]);
+      expect(status.code, status.stderr).toBe(0);
+      expect(status.stdout).toMatch(/^crm +unknown +DISABLED \(HTTP 410 Gone from https:\/\/crm\.example\); CONFIG_FILE unset here +1 /m);
+      expect(status.stdout).toMatch(/^archive +unknown +CONFIG_FILE unset here +1 /m);
+      expect(list.code, list.stderr).toBe(0);
+      expect(list.stdout).toMatch(/^crm +unknown +NO; CONFIG_FILE unset here +1 /m);
+    });
+  });
+
   it('status names a paused source that is no longer configured as such, not as "HTTP 0"', async () => {
     await withOwnDatabase('paused.db', async (own, w) => {
       const pause = w.prepare('INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, ?, ?, ?, ?)');

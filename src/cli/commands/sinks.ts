@@ -5,7 +5,7 @@ import { CliError, saidStopped, sayHowFar, stoppedBySignal } from '../errors.js'
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, progressFor } from '../progress.js';
-import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns } from '../sinkOps.js';
+import { configuredSinks, enableSinkNamed, sendSinkNow, sinkNamesInDatabase, sinkRows, undocumentedPatterns, unlistedSinkState } from '../sinkOps.js';
 
 export async function runSinksList(io: CliIo, o: { database?: string; json?: boolean }): Promise<number> {
   const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
@@ -29,7 +29,7 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
         rows.map((s) => [
           s.name,
           s.type,
-          s.configured ? (s.enabled ? 'yes' : 'NO') : 'not configured',
+          s.configured ? (s.enabled ? 'yes' : 'NO') : unlistedSinkState(io.env, s, false),
           s.pending,
           s.failing,
           s.delivered,

@@ -4,7 +4,7 @@ import { processingBacklog } from '../../handlers/foldNewEvents.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { formatAge, oneLine, printJson, printTable, type CliIo } from '../io.js';
-import { configuredSinks, sinkRows } from '../sinkOps.js';
+import { configuredSinks, sinkRows, unlistedSinkState } from '../sinkOps.js';
 
 export interface StatusOptions {
   database?: string;
@@ -156,7 +156,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         sinkList.map((s) => [
           s.name,
           s.type,
-          !s.configured ? 'not configured' : s.enabled ? (s.failing > 0 ? 'failing' : 'enabled') : `DISABLED (${s.disabled_reason ?? ''})`,
+          !s.configured ? unlistedSinkState(io.env, s, true) : s.enabled ? (s.failing > 0 ? 'failing' : 'enabled') : `DISABLED (${s.disabled_reason ?? ''})`,
           s.pending,
           s.failing,
           s.delivered,
