@@ -386,6 +386,18 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     .addHelpText('after', examples(['npm run demo', 'hiring-receiver demo --keep']))
     .action((o) => done(import('./commands/demo.js').then((m) => m.runDemo(io, o))));
 
+  // The operator commands read DATABASE_PATH and nothing else to find the database: a misspelt one
+  // (DATABSE_PATH) sends them to ./data/receiver.db without a word, which `migrate` creates. The
+  // server warns of it at start; so does a command with --database here (not serve/work: theirs).
+  program.hook('preAction', async (_program, command) => {
+    if (!command.options.some((o) => o.long === '--database') || command.opts()['database'] !== undefined) return;
+    if ((io.env['DATABASE_PATH'] ?? '') !== '') return;
+    const { DEFAULT_DATABASE_PATH, misspellingsOf } = await import('../config/loadConfig.js');
+    const typos = misspellingsOf(io.env, 'DATABASE_PATH');
+    if (typos.length === 0) return;
+    io.err(`warning: DATABASE_PATH is unset, so the database is ${DEFAULT_DATABASE_PATH}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of DATABASE_PATH?`);
+  });
+
   return program;
 }
 

@@ -366,6 +366,14 @@ function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string;
 }
 
 /**
+ * Variables set in `env` that look like a misspelling of `setting` (DATABSE_PATH or
+ * database_path for DATABASE_PATH): the ones the server warns of at start.
+ */
+export function misspellingsOf(env: Env, setting: string): string[] {
+  return misspeltSettings(env, new Set()).filter(({ near }) => near === setting).map(({ name }) => name);
+}
+
+/**
  * A required setting reported missing while a misspelt one is set (WEBHOOK_SECRETS for
  * WEBHOOK_SECRET): said in the same line, since the warning that would name it is only logged
  * by a receiver that starts.

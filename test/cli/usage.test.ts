@@ -125,6 +125,26 @@ describe('CLI DATABASE_PATH', () => {
       cleanup();
     }
   });
+
+  it('warns when DATABASE_PATH is unset and a misspelling of it is set (the command would use ./data/receiver.db), as serve does', async () => {
+    const { dir, cleanup } = tempDir('cli-database-typo-');
+    try {
+      const own = join(dir, 'receiver.db');
+      const warning = 'warning: DATABASE_PATH is unset, so the database is ./data/receiver.db; DATABSE_PATH is set: a misspelling of DATABASE_PATH?\n';
+      const [typo, given, option] = await Promise.all([
+        // --json: whatever ./data/receiver.db holds in the checkout, only stderr's first line matters.
+        cli(['status', '--json'], { DATABSE_PATH: own }),
+        cli(['status', '--json'], { DATABSE_PATH: own, DATABASE_PATH: join(dir, 'none.db') }),
+        cli(['status', '--json', '--database', join(dir, 'none.db')], { DATABSE_PATH: own }),
+      ]);
+      expect(typo.stderr.startsWith(warning), typo.stderr).toBe(true);
+      // DATABASE_PATH or --database given: no guess about the other variable.
+      expect(given.stderr).not.toMatch(/misspelling/);
+      expect(option.stderr).not.toMatch(/misspelling/);
+    } finally {
+      cleanup();
+    }
+  });
 });
 
 describe('CLI on a database of another schema version', () => {
