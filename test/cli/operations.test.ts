@@ -212,6 +212,8 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       pause.run('acme', '2026-11-20T08:00:00.000Z', 401, 'interview: HTTP 401 unauthorized', '2026-11-20T08:05:00.000Z');
       pause.run('gone', '2026-11-20T08:00:00.000Z', 0, 'source gone has no HIRING_API_URL / HIRING_API_KEY configured', '2026-11-20T08:05:00.000Z');
       const out = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      // The heading says how many follow (it ended in a bare space before).
+      expect(out).toMatch(/^paused sources 2$/m);
       expect(out).toMatch(/^ {2}acme: HTTP 401 since 2026-11-20T08:00:00\.000Z \(interview: HTTP 401 unauthorized\)$/m);
       expect(out).toMatch(/^ {2}gone: not configured since 2026-11-20T08:00:00\.000Z \(source gone has no HIRING_API_URL \/ HIRING_API_KEY configured\)$/m);
     });

@@ -144,7 +144,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${oldest.last_error ? ` (${oneLine(oldest.last_error)})` : ''}` : 'none'
       }`,
     );
-    io.out(`paused sources ${paused.length === 0 ? 'none' : ''}`);
+    io.out(`paused sources ${paused.length === 0 ? 'none' : paused.length}`);
     // Status 0: no request was made, the source is not configured (renamed or removed).
     for (const p of paused) io.out(`  ${p.source}: ${p.status === 0 ? 'not configured' : `HTTP ${p.status}`} since ${p.paused_at} (${oneLine(p.detail)})`);
     if (sinkList.length === 0) io.out('sinks          none configured');
