@@ -98,6 +98,20 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
     });
   });
 
+  it('status names the oldest pending job as the one queued first, not the newest', async () => {
+    await withMigratedDatabase(join(dir, 'oldest.db'), async (path, w) => {
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'pending', ?, 0, 3, ?, ?)`,
+      );
+      const ago = (hours: number) => new Date(Date.now() - hours * 3_600_000).toISOString();
+      insert.run('evt-newer', ago(1), ago(1), ago(1));
+      insert.run('evt-older', ago(5), ago(5), ago(5));
+      const r = await cli(['status', '--json'], { DATABASE_PATH: path });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout).oldest_pending_job).toMatchObject({ event_id: 'evt-older', kind: 'sink:a' });
+    });
+  });
+
   it('dead-letters retry --all (no --kind) also gives the retried sink deliveries their sink\'s max_attempts as configured now', async () => {
     await withMigratedDatabase(join(dir, 'retry-all.db'), async (path, w) => {
       const at = new Date().toISOString();
