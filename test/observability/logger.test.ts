@@ -33,5 +33,8 @@ describe('deliveryLogger (the one line per delivery)', () => {
     parent.info({ source: { apiKey: 'sk_nested' }, req: { headers: { authorization: 'Bearer y', 'webhook-signature': 'v1,nestedsig' } } }, 'config');
     expect(logs.raw.join('\n')).not.toMatch(/sk_nested|Bearer y|nestedsig/);
     expect(logs.lines[0]).toMatchObject({ req: { headers: { authorization: '[redacted]', 'webhook-signature': '[redacted]' } } });
+    // And at the top level.
+    parent.info({ headers: { authorization: 'Bearer top', 'webhook-signature': 'v1,topsig' } }, 'request');
+    expect(logs.lines[1]).toMatchObject({ headers: { authorization: '[redacted]', 'webhook-signature': '[redacted]' } });
   });
 });
