@@ -112,6 +112,19 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
     });
   });
 
+  it('dead-letters list --limit n lists n dead letters, the latest first', async () => {
+    await withMigratedDatabase(join(dir, 'list-limit.db'), async (path, w) => {
+      const insert = w.prepare(
+        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
+         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'dead', ?, 3, 3, 'HTTP 503', ?, ?, ?)`,
+      );
+      for (const [event, at] of [['evt-old', '2026-11-20T10:00:00.000Z'], ['evt-new', '2026-11-20T11:00:00.000Z']] as const) insert.run(event, at, at, at, at);
+      const r = await cli(['dead-letters', 'list', '--limit', '1', '--json'], { DATABASE_PATH: path });
+      expect(r.code, r.stderr).toBe(0);
+      expect((JSON.parse(r.stdout) as { event_id: string }[]).map((d) => d.event_id)).toEqual(['evt-new']);
+    });
+  });
+
   it('dead-letters retry --all (no --kind) also gives the retried sink deliveries their sink\'s max_attempts as configured now', async () => {
     await withMigratedDatabase(join(dir, 'retry-all.db'), async (path, w) => {
       const at = new Date().toISOString();
@@ -123,10 +136,16 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
           )
           .run(at, at, at, at).lastInsertRowid,
       );
+      w.prepare(
+        `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
+         VALUES ('evt-m1', 'crm', 'msg_m1', 'dead', 3, 503, 'HTTP 503', ?, ?, ?, ?)`,
+      ).run(at, at, at, at);
       const env = { DATABASE_PATH: path, CONFIG_FILE: config('retry-all', [{ name: 'crm', max_attempts: 50 }]) };
       const retry = await cli(['dead-letters', 'retry', '--all'], env);
       expect({ code: retry.code, stderr: retry.stderr }).toEqual({ code: 0, stderr: '' });
       expect(w.prepare('SELECT state, attempts, max_attempts FROM jobs WHERE id = ?').get(id)).toEqual({ state: 'pending', attempts: 0, max_attempts: 50 });
+      // Its delivery starts a new cycle too: pending, no attempt of it made yet, no error.
+      expect(w.prepare("SELECT state, attempts, last_error FROM deliveries WHERE event_id = 'evt-m1'").get()).toEqual({ state: 'pending', attempts: 0, last_error: null });
     });
   });
 });
