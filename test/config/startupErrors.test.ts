@@ -42,6 +42,16 @@ describe('start-up configuration errors', () => {
     );
   });
 
+  it('names a variable two letters off the setting too (two typos in one name)', async () => {
+    const r = await serve({ WEBHOK_SECRT: newSecret(), HIRING_API_URL: 'https://hiring.example', HIRING_API_KEY: 'sk-abc.def' });
+    expectRefused(r, ['WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE); WEBHOK_SECRT is set: a misspelling of WEBHOOK_SECRET?']);
+  });
+
+  it('refuses an API key with a quote at its end only (half of an env file\'s quoting), which its pattern would take', async () => {
+    const r = await serve({ ...source(), HIRING_API_KEY: 'sk-abc.def"' });
+    expectRefused(r, ['HIRING_API_KEY: is wrapped in quote characters: set the value without them']);
+  });
+
   it('says what a CONFIG_FILE secret of the wrong type should be, and where, not "Invalid input"', async () => {
     const { dir, cleanup } = tempDir('startup-errors-file-');
     cleanups.push(cleanup);

@@ -30,7 +30,11 @@ describe('deliveryLogger (the one line per delivery)', () => {
     const logs = new LogCapture();
     const parent = createLogger('info', logs);
     deliveryLogger(parent);
-    parent.info({ source: { apiKey: 'sk_nested' }, req: { headers: { authorization: 'Bearer y' } } }, 'config');
-    expect(logs.raw.join('\n')).not.toMatch(/sk_nested|Bearer y/);
+    parent.info({ source: { apiKey: 'sk_nested' }, req: { headers: { authorization: 'Bearer y', 'webhook-signature': 'v1,nestedsig' } } }, 'config');
+    expect(logs.raw.join('\n')).not.toMatch(/sk_nested|Bearer y|nestedsig/);
+    expect(logs.lines[0]).toMatchObject({ req: { headers: { authorization: '[redacted]', 'webhook-signature': '[redacted]' } } });
+    // And at the top level.
+    parent.info({ headers: { authorization: 'Bearer top', 'webhook-signature': 'v1,topsig' } }, 'request');
+    expect(logs.lines[1]).toMatchObject({ headers: { authorization: '[redacted]', 'webhook-signature': '[redacted]' } });
   });
 });

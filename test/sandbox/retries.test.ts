@@ -129,6 +129,22 @@ describe('delivery retries (spec 6.3, 8)', () => {
     expect(run.sandbox.control.deliveries()[0]).toMatchObject({ status: 'failed', response_code: 302, retry_delay_ms: 2 * MIN });
   });
 
+  it('6.3: only a 2xx acknowledges: 299 does, 300 (Multiple Choices, no Location) is a failed attempt', async () => {
+    const clock = createManualClock();
+    const codes = [299, 300];
+    const { run } = await setup({ clock }, (_req, res) => res.writeHead(codes.shift() ?? 500).end());
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.response_code, d.status, d.retry_delay_ms])).toEqual(
+      expect.arrayContaining([
+        [299, 'succeeded', null],
+        [300, 'failed', 2 * MIN],
+      ]),
+    );
+  });
+
   it('6.3: a timeout and a network error are failures with no response code', async () => {
     const clock = createManualClock();
     const { run } = await setup({ clock, attemptTimeoutMs: 150 }, () => undefined /* never answers */);

@@ -18,10 +18,12 @@ describe('v2 scoring reads (spec 2.10, 3.6, 4.2)', () => {
 
   it('3.6: before any result, every read is 200 processing with a reason and result null (never 404)', async () => {
     const id = newApplication();
-    for (const resource of ['interview', 'cv-evaluation', 'insights']) {
+    // Each with its own reason, as docs/sandbox.md lists them.
+    const reasons = { interview: 'interview_not_completed', 'cv-evaluation': 'cv_evaluation_pending', insights: 'insights_pending' };
+    for (const [resource, reason] of Object.entries(reasons)) {
       const res = await read(id, resource);
       expect(res.status).toBe(200);
-      expect(res.body).toEqual({ status: 'processing', reason: expect.any(String), result: null });
+      expect(res.body).toEqual({ status: 'processing', reason, result: null });
     }
   });
 
@@ -122,6 +124,12 @@ describe('v2 scoring reads (spec 2.10, 3.6, 4.2)', () => {
     expect(cv.body).toMatchObject({ application_id: id, status: 'completed', overall_score: 3.5 });
     const insights = await read(id, 'insights');
     expect(insights.body).toMatchObject({ application_id: id, overall_score: 4.09, hiring_recommendation: 'yes', is_eligible: true, interview_overall_score: 4.67, cv_overall_score: 3.5 });
+    // Without an interview result, nothing says the candidate is ineligible: is_eligible mirrors the interview's, true.
+    const noInterview = newApplication();
+    run.sandbox.control.completeCvEvaluation(noInterview, { overallScore: 2 });
+    run.sandbox.control.completeInsights(noInterview);
+    clock.advance(90_000);
+    expect((await read(noInterview, 'insights')).body).toMatchObject({ overall_score: 2, is_eligible: true, ineligibility_reasons: [], interview_overall_score: null });
   });
 
   it('fault injection: a read answers 500, 429 with Retry-After, or 302 the given number of times, then normally', async () => {

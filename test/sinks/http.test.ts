@@ -50,6 +50,10 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(got.message).toMatchObject({ id: e.id, event_type: 'application.created', source: 'default' });
     expect(got.headers['content-type']).toBe('application/json');
     expect(got.headers['webhook-id']).toBe(messageIdFor(e.id as string, 'a'));
+    // Pinned, not only as messageIdFor computes it: a consumer dedupes by it across the receiver's
+    // upgrades, so the first revision's id is sha256(event id, NUL, sink name), 32 hex digits.
+    const { createHash } = await import('node:crypto');
+    expect(got.headers['webhook-id']).toBe(`msg_${createHash('sha256').update(`${e.id as string}\0a`).digest('hex').slice(0, 32)}`);
     // A consumer with another secret must reject it: the signature is real.
     const { Webhook } = await import('standardwebhooks');
     expect(() => new Webhook(newSecret()).verify(got.body, got.headers)).toThrow();
