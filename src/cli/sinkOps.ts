@@ -63,12 +63,16 @@ export interface SinkRow extends SinkStatus {
 /**
  * What `status` and `sinks list` show for a sink the database knows but the configuration read
  * here does not list. Without CONFIG_FILE in this shell every sink is one, also those the running
- * receiver has (the quick start's status terminal): say so, not "not configured". A 410's
- * disablement is shown either way, since it is what an operator must act on: `withReason` puts
- * its reason in (status has no column of its own for it).
+ * receiver has (the quick start's status terminal): say so. With a CONFIG_FILE that could not be
+ * read here, or has problems (a relative path from another folder, a sink entry with a bad URL,
+ * which is then left out), the sink may well be configured: say that the file has problems (the
+ * warning above names them), not that the sink is not configured. And with a CONFIG_FILE read
+ * whole, the sink is not in that file, which may not be the receiver's: 'not in CONFIG_FILE'.
+ * A 410's disablement is shown either way, since it is what an operator must act on:
+ * `withReason` puts its reason in (status has no column of its own for it).
  */
-export function unlistedSinkState(env: Env, row: SinkRow, withReason: boolean): string {
-  const why = (env['CONFIG_FILE'] ?? '') === '' ? 'CONFIG_FILE unset here' : 'not configured';
+export function unlistedSinkState(env: Env, row: SinkRow, configProblems: boolean, withReason: boolean): string {
+  const why = (env['CONFIG_FILE'] ?? '') === '' ? 'CONFIG_FILE unset here' : configProblems ? 'CONFIG_FILE has problems' : 'not in CONFIG_FILE';
   if (row.enabled) return why;
   return withReason ? `DISABLED (${row.disabled_reason ?? ''}); ${why}` : `NO; ${why}`;
 }

@@ -206,6 +206,35 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('with a CONFIG_FILE that cannot be read here or has a problem, a sink is not called unconfigured; one the file lacks is "not in CONFIG_FILE"', async () => {
+    await withOwnDatabase('unread-config.db', async (own, w) => {
+      const at = '2026-11-20T08:00:00.000Z';
+      const delivery = w.prepare("INSERT INTO deliveries (event_id, sink, message_id, state, queued_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)");
+      delivery.run('evt-c1', 'crm', 'msg_c1', at, at, at);
+      w.prepare('INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, updated_at) VALUES (?, ?, ?, 410, ?)').run('crm', at, 'HTTP 410 Gone from https://crm.example', at);
+      // crm is configured in the file, but its entry has a problem (no secret): it is left out.
+      const flawed = join(dir, 'flawed-config.json');
+      writeFileSync(flawed, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook' }] }));
+      // A whole file without crm: another receiver's, perhaps.
+      const other = join(dir, 'other-config.json');
+      writeFileSync(other, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: join(dir, 'other-archive.ndjson') }] }));
+      const [missing, flawedList, otherStatus] = await Promise.all([
+        cli(['status'], { DATABASE_PATH: own, CONFIG_FILE: join(dir, 'no-such-config.json') }),
+        cli(['sinks', 'list'], { DATABASE_PATH: own, CONFIG_FILE: flawed }),
+        cli(['status'], { DATABASE_PATH: own, CONFIG_FILE: other }),
+      ]);
+      expect(missing.code, missing.stderr).toBe(0);
+      expect(missing.stderr).toMatch(/^warning: CONFIG_FILE: cannot read /m);
+      expect(missing.stdout).toMatch(/^crm +unknown +DISABLED \(HTTP 410 Gone from https:\/\/crm\.example\); CONFIG_FILE has problems +1 /m);
+      expect(flawedList.code, flawedList.stderr).toBe(0);
+      expect(flawedList.stderr).toMatch(/^warning: CONFIG_FILE sinks\.0\.secret: /m);
+      expect(flawedList.stdout).toMatch(/^crm +unknown +NO; CONFIG_FILE has problems +1 /m);
+      expect(otherStatus.code, otherStatus.stderr).toBe(0);
+      expect(otherStatus.stdout).toMatch(/^crm +unknown +DISABLED \(HTTP 410 Gone from https:\/\/crm\.example\); not in CONFIG_FILE +1 /m);
+      expect(`${missing.stdout}${flawedList.stdout}${otherStatus.stdout}`).not.toMatch(/not configured/);
+    });
+  });
+
   it('status names a paused source that is no longer configured as such, not as "HTTP 0"', async () => {
     await withOwnDatabase('paused.db', async (own, w) => {
       const pause = w.prepare('INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, ?, ?, ?, ?)');

@@ -29,7 +29,7 @@ export async function runSinksList(io: CliIo, o: { database?: string; json?: boo
         rows.map((s) => [
           s.name,
           s.type,
-          s.configured ? (s.enabled ? 'yes' : 'NO') : unlistedSinkState(io.env, s, false),
+          s.configured ? (s.enabled ? 'yes' : 'NO') : unlistedSinkState(io.env, s, problems.length > 0, false),
           s.pending,
           s.failing,
           s.delivered,

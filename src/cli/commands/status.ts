@@ -156,7 +156,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         sinkList.map((s) => [
           s.name,
           s.type,
-          !s.configured ? unlistedSinkState(io.env, s, true) : s.enabled ? (s.failing > 0 ? 'failing' : 'enabled') : `DISABLED (${s.disabled_reason ?? ''})`,
+          !s.configured ? unlistedSinkState(io.env, s, problems.length > 0, true) : s.enabled ? (s.failing > 0 ? 'failing' : 'enabled') : `DISABLED (${s.disabled_reason ?? ''})`,
           s.pending,
           s.failing,
           s.delivered,
