@@ -210,6 +210,22 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('a CONFIG_FILE source named `default` is told its own variable, never WEBHOOK_SECRET (which would make a second source `default`)', async () => {
+    const { dir, file } = configIn('webhooks-default-', {
+      sources: [{ name: 'default', secrets: { env: 'ORG_WEBHOOK_SECRET' }, api_url: env.HIRING_API_URL, api_key: ACME_KEY }],
+    });
+    try {
+      const registered = await cli(['webhooks', 'register', '--url', 'http://127.0.0.1:9/file-default/webhooks'], { CONFIG_FILE: file });
+      expect(registered.code, registered.stderr).toBe(0);
+      const secret = /Signing secret[^\n]*\n\s+(whsec_\S+)/.exec(registered.stdout)![1]!;
+      expect(registered.stdout).toContain(`\n  ORG_WEBHOOK_SECRET="${secret}"\n`);
+      expect(registered.stdout).toContain('list both: ORG_WEBHOOK_SECRET="<old>,<new>"');
+      expect(registered.stdout).not.toMatch(/(^|[^A-Z_])WEBHOOK_SECRET=/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('HIRING_API_URL pointing at another server that answers 200 (a portal page): every command fails, naming it, and nothing is reported done', async () => {
     const requests: string[] = [];
     const portal = createServer((req, res) => {

@@ -46,7 +46,9 @@ function printNewSecret(io: CliIo, secret: string, rotation: boolean, settings: 
   io.out(`  ${secret}`);
   io.out('');
   const variable = settings.secretsEnv;
-  const isDefault = settings.source === 'default';
+  // The environment's source (WEBHOOK_SECRET), not a CONFIG_FILE source that is also named
+  // `default` and reads another variable: WEBHOOK_SECRET beside it would make a second `default`.
+  const isDefault = settings.source === 'default' && variable === 'WEBHOOK_SECRET';
   const where = isDefault ? '' : ` (source ${settings.source}'s "secrets" in CONFIG_FILE read it)`;
   if (rotation) {
     io.out('The service now signs every delivery (retries included) with this secret only. Accept both while you roll out:');
