@@ -51,6 +51,7 @@ export interface ApiSettings {
   /** The source these settings are of, and the variable that holds its signing secrets (see ApiSource). */
   source: string;
   secretsEnv: string | null;
+  secretsInEnv: boolean;
 }
 
 /**
@@ -96,5 +97,6 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
     origin: name === 'default' && !fromFile ? 'HIRING_API_URL/HIRING_API_KEY' : `source ${name}`,
     source: name,
     secretsEnv: src.secretsEnv,
+    secretsInEnv: src.secretsInEnv,
   };
 }

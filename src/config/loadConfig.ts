@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
-import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
+import { envNameShown, resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { CONFIG_PARSE, configIssues } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
@@ -421,15 +421,21 @@ export interface ApiSource {
    * `{ "env": "NAME" }`; null when they are written in CONFIG_FILE itself (or listed there).
    */
   readonly secretsEnv: string | null;
+  /** True when `secrets` is `{ "env": NAME }` alone, also when NAME is not one to print (secretsEnv null then). */
+  readonly secretsInEnv: boolean;
   readonly problems: readonly string[];
 }
 
-/** NAME of a `secrets` given as `{ "env": "NAME" }` alone (not a list, not inline), else null. */
-function secretsVariable(secrets: unknown): string | null {
-  if (typeof secrets !== 'object' || secrets === null || Array.isArray(secrets)) return null;
+/**
+ * Where a `secrets` given as `{ "env": "NAME" }` alone (not a list, not inline) is read from:
+ * NAME, when it is one to print (a secret pasted in place of the name, whsec_ or not, is
+ * refused by the server; never print it as a name: the same rule as the server's messages).
+ */
+function secretsVariable(secrets: unknown): { secretsEnv: string | null; secretsInEnv: boolean } {
+  if (typeof secrets !== 'object' || secrets === null || Array.isArray(secrets)) return { secretsEnv: null, secretsInEnv: false };
   const name = (secrets as { env?: unknown }).env;
-  // A secret pasted in place of the name is refused by the server; never print it as a name.
-  return typeof name === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) && !name.startsWith('whsec_') ? name : null;
+  if (typeof name !== 'string') return { secretsEnv: null, secretsInEnv: false };
+  return { secretsEnv: envNameShown(name) ? name : null, secretsInEnv: true };
 }
 
 /**
@@ -461,7 +467,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
     if (!env.HIRING_API_KEY) problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
     const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
     const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
-    out.push({ name: 'default', apiUrl, apiKey, secretsEnv: 'WEBHOOK_SECRET', problems });
+    out.push({ name: 'default', apiUrl, apiKey, secretsEnv: 'WEBHOOK_SECRET', secretsInEnv: true, problems });
   }
   if (path) {
     const fileProblems: string[] = [];
@@ -479,7 +485,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
         name: src.name,
         apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
         apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
-        secretsEnv: secretsVariable(src.secrets),
+        ...secretsVariable(src.secrets),
         problems,
       });
     });

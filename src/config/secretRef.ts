@@ -8,6 +8,15 @@ export type SecretRef = z.infer<typeof secretRef>;
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/**
+ * Whether `{ "env": name }`'s name may be printed. A secret made only of letters and digits
+ * passes ENV_NAME: only a name shaped like one is shown (upper-case words joined by _, none longer
+ * than 24, or one word of letters only, up to 16), never a hex or base32 token.
+ */
+export function envNameShown(name: string): boolean {
+  return ENV_NAME.test(name) && (/^[A-Z][A-Z0-9]{0,23}(_[A-Z0-9]{1,24})+$/.test(name) || /^[A-Z]{1,16}$/.test(name)) && !/^(WHSEC|SK)_/.test(name) && name.length <= 64;
+}
+
 /** The secret's value, or null after reporting (through `problem`) an unset or empty variable, named by `where`. */
 export function resolveSecretRef(
   where: string,
@@ -23,10 +32,7 @@ export function resolveSecretRef(
   }
   const v = env[ref.env];
   if (v === undefined || v === '') {
-    // A secret made only of letters and digits passes ENV_NAME: only a name shaped like one is
-    // shown (upper-case words joined by _, none longer than 24, or one word of letters only, up
-    // to 16), never a hex or base32 token.
-    const shown = (/^[A-Z][A-Z0-9]{0,23}(_[A-Z0-9]{1,24})+$/.test(ref.env) || /^[A-Z]{1,16}$/.test(ref.env)) && !/^(WHSEC|SK)_/.test(ref.env) && ref.env.length <= 64;
+    const shown = envNameShown(ref.env);
     // Told apart: an empty one is usually a `NAME=` left blank in an env file or compose file, not a missing one.
     const state = v === undefined ? 'is not set' : 'is set but empty';
     problem(shown ? `${where}: environment variable ${ref.env} ${state}` : `${where}: the environment variable it names ${state} (the name is not shown: it does not look like one; is the secret itself here?)`);

@@ -226,6 +226,22 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('a source whose "secrets" names a variable that looks like a secret (pasted there) is not printed as its name', async () => {
+    const pasted = 'b7f3e9a14c2d8f06e5a1b3c7d9e2f4a6';
+    const { dir, file } = configIn('webhooks-pasted-', {
+      sources: [{ name: 'acme3', secrets: { env: pasted }, api_url: env.HIRING_API_URL, api_key: ACME_KEY }],
+    });
+    try {
+      const registered = await cli(['webhooks', 'register', '--source', 'acme3', '--url', 'http://127.0.0.1:9/pasted/webhooks'], { CONFIG_FILE: file });
+      expect(registered.code, registered.stderr).toBe(0);
+      const secret = /Signing secret[^\n]*\n\s+(whsec_\S+)/.exec(registered.stdout)![1]!;
+      expect(registered.stdout).toContain(`\n  <the variable source acme3's "secrets" names>="${secret}"\n`);
+      expect(`${registered.stdout}${registered.stderr}`).not.toContain(pasted);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('HIRING_API_URL pointing at another server that answers 200 (a portal page): every command fails, naming it, and nothing is reported done', async () => {
     const requests: string[] = [];
     const portal = createServer((req, res) => {

@@ -45,7 +45,8 @@ function printNewSecret(io: CliIo, secret: string, rotation: boolean, settings: 
   io.out(`Signing secret (shown once; it cannot be read again):`);
   io.out(`  ${secret}`);
   io.out('');
-  const variable = settings.secretsEnv;
+  // A variable whose name looks like a secret (pasted in its place) is described, not printed.
+  const variable = settings.secretsEnv ?? (settings.secretsInEnv ? `<the variable source ${settings.source}'s "secrets" names>` : null);
   // The environment's source (WEBHOOK_SECRET), not a CONFIG_FILE source that is also named
   // `default` and reads another variable: WEBHOOK_SECRET beside it would make a second `default`.
   const isDefault = settings.source === 'default' && variable === 'WEBHOOK_SECRET';
