@@ -367,10 +367,14 @@ function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string;
 
 /**
  * Variables set in `env` that look like a misspelling of `setting` (DATABSE_PATH or
- * database_path for DATABASE_PATH): the ones the server warns of at start.
+ * database_path for DATABASE_PATH): the ones the server warns of at start. As there, a variable
+ * CONFIG_FILE names in a `{ "env": NAME }` (a sink header's DATABASE_AUTH) is not one; a
+ * CONFIG_FILE that cannot be read or parsed names none (its problems are said elsewhere).
  */
-export function misspellingsOf(env: Env, setting: string): string[] {
-  return misspeltSettings(env, new Set()).filter(({ near }) => near === setting).map(({ name }) => name);
+export function misspellingsOf(env: Env, setting: string, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): string[] {
+  const file = env.CONFIG_FILE;
+  const named = file ? envNamesIn(readConfigJson(file, readFile, [])) : new Set<string>();
+  return misspeltSettings(env, named).filter(({ near }) => near === setting).map(({ name }) => name);
 }
 
 /**

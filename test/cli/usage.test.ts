@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
@@ -141,6 +141,27 @@ describe('CLI DATABASE_PATH', () => {
       // DATABASE_PATH or --database given: no guess about the other variable.
       expect(given.stderr).not.toMatch(/misspelling/);
       expect(option.stderr).not.toMatch(/misspelling/);
+    } finally {
+      cleanup();
+    }
+  });
+
+  it('does not take a variable CONFIG_FILE names (a sink header\'s DATABASE_AUTH) for a misspelt DATABASE_PATH, as serve does not', async () => {
+    const { dir, cleanup } = tempDir('cli-database-named-');
+    try {
+      const sink = (headers: Record<string, unknown>) => ({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SECRET' }, headers }] });
+      const naming = join(dir, 'naming.json');
+      writeFileSync(naming, JSON.stringify(sink({ 'X-Db-Auth': { env: 'DATABASE_AUTH' } })));
+      const other = join(dir, 'other.json');
+      writeFileSync(other, JSON.stringify(sink({ 'X-Db-Auth': 'inline' })));
+      const [named, unnamed] = await Promise.all([
+        cli(['status', '--json'], { DATABASE_AUTH: 'token', CONFIG_FILE: naming }),
+        cli(['status', '--json'], { DATABASE_AUTH: 'token', CONFIG_FILE: other }),
+      ]);
+      expect(named.stderr).not.toMatch(/misspelling/);
+      // Not named by the file: still the server's near miss, and warned of.
+      expect(unnamed.stderr).toMatch(/^warning: DATABASE_PATH is unset, so the database is \.\/data\/receiver\.db; DATABASE_AUTH is set: a misspelling of DATABASE_PATH\?$/m);
+      expect(`${named.stdout}${named.stderr}${unnamed.stdout}${unnamed.stderr}`).not.toContain('token');
     } finally {
       cleanup();
     }
