@@ -52,7 +52,7 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
 /**
  * A listen failure naming the setting to change: Node's own (`listen EADDRINUSE: address already
  * in use 127.0.0.1:4010`) names neither SANDBOX_PORT nor the likely cause, a sandbox (or another
- * server) already running on the port.
+ * server) already running on the port; nor SANDBOX_HOST for an address not of this machine.
  */
 function listenError(err: unknown, host: string, port: number): unknown {
   const code = (err as NodeJS.ErrnoException | null)?.code;
@@ -60,6 +60,11 @@ function listenError(err: unknown, host: string, port: number): unknown {
     return new Error(`SANDBOX_PORT: ${host}:${port} is already in use (another sandbox still running?); stop it or choose another SANDBOX_PORT (0 picks a free one)`);
   }
   if (code === 'EACCES') return new Error(`SANDBOX_PORT: not allowed to listen on ${host}:${port} (ports below 1024 need privileges); choose another SANDBOX_PORT`);
+  // A SANDBOX_HOST that is no address of this machine: Node's `listen EADDRNOTAVAIL: address not
+  // available 192.0.2.1` names no setting either (the receiver says HOST: ... likewise).
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
+    return new Error(`SANDBOX_HOST: cannot listen on ${JSON.stringify(host)} (${code}): not an address of this machine; leave it unset for 127.0.0.1`);
+  }
   return err;
 }
 

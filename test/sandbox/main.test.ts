@@ -107,6 +107,13 @@ describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
     }
   });
 
+  it('a SANDBOX_HOST that is no address of this machine is named, not only as Node\'s EADDRNOTAVAIL', async () => {
+    // 192.0.2.1: TEST-NET-1 (RFC 5737), never an address of a host.
+    expect(await refusedStart({ SANDBOX_HOST: '192.0.2.1' })).toBe(
+      'error: SANDBOX_HOST: cannot listen on "192.0.2.1" (EADDRNOTAVAIL): not an address of this machine; leave it unset for 127.0.0.1\n',
+    );
+  });
+
   it('rejects a bad SANDBOX_TIME_FACTOR or SANDBOX_MANUAL_CLOCK with a message naming it', async () => {
     for (const bad of ['0', 'fast']) {
       expect(await refusedStart({ SANDBOX_TIME_FACTOR: bad })).toMatch(new RegExp(`^config error: SANDBOX_TIME_FACTOR: must be a positive number .*got "${bad}"`));
