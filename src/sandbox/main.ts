@@ -57,9 +57,9 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
 function listenError(err: unknown, host: string, port: number): unknown {
   const code = (err as NodeJS.ErrnoException | null)?.code;
   if (code === 'EADDRINUSE') {
-    return new Error(`SANDBOX_PORT: ${host}:${port} is already in use (another sandbox still running?); stop it or choose another SANDBOX_PORT (0 picks a free one)`);
+    return new Error(`SANDBOX_PORT: ${host}:${port} is already in use (another sandbox still running?); stop it or choose another port: SANDBOX_PORT, or --port with hiring-receiver sandbox (0 picks a free one)`);
   }
-  if (code === 'EACCES') return new Error(`SANDBOX_PORT: not allowed to listen on ${host}:${port} (ports below 1024 need privileges); choose another SANDBOX_PORT`);
+  if (code === 'EACCES') return new Error(`SANDBOX_PORT: not allowed to listen on ${host}:${port} (ports below 1024 need privileges); choose another port: SANDBOX_PORT, or --port with hiring-receiver sandbox`);
   // A SANDBOX_HOST that is no address of this machine: Node's `listen EADDRNOTAVAIL: address not
   // available 192.0.2.1` names no setting either (the receiver says HOST: ... likewise).
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {

@@ -100,7 +100,7 @@ describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
     try {
       const port = new URL(url).port;
       expect(await refusedStart({ SANDBOX_PORT: port, SANDBOX_HOST: '127.0.0.1' })).toBe(
-        `error: SANDBOX_PORT: 127.0.0.1:${port} is already in use (another sandbox still running?); stop it or choose another SANDBOX_PORT (0 picks a free one)\n`,
+        `error: SANDBOX_PORT: 127.0.0.1:${port} is already in use (another sandbox still running?); stop it or choose another port: SANDBOX_PORT, or --port with hiring-receiver sandbox (0 picks a free one)\n`,
       );
     } finally {
       await stop(child);
