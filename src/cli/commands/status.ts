@@ -22,7 +22,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     const now = Date.now();
     // Every figure in one read transaction, so all from one moment: read one after another beside a
     // receiver storing events, they disagreed ("events 19313" above "19554 events waiting").
-    const { report, byType, backlog, latestAt, leaseExpired, jobsByState, latestFailure, results, oldest, paused, sinkList } = await database.db.transaction().execute(async (db) => {
+    const { report, byType, backlog, oldest } = await database.db.transaction().execute(async (db) => {
       // When the last delivery was stored: refused deliveries (a signing secret rotated at the
       // service and not configured here, a proxy stripping the webhook-* headers) leave no row, so
       // this is all the database can say of them.
@@ -106,8 +106,12 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         paused_sources: paused,
         oldest_pending_job: oldest ? { ...oldest, age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
       };
-      return { report, byType, backlog, latestAt, leaseExpired, jobsByState, latestFailure, results, oldest, paused, sinkList };
+      return { report, byType, backlog, oldest };
     });
+    const { latest_received_at: latestAt } = report.events;
+    const { by_state: jobsByState, running_lease_expired: leaseExpired } = report.jobs;
+    const { latest_failure: latestFailure } = report.result_reads;
+    const { results, paused_sources: paused, sinks: sinkList } = report;
     if (o.json) {
       printJson(io, report);
       return 0;
