@@ -4,10 +4,11 @@ import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
 import { envNameShown, resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
-import { CONFIG_PARSE, configIssues } from './parseOptions.js';
+import { CONFIG_PARSE, configIssues, type ParsedFrom } from './parseOptions.js';
 import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
 import { tildeProblem } from '../util/tildeProblem.js';
+import { editDistance } from '../util/editDistance.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -90,7 +91,7 @@ type Env = Record<string, string | undefined>;
 export function configFileTopProblems(json: unknown): string[] {
   const problems: string[] = [];
   const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
-  if (!parsed.success) reportIssues(parsed.error.issues, problems);
+  if (!parsed.success) reportIssues(parsed.error.issues, { schema: fileSchema, input: json }, problems);
   return problems;
 }
 
@@ -401,19 +402,6 @@ function envNamesIn(json: unknown): Set<string> {
   return names;
 }
 
-/** Levenshtein distance, with a swap of two neighbours counted as one edit. */
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
-    }
-  }
-  return d[a.length]![b.length]!;
-}
-
 /** One source's hiring API settings, for a tool that only calls the API; problems name their field. */
 export interface ApiSource {
   readonly name: string;
@@ -477,7 +465,7 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
     const fileProblems: string[] = [];
     const json = readConfigJson(path, readFile, fileProblems);
     const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json, CONFIG_PARSE);
-    if (parsed && !parsed.success) reportIssues(parsed.error.issues, fileProblems);
+    if (parsed && !parsed.success) reportIssues(parsed.error.issues, { schema: apiOnlyFileSchema, input: json }, fileProblems);
     if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
     (parsed.data.sources ?? []).forEach((src, i) => {
       const at = `CONFIG_FILE sources.${i}`;
@@ -500,9 +488,9 @@ export function loadApiSources(env: Env, readFile: (path: string) => string = (p
   return out.map((s) => (uses.get(s.name)! > 1 ? { ...s, problems: [...s.problems, `CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`] } : s));
 }
 
-/** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`. */
-function reportIssues(issues: readonly { path: readonly PropertyKey[]; message: string }[], problems: string[], prefix: PropertyKey[] = []): void {
-  for (const issue of configIssues(issues, prefix)) {
+/** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`; `from`: what was parsed, for unknown keys' hints. */
+function reportIssues(issues: readonly z.core.$ZodIssue[], from: ParsedFrom, problems: string[], prefix: PropertyKey[] = []): void {
+  for (const issue of configIssues(issues, prefix, from)) {
     const path = issue.path.map(String);
     problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
   }
@@ -543,7 +531,7 @@ function loadFileSources(
   if (json === undefined) return json;
   const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
   // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
-  if (!parsed.success) reportIssues(parsed.error.issues, problems);
+  if (!parsed.success) reportIssues(parsed.error.issues, { schema: fileSchema, input: json }, problems);
   if (json === null || typeof json !== 'object' || Array.isArray(json)) return json;
   const top = json as { sources?: unknown; sinks?: unknown };
   const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
@@ -551,7 +539,7 @@ function loadFileSources(
     const one = fileSourceSchema.safeParse(entry, CONFIG_PARSE);
     if (!one.success) {
       // Still a source by that name, for the sinks' `sources` checks; its problems are reported.
-      reportIssues(one.error.issues, problems, ['sources', i]);
+      reportIssues(one.error.issues, { schema: fileSourceSchema, input: entry }, problems, ['sources', i]);
       const name = (entry as { name?: unknown } | null)?.name;
       if (typeof name === 'string') out.push({ name, signingKeys: [], apiUrl: null, apiKey: null });
       return;

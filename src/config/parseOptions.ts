@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { unknownKeysHint } from './unknownKeys.js';
 
 /**
  * zod parse options for CONFIG_FILE: a missing field says so. zod's own words for it depend on
@@ -9,23 +10,42 @@ export const CONFIG_PARSE: z.core.ParseContext<z.core.$ZodIssue> = {
   error: (issue) => (issue.input === undefined ? 'is required' : undefined),
 };
 
-type Issue = { readonly code?: string; readonly path: readonly PropertyKey[]; readonly message: string; readonly errors?: readonly (readonly Issue[])[] };
+type Issue = {
+  readonly code?: string;
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+  readonly errors?: readonly (readonly Issue[])[];
+  /** An unrecognized_keys issue's keys. */
+  readonly keys?: readonly string[];
+};
 
 /** Issues that only say the value is of another type than this branch of a union takes. */
 function wrongType(issues: readonly Issue[]): boolean {
   return issues.every((i) => i.path.length === 0 && (i.code === 'invalid_type' || (i.code === 'invalid_union' && (i.errors ?? []).every(wrongType))));
 }
 
+/** What was parsed: for naming the keys allowed where one was not recognized. */
+export interface ParsedFrom {
+  readonly schema: z.core.$ZodType;
+  readonly input: unknown;
+}
+
 /**
- * The issues to report, each with its whole path. A union that failed (a secret given as a
- * string, a list or { "env": NAME }) is zod's bare "Invalid input": when one branch took the
- * value's type (a list for a list), that branch's own issues are reported instead, so
- * `"secrets": ["whsec_…", 5]` names `secrets.1`, and `{ "envv": … }` the key that is wrong.
+ * The issues to report, each with its whole path (under `prefix`). A union that failed (a secret
+ * given as a string, a list or { "env": NAME }) is zod's bare "Invalid input": when one branch took
+ * the value's type (a list for a list), that branch's own issues are reported instead, so
+ * `"secrets": ["whsec_…", 5]` names `secrets.1`, and `{ "envv": … }` the key that is wrong. With
+ * `from`, the schema and input the issues are of, an unrecognized key is followed by the keys
+ * allowed there and a near one (`did you mean "events"?`).
  */
-export function configIssues(issues: readonly Issue[], prefix: readonly PropertyKey[] = []): { path: PropertyKey[]; message: string }[] {
-  return issues.flatMap((issue) => {
-    const path = [...prefix, ...issue.path];
-    const branches = issue.code === 'invalid_union' ? (issue.errors ?? []).filter((b) => b.length > 0 && !wrongType(b)) : [];
-    return branches.length === 1 ? configIssues(branches[0]!, path) : [{ path, message: issue.message }];
-  });
+export function configIssues(issues: readonly Issue[], prefix: readonly PropertyKey[] = [], from?: ParsedFrom): { path: PropertyKey[]; message: string }[] {
+  const walk = (list: readonly Issue[], at: readonly PropertyKey[]): { path: PropertyKey[]; message: string }[] =>
+    list.flatMap((issue) => {
+      const path = [...at, ...issue.path];
+      const branches = issue.code === 'invalid_union' ? (issue.errors ?? []).filter((b) => b.length > 0 && !wrongType(b)) : [];
+      if (branches.length === 1) return walk(branches[0]!, path);
+      const hint = from && issue.code === 'unrecognized_keys' && issue.keys ? unknownKeysHint(from.schema, from.input, path, issue.keys) : '';
+      return [{ path: [...prefix, ...path], message: `${issue.message}${hint}` }];
+    });
+  return walk(issues, []);
 }

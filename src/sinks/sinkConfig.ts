@@ -100,7 +100,7 @@ export function resolveSinks(
     const at = `CONFIG_FILE sinks.${i}`;
     const parsed = sinkEntrySchema.safeParse(entry, CONFIG_PARSE);
     if (!parsed.success) {
-      for (const issue of configIssues(parsed.error.issues)) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
+      for (const issue of configIssues(parsed.error.issues, [], { schema: sinkEntrySchema, input: entry })) problem(`${[at, ...issue.path].join('.')}: ${issue.message}`);
       // Its name still counts, so a second sink of that name is reported in this run too.
       const name = (entry as { name?: unknown } | null)?.name;
       if (typeof name === 'string') claimName(name, at);

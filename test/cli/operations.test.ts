@@ -558,7 +558,7 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     const badTop = join(dir, 'bad-top.json');
     writeFileSync(badTop, JSON.stringify({ sink: [{ name: 'crm', type: 'stdout' }] }));
     const top = await cli(['sinks', 'list'], { DATABASE_PATH: dbPath, CONFIG_FILE: badTop });
-    expect(top.stderr).toContain('warning: CONFIG_FILE (top level): Unrecognized key: "sink" (sinks shown from the database only)');
+    expect(top.stderr).toContain('warning: CONFIG_FILE (top level): Unrecognized key: "sink"; did you mean "sinks"? (allowed keys: sources, sinks) (sinks shown from the database only)');
     const intoDb = join(dir, 'into-db.json');
     writeFileSync(intoDb, JSON.stringify({ sinks: [{ name: 'oops', type: 'file', path: dbPath }] }));
     const db2 = await cli(['sinks', 'list', '--json'], { DATABASE_PATH: dbPath, CONFIG_FILE: intoDb });

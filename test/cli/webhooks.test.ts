@@ -168,7 +168,7 @@ describe('webhooks against the sandbox', () => {
       expect(noDefault.stderr).toMatch(/^config error: HIRING_API_URL: is required/);
       expect(viaFile.code, viaFile.stderr).toBe(0);
       expect(usedTwice).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE: source name "acme" is used twice\n' });
-      expect(misspelt).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"\n' });
+      expect(misspelt).toMatchObject({ code: 1, stderr: 'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"; did you mean "api_key"? (allowed keys: name, secrets, api_url, api_key)\n' });
       expect(noSource).toMatchObject({
         code: 1,
         stderr: 'config error: no source is configured: set HIRING_API_URL and HIRING_API_KEY, or list sources in CONFIG_FILE\n',

@@ -70,7 +70,7 @@ describe('start-up configuration errors', () => {
     expectRefused(r, [
       'CONFIG_FILE sources.0.secrets.1: must be a string, or { "env": "NAME" } to read it from an environment variable',
       'CONFIG_FILE sources.0.api_key.env: is required',
-      'CONFIG_FILE sources.0.api_key: Unrecognized key: "envv"',
+      'CONFIG_FILE sources.0.api_key: Unrecognized key: "envv"; did you mean "env"? (allowed keys: env)',
       'CONFIG_FILE sources.1.secrets: must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable',
       'CONFIG_FILE sources.1.api_url: must be a string, or { "env": "NAME" } to read it from an environment variable',
       'CONFIG_FILE sinks.0.secret: must be a string, or { "env": "NAME" } to read it from an environment variable',
@@ -95,7 +95,7 @@ describe('start-up configuration errors', () => {
     writeFileSync(file, `\uFEFF${JSON.stringify({ sources: [{ name: 'acme', secrets: newSecret(), api_url: 'https://hiring.example', api_key: 'sk-abc.def' }], sinkz: [] })}`);
     const r = await serve({ CONFIG_FILE: file });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('config error: CONFIG_FILE (top level): Unrecognized key: "sinkz"\n');
+    expect(r.stderr).toBe('config error: CONFIG_FILE (top level): Unrecognized key: "sinkz"; did you mean "sinks"? (allowed keys: sources, sinks)\n');
   });
 
   it('refuses an API URL with /api/v2 inside its path (an endpoint pasted whole), whose every read would answer 404', async () => {

@@ -48,7 +48,7 @@ describe('CONFIG_FILE sinks', () => {
     const problems = problemsOf({ sinks: [{ name: 'ok', type: 'stdout' }, { name: 'x', type: 'kafka' }, { name: 'f', type: 'file', path: 'p', colour: 'red' }] });
     expect(problems).toEqual([
       'CONFIG_FILE sinks.1.type: unknown sink type "kafka"; known types: http, file, stdout',
-      'CONFIG_FILE sinks.2: Unrecognized key: "colour"',
+      'CONFIG_FILE sinks.2: Unrecognized key: "colour" (allowed keys for type "file": name, events, sources, concurrency, max_attempts, path, type)',
     ]);
   });
 
@@ -92,8 +92,8 @@ describe('CONFIG_FILE sinks', () => {
       sinks: [{ name: 'a', type: 'stdout', sources: ['acme', 'ghost'] }],
     });
     expect(problems).toEqual([
-      'CONFIG_FILE (top level): Unrecognized key: "extra"',
-      'CONFIG_FILE sources.0: Unrecognized key: "colour"',
+      'CONFIG_FILE (top level): Unrecognized key: "extra" (allowed keys: sources, sinks)',
+      'CONFIG_FILE sources.0: Unrecognized key: "colour" (allowed keys: name, secrets, api_url, api_key)',
       // acme is still a known name for the sinks, so only the unknown one is named.
       'CONFIG_FILE sinks.0.sources.1: no source named "ghost" is configured',
     ]);
@@ -102,7 +102,7 @@ describe('CONFIG_FILE sinks', () => {
     expect(problemsOf({ sinks: [{ name: 'all', type: 'stdout' }] })).toEqual(['CONFIG_FILE sinks.0.name: "all" is reserved: `replay --sink all` means every sink']);
     // A sink that fails its schema still holds its name: a second one by that name is reported now.
     expect(problemsOf({ sinks: [{ name: 'a', type: 'stdout', colour: 'red' }, { name: 'a', type: 'stdout' }] })).toEqual([
-      'CONFIG_FILE sinks.0: Unrecognized key: "colour"',
+      'CONFIG_FILE sinks.0: Unrecognized key: "colour" (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)',
       'CONFIG_FILE sinks.1.name: sink name "a" is used twice',
     ]);
   });

@@ -1,0 +1,79 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { runTs } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { cli } from '../cli/helpers.js';
+
+/**
+ * A misspelt key in CONFIG_FILE is refused with the keys that place takes and, when one is near,
+ * `did you mean`: at the server's start (src/main.ts, dist/main.js once built) and in the CLI's
+ * `warning: CONFIG_FILE ...` and `config error: CONFIG_FILE ...` lines alike.
+ */
+const { dir, cleanup } = tempDir('unknown-key-hints-');
+afterAll(cleanup);
+
+let files = 0;
+function configFile(json: unknown): string {
+  const file = join(dir, `config-${++files}.json`);
+  writeFileSync(file, JSON.stringify(json));
+  return file;
+}
+
+/** The receiver's own entry (what `node dist/main.js` runs), refused at start: its stderr lines. */
+async function serveLines(config: unknown): Promise<string[]> {
+  const child = runTs('src/main.ts', [], { PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: join(dir, 'receiver.db'), CONFIG_FILE: configFile(config) });
+  const kill = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+  const { code } = await child.exited.finally(() => clearTimeout(kill));
+  expect(code, child.stderr.join('')).toBe(1);
+  return child.stderr.join('').split('\n').filter(Boolean);
+}
+
+const FILE_KEYS = '(allowed keys for type "file": name, events, sources, concurrency, max_attempts, path, type)';
+
+describe('unknown CONFIG_FILE keys: the allowed keys and a near one', () => {
+  it('serve: a file sink\'s "filters" is "events" (a synonym), and "url" is a key of http sinks', async () => {
+    const path = join(dir, 'out.jsonl');
+    expect(await serveLines({ sinks: [{ name: 'f', type: 'file', path, filters: { types: ['interview.completed'] } }] })).toEqual([
+      `config error: CONFIG_FILE sinks.0: Unrecognized key: "filters"; did you mean "events"? ${FILE_KEYS}`,
+    ]);
+    expect(await serveLines({ sinks: [{ name: 'f', type: 'file', path, url: 'https://x.example', Max_Attempts: 3 }] })).toEqual([
+      `config error: CONFIG_FILE sinks.0: Unrecognized keys: "url", "Max_Attempts"; "url" is a key of type "http", not of type "file"; did you mean "max_attempts" for "Max_Attempts"? ${FILE_KEYS}`,
+    ]);
+  });
+
+  it('serve: the top level, a source entry, an http sink\'s own keys and a header\'s { "env": NAME } each name their keys', async () => {
+    const lines = await serveLines({
+      source: [],
+      sources: [{ name: 'acme', secrets: { env: 'ACME_SECRET' }, api_url: 'https://h.example', api_key: 'sk-a.b', apikey: 'sk-a.b' }],
+      sinks: [
+        { name: 'crm', type: 'http', url: 'https://crm.example', secret: { env: 'CRM_SECRET' }, timeout: 5000, headers: { Authorization: { envv: 'CRM_AUTH' } } },
+        { name: 'log', type: 'stdout', colour: 'red' },
+      ],
+    });
+    expect(lines).toEqual([
+      'config error: CONFIG_FILE (top level): Unrecognized key: "source"; did you mean "sources"? (allowed keys: sources, sinks)',
+      'config error: CONFIG_FILE sources.0: Unrecognized key: "apikey"; did you mean "api_key"? (allowed keys: name, secrets, api_url, api_key)',
+      'config error: CONFIG_FILE sinks.0.headers.Authorization.env: is required',
+      'config error: CONFIG_FILE sinks.0.headers.Authorization: Unrecognized key: "envv"; did you mean "env"? (allowed keys: env)',
+      'config error: CONFIG_FILE sinks.0: Unrecognized key: "timeout"; did you mean "timeout_ms"? (allowed keys for type "http": name, events, sources, concurrency, max_attempts, url, secret, timeout_ms, headers, type)',
+      // Nothing near: the keys alone.
+      'config error: CONFIG_FILE sinks.1: Unrecognized key: "colour" (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)',
+    ]);
+  });
+
+  it('the CLI: `sinks list` warns with the same words, and `webhooks list --source` refuses with them', async () => {
+    const sinks = configFile({ sinks: [{ name: 'f', type: 'file', path: join(dir, 'out.jsonl'), filters: { types: ['interview.completed'] } }] });
+    const listed = await cli(['sinks', 'list'], { DATABASE_PATH: join(dir, 'none.db'), CONFIG_FILE: sinks });
+    expect(listed.stderr.split('\n')[0]).toBe(`warning: CONFIG_FILE sinks.0: Unrecognized key: "filters"; did you mean "events"? ${FILE_KEYS} (sinks shown from the database only)`);
+
+    const source = configFile({ sources: [{ name: 'acme', secrets: { env: 'ACME_SECRET' }, api_url: 'https://h.example', api_kye: 'sk-a.b' }] });
+    const webhooks = await cli(['webhooks', 'list', '--source', 'acme'], { CONFIG_FILE: source });
+    expect({ code: webhooks.code, stderr: webhooks.stderr }).toEqual({
+      code: 1,
+      stderr:
+        'config error: CONFIG_FILE sources.0.api_key: is required\n' +
+        'config error: CONFIG_FILE sources.0: Unrecognized key: "api_kye"; did you mean "api_key"? (allowed keys: name, secrets, api_url, api_key)\n',
+    });
+  });
+});
