@@ -44,8 +44,11 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
       const path = [...at, ...issue.path];
       const branches = issue.code === 'invalid_union' ? (issue.errors ?? []).filter((b) => b.length > 0 && !wrongType(b)) : [];
       if (branches.length === 1) return walk(branches[0]!, path);
-      const hint = from && issue.code === 'unrecognized_keys' && issue.keys ? unknownKeysHint(from.schema, from.input, path, issue.keys) : '';
-      return [{ path: [...prefix, ...path], message: `${issue.message}${hint}` }];
+      if (issue.code !== 'unrecognized_keys' || !issue.keys) return [{ path: [...prefix, ...path], message: issue.message }];
+      // zod's own words, but each key as a JSON string: zod quotes it raw, and a key holding an
+      // escape sequence or a line break reached the terminal as such.
+      const said = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+      return [{ path: [...prefix, ...path], message: `${said}${from ? unknownKeysHint(from.schema, from.input, path, issue.keys) : ''}` }];
     });
   return walk(issues, []);
 }

@@ -77,3 +77,14 @@ describe('unknown CONFIG_FILE keys: the allowed keys and a near one', () => {
     });
   });
 });
+
+describe('unknown CONFIG_FILE keys holding control characters', () => {
+  it('are said as JSON strings, at start and in the CLI\'s warnings, never as raw escape sequences or line breaks', async () => {
+    const config = { sinks: [{ name: 'log', type: 'stdout', '\u001b[31mred\nline': 1 }] };
+    const said = 'CONFIG_FILE sinks.0: Unrecognized key: "\\u001b[31mred\\nline" (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)';
+    expect(await serveLines(config)).toEqual([`config error: ${said}`]);
+    const listed = await cli(['sinks', 'list'], { DATABASE_PATH: join(dir, 'none.db'), CONFIG_FILE: configFile(config) });
+    expect(listed.stderr.split('\n')[0]).toBe(`warning: ${said} (sinks shown from the database only)`);
+    expect(listed.stderr).not.toContain('\u001b');
+  });
+});
