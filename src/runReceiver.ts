@@ -4,7 +4,9 @@ import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
+import { noteNewDatabase, removeNewDatabase } from './db/newDatabaseFiles.js';
 import type { Logger } from './observability/logger.js';
+import type { FileIdentity } from './db/openDatabase.js';
 
 /**
  * The workers lock for an existing database file (a new one cannot have workers elsewhere yet; the
@@ -105,9 +107,25 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
   // A start that fails is one JSON line at fatal too ('start failed'), for a log pipeline that
   // alerts on level; main then says it as text on stderr and exits 1.
-  const startFailed = (logger: Logger) => (err: unknown): never => {
+  const startFailed = (logger: Logger, cleanUp: () => Promise<void>) => async (err: unknown): Promise<never> => {
     logger.fatal({ err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
+    await cleanUp();
     throw err;
+  };
+  // A DATABASE_PATH that named nothing before this start (a new database, or a mistyped path): a
+  // start that fails removes the file it created, so the next start (or `status`) on that path
+  // does not find an empty, migrated database there. Nothing else changes for a path that exists.
+  const created = noteNewDatabase(config.databasePath);
+  const removeCreated = async (logger: Logger, close: () => Promise<void>, opened: FileIdentity | null) => {
+    if (!created) return;
+    try {
+      await close();
+      const outcome = removeNewDatabase(created, opened);
+      if (outcome === 'removed') logger.info({ database_path: created.path }, 'the start failed: the database file it created is removed again');
+      else if (outcome !== 'none') logger.warn({ database_path: created.path, kept: outcome.kept }, 'the start failed: the database file it created is kept');
+    } catch (cleanupErr) {
+      logger.warn({ database_path: created.path, err: (cleanupErr as Error).message }, 'the start failed: the database file it created could not be removed');
+    }
   };
   // With workers, their lock is taken before the database is opened and migrated: a new version
   // started beside an older one still running its workers is refused before it migrates.
@@ -116,7 +134,10 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     const workersLock = config.workerConcurrency > 0 ? takeWorkersLockEarly(config.databasePath) : undefined;
     app = createApp({ config, ...(workersLock ? { workersLock } : {}) });
   } catch (err) {
-    return startFailed(receiverLogger(config))(err);
+    const logger = receiverLogger(config);
+    // Its connections are closed where the open failed (openServerDatabase); one left open by a
+    // later step keeps the file (the check finds it in use).
+    return startFailed(logger, () => removeCreated(logger, async () => {}, null))(err);
   }
   receiver = app;
   // A crash is one JSON line at fatal, like every other line (Node's default is a text stack
@@ -141,7 +162,8 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
           }
           await app.startWorkers();
         })();
-  await started.catch(startFailed(app.logger));
+  // What the start began is stopped by now (start(), startWorkers()); stop() closes the database.
+  await started.catch(startFailed(app.logger, () => removeCreated(app.logger, () => app.stop(), app.database.opened)));
   // `kill <npm's pid>` under `npm start` / `npm run cli -- serve`: drain and exit (npmParent.ts).
   onNpmParentGone(process.env, () => shutdown('npm, which started it, exited'));
   // No SIGHUP handler: one would override `nohup`'s ignore (a receiver started with nohup would

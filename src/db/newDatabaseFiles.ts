@@ -1,0 +1,127 @@
+import { lstatSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { INGEST_WAIT_SUFFIX, WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
+import type { FileIdentity } from './openDatabase.js';
+
+/**
+ * A DATABASE_PATH that named nothing before this start (a new database, or a mistyped path), and
+ * the folders above it that were missing: what a start that then fails removes again
+ * (removeNewDatabase), so that the next `status` on a mistyped path does not report an empty
+ * receiver. Null for a path that exists (in any form), `:memory:`, or one that cannot be looked at.
+ */
+export interface NewDatabasePath {
+  readonly path: string;
+  /** The receiver's own files beside it that did not exist either. */
+  readonly sidecars: readonly string[];
+  /** The folders that did not exist, innermost first. */
+  readonly folders: readonly string[];
+}
+
+/**
+ * The receiver's files beside the database, removed with it when this start made them. Not
+ * SQLite's -wal and -shm: the last connection to close removes them; one still there after the
+ * check's own close belongs to another process that opened the file meanwhile.
+ */
+const OWN_SIDECARS = ['-journal', INGEST_WAIT_SUFFIX, WORKERS_LOCK_SUFFIX, `${WORKERS_LOCK_SUFFIX}-journal`] as const;
+
+/** The tables that hold what was received: a file with a row in one is never removed. */
+const RECEIVED_TABLES = ['events', 'event_conflicts', 'quarantine'] as const;
+
+function missing(path: string): boolean {
+  try {
+    lstatSync(path);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT';
+  }
+}
+
+/** Before the database is opened: whether DATABASE_PATH names nothing yet. */
+export function noteNewDatabase(databasePath: string): NewDatabasePath | null {
+  if (databasePath === ':memory:' || databasePath === '') return null;
+  const path = resolve(databasePath);
+  if (!missing(path)) return null;
+  const folders: string[] = [];
+  for (let folder = dirname(path); folder !== dirname(folder) && missing(folder); folder = dirname(folder)) folders.push(folder);
+  return { path, sidecars: OWN_SIDECARS.map((s) => `${path}${s}`).filter(missing), folders };
+}
+
+/** `removed`: the file and what was made with it; `none`: no file was made (only folders, removed); else why it is kept. */
+export type NewDatabaseOutcome = 'removed' | 'none' | { kept: string };
+
+/**
+ * After a start that failed, with every connection of this process to the database closed: the
+ * file this start created is removed, with the receiver's files beside it and the folders made
+ * for it (each only if still empty). Kept, and why, when it may be anyone else's: it is no longer
+ * the file this start opened (`opened`), another connection has it open (a `serve` and a `work`
+ * started together on it, a reader: checked under an exclusive lock), or it holds a delivery
+ * (a failure after the port was bound, once one was acknowledged).
+ */
+export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity | null): NewDatabaseOutcome {
+  const { path } = created;
+  let st;
+  try {
+    st = statSync(path, { bigint: true });
+  } catch {
+    // Never made (the start failed before): only the folders made for it are left.
+    removeFolders(created.folders);
+    return 'none';
+  }
+  if (!st.isFile()) return { kept: 'it is not a regular file' };
+  if (opened && (st.dev !== opened.dev || st.ino !== opened.ino)) return { kept: 'it is no longer the file this start created' };
+  const refusal = exclusiveCheck(path);
+  if (refusal !== null) return { kept: refusal };
+  unlinkSync(path);
+  for (const file of created.sidecars) {
+    try {
+      unlinkSync(file);
+    } catch {
+      // Not made by this start after all, or gone.
+    }
+  }
+  removeFolders(created.folders);
+  return 'removed';
+}
+
+/** Null when no other connection has the file open and it holds nothing received; else why it is kept. */
+function exclusiveCheck(path: string): string | null {
+  let check: BetterSqlite3.Database;
+  try {
+    check = new BetterSqlite3(path, { fileMustExist: true });
+  } catch (err) {
+    return `it could not be opened to check it: ${(err as Error).message}`;
+  }
+  try {
+    check.pragma('busy_timeout = 0');
+    // Exclusive from the first read: refused while any other connection (in WAL mode each holds
+    // a shared lock on the file as long as it is open) has the file open.
+    check.pragma('locking_mode = EXCLUSIVE');
+    check.exec('BEGIN EXCLUSIVE');
+    try {
+      const tables = new Set((check.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
+      for (const table of RECEIVED_TABLES) {
+        if (tables.has(table) && check.prepare(`SELECT 1 FROM ${table} LIMIT 1`).get() !== undefined) return `it holds what was received (its ${table} table is not empty)`;
+      }
+    } finally {
+      check.exec('COMMIT');
+    }
+    return null;
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? '';
+    return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') ? 'another process has it open' : `it could not be checked: ${(err as Error).message}`;
+  } finally {
+    check.close();
+  }
+}
+
+function removeFolders(folders: readonly string[]): void {
+  for (const folder of folders) {
+    try {
+      rmdirSync(folder);
+    } catch {
+      // Not empty (something else is there now), or gone: it and the folders above it stay.
+      return;
+    }
+  }
+}
