@@ -44,11 +44,29 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
       const path = [...at, ...issue.path];
       const branches = issue.code === 'invalid_union' ? (issue.errors ?? []).filter((b) => b.length > 0 && !wrongType(b)) : [];
       if (branches.length === 1) return walk(branches[0]!, path);
-      if (issue.code !== 'unrecognized_keys' || !issue.keys) return [{ path: [...prefix, ...path], message: issue.message }];
-      // zod's own words, but each key as a JSON string: zod quotes it raw, and a key holding an
-      // escape sequence or a line break reached the terminal as such.
-      const said = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
-      return [{ path: [...prefix, ...path], message: `${said}${from ? unknownKeysHint(from.schema, from.input, path, issue.keys) : ''}` }];
+      const shownPath = [...prefix, ...path].map(shownKey);
+      if (issue.code !== 'unrecognized_keys' || !issue.keys) return [{ path: shownPath, message: issue.message }];
+      // zod's own words, but each key as a JSON string (zod quotes it raw, and a key holding an
+      // escape sequence or a line break reached the terminal as such), and only a key that is a
+      // plain name: a pasted "Authorization: Bearer …" as a key would carry its token.
+      const plain = issue.keys.filter(isPlainKey);
+      const hidden = issue.keys.length - plain.length;
+      const named = plain.map((k) => JSON.stringify(k));
+      if (hidden > 0) named.push(`${hidden === 1 ? 'one' : hidden} not shown (${NOT_PLAIN})`);
+      const said = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${named.join(', ')}`;
+      return [{ path: shownPath, message: `${said}${from ? unknownKeysHint(from.schema, from.input, path, plain) : ''}` }];
     });
   return walk(issues, []);
 }
+
+/**
+ * A key CONFIG_FILE's messages may repeat: an HTTP token (letters, digits and
+ * !#$%&'*+.^_`|~-), up to 100 characters, as header names are. Every key the schemas name is one;
+ * a key that is not (a header's name given as "Authorization: Bearer …", a value pasted where a
+ * key goes) is never echoed, since it may hold a credential.
+ */
+const PLAIN_KEY = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+const isPlainKey = (key: string): boolean => PLAIN_KEY.test(key);
+const NOT_PLAIN = 'not a plain name, so it may hold a value';
+/** A path's keys as messages show them: an array index or a plain key as it is, any other key not shown. */
+const shownKey = (key: PropertyKey): PropertyKey => (typeof key !== 'string' || isPlainKey(key) ? key : `(a key not shown: ${NOT_PLAIN})`);

@@ -78,13 +78,26 @@ describe('unknown CONFIG_FILE keys: the allowed keys and a near one', () => {
   });
 });
 
-describe('unknown CONFIG_FILE keys holding control characters', () => {
-  it('are said as JSON strings, at start and in the CLI\'s warnings, never as raw escape sequences or line breaks', async () => {
-    const config = { sinks: [{ name: 'log', type: 'stdout', '\u001b[31mred\nline': 1 }] };
-    const said = 'CONFIG_FILE sinks.0: Unrecognized key: "\\u001b[31mred\\nline" (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)';
+describe('CONFIG_FILE keys that are not plain names', () => {
+  it('are not echoed, at start and in the CLI\'s warnings: a key holding control characters, or a token pasted as a key', async () => {
+    const config = { sinks: [{ name: 'log', type: 'stdout', '\u001b[31mred\nline': 1, 'Bearer sk-live.TOKEN123': 2, concurrency: 1 }] };
+    const said = 'CONFIG_FILE sinks.0: Unrecognized keys: 2 not shown (not a plain name, so it may hold a value) (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)';
     expect(await serveLines(config)).toEqual([`config error: ${said}`]);
     const listed = await cli(['sinks', 'list'], { DATABASE_PATH: join(dir, 'none.db'), CONFIG_FILE: configFile(config) });
     expect(listed.stderr.split('\n')[0]).toBe(`warning: ${said} (sinks shown from the database only)`);
     expect(listed.stderr).not.toContain('\u001b');
+    expect(listed.stderr).not.toContain('TOKEN123');
+  });
+
+  it('a header named "Authorization: Bearer …" whose value the schema refuses: its name is not in the path the message gives', async () => {
+    const headers = { 'Authorization: Bearer sk-live.TOKEN123': { envv: 'X' }, 'X-Team': { envv: 'Y' } };
+    const config = { sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers }] };
+    const lines = await serveLines(config);
+    expect(lines.join('\n')).not.toContain('TOKEN123');
+    expect(lines).toContain('config error: CONFIG_FILE sinks.0.headers.(a key not shown: not a plain name, so it may hold a value): Unrecognized key: "envv"; did you mean "env"? (allowed keys: env)');
+    expect(lines).toContain('config error: CONFIG_FILE sinks.0.headers.X-Team: Unrecognized key: "envv"; did you mean "env"? (allowed keys: env)');
+    const listed = await cli(['sinks', 'list'], { DATABASE_PATH: join(dir, 'none.db'), CONFIG_FILE: configFile(config) });
+    expect(listed.stderr).toContain('sinks.0.headers.(a key not shown');
+    expect(listed.stderr).not.toContain('TOKEN123');
   });
 });
