@@ -54,9 +54,16 @@ export interface CommittedRow {
 /**
  * Runs `body` while another process commits to the database at `path` back to back (one statement
  * per commit, bounded to 30 s: `row`, or a row of `row` bytes into a table `filler`), as a receiver
- * under load does; `body` starts once it is committing, and is told whether it still is.
+ * under load does; `body` starts once it is committing, and is told whether it still is. A writer
+ * that has not made its first 50 commits within `startTimeoutMs` (a lock held on the database, a
+ * start-up that hangs), or that ends before them, fails the call at once with what it waited for.
  */
-export async function whileCommitting<T>(path: string, row: number | CommittedRow, body: (writing: () => boolean) => Promise<T>): Promise<T> {
+export async function whileCommitting<T>(
+  path: string,
+  row: number | CommittedRow,
+  body: (writing: () => boolean) => Promise<T>,
+  startTimeoutMs = 10_000,
+): Promise<T> {
   const { statement, args, setup } =
     typeof row === 'number'
       ? { statement: 'INSERT INTO filler (v) VALUES (?)', args: `'x'.repeat(${row})`, setup: 'CREATE TABLE IF NOT EXISTS filler (v TEXT)' }
@@ -77,7 +84,20 @@ export async function whileCommitting<T>(path: string, row: number | CommittedRo
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   try {
-    await new Promise<void>((resolve) => writer.stdout!.once('data', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`whileCommitting: the writer had not made its first 50 commits to ${path} after ${startTimeoutMs} ms (a lock held on the database, or a writer stuck starting)`)),
+        startTimeoutMs,
+      );
+      writer.stdout!.once('data', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      writer.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`whileCommitting: the writer ended (exit code ${code}, signal ${signal}) before its first 50 commits to ${path}`));
+      });
+    });
     return await body(() => writer.exitCode === null);
   } finally {
     writer.kill('SIGKILL');
