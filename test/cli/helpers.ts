@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import { expect } from 'vitest';
 import { ROOT, runTs } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 
 export interface CliResult {
   code: number | null;
@@ -107,17 +108,14 @@ export async function whileCommitting<T>(
 /** `n` events dead-lettered for the sink crm: their jobs dead, their delivery rows dead. */
 export function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
   const at = '2026-11-20T10:00:00.000Z';
-  const job = w.prepare(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-     VALUES ('sink:crm', json_object('event_id', @e, 'sink', 'crm'), @e, 'sink:crm', 'dead', @at, 25, 25, 'HTTP 503', @at, @at, @at)`,
-  );
+  const job = jobSeeder(w);
   const delivery = w.prepare(
     `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
      VALUES (@e, 'crm', 'msg_' || @e, 'dead', 25, 503, 'HTTP 503', @at, @at, @at, @at)`,
   );
   w.transaction(() => {
     for (let i = 0; i < n; i++) {
-      job.run({ e: `evt-${i}`, at });
+      job({ kind: 'sink:crm', payload: JSON.stringify({ event_id: `evt-${i}`, sink: 'crm' }), event_id: `evt-${i}`, state: 'dead', run_at: at, attempts: 25, last_error: 'HTTP 503', finished_at: at });
       delivery.run({ e: `evt-${i}`, at });
     }
   })();
