@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, deadDeliveries, until, withMigratedDatabase } from './helpers.js';
 
@@ -67,12 +68,9 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
   it('prune --json: the batch in flight commits, a line says how many were deleted, JSON says interrupted, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'prune.db'), async (path, w) => {
       const total = 20_000;
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       w.transaction(() => {
-        for (let i = 0; i < total; i++) insert.run(`evt-${i}`, old, old, old, old);
+        for (let i = 0; i < total; i++) insert({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'done', run_at: old, attempts: 1, finished_at: old });
       })();
       // `timeout -s TERM` of a cron job: ended at once, it printed nothing (40,000 of 100,000 deleted, unsaid).
       const r = await interruptAfterFirstBatch(w, ['prune', '--older-than', '1d', '--json'], { DATABASE_PATH: path }, 'SIGTERM');
@@ -111,12 +109,9 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       deadDeliveries(w, 3);
       // Deliveries already waiting, queued with another max_attempts than the configuration's now: 120 batches.
       const waiting = 60_000;
-      const job = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', '2099-01-01T00:00:00.000Z', 1, 25, ?, ?)`,
-      );
+      const job = jobSeeder(w);
       w.transaction(() => {
-        for (let i = 0; i < waiting; i++) job.run(`evt-waiting-${i}`, old, old);
+        for (let i = 0; i < waiting; i++) job({ kind: 'sink:crm', event_id: `evt-waiting-${i}`, state: 'pending', run_at: '2099-01-01T00:00:00.000Z', attempts: 1, created_at: old });
       })();
       const config = join(dir, 'retry-late.json');
       writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
@@ -135,12 +130,9 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     await withMigratedDatabase(join(dir, 'send-now.db'), async (path, w) => {
       const total = 20_000;
       const later = '2099-01-01T00:00:00.000Z';
-      const job = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 3, 25, ?, ?)`,
-      );
+      const job = jobSeeder(w);
       w.transaction(() => {
-        for (let i = 0; i < total; i++) job.run(`evt-${i}`, later, old, old);
+        for (let i = 0; i < total; i++) job({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'pending', run_at: later, attempts: 3, created_at: old });
       })();
       w.prepare("INSERT INTO sink_state (sink, disabled_at, disabled_reason, disabled_status, updated_at) VALUES ('crm', ?, '410 Gone', 410, ?)").run(old, old);
       const r = await interruptAfterFirstBatch(w, ['sinks', 'send-now', 'crm', '--json'], { DATABASE_PATH: path }, 'SIGINT');
@@ -279,13 +271,10 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
 
   it('prune: a SIGTERM after a last batch that was full ends it as a whole run (it said "stopped part-way ... run it again for the rest", with nothing left)', async () => {
     await withMigratedDatabase(join(dir, 'prune-after-last.db'), async (path, w) => {
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       // Exactly one batch (PRUNE_BATCH): the signal comes before the batch that would find nothing.
       w.transaction(() => {
-        for (let i = 0; i < 500; i++) insert.run(`evt-${i}`, old, old, old, old);
+        for (let i = 0; i < 500; i++) insert({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'done', run_at: old, attempts: 1, finished_at: old });
       })();
       const child = runTs('test/helpers/lateDuplicateSignal.ts', ['prune', '--older-than', '1d', '--progress', '--json'], { DATABASE_PATH: path, CLI_PROGRESS_INTERVAL_MS: '0', SIGNAL_AFTER: '500 jobs deleted so far' });
       const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);

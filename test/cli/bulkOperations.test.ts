@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, deadDeliveries, withMigratedDatabase } from './helpers.js';
 
@@ -108,12 +109,9 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
   it('prune stopped by a failure part-way says how many jobs it deleted before it', async () => {
     await withDatabase('prune-stopped.db', async (path, w) => {
       const old = '2020-01-01T00:00:00.000Z';
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'done', ?, 1, 25, ?, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       w.transaction(() => {
-        for (let i = 0; i < 1_200; i++) insert.run(`evt-${i}`, old, old, old, old);
+        for (let i = 0; i < 1_200; i++) insert({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'done', run_at: old, attempts: 1, finished_at: old });
       })();
       w.exec(`CREATE TRIGGER stop_after_500 BEFORE DELETE ON jobs WHEN (SELECT count(*) FROM jobs) <= 700
         BEGIN SELECT RAISE(ABORT, 'stopped by the test'); END`);
@@ -130,14 +128,11 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
   it('sinks send-now stopped by a failure part-way says how many deliveries it made due before it', async () => {
     await withDatabase('send-now-stopped.db', async (path, w) => {
       const later = '2099-01-01T00:00:00.000Z';
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       const row = w.prepare("INSERT INTO deliveries (event_id, sink, message_id, state, attempts, queued_at, created_at, updated_at) VALUES (?, 'crm', ?, 'retrying', 2, ?, ?, ?)");
       w.transaction(() => {
         for (let i = 0; i < 1_200; i++) {
-          insert.run(`evt-${i}`, later, later, later);
+          insert({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'pending', run_at: later, attempts: 2 });
           row.run(`evt-${i}`, `msg-${i}`, later, later, later);
         }
       })();

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import { expect } from 'vitest';
 import { ROOT, runTs } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 
 export interface CliResult {
   code: number | null;
@@ -54,9 +55,16 @@ export interface CommittedRow {
 /**
  * Runs `body` while another process commits to the database at `path` back to back (one statement
  * per commit, bounded to 30 s: `row`, or a row of `row` bytes into a table `filler`), as a receiver
- * under load does; `body` starts once it is committing, and is told whether it still is.
+ * under load does; `body` starts once it is committing, and is told whether it still is. A writer
+ * that has not made its first 50 commits within `startTimeoutMs` (a lock held on the database, a
+ * start-up that hangs), or that ends before them, fails the call at once with what it waited for.
  */
-export async function whileCommitting<T>(path: string, row: number | CommittedRow, body: (writing: () => boolean) => Promise<T>): Promise<T> {
+export async function whileCommitting<T>(
+  path: string,
+  row: number | CommittedRow,
+  body: (writing: () => boolean) => Promise<T>,
+  startTimeoutMs = 10_000,
+): Promise<T> {
   const { statement, args, setup } =
     typeof row === 'number'
       ? { statement: 'INSERT INTO filler (v) VALUES (?)', args: `'x'.repeat(${row})`, setup: 'CREATE TABLE IF NOT EXISTS filler (v TEXT)' }
@@ -77,7 +85,20 @@ export async function whileCommitting<T>(path: string, row: number | CommittedRo
     { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   try {
-    await new Promise<void>((resolve) => writer.stdout!.once('data', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`whileCommitting: the writer had not made its first 50 commits to ${path} after ${startTimeoutMs} ms (a lock held on the database, or a writer stuck starting)`)),
+        startTimeoutMs,
+      );
+      writer.stdout!.once('data', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      writer.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        reject(new Error(`whileCommitting: the writer ended (exit code ${code}, signal ${signal}) before its first 50 commits to ${path}`));
+      });
+    });
     return await body(() => writer.exitCode === null);
   } finally {
     writer.kill('SIGKILL');
@@ -87,17 +108,14 @@ export async function whileCommitting<T>(path: string, row: number | CommittedRo
 /** `n` events dead-lettered for the sink crm: their jobs dead, their delivery rows dead. */
 export function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
   const at = '2026-11-20T10:00:00.000Z';
-  const job = w.prepare(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-     VALUES ('sink:crm', json_object('event_id', @e, 'sink', 'crm'), @e, 'sink:crm', 'dead', @at, 25, 25, 'HTTP 503', @at, @at, @at)`,
-  );
+  const job = jobSeeder(w);
   const delivery = w.prepare(
     `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
      VALUES (@e, 'crm', 'msg_' || @e, 'dead', 25, 503, 'HTTP 503', @at, @at, @at, @at)`,
   );
   w.transaction(() => {
     for (let i = 0; i < n; i++) {
-      job.run({ e: `evt-${i}`, at });
+      job({ kind: 'sink:crm', payload: JSON.stringify({ event_id: `evt-${i}`, sink: 'crm' }), event_id: `evt-${i}`, state: 'dead', run_at: at, attempts: 25, last_error: 'HTTP 503', finished_at: at });
       delivery.run({ e: `evt-${i}`, at });
     }
   })();

@@ -2,8 +2,9 @@ import { Writable } from 'node:stream';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
 import { cli, until, withMigratedDatabase } from './helpers.js';
@@ -71,6 +72,29 @@ beforeAll(async () => {
   expect(await res.json()).toMatchObject({ outcome: 'quarantined' });
   await until(() => sinkLines().length === 4, 'the file sink to receive the 4 events');
   await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue');
+  fixture = Object.fromEntries(FIXTURE_TABLES.map((t) => [t, all<Record<string, unknown>>(`SELECT * FROM ${t} ORDER BY rowid`)]));
+});
+
+/**
+ * The rows of the shared receiver's queue and sink records as beforeAll left them. Tests dead-letter,
+ * replay, retry, disable and enable on that receiver; each starts again from these rows, so that none
+ * depends on which tests ran before it (vitest --sequence.shuffle), nor leaves a job for the next.
+ */
+const FIXTURE_TABLES = ['jobs', 'deliveries', 'sink_state'] as const;
+let fixture: Record<string, Record<string, unknown>[]> = {};
+
+afterEach(async () => {
+  if (!db) return;
+  await until(() => one<{ n: number }>("SELECT COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running')").n === 0, 'an idle queue after the test, before its rows are restored');
+  db.transaction(() => {
+    for (const table of FIXTURE_TABLES) {
+      db.prepare(`DELETE FROM ${table}`).run();
+      for (const row of fixture[table] ?? []) {
+        const columns = Object.keys(row);
+        db.prepare(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`).run(row);
+      }
+    }
+  })();
 });
 
 afterAll(async () => {
@@ -138,12 +162,13 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
 
   it('replays one application to a sink (same message id) and events through processing, waiting for the receiver', async () => {
     const idsBefore = all<{ event_id: string; message_id: string }>("SELECT event_id, message_id FROM deliveries WHERE sink = 'archive' ORDER BY event_id");
+    const linesBefore = sinkLines().length; // 4 when it runs first; the file keeps what other tests' replays appended
     const toSink = await cli(['replay', '--application', 'ext-a', '--sink', 'archive', '--wait', '--timeout', '20'], { DATABASE_PATH: dbPath, CONFIG_FILE: env.CONFIG_FILE! });
     expect(toSink.code, toSink.stderr).toBe(0);
     expect(toSink.stdout).toMatch(/3 events selected; sink archive: 3 queued; finished: 3 done, 0 dead/);
     const lines = sinkLines();
-    expect(lines).toHaveLength(7);
-    expect(lines.slice(4).map((l) => l.id).sort()).toEqual(['evt-a1', 'evt-a2', 'evt-a3']);
+    expect(lines).toHaveLength(linesBefore + 3);
+    expect(lines.slice(linesBefore).map((l) => l.id).sort()).toEqual(['evt-a1', 'evt-a2', 'evt-a3']);
     expect(all("SELECT event_id, message_id FROM deliveries WHERE sink = 'archive' ORDER BY event_id")).toEqual(idsBefore);
 
     const processing = await cli(['replay', '--type', 'application.created', '--since', '1h', '--wait', '--json'], { DATABASE_PATH: dbPath });
@@ -154,17 +179,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       { event_id: 'evt-b1', n: 1 },
     ]);
     // Already settled: replaying processing does not deliver to sinks again.
-    expect(sinkLines()).toHaveLength(7);
+    expect(sinkLines()).toHaveLength(linesBefore + 3);
   });
 
   it('replay through processing counts an event whose process_event job is still open as already queued', async () => {
     // Due in an hour, so the running receiver leaves it pending.
-    const queued = db
-      .prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at)
-         VALUES ('process_event', '{"event_id":"evt-a2"}', 'evt-a2', 'default', 'pending', ?, 0, 25, ?, ?)`,
-      )
-      .run(new Date(Date.now() + 3_600_000).toISOString(), new Date().toISOString(), new Date().toISOString()).lastInsertRowid;
+    const queued = jobSeeder(db)({
+      kind: 'process_event', payload: '{"event_id":"evt-a2"}', event_id: 'evt-a2', state: 'pending', run_at: new Date(Date.now() + 3_600_000).toISOString(), created_at: new Date().toISOString(),
+    });
     try {
       const r = await cli(['replay', '--id', 'evt-a1', '--id', 'evt-a2', '--processing', '--dry-run', '--json'], { DATABASE_PATH: dbPath });
       expect(r.code, r.stderr).toBe(0);
@@ -250,16 +272,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
 
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
     await withOwnDatabase('reads.db', async (own, w) => {
-      const job = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, last_error)
-         VALUES ('fetch_result', '{}', ?, 'default', 'pending', ?, ?, 25, ?, ?, ?)`,
-      );
       const now = new Date().toISOString();
-      job.run('evt-r1', now, 0, now, now, 'result still processing');
+      const seed = jobSeeder(w);
+      const job = (event_id: string, attempts: number, updated_at: string, last_error: string) => seed({ kind: 'fetch_result', event_id, state: 'pending', run_at: now, attempts, updated_at, last_error });
+      job('evt-r1', 0, now, 'result still processing');
       // Failed once, then polled normally: attempts stay counted, but it is not failing now.
-      job.run('evt-r0', now, 1, now, '2026-11-25T03:00:00.000Z', 'result still processing');
-      job.run('evt-r2', now, 3, now, '2026-11-25T01:00:00.000Z', 'interview: HTTP 502');
-      job.run('evt-r3', now, 2, now, '2026-11-25T02:00:00.000Z', 'interview: HTTP 503 error');
+      job('evt-r0', 1, '2026-11-25T03:00:00.000Z', 'result still processing');
+      job('evt-r2', 3, '2026-11-25T01:00:00.000Z', 'interview: HTTP 502');
+      job('evt-r3', 2, '2026-11-25T02:00:00.000Z', 'interview: HTTP 503 error');
       const json = await cli(['status', '--json'], { DATABASE_PATH: own });
       expect(JSON.parse(json.stdout).result_reads).toEqual({
         pending: 4,
@@ -279,10 +299,7 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       );
       // A running job whose lease ran out: its process died or hangs.
       const past = new Date(Date.now() - 60_000).toISOString();
-      w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_owner, lease_token, lease_expires_at)
-         VALUES ('fetch_result', '{}', 'evt-r9', 'default', 'running', ?, 1, 25, ?, ?, 'gone', 't', ?)`,
-      ).run(past, past, past, past);
+      seed({ kind: 'fetch_result', event_id: 'evt-r9', state: 'running', run_at: past, attempts: 1, lease_owner: 'gone', lease_token: 't', lease_expires_at: past });
       expect(JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout).jobs.running_lease_expired).toBe(1);
       expect((await cli(['status'], { DATABASE_PATH: own })).stdout).toMatch(/^jobs {11}pending 4, running 1 \(1 past their lease: their process died or hangs\), done 0, dead 0$/m);
     });
@@ -414,14 +431,13 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
 
   it('prune deletes finished jobs older than --older-than (a dry run first), and keeps dead letters and jobs still to run', async () => {
     await withOwnDatabase('prune.db', async (own, w) => {
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', ?, ?, 1, 3, ?, ?, ?)`,
-      );
+      const seed = jobSeeder(w);
+      const insert = (event_id: string, state: 'done' | 'dead' | 'pending', at: string, finished_at: string | null) => seed({ kind: 'sink:a', event_id, state, run_at: at, attempts: 1, max_attempts: 3, finished_at });
       const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
-      for (let i = 0; i < 3; i++) insert.run(`old-${i}`, 'done', ago(10), ago(10), ago(10), ago(10));
-      insert.run('recent', 'done', ago(1), ago(1), ago(1), ago(1));
-      insert.run('dead', 'dead', ago(10), ago(10), ago(10), ago(10));
-      insert.run('pending', 'pending', ago(10), ago(10), ago(10), null);
+      for (let i = 0; i < 3; i++) insert(`old-${i}`, 'done', ago(10), ago(10));
+      insert('recent', 'done', ago(1), ago(1));
+      insert('dead', 'dead', ago(10), ago(10));
+      insert('pending', 'pending', ago(10), null);
       const dry = await cli(['prune', '--older-than', '7d', '--dry-run', '--json'], { DATABASE_PATH: own });
       expect(dry.code, dry.stderr).toBe(0);
       expect(JSON.parse(dry.stdout)).toMatchObject({ dry_run: true, jobs: 3 });
@@ -604,8 +620,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
   });
 
   it('lists dead letters and runs them again', async () => {
-    const job = one<{ id: number }>("SELECT id FROM jobs WHERE kind = 'process_event' AND event_id = 'evt-b1' ORDER BY id LIMIT 1");
-    db.prepare("UPDATE jobs SET state = 'dead', attempts = 25, last_error = 'hiring API answered 500 (simulated)' WHERE id = ?").run(job.id);
+    // A fold of evt-b1 that died: its own, not the job an earlier test's replay through processing left.
+    const at = new Date().toISOString();
+    const job = {
+      id: jobSeeder(db)({
+        kind: 'process_event', payload: '{"event_id":"evt-b1"}', event_id: 'evt-b1', state: 'dead', run_at: at,
+        attempts: 25, last_error: 'hiring API answered 500 (simulated)', finished_at: at,
+      }),
+    };
     const list = await cli(['dead-letters', 'list', '--json'], { DATABASE_PATH: dbPath });
     expect(list.code, list.stderr).toBe(0);
     expect(JSON.parse(list.stdout)).toEqual([expect.objectContaining({ id: job.id, kind: 'process_event', event_id: 'evt-b1', last_error: 'hiring API answered 500 (simulated)' })]);
@@ -666,16 +688,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
   it('dead-letters discard deletes the dead letters meant to stay unsent (a dry run first), keeping what they failed on in deliveries', async () => {
     await withOwnDatabase('discard.db', async (own, w) => {
       const at = new Date().toISOString();
-      const dead = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-         VALUES (?, '{}', ?, ?, 'dead', ?, 3, 3, 'sink is no longer configured', ?, ?, ?)`,
-      );
-      const old1 = Number(dead.run('sink:old-crm', 'evt-d1', 'sink:old-crm', at, at, at, at).lastInsertRowid);
-      dead.run('sink:old-crm', 'evt-d2', 'sink:old-crm', at, at, at, at);
-      const read = Number(dead.run('fetch_result', 'evt-d3', 'default', at, at, at, at).lastInsertRowid);
+      const seed = jobSeeder(w);
+      const dead = (kind: string, event_id: string) => seed({ kind, event_id, state: 'dead', run_at: at, attempts: 3, max_attempts: 3, last_error: 'sink is no longer configured', finished_at: at });
+      const old1 = dead('sink:old-crm', 'evt-d1');
+      dead('sink:old-crm', 'evt-d2');
+      const read = dead('fetch_result', 'evt-d3');
       // A read whose event is settled (sent as given_up), and one whose event still awaits it.
       w.prepare(`INSERT INTO event_processing (event_id, state, resource, updated_at) VALUES ('evt-d3', 'settled', 'interview', ?), ('evt-d4', 'awaiting_result', 'interview', ?)`).run(at, at);
-      const stranded = Number(dead.run('fetch_result', 'evt-d4', 'default', at, at, at, at).lastInsertRowid);
+      const stranded = dead('fetch_result', 'evt-d4');
       w.prepare(`INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES ('evt-d1', 'old-crm', 'msg_d1', 'dead', 3, 'sink is no longer configured', ?, ?, ?)`).run(at, at, at);
       const env = { DATABASE_PATH: own };
       const jobs = () => w.prepare('SELECT id, kind FROM jobs ORDER BY id').all();
@@ -719,12 +739,11 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       const event = w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', ?, ?, ?, '{}')`);
       event.run('evt-acme', 'acme', at, 'msg-acme');
       event.run('evt-globex', 'globex', at, 'msg-globex');
-      const dead = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) VALUES (?, '{}', ?, ?, 'dead', ?, 3, 3, 'x', ?, ?, ?)`,
-      );
-      const acmeSink = Number(dead.run('sink:crm', 'evt-acme', 'sink:crm', at, at, at, at).lastInsertRowid);
-      const acmeRead = Number(dead.run('fetch_result', 'evt-acme', 'acme', at, at, at, at).lastInsertRowid);
-      dead.run('sink:crm', 'evt-globex', 'sink:crm', at, at, at, at);
+      const seed = jobSeeder(w);
+      const dead = (kind: string, event_id: string, source?: string) => seed({ kind, event_id, source, state: 'dead', run_at: at, attempts: 3, max_attempts: 3, last_error: 'x', finished_at: at });
+      const acmeSink = dead('sink:crm', 'evt-acme');
+      const acmeRead = dead('fetch_result', 'evt-acme', 'acme');
+      dead('sink:crm', 'evt-globex');
       const env = { DATABASE_PATH: own };
       const listed = await cli(['dead-letters', 'list', '--source', 'acme', '--json'], env);
       expect((JSON.parse(listed.stdout) as { id: number }[]).map((r) => r.id).sort()).toEqual([acmeSink, acmeRead].sort());
@@ -733,7 +752,7 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       // A dry run first: counts, changes nothing (by event too: a fold and a delivery of it, through two indexes).
       const dry = await cli(['dead-letters', 'retry', '--source', 'acme', '--dry-run', '--json'], env);
       expect(JSON.parse(dry.stdout)).toEqual({ dry_run: true, retried: 2 });
-      dead.run('process_event', 'evt-acme', 'acme', at, at, at, at);
+      dead('process_event', 'evt-acme', 'acme');
       expect(JSON.parse((await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--dry-run', '--json'], env)).stdout)).toEqual({ dry_run: true, retried: 3 });
       expect(w.prepare("SELECT count(*) FROM jobs WHERE state = 'dead'").pluck().get()).toBe(4);
       const retried = await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--json'], env);
@@ -745,11 +764,7 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
   it('dead-letters retry gives retried sink deliveries the max_attempts configured now, not the one they were queued with', async () => {
     await withOwnDatabase('max-attempts.db', async (own, w) => {
       const at = new Date().toISOString();
-      const job = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-         VALUES ('sink:crm', '{"event_id":"evt-m1","sink":"crm"}', 'evt-m1', 'sink:crm', 'dead', ?, 3, 3, 'HTTP 503', ?, ?, ?)`,
-      );
-      const crm = Number(job.run(at, at, at, at).lastInsertRowid);
+      const crm = jobSeeder(w)({ kind: 'sink:crm', payload: '{"event_id":"evt-m1","sink":"crm"}', event_id: 'evt-m1', state: 'dead', run_at: at, attempts: 3, max_attempts: 3, last_error: 'HTTP 503', finished_at: at });
       const config = join(dir, 'max-attempts.json');
       writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: { env: 'CRM_SINK_SECRET' }, max_attempts: 50 }] }));
       const retry = await cli(['dead-letters', 'retry', '--kind', 'sink:crm'], { DATABASE_PATH: own, CONFIG_FILE: config });

@@ -6,6 +6,7 @@ import { makeProgress } from '../../src/cli/progress.js';
 import { readMigrations } from '../../src/db/migrate.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { runTs } from '../helpers/childServer.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, until, whileCommitting, withMigratedDatabase } from './helpers.js';
 
@@ -18,9 +19,9 @@ const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOStri
 
 /** `n` sink jobs finished 10 days ago (what `prune --older-than 7d` deletes), for the event `eventOf(i)`, in one transaction. */
 function seedOldFinishedJobs(w: BetterSqlite3.Database, n: number, eventOf: (i: number) => string = () => 'evt'): void {
-  const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`);
+  const job = jobSeeder(w);
   w.transaction(() => {
-    for (let i = 0; i < n; i++) job.run(eventOf(i), ago(10), ago(10), ago(10), ago(10));
+    for (let i = 0; i < n; i++) job({ kind: 'sink:a', event_id: eventOf(i), state: 'done', run_at: ago(10), attempts: 1, max_attempts: 3, finished_at: ago(10) });
   })();
 }
 const lines = (stderr: string) => stderr.split('\n').filter((l) => l !== '');
@@ -140,9 +141,9 @@ describe('progress on stderr', () => {
 
   it('dead-letters retry and discard show the dead letters they have been through with --progress, stdout as without it', async () => {
     await withMigratedDatabase(join(dir, 'dead.db'), async (path, w) => {
-      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'dead', ?, 3, 3, ?, ?, ?)`);
+      const job = jobSeeder(w);
       w.transaction(() => {
-        for (let i = 0; i < 1200; i++) job.run(`evt-${i}`, ago(1), ago(1), ago(1), ago(1));
+        for (let i = 0; i < 1200; i++) job({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'dead', run_at: ago(1), attempts: 3, max_attempts: 3, finished_at: ago(1) });
       })();
       const killAgain = () => w.prepare("UPDATE jobs SET state = 'dead'").run();
       const env = { DATABASE_PATH: path, ...everyStep };
@@ -226,11 +227,11 @@ describe('progress on stderr', () => {
   it('sinks send-now with --progress shows the deliveries made due so far; stdout as without it', async () => {
     await withMigratedDatabase(join(dir, 'send-now.db'), async (path, w) => {
       w.prepare("INSERT INTO sink_state (sink, updated_at) VALUES ('crm', ?)").run(ago(1));
-      const job = w.prepare(`INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 8, ?, ?)`);
+      const job = jobSeeder(w);
       const backOff = () =>
         w.transaction(() => {
           w.prepare("DELETE FROM jobs").run();
-          for (let i = 0; i < 1200; i++) job.run(`evt-${i}`, ago(-1), ago(1), ago(1));
+          for (let i = 0; i < 1200; i++) job({ kind: 'sink:crm', event_id: `evt-${i}`, state: 'pending', run_at: ago(-1), attempts: 2, max_attempts: 8, created_at: ago(1) });
         })();
       const env = { DATABASE_PATH: path, ...everyStep };
       expect(await progressLines(['sinks', 'send-now', 'crm'], env, backOff)).toEqual(['sinks send-now: 500 deliveries made due so far', 'sinks send-now: 1,000 deliveries made due so far', 'sinks send-now: 1,200 deliveries made due so far']);

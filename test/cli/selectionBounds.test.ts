@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, withMigratedDatabase } from './helpers.js';
 
@@ -82,12 +83,10 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
 
   it('prune --older-than keeps a job finished more recently than that, and takes 1h, the least it allows', async () => {
     await withMigratedDatabase(join(dir, 'prune.db'), async (path, w) => {
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'done', ?, 1, 3, ?, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       const ago = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
-      insert.run('eight-days', ago(8), ago(8), ago(8), ago(8));
-      insert.run('five-days', ago(5), ago(5), ago(5), ago(5));
+      insert({ kind: 'sink:a', event_id: 'eight-days', state: 'done', run_at: ago(8), attempts: 1, max_attempts: 3, finished_at: ago(8) });
+      insert({ kind: 'sink:a', event_id: 'five-days', state: 'done', run_at: ago(5), attempts: 1, max_attempts: 3, finished_at: ago(5) });
       const pruned = await cli(['prune', '--older-than', '7d', '--json'], { DATABASE_PATH: path });
       expect(pruned.code, pruned.stderr).toBe(0);
       expect(JSON.parse(pruned.stdout)).toMatchObject({ dry_run: false, jobs: 1 });
@@ -100,12 +99,10 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
 
   it('status names the oldest pending job as the one queued first, not the newest', async () => {
     await withMigratedDatabase(join(dir, 'oldest.db'), async (path, w) => {
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:a', '{}', ?, 'sink:a', 'pending', ?, 0, 3, ?, ?)`,
-      );
+      const insert = jobSeeder(w);
       const ago = (hours: number) => new Date(Date.now() - hours * 3_600_000).toISOString();
-      insert.run('evt-newer', ago(1), ago(1), ago(1));
-      insert.run('evt-older', ago(5), ago(5), ago(5));
+      insert({ kind: 'sink:a', event_id: 'evt-newer', state: 'pending', run_at: ago(1), max_attempts: 3 });
+      insert({ kind: 'sink:a', event_id: 'evt-older', state: 'pending', run_at: ago(5), max_attempts: 3 });
       const r = await cli(['status', '--json'], { DATABASE_PATH: path });
       expect(r.code, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout).oldest_pending_job).toMatchObject({ event_id: 'evt-older', kind: 'sink:a' });
@@ -114,11 +111,10 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
 
   it('dead-letters list --limit n lists n dead letters, the latest first', async () => {
     await withMigratedDatabase(join(dir, 'list-limit.db'), async (path, w) => {
-      const insert = w.prepare(
-        `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-         VALUES ('sink:crm', '{}', ?, 'sink:crm', 'dead', ?, 3, 3, 'HTTP 503', ?, ?, ?)`,
-      );
-      for (const [event, at] of [['evt-old', '2026-11-20T10:00:00.000Z'], ['evt-new', '2026-11-20T11:00:00.000Z']] as const) insert.run(event, at, at, at, at);
+      const insert = jobSeeder(w);
+      for (const [event, at] of [['evt-old', '2026-11-20T10:00:00.000Z'], ['evt-new', '2026-11-20T11:00:00.000Z']] as const) {
+        insert({ kind: 'sink:crm', event_id: event, state: 'dead', run_at: at, attempts: 3, max_attempts: 3, last_error: 'HTTP 503', finished_at: at });
+      }
       const r = await cli(['dead-letters', 'list', '--limit', '1', '--json'], { DATABASE_PATH: path });
       expect(r.code, r.stderr).toBe(0);
       expect((JSON.parse(r.stdout) as { event_id: string }[]).map((d) => d.event_id)).toEqual(['evt-new']);
@@ -128,14 +124,9 @@ describe('the bounds of what the operator commands select', { timeout: 60_000 },
   it('dead-letters retry --all (no --kind) also gives the retried sink deliveries their sink\'s max_attempts as configured now', async () => {
     await withMigratedDatabase(join(dir, 'retry-all.db'), async (path, w) => {
       const at = new Date().toISOString();
-      const id = Number(
-        w
-          .prepare(
-            `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at)
-             VALUES ('sink:crm', '{"event_id":"evt-m1","sink":"crm"}', 'evt-m1', 'sink:crm', 'dead', ?, 3, 3, 'HTTP 503', ?, ?, ?)`,
-          )
-          .run(at, at, at, at).lastInsertRowid,
-      );
+      const id = jobSeeder(w)({
+        kind: 'sink:crm', payload: '{"event_id":"evt-m1","sink":"crm"}', event_id: 'evt-m1', state: 'dead', run_at: at, attempts: 3, max_attempts: 3, last_error: 'HTTP 503', finished_at: at,
+      });
       w.prepare(
         `INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at)
          VALUES ('evt-m1', 'crm', 'msg_m1', 'dead', 3, 503, 'HTTP 503', ?, ?, ?, ?)`,

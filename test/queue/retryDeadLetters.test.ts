@@ -12,6 +12,7 @@ import { cli } from '../cli/helpers.js';
 import { scratchDatabase } from '../helpers/database.js';
 import { SinkGate } from '../../src/sinks/SinkGate.js';
 import { disableSink } from '../../src/sinks/deliveryRecords.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 
 // A sink's consumer down for longer than its retries (about 14 h): every delivery of that time is
@@ -25,16 +26,14 @@ const T = '2026-11-01T00:00:00.000Z';
 
 /** `n` dead-lettered deliveries to sink `crm`: their jobs and their `deliveries` rows. */
 function deadLetters(sqlite: BetterSqlite3.Database, n: number): void {
-  const job = sqlite.prepare(
-    "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at, finished_at) VALUES ('sink:crm', ?, ?, 'sink:crm', 'dead', ?, 25, 25, 'HTTP 503', ?, ?, ?)",
-  );
+  const job = jobSeeder(sqlite);
   const delivery = sqlite.prepare(
     "INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_status_code, last_error, last_attempt_at, queued_at, created_at, updated_at) VALUES (?, 'crm', ?, 'dead', 25, 503, 'HTTP 503', ?, ?, ?, ?)",
   );
   sqlite.transaction(() => {
     for (let i = 0; i < n; i++) {
       const e = `evt_${String(i).padStart(6, '0')}`;
-      job.run(JSON.stringify({ event_id: e }), e, T, T, T, T);
+      job({ kind: 'sink:crm', payload: JSON.stringify({ event_id: e }), event_id: e, state: 'dead', run_at: T, attempts: 25, last_error: 'HTTP 503', finished_at: T });
       delivery.run(e, `msg_${i}`, T, T, T, T);
     }
   })();
@@ -94,9 +93,7 @@ describe('dead-letters retry of many dead letters', () => {
     deadLetters(database.sqlite, N);
     // A delivery waiting (not a dead letter) takes it too, as README says (in batches as well: one
     // statement over all of them held the write lock 0.6 s after a retry of 200,000).
-    const waiting = database.sqlite
-      .prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)")
-      .run('evt_waiting', T, T, T).lastInsertRowid;
+    const waiting = jobSeeder(database.sqlite)({ kind: 'sink:crm', event_id: 'evt_waiting', state: 'pending', run_at: T, attempts: 2 });
     const t = tempDir();
     try {
       const config = join(t.dir, 'config.json');

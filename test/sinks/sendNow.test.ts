@@ -5,6 +5,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/openDatabase.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli, until } from '../cli/helpers.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { startConsumer, type Consumer, type Reply } from './helpers.js';
@@ -130,10 +131,10 @@ describe('sinks send-now', () => {
     const dbPath = join(dir, 'stamped-later.db');
     const database = openDatabase(dbPath);
     const later = (ms: number) => new Date(Date.now() + ms).toISOString();
-    const job = database.sqlite.prepare(
-      "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 2, 25, ?, ?)",
-    );
-    for (const [i, updatedAt] of [later(-60_000), later(3_600_000), later(3_600_000)].entries()) job.run(`evt_${i}`, later(3_600_000), later(-60_000), updatedAt);
+    const job = jobSeeder(database.sqlite);
+    for (const [i, updatedAt] of [later(-60_000), later(3_600_000), later(3_600_000)].entries()) {
+      job({ kind: 'sink:crm', event_id: `evt_${i}`, state: 'pending', run_at: later(3_600_000), attempts: 2, created_at: later(-60_000), updated_at: updatedAt });
+    }
     database.sqlite.close();
     const config = join(dir, 'stamped-later.json');
     writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(dir, 'stamped-later.ndjson') }] }));

@@ -2,6 +2,7 @@ import { afterAll, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { openDatabase } from '../../src/db/openDatabase.js';
 import { sendSinkNow } from '../../src/sinks/sendSinkNow.js';
+import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 
 const { dir, cleanup } = tempDir('send-now-count-');
@@ -15,13 +16,11 @@ it('counts the pending deliveries (those in flight too) as the command began, no
   try {
     const now = Date.now();
     const at = (ms: number) => new Date(now + ms).toISOString();
-    const job = database.sqlite.prepare(
-      "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', ?, 'sink:crm', 'pending', ?, 1, 25, ?, ?)",
-    );
+    const job = jobSeeder(database.sqlite);
     // One waiting an hour (a Retry-After), two due but held by the receiver's wait.
-    for (const [i, runAt] of [at(3_600_000), at(-1_000), at(-1_000)].entries()) job.run(`evt_${i}`, runAt, at(-60_000), at(-60_000));
+    for (const [i, runAt] of [at(3_600_000), at(-1_000), at(-1_000)].entries()) job({ kind: 'sink:crm', event_id: `evt_${i}`, state: 'pending', run_at: runAt, attempts: 1, created_at: at(-60_000) });
     // One in flight (a consumer slow to answer): not delivered yet, pending as `sinks list` counts it.
-    database.sqlite.prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at, lease_expires_at) VALUES ('sink:crm', '{}', 'evt_3', 'sink:crm', 'running', ?, 1, 25, ?, ?, ?)").run(at(-1_000), at(-60_000), at(-60_000), at(60_000));
+    job({ kind: 'sink:crm', event_id: 'evt_3', state: 'running', run_at: at(-1_000), attempts: 1, created_at: at(-60_000), lease_expires_at: at(60_000) });
     // The receiver sends one of the due ones while the command makes the waiting one due.
     const sendOne = () => database.sqlite.prepare("UPDATE jobs SET state = 'done' WHERE id = (SELECT min(id) FROM jobs WHERE run_at < ? AND state = 'pending')").run(at(-500));
     const r = await sendSinkNow(database.db, 'crm', now, { onBatch: () => void sendOne() });
