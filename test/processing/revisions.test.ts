@@ -425,8 +425,20 @@ describe('message revisions', () => {
   });
 });
 
+// A folder beside the test's receiver for a second sink's file: made on first use in a test and
+// removed with that test's other folders (afterEach), so the next test to ask gets a new one.
 let _d0: string | undefined;
-const dir0 = () => { if (!_d0) { const t = tempDir('revision-edges-x-'); cleanups.push(t.cleanup); _d0 = t.dir; } return _d0; };
+const dir0 = () => {
+  if (!_d0) {
+    const t = tempDir('revision-edges-x-');
+    cleanups.push(() => {
+      t.cleanup();
+      _d0 = undefined;
+    });
+    _d0 = t.dir;
+  }
+  return _d0;
+};
 // Edge cases of revisions found by a review of the change that made them (each failed before its fix).
 describe('revisions: one webhook-id carries one body, and nothing waits for ever', () => {
   it('a 404 after the deletion, over a row a re-poll left "processing", makes the data read before ready again: nothing waits', async () => {
