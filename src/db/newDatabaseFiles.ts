@@ -70,9 +70,8 @@ export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity
   }
   if (!st.isFile()) return { kept: 'it is not a regular file' };
   if (opened && (st.dev !== opened.dev || st.ino !== opened.ino)) return { kept: 'it is no longer the file this start created' };
-  const refusal = exclusiveCheck(path);
+  const refusal = removeUnderLock(path, { dev: st.dev, ino: st.ino });
   if (refusal !== null) return { kept: refusal };
-  unlinkSync(path);
   for (const file of created.sidecars) {
     try {
       unlinkSync(file);
@@ -84,8 +83,13 @@ export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity
   return 'removed';
 }
 
-/** Null when no other connection has the file open and it holds nothing received; else why it is kept. */
-function exclusiveCheck(path: string): string | null {
+/**
+ * Removes the file, under an exclusive lock taken while no other connection has it open, once it
+ * is found to hold nothing received; else why it is kept. Removed while the lock is held: another
+ * start that opened the file meanwhile waits for the lock, then finds the path changed and opens
+ * again (openDatabase), where a removal after the lock's release could come after its check.
+ */
+function removeUnderLock(path: string, identity: FileIdentity): string | null {
   let check: BetterSqlite3.Database;
   try {
     check = new BetterSqlite3(path, { fileMustExist: true });
@@ -93,23 +97,32 @@ function exclusiveCheck(path: string): string | null {
     return `it could not be opened to check it: ${(err as Error).message}`;
   }
   try {
-    check.pragma('busy_timeout = 0');
-    // Exclusive from the first read: refused while any other connection (in WAL mode each holds
-    // a shared lock on the file as long as it is open) has the file open.
-    check.pragma('locking_mode = EXCLUSIVE');
-    check.exec('BEGIN EXCLUSIVE');
     try {
-      const tables = new Set((check.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
-      for (const table of RECEIVED_TABLES) {
-        if (tables.has(table) && check.prepare(`SELECT 1 FROM ${table} LIMIT 1`).get() !== undefined) return `it holds what was received (its ${table} table is not empty)`;
+      check.pragma('busy_timeout = 0');
+      // Exclusive from the first read: refused while any other connection (in WAL mode each holds
+      // a shared lock on the file as long as it is open) has the file open.
+      check.pragma('locking_mode = EXCLUSIVE');
+      check.exec('BEGIN EXCLUSIVE');
+      try {
+        // The file locked is the one looked at above (none moved to the path in between).
+        const locked = statSync(path, { bigint: true, throwIfNoEntry: false });
+        if (!locked || locked.dev !== identity.dev || locked.ino !== identity.ino) return 'it is no longer the file this start created';
+        const tables = new Set((check.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]));
+        for (const table of RECEIVED_TABLES) {
+          if (tables.has(table) && check.prepare(`SELECT 1 FROM ${table} LIMIT 1`).get() !== undefined) return `it holds what was received (its ${table} table is not empty)`;
+        }
+      } finally {
+        check.exec('COMMIT');
       }
-    } finally {
-      check.exec('COMMIT');
+      // Still held (locking_mode EXCLUSIVE). Out of WAL mode first: the close of a WAL connection
+      // deletes <path>-wal by its name, which, once the file is removed, may be another start's.
+      check.pragma('journal_mode = DELETE');
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? '';
+      return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') ? 'another process has it open' : `it could not be checked: ${(err as Error).message}`;
     }
+    unlinkSync(path);
     return null;
-  } catch (err) {
-    const code = (err as { code?: string }).code ?? '';
-    return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') ? 'another process has it open' : `it could not be checked: ${(err as Error).message}`;
   } finally {
     check.close();
   }

@@ -322,7 +322,34 @@ function makeDatabaseFolder(folder: string): void {
   }
 }
 
+/** The open found DATABASE_PATH naming another file (or none) once it held its first lock: opened again. */
+class PathChangedDuringOpen extends Error {}
+
+/** How often an open that found the file removed or replaced under it (PathChangedDuringOpen) is tried. */
+const OPEN_ATTEMPTS = 3;
+
 export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return openDatabaseOnce(path, opts);
+    } catch (err) {
+      if (!(err instanceof PathChangedDuringOpen) || attempt >= OPEN_ATTEMPTS) throw err instanceof PathChangedDuringOpen ? (err.cause as Error) : err;
+    }
+  }
+}
+
+/**
+ * Whether `path` still names the file `opened` (after the first connection took its first lock).
+ * A start whose open waited for the lock of a failed start's removal of the new file it made
+ * (newDatabaseFiles.ts: removed under that lock) held a file no longer at the path: SQLite then
+ * failed with "disk I/O error" (SQLITE_IOERR_FSTAT), or it would have run on a file no one opens again.
+ */
+function stillAtPath(path: string, opened: FileIdentity): boolean {
+  const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+  return st !== undefined && st.dev === opened.dev && st.ino === opened.ino;
+}
+
+function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
   if (path !== ':memory:') {
     makeDatabaseFolder(dirname(path));
     createPrivate(path);
@@ -339,10 +366,20 @@ export function openDatabase(path: string, opts: OpenOptions = {}): OpenDatabase
   const busyWait = opts.busyWait ?? 'timer';
   try {
     if (path !== ':memory:') {
-      const st = statSync(path, { bigint: true });
+      const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+      // Removed between its creation and this open (a failed start's removal, above): made again.
+      if (!st) throw new PathChangedDuringOpen('the database file was removed during the open', { cause: new Error(`the database file at ${path} was removed while it was being opened`) });
       opened = { dev: st.dev, ino: st.ino };
     }
-    configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
+    try {
+      configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
+    } catch (err) {
+      if (opened && !stillAtPath(path, opened)) throw new PathChangedDuringOpen('the database file was removed or replaced during the open', { cause: err });
+      throw err;
+    }
+    // From here the connection holds its shared lock (WAL mode) for as long as it is open: a
+    // removal checked under an exclusive lock (newDatabaseFiles.ts) can no longer happen unseen.
+    if (opened && !stillAtPath(path, opened)) throw new PathChangedDuringOpen('the database file was removed or replaced during the open', { cause: new Error(`the database file at ${path} was removed or replaced while it was being opened`) });
     // Migrations run at start-up, before anything is served: SQLite may wait for them, and for
     // another process's (a `serve` and a `work` of a new version started together: the second
     // waits while the first applies them, an index over a large table taking seconds). A

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -139,4 +139,64 @@ describe('removeNewDatabase keeps a file that may be anyone else\'s', () => {
     expect(removeNewDatabase(created, st)).toEqual({ kept: 'it is no longer the file this start created' });
     expect(existsSync(path)).toBe(true);
   });
+});
+
+describe('a start on the same new path while a failed start removes its file', () => {
+  /** The files `pid` holds open, by path (Linux /proc). */
+  function openFiles(pid: number): string[] {
+    const fds = `/proc/${pid}/fd`;
+    try {
+      return readdirSync(fds).flatMap((fd) => {
+        try {
+          return [readlinkSync(join(fds, fd))];
+        } catch {
+          return [];
+        }
+      });
+    } catch {
+      return [];
+    }
+  }
+
+  it('a `work` whose open waited for the lock the removal held opens the file now at the path, not "disk I/O error"', async () => {
+    const folder = join(dir, 'reopen-case');
+    mkdirSync(folder);
+    const path = join(folder, 'r.db');
+    // A new database as a failed start leaves it, then its removal: checked under an exclusive
+    // lock, and removed while that lock is held.
+    const made = new BetterSqlite3(path);
+    made.pragma('journal_mode = WAL');
+    made.exec('CREATE TABLE t (v TEXT)');
+    made.close();
+    const check = new BetterSqlite3(path, { fileMustExist: true });
+    check.pragma('locking_mode = EXCLUSIVE');
+    check.exec('BEGIN EXCLUSIVE; COMMIT');
+    const child = runTs('src/cli/main.ts', ['work'], { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path });
+    const kill = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
+    try {
+      // Its workers lock is taken first (the file exists), then the database opened: both open is
+      // the open that now waits for the lock (up to 5 s).
+      const deadline = Date.now() + 15_000;
+      for (let i = 0; i < 3000 && Date.now() < deadline; i++) {
+        const open = openFiles(child.proc.pid!);
+        if (open.includes(path) && open.includes(`${path}-workers-lock`)) break;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      expect(openFiles(child.proc.pid!)).toContain(path);
+      unlinkSync(path);
+      check.close();
+      const deadline2 = Date.now() + 15_000;
+      while (!child.stdout.join('').includes('workers started') && child.proc.exitCode === null && Date.now() < deadline2) await new Promise((r) => setTimeout(r, 20));
+      expect(child.stderr.join('')).toBe('');
+      expect(child.stdout.join('')).toContain('workers started');
+      child.proc.kill('SIGTERM');
+      expect(await child.exited).toEqual({ code: 0, signal: null });
+      // The database it made anew, at the path.
+      expect(existsSync(path)).toBe(true);
+    } finally {
+      clearTimeout(kill);
+      if (check.open) check.close();
+      if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+    }
+  }, 40_000);
 });
