@@ -61,12 +61,21 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
 
 /**
  * A key CONFIG_FILE's messages may repeat: an HTTP token (letters, digits and
- * !#$%&'*+.^_`|~-), up to 100 characters, as header names are. Every key the schemas name is one;
+ * !#$%&'*+.^_`|~-), up to 100 characters, as header names are, that is not shaped like a
+ * credential (isCredentialShaped). Every key the schemas name is one;
  * a key that is not (a header's name given as "Authorization: Bearer …", a value pasted where a
  * key goes) is never echoed, since it may hold a credential.
  */
 const PLAIN_KEY = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
-const isPlainKey = (key: string): boolean => PLAIN_KEY.test(key);
+/**
+ * A key made of plain characters that still reads as a credential: an API key (sk-…), a signing
+ * secret (whsec_…), or a run of 16 letters and digits or more holding a digit (a hex, base64 or
+ * base32 token). No key the schemas name, nor an ordinary header name, is one.
+ */
+const isCredentialShaped = (key: string): boolean => /^(whsec_|sk[-_])/i.test(key) || (key.match(/[0-9A-Za-z]{16,}/g) ?? []).some((run) => /[0-9]/.test(run));
+export const isPlainKey = (key: string): boolean => PLAIN_KEY.test(key) && !isCredentialShaped(key);
 const NOT_PLAIN = 'not a plain name, so it may hold a value';
+/** How a key that is not a plain name (isPlainKey) stands in a path. */
+export const KEY_NOT_SHOWN = `(a key not shown: ${NOT_PLAIN})`;
 /** A path's keys as messages show them: an array index or a plain key as it is, any other key not shown. */
-const shownKey = (key: PropertyKey): PropertyKey => (typeof key !== 'string' || isPlainKey(key) ? key : `(a key not shown: ${NOT_PLAIN})`);
+const shownKey = (key: PropertyKey): PropertyKey => (typeof key !== 'string' || isPlainKey(key) ? key : KEY_NOT_SHOWN);

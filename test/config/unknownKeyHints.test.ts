@@ -89,6 +89,26 @@ describe('CONFIG_FILE keys that are not plain names', () => {
     expect(listed.stderr).not.toContain('TOKEN123');
   });
 
+  it('a key shaped like a credential (an API key, a signing secret, a long token) is not echoed either, though made of plain characters', async () => {
+    const config = {
+      'b7f3e9a14c2d8f06e5a1b3c7d9e2f4a6': 1,
+      sources: [{ name: 'acme', secrets: { whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw: 1 }, api_url: 'https://h.example', api_key: 'sk-a.b' }],
+      sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers: { 'sk-live.AbCdEf0123456789': 5, 'X-Team': 6 } }],
+    };
+    const lines = await serveLines(config);
+    const all = lines.join('\n');
+    for (const token of ['b7f3e9a14c2d8f06e5a1b3c7d9e2f4a6', 'MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'AbCdEf0123456789']) expect(all).not.toContain(token);
+    expect(lines).toContain('config error: CONFIG_FILE (top level): Unrecognized key: one not shown (not a plain name, so it may hold a value) (allowed keys: sources, sinks)');
+    expect(lines).toContain('config error: CONFIG_FILE sinks.0.headers.(a key not shown: not a plain name, so it may hold a value): must be a string, or { "env": "NAME" } to read it from an environment variable');
+    // An ordinary header name is still said.
+    expect(lines).toContain('config error: CONFIG_FILE sinks.0.headers.X-Team: must be a string, or { "env": "NAME" } to read it from an environment variable');
+    // Nor in the http sink's own checks of a header (its value quoted, as an env file keeps it).
+    const sink = { name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers: { 'sk-live.AbCdEf0123456789': '"x"' } };
+    const own = (await serveLines({ sinks: [sink] })).join('\n');
+    expect(own).toContain('config error: CONFIG_FILE sinks.0.headers.(a key not shown: not a plain name, so it may hold a value): the value ');
+    expect(own).not.toContain('AbCdEf0123456789');
+  });
+
   it('a header named "Authorization: Bearer …" whose value the schema refuses: its name is not in the path the message gives', async () => {
     const headers = { 'Authorization: Bearer sk-live.TOKEN123': { envv: 'X' }, 'X-Team': { envv: 'Y' } };
     const config = { sinks: [{ name: 'crm', type: 'http', url: 'https://crm.example/hook', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', headers }] };

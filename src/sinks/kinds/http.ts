@@ -1,6 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret, quotedProblem } from '../../config/parseSecret.js';
+import { isPlainKey, KEY_NOT_SHOWN } from '../../config/parseOptions.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import { InterruptedByStopError } from '../interrupted.js';
@@ -107,7 +108,8 @@ function resolveHeaders(raw: Record<string, z.infer<typeof secretRef>>, ctx: Res
     return null;
   }
   for (const [i, [name, ref]] of entries.entries()) {
-    const at = `${ctx.at}.headers.${name}`;
+    // A name shaped like a credential (a token pasted as the name) is not echoed either.
+    const at = `${ctx.at}.headers.${isPlainKey(name) ? name : KEY_NOT_SHOWN}`;
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) {
       // Not echoed: a pasted "Authorization: Bearer …" as the name would carry its token.
