@@ -49,12 +49,16 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
       // zod's own words, but each key as a JSON string (zod quotes it raw, and a key holding an
       // escape sequence or a line break reached the terminal as such), and only a key that is a
       // plain name: a pasted "Authorization: Bearer …" as a key would carry its token.
+      // The first few, with their hints: a file of thousands of unknown keys is one line still, and
+      // its hints (an edit distance per key and allowed key) cost no more than those few.
       const plain = issue.keys.filter(isPlainKey);
       const hidden = issue.keys.length - plain.length;
-      const named = plain.map((k) => JSON.stringify(k));
+      const shown = plain.slice(0, MAX_KEYS_NAMED);
+      const named = shown.map((k) => JSON.stringify(k));
+      if (plain.length > shown.length) named.push(`and ${plain.length - shown.length} more`);
       if (hidden > 0) named.push(`${hidden === 1 ? 'one' : hidden} not shown (${NOT_PLAIN})`);
       const said = `Unrecognized key${issue.keys.length > 1 ? 's' : ''}: ${named.join(', ')}`;
-      return [{ path: shownPath, message: `${said}${from ? unknownKeysHint(from.schema, from.input, path, plain) : ''}` }];
+      return [{ path: shownPath, message: `${said}${from ? unknownKeysHint(from.schema, from.input, path, shown) : ''}` }];
     });
   return walk(issues, []);
 }
@@ -75,6 +79,8 @@ const PLAIN_KEY = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 const isCredentialShaped = (key: string): boolean => /^(whsec_|sk[-_])/i.test(key) || (key.match(/[0-9A-Za-z]{16,}/g) ?? []).some((run) => /[0-9]/.test(run));
 export const isPlainKey = (key: string): boolean => PLAIN_KEY.test(key) && !isCredentialShaped(key);
 const NOT_PLAIN = 'not a plain name, so it may hold a value';
+/** Unrecognized keys named in one message (the rest are counted). */
+const MAX_KEYS_NAMED = 10;
 /** How a key that is not a plain name (isPlainKey) stands in a path. */
 export const KEY_NOT_SHOWN = `(a key not shown: ${NOT_PLAIN})`;
 /** A path's keys as messages show them: an array index or a plain key as it is, any other key not shown. */

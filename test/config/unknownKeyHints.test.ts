@@ -78,6 +78,19 @@ describe('unknown CONFIG_FILE keys: the allowed keys and a near one', () => {
   });
 });
 
+describe('many unknown CONFIG_FILE keys', () => {
+  it('name the first ten and count the rest, in one line of bounded length, near keys or not', async () => {
+    const keys: Record<string, number> = {};
+    // Of 100 characters, plain (no run of 16 letters and digits).
+    for (let i = 0; i < 20_000; i++) keys[`key-${i}-`.padEnd(100, '-abcdefghi')] = 1;
+    for (let i = 0; i < 5_000; i++) keys[`concurrenc${i}`] = 1;
+    const lines = await serveLines({ sinks: [{ name: 'log', type: 'stdout', ...keys }] });
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.length).toBeLessThan(2_000);
+    expect(lines[0]).toMatch(/^config error: CONFIG_FILE sinks\.0: Unrecognized keys: "key-0-[a-i-]+", (".{100}", ){8}"key-9-[a-i-]+", and 24990 more \(allowed keys for type "stdout": /);
+  }, 30_000);
+});
+
 describe('CONFIG_FILE keys that are not plain names', () => {
   it('are not echoed, at start and in the CLI\'s warnings: a key holding control characters, or a token pasted as a key', async () => {
     const config = { sinks: [{ name: 'log', type: 'stdout', '\u001b[31mred\nline': 1, 'Bearer sk-live.TOKEN123': 2, concurrency: 1 }] };
