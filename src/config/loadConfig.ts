@@ -391,14 +391,17 @@ function withMisspeltHint(problem: string, misspelt: readonly { name: string; ne
 /** The variables CONFIG_FILE (parsed) names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
 function envNamesIn(json: unknown): Set<string> {
   const names = new Set<string>();
-  const walk = (v: unknown): void => {
-    if (Array.isArray(v)) return v.forEach(walk);
-    if (v === null || typeof v !== 'object') return;
+  // A list of what is left to look at, not recursion: a value nested some thousands deep (valid
+  // JSON) ended the start with "Maximum call stack size exceeded" instead of its config error.
+  const left: unknown[] = [json];
+  while (left.length > 0) {
+    const v = left.pop();
+    if (v === null || typeof v !== 'object') continue;
     const o = v as Record<string, unknown>;
-    if (typeof o['env'] === 'string') names.add(o['env']);
-    Object.values(o).forEach(walk);
-  };
-  walk(json);
+    if (!Array.isArray(v) && typeof o['env'] === 'string') names.add(o['env']);
+    // One at a time: a spread of a list of a million items would overflow the stack in its own way.
+    for (const item of Object.values(o)) left.push(item);
+  }
   return names;
 }
 

@@ -91,6 +91,20 @@ describe('many unknown CONFIG_FILE keys', () => {
   }, 30_000);
 });
 
+describe('a deeply nested CONFIG_FILE value', () => {
+  it('is refused with its config error, not "Maximum call stack size exceeded"', async () => {
+    const file = join(dir, 'deep.json');
+    writeFileSync(file, `{"sinks":[{"name":"log","type":"stdout","colour":${'['.repeat(20_000)}${']'.repeat(20_000)}}]}`);
+    const child = runTs('src/main.ts', [], { PORT: '0', HOST: '127.0.0.1', DATABASE_PATH: join(dir, 'receiver.db'), CONFIG_FILE: file });
+    const kill = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+    const { code } = await child.exited.finally(() => clearTimeout(kill));
+    expect({ code, stderr: child.stderr.join('') }).toEqual({
+      code: 1,
+      stderr: 'config error: CONFIG_FILE sinks.0: Unrecognized key: "colour" (allowed keys for type "stdout": name, events, sources, concurrency, max_attempts, type)\n',
+    });
+  }, 30_000);
+});
+
 describe('CONFIG_FILE keys that are not plain names', () => {
   it('are not echoed, at start and in the CLI\'s warnings: a key holding control characters, or a token pasted as a key', async () => {
     const config = { sinks: [{ name: 'log', type: 'stdout', '\u001b[31mred\nline': 1, 'Bearer sk-live.TOKEN123': 2, concurrency: 1 }] };
