@@ -70,17 +70,44 @@ export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity
   }
   if (!st.isFile()) return { kept: 'it is not a regular file' };
   if (opened && (st.dev !== opened.dev || st.ino !== opened.ino)) return { kept: 'it is no longer the file this start created' };
-  const refusal = removeUnderLock(path, { dev: st.dev, ino: st.ino });
-  if (refusal !== null) return { kept: refusal };
-  for (const file of created.sidecars) {
-    try {
-      unlinkSync(file);
-    } catch {
-      // Not made by this start after all, or gone.
+  // Another start that found the file takes the workers lock before it opens the database: its
+  // lock file, and the file it is about to open, are its own (this start's stop released its lock).
+  const workersLock = created.sidecars.includes(`${path}${WORKERS_LOCK_SUFFIX}`) ? holdWorkersLock(`${path}${WORKERS_LOCK_SUFFIX}`) : null;
+  if (workersLock === 'busy') return { kept: 'another process holds its workers lock' };
+  try {
+    const refusal = removeUnderLock(path, { dev: st.dev, ino: st.ino });
+    if (refusal !== null) return { kept: refusal };
+    for (const file of created.sidecars) {
+      try {
+        unlinkSync(file);
+      } catch {
+        // Not made by this start after all, or gone.
+      }
     }
+  } finally {
+    workersLock?.close();
   }
   removeFolders(created.folders);
   return 'removed';
+}
+
+/** The workers lock file held exclusively (its removal then comes under the lock); 'busy' while another process holds it; null when there is none. */
+function holdWorkersLock(file: string): BetterSqlite3.Database | 'busy' | null {
+  let lock: BetterSqlite3.Database;
+  try {
+    lock = new BetterSqlite3(file, { fileMustExist: true });
+  } catch {
+    return null;
+  }
+  try {
+    lock.pragma('busy_timeout = 0');
+    lock.pragma('locking_mode = EXCLUSIVE');
+    lock.exec('BEGIN EXCLUSIVE; COMMIT');
+    return lock;
+  } catch (err) {
+    lock.close();
+    return String((err as { code?: string }).code ?? '').startsWith('SQLITE_BUSY') ? 'busy' : null;
+  }
 }
 
 /**

@@ -124,6 +124,27 @@ describe('removeNewDatabase keeps a file that may be anyone else\'s', () => {
     expect(existsSync(path)).toBe(false);
   }, 20_000);
 
+  it('while another process holds its workers lock (a start that found the file, before it opens it)', async () => {
+    const { path, created, db } = makeNew('workers-held.db');
+    db.close();
+    const lockFile = `${path}-workers-lock`;
+    const holder = spawn(
+      process.execPath,
+      ['-e', `const D = require('better-sqlite3'); const l = new D(${JSON.stringify(lockFile)}); l.pragma('locking_mode = EXCLUSIVE'); l.exec('BEGIN EXCLUSIVE; COMMIT'); process.stdout.write('held\\n'); setTimeout(() => {}, 20000)`],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    try {
+      await Promise.race([once(holder.stdout!, 'data'), new Promise((_, reject) => setTimeout(() => reject(new Error('holder did not take the lock in 10 s')), 10_000))]);
+      expect(removeNewDatabase(created, null)).toEqual({ kept: 'another process holds its workers lock' });
+      expect([existsSync(path), existsSync(lockFile)]).toEqual([true, true]);
+    } finally {
+      holder.kill('SIGKILL');
+      await once(holder, 'close');
+    }
+    expect(removeNewDatabase(created, null)).toBe('removed');
+    expect([existsSync(path), existsSync(lockFile)]).toEqual([false, false]);
+  }, 20_000);
+
   it('once a delivery was stored in it (a failure after the port was bound)', () => {
     const { path, created, db } = makeNew('delivered.db');
     db.prepare("INSERT INTO events VALUES ('evt_1')").run();
