@@ -4,8 +4,10 @@
 // BODY_READ=incoming (default) reads the body from the Node request
 // (c.env.incoming), exactly as the receiver does (src/ingest/readBody.ts), so
 // the ratio measures the receiver's own work. BODY_READ=web uses
-// c.req.arrayBuffer(), which goes through @hono/node-server's web-stream
-// Request and is several times slower here; run.ts reports it for reference.
+// c.req.arrayBuffer(): @hono/node-server 1.x read it through a web-stream
+// Request (several times slower here); 2.x reads the Node request directly.
+// run.ts reports it for reference. The same @hono/node-server as the
+// receiver's (this package's node_modules), so the ratio compares like with like.
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
 

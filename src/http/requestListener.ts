@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isIPv6 } from 'node:net';
 import { getRequestListener, RequestError } from '@hono/node-server';
+import { parserRewritesHost } from '../util/parserHost.js';
 
 type Fetch = Parameters<typeof getRequestListener>[0];
 
@@ -12,6 +13,9 @@ type Fetch = Parameters<typeof getRequestListener>[0];
 function urlHost(host: string): string {
   return isIPv6(host) ? `[${host.replace(/%.*$/, '')}]` : host;
 }
+
+/** An absolute-form request target (`GET http://host/path`): its URL is the target, whatever Host says. */
+const isAbsoluteForm = (url: string | undefined): boolean => !!url && url[0] !== '/' && (url.startsWith('http://') || url.startsWith('https://'));
 
 /**
  * @hono/node-server's request listener, with an answer that names the problem when a request
@@ -31,27 +35,34 @@ export function requestListener(
   // only, synchronously within its own call when the request cannot be built (set around that
   // call below; a version that called it later would give `undefined`, not another request's).
   let building: IncomingMessage | undefined;
-  const listener = getRequestListener(fetch, {
-    hostname: urlHost(hostname),
-    errorHandler: (err: unknown) => {
-      if (err instanceof RequestError) {
-        // The listener's messages ("Invalid host header", "Invalid URL", ...) said in full; none
-        // echoes the request.
-        const message = /backslash/i.test(err.message)
-          ? 'the request path contains a backslash'
-          : /missing host/i.test(err.message)
-            ? 'the request has no Host header'
-            : 'the Host header and the request path do not make a valid URL (is the Host header a host name or address, with an optional port?)';
-        onBadRequest(message, building?.method);
-        return Response.json({ error: 'bad_request', message }, { status: 400, headers: { Connection: 'close' } });
-      }
-      const timeout = err instanceof Error && (err.name === 'TimeoutError' || err.constructor.name === 'TimeoutError');
-      return Response.json({ error: 'internal_error', message: timeout ? 'the request timed out' : 'internal error' }, { status: timeout ? 504 : 500 });
+  const errorHandler = (err: unknown) => {
+    if (err instanceof RequestError) {
+      // The listener's messages ("Invalid host header", "Invalid URL", ...) said in full; none
+      // echoes the request.
+      const message = /backslash/i.test(err.message)
+        ? 'the request path contains a backslash'
+        : /missing host/i.test(err.message)
+          ? 'the request has no Host header'
+          : 'the Host header and the request path do not make a valid URL (is the Host header a host name or address, with an optional port?)';
+      onBadRequest(message, building?.method);
+      return Response.json({ error: 'bad_request', message }, { status: 400, headers: { Connection: 'close' } });
+    }
+    const timeout = err instanceof Error && (err.name === 'TimeoutError' || err.constructor.name === 'TimeoutError');
+    return Response.json({ error: 'internal_error', message: timeout ? 'the request timed out' : 'internal error' }, { status: timeout ? 504 : 500 });
+  };
+  const listener = getRequestListener(fetch, { hostname: urlHost(hostname), errorHandler });
+  // The same listener and answer for a Host the URL parser rewrites or refuses: its fetch throws
+  // the RequestError that 1.x threw while making the URL.
+  const refuseHost = getRequestListener(
+    () => {
+      throw new RequestError('Invalid host header');
     },
-  });
+    { hostname: urlHost(hostname), errorHandler },
+  );
   return (incoming, outgoing) => {
     building = incoming;
     try {
+      if (parserRewritesHost(incoming.headers.host) && !isAbsoluteForm(incoming.url)) return refuseHost(incoming, outgoing);
       return listener(incoming, outgoing);
     } finally {
       building = undefined;

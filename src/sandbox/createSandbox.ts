@@ -29,6 +29,7 @@ import { newId } from './ids.js';
 import { addMember, createOrganizationSettings, defaultMembers } from './organization.js';
 import { Lifecycle } from './scenarios/lifecycle.js';
 import { SandboxStore } from './store.js';
+import { parserRewritesHost } from '../util/parserHost.js';
 
 export interface SandboxOptions {
   /** Default: two organizations with fixed keys (see defaultOrganizations.ts). */
@@ -148,13 +149,24 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   app.route('/api/v1/applications', v1InterviewRoutes(ctx));
 
   let server: Server | undefined;
+  /**
+   * app.fetch, but a request whose URL has a host the URL parser rewrites or refuses (`999.1.1.1`)
+   * is answered as @hono/node-server 1.x answered it, 400 with no body: 2.x makes such a URL
+   * without the parser, and the routes' `new URL(c.req.url)` answered 500 (parserRewritesHost).
+   */
+  const servedFetch: typeof app.fetch = (req, env, ctx) => {
+    const afterScheme = req.url.indexOf('//') + 2;
+    const hostEnd = req.url.indexOf('/', afterScheme);
+    const urlHost = req.url.slice(afterScheme, hostEnd === -1 ? undefined : hostEnd);
+    return parserRewritesHost(urlHost) ? new Response(null, { status: 400 }) : app.fetch(req, env, ctx);
+  };
   return {
     app: app as unknown as Hono,
     control,
     start: (port = 0, host = '127.0.0.1') =>
       new Promise((resolve, reject) => {
         if (server !== undefined) return reject(new Error('sandbox already started'));
-        const s = serve({ fetch: app.fetch, port, hostname: host }, (info: AddressInfo) => {
+        const s = serve({ fetch: servedFetch, port, hostname: host }, (info: AddressInfo) => {
           const shownHost = host.includes(':') ? `[${host}]` : host;
           resolve({ url: `http://${shownHost}:${info.port}`, port: info.port });
         }) as Server;
