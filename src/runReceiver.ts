@@ -5,7 +5,7 @@ import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
 import { noteNewDatabase, removeNewDatabase } from './db/newDatabaseFiles.js';
-import type { Logger } from './observability/logger.js';
+import { endLogs, type Logger } from './observability/logger.js';
 import type { FileIdentity } from './db/openDatabase.js';
 
 /**
@@ -76,6 +76,16 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   let receiver: App | undefined;
   let started: Promise<void> = new Promise(() => {});
   let stopping = false;
+  /**
+   * The process exits with `code` once the logger's lines are written (endLogs): a receiver whose
+   * stdout is read slowly lost its last lines, 'receiver stopped' or 'crashed' among them.
+   */
+  let exiting = false;
+  const exitAfterLogs = async (logger: Logger, code: number): Promise<never> => {
+    exiting = true;
+    await endLogs(logger);
+    process.exit(code);
+  };
   const shutdown = (signal: string) => {
     // Before createApp returned, no handler can run (it is synchronous). No receiver after that:
     // its start failed before it existed, and that failure is ending the process (exit 1).
@@ -96,10 +106,10 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     started
       .then(() => r.stop(), () => new Promise<never>(() => {}))
       .then(
-        () => process.exit(0),
+        () => exitAfterLogs(r.logger, 0),
         (err) => {
           r.logger.error({ err: (err as Error).message }, 'shutdown failed');
-          process.exit(1);
+          return exitAfterLogs(r.logger, 1);
         },
       );
   };
@@ -110,6 +120,9 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   const startFailed = (logger: Logger, cleanUp: () => Promise<void>) => async (err: unknown): Promise<never> => {
     logger.fatal({ err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
     await cleanUp();
+    // main exits 1 once it has said the error on stderr: the JSON lines go out first.
+    exiting = true;
+    await endLogs(logger);
     throw err;
   };
   // A DATABASE_PATH that named nothing before this start (a new database, or a mistyped path): a
@@ -144,8 +157,10 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   // trace a log pipeline cannot parse), then exit 1 for the supervisor to restart it: nothing
   // acknowledged is lost (every 2xx followed its commit), and leased jobs run again.
   const crash = (kind: string) => (err: unknown) => {
+    // A second crash while the first one's lines are written out: the exit is already under way.
+    if (exiting) return;
     app.logger.fatal({ err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
-    process.exit(1);
+    void exitAfterLogs(app.logger, 1);
   };
   process.on('uncaughtException', crash('uncaught exception'));
   process.on('unhandledRejection', crash('unhandled rejection'));

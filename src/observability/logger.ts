@@ -47,3 +47,40 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 export function deliveryLogger(logger: Logger): Logger {
   return logger.child({}, { redact: { paths: ['headers', ...SENSITIVE_KEYS], censor: CENSOR } });
 }
+
+/** The parts of pino's default destination (SonicBoom) that ending it takes. */
+interface EndableDestination {
+  end(): void;
+  once(event: string, listener: () => void): unknown;
+  destroyed?: boolean;
+}
+
+/**
+ * Ends the logger's destination and resolves once every line given to it is written, or after
+ * `timeoutMs` (a reader that never reads again must not keep the process from exiting): for the
+ * moment just before `process.exit`. pino's default destination writes asynchronously, and the
+ * synchronous flush it runs at exit does not wait for the write in flight: with a slow reader of
+ * stdout (a container's log driver under load), lines written just before the exit were lost or
+ * came out of order, the last 'receiver stopped' or 'crashed' among them. Nothing may be logged
+ * through this logger afterwards. A destination that cannot be ended (a test's stream) resolves
+ * at once.
+ */
+export function endLogs(logger: Logger, timeoutMs = 5_000): Promise<void> {
+  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as Partial<EndableDestination> | undefined;
+  if (!stream || typeof stream.end !== 'function' || typeof stream.once !== 'function' || stream.destroyed === true) return Promise.resolve();
+  const dest = stream as EndableDestination;
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, timeoutMs);
+    const done = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+    dest.once('close', done);
+    dest.once('error', done);
+    try {
+      dest.end();
+    } catch {
+      done();
+    }
+  });
+}

@@ -139,7 +139,7 @@ describe('a start while another process holds the write lock', () => {
     const msgs = child.stdout.join('').trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
     expect(msgs).toContain('workers not started: the stop came during the start');
     expect(msgs).not.toContain('workers started');
-    expect(msgs.at(-1)).toBe('receiver stopped');
+    expect(msgs.at(-1), msgs.join(' | ')).toBe('receiver stopped');
   }, 40_000);
 
   it('with a migration pending, waits for the lock (another process migrating) rather than exit 1 "database is locked"', async () => {
