@@ -51,8 +51,16 @@ export function deliveryLogger(logger: Logger): Logger {
 /** The parts of pino's default destination (SonicBoom) that ending it takes. */
 interface EndableDestination {
   end(): void;
+  destroy(): void;
   once(event: string, listener: () => void): unknown;
   destroyed?: boolean;
+  /** SonicBoom's own: set by end(), so still false after an end() that did nothing. */
+  _ending?: boolean;
+}
+
+/** The logger's destination (pino keeps it under a symbol of its own). */
+function destinationOf(logger: Logger): Record<string, unknown> | undefined {
+  return (logger as unknown as Record<symbol, Record<string, unknown> | undefined>)[pino.symbols.streamSym];
 }
 
 /**
@@ -64,23 +72,41 @@ interface EndableDestination {
  * came out of order, the last 'receiver stopped' or 'crashed' among them. Nothing may be logged
  * through this logger afterwards. A destination that cannot be ended (a test's stream) resolves
  * at once.
+ *
+ * When the time is up (or the destination failed), the lines not yet written are dropped: the
+ * destination is destroyed, so pino's flush at `process.exit` does not write them synchronously,
+ * which on a pipe nobody reads retried EAGAIN forever (the process never exited). A destination
+ * whose reader is gone (EPIPE: pino then makes end() a no-op, and nothing more can be written)
+ * resolves at once instead of after the whole wait.
  */
 export function endLogs(logger: Logger, timeoutMs = 5_000): Promise<void> {
-  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as Partial<EndableDestination> | undefined;
+  const stream = destinationOf(logger) as Partial<EndableDestination> | undefined;
   if (!stream || typeof stream.end !== 'function' || typeof stream.once !== 'function' || stream.destroyed === true) return Promise.resolve();
   const dest = stream as EndableDestination;
   return new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, timeoutMs);
+    const giveUp = () => {
+      if (dest.destroyed !== true) {
+        try {
+          dest.destroy();
+        } catch {
+          // Nothing more to give up.
+        }
+      }
+      done();
+    };
+    const timer = setTimeout(giveUp, timeoutMs);
     const done = () => {
       clearTimeout(timer);
       resolve();
     };
     dest.once('close', done);
-    dest.once('error', done);
+    dest.once('error', giveUp);
     try {
       dest.end();
     } catch {
-      done();
+      return giveUp();
     }
+    // end() that did not start ending: pino's answer to EPIPE (its reader is gone).
+    if (dest._ending === false && dest.destroyed !== true) done();
   });
 }
