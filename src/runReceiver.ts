@@ -5,7 +5,7 @@ import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
 import { noteNewDatabase, removeNewDatabase } from './db/newDatabaseFiles.js';
-import { endLogs, type Logger } from './observability/logger.js';
+import { endLogs, fatalBeforeExit, type Logger } from './observability/logger.js';
 import type { FileIdentity } from './db/openDatabase.js';
 
 /**
@@ -118,7 +118,7 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   // A start that fails is one JSON line at fatal too ('start failed'), for a log pipeline that
   // alerts on level; main then says it as text on stderr and exits 1.
   const startFailed = (logger: Logger, cleanUp: () => Promise<void>) => async (err: unknown): Promise<never> => {
-    logger.fatal({ err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
+    fatalBeforeExit(logger, { err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
     await cleanUp();
     // main exits 1 once it has said the error on stderr: the JSON lines go out first.
     exiting = true;
@@ -159,7 +159,7 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
   const crash = (kind: string) => (err: unknown) => {
     // A second crash while the first one's lines are written out: the exit is already under way.
     if (exiting) return;
-    app.logger.fatal({ err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
+    fatalBeforeExit(app.logger, { err: err instanceof Error ? err.message : String(err), stack: err instanceof Error ? err.stack : undefined, kind }, 'crashed');
     void exitAfterLogs(app.logger, 1);
   };
   process.on('uncaughtException', crash('uncaught exception'));

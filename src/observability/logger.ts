@@ -64,6 +64,29 @@ function destinationOf(logger: Logger): Record<string, unknown> | undefined {
 }
 
 /**
+ * `logger.fatal(obj, msg)` without the synchronous flush pino's `fatal` runs after the line: with
+ * the default destination that flush retries EAGAIN until every buffered line is written, so on a
+ * pipe nobody reads (a stuck log driver) the process never got past its 'crashed' or 'start
+ * failed' line. For a line followed by endLogs, which writes it out, asynchronously and bounded.
+ */
+export function fatalBeforeExit(logger: Logger, obj: Record<string, unknown>, msg: string): void {
+  const stream = destinationOf(logger);
+  if (!stream || typeof stream['flushSync'] !== 'function') {
+    logger.fatal(obj, msg);
+    return;
+  }
+  const own = Object.prototype.hasOwnProperty.call(stream, 'flushSync');
+  const flushSync = stream['flushSync'];
+  stream['flushSync'] = undefined;
+  try {
+    logger.fatal(obj, msg);
+  } finally {
+    if (own) stream['flushSync'] = flushSync;
+    else delete stream['flushSync'];
+  }
+}
+
+/**
  * Ends the logger's destination and resolves once every line given to it is written, or after
  * `timeoutMs` (a reader that never reads again must not keep the process from exiting): for the
  * moment just before `process.exit`. pino's default destination writes asynchronously, and the

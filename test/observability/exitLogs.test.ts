@@ -125,3 +125,15 @@ describe.each(['stdout', 'stderr'] as const)('log lines at exit, the log on %s',
     expect(exit.ms).toBeLessThan(3_500);
   }, 60_000);
 });
+
+describe.each(['exception', 'rejection'] as const)('log lines at a crash (an uncaught %s)', (kind) => {
+  it("nothing reading the log pipe: exit 1 after at most the 5 s, not a hang in pino's flush of its fatal line", async () => {
+    const { child, port } = await startReceiver(`crash-${kind}`, 'stdout', 'test/helpers/crashOnSignal.ts', { CRASH_KIND: kind });
+    child.proc.stdout!.pause();
+    await logDeliveries(port, 1500);
+    const exit = await exitOn(child, 'SIGUSR2');
+    child.proc.stdout!.resume();
+    expect({ code: exit.code, signal: exit.signal }).toEqual({ code: 1, signal: null });
+    expect(exit.ms).toBeLessThan(15_000);
+  }, 60_000);
+});
