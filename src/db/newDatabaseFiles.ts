@@ -2,6 +2,7 @@ import { lstatSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { INGEST_WAIT_SUFFIX, WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
+import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './workersLock.js';
 import type { FileIdentity } from './openDatabase.js';
 
 /**
@@ -72,7 +73,7 @@ export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity
   if (opened && (st.dev !== opened.dev || st.ino !== opened.ino)) return { kept: 'it is no longer the file this start created' };
   // Another start that found the file takes the workers lock before it opens the database: its
   // lock file, and the file it is about to open, are its own (this start's stop released its lock).
-  const workersLock = created.sidecars.includes(`${path}${WORKERS_LOCK_SUFFIX}`) ? holdWorkersLock(`${path}${WORKERS_LOCK_SUFFIX}`) : null;
+  const workersLock = created.sidecars.includes(`${path}${WORKERS_LOCK_SUFFIX}`) ? holdWorkersLock(path) : null;
   if (workersLock === 'busy') return { kept: 'another process holds its workers lock' };
   try {
     const refusal = removeUnderLock(path, { dev: st.dev, ino: st.ino });
@@ -85,28 +86,18 @@ export function removeNewDatabase(created: NewDatabasePath, opened: FileIdentity
       }
     }
   } finally {
-    workersLock?.close();
+    workersLock?.release();
   }
   removeFolders(created.folders);
   return 'removed';
 }
 
-/** The workers lock file held exclusively (its removal then comes under the lock); 'busy' while another process holds it; null when there is none. */
-function holdWorkersLock(file: string): BetterSqlite3.Database | 'busy' | null {
-  let lock: BetterSqlite3.Database;
+/** The database's workers lock, held (its removal then comes under the lock); 'busy' while another process holds it; null when it cannot be taken. */
+function holdWorkersLock(databasePath: string): WorkersLock | 'busy' | null {
   try {
-    lock = new BetterSqlite3(file, { fileMustExist: true });
-  } catch {
-    return null;
-  }
-  try {
-    lock.pragma('busy_timeout = 0');
-    lock.pragma('locking_mode = EXCLUSIVE');
-    lock.exec('BEGIN EXCLUSIVE; COMMIT');
-    return lock;
+    return acquireWorkersLock(databasePath);
   } catch (err) {
-    lock.close();
-    return String((err as { code?: string }).code ?? '').startsWith('SQLITE_BUSY') ? 'busy' : null;
+    return err instanceof WorkersRunningError ? 'busy' : null;
   }
 }
 
