@@ -371,15 +371,20 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
       if (!st) throw new PathChangedDuringOpen('the database file was removed during the open', { cause: new Error(`the database file at ${path} was removed while it was being opened`) });
       opened = { dev: st.dev, ino: st.ino };
     }
+    let configureError: unknown = null;
     try {
       configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     } catch (err) {
-      if (opened && !stillAtPath(path, opened)) throw new PathChangedDuringOpen('the database file was removed or replaced during the open', { cause: err });
-      throw err;
+      configureError = err;
     }
     // From here the connection holds its shared lock (WAL mode) for as long as it is open: a
     // removal checked under an exclusive lock (newDatabaseFiles.ts) can no longer happen unseen.
-    if (opened && !stillAtPath(path, opened)) throw new PathChangedDuringOpen('the database file was removed or replaced during the open', { cause: new Error(`the database file at ${path} was removed or replaced while it was being opened`) });
+    // A configure that failed on a file removed under it (SQLITE_IOERR_FSTAT) is opened again too.
+    if (opened && !stillAtPath(path, opened)) {
+      const cause = configureError ?? new Error(`the database file at ${path} was removed or replaced while it was being opened`);
+      throw new PathChangedDuringOpen('the database file was removed or replaced during the open', { cause });
+    }
+    if (configureError !== null) throw configureError;
     // Migrations run at start-up, before anything is served: SQLite may wait for them, and for
     // another process's (a `serve` and a `work` of a new version started together: the second
     // waits while the first applies them, an index over a large table taking seconds). A
