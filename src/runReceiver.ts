@@ -81,9 +81,12 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
    * stdout is read slowly lost its last lines, 'receiver stopped' or 'crashed' among them.
    */
   let exiting = false;
-  const exitAfterLogs = async (logger: Logger, code: number): Promise<never> => {
+  const logsWrittenForExit = async (logger: Logger): Promise<void> => {
     exiting = true;
     await endLogs(logger);
+  };
+  const exitAfterLogs = async (logger: Logger, code: number): Promise<never> => {
+    await logsWrittenForExit(logger);
     process.exit(code);
   };
   const shutdown = (signal: string) => {
@@ -121,8 +124,7 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     fatalBeforeExit(logger, { err: err instanceof Error ? err.message : String(err), mode }, 'start failed');
     await cleanUp();
     // main exits 1 once it has said the error on stderr: the JSON lines go out first.
-    exiting = true;
-    await endLogs(logger);
+    await logsWrittenForExit(logger);
     throw err;
   };
   // A DATABASE_PATH that named nothing before this start (a new database, or a mistyped path): a
