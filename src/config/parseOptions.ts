@@ -63,6 +63,14 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
   return walk(issues, []);
 }
 
+/** An HTTP token (RFC 9110 tchar) of 1 to 100 characters: a header name, as the http sink takes them. */
+export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+/**
+ * A key made of plain characters that still reads as a credential: an API key (sk-…), a signing
+ * secret (whsec_…), or a run of 16 letters and digits or more holding a digit (a hex, base64 or
+ * base32 token). No key the schemas name, nor an ordinary header name, is one.
+ */
+const isCredentialShaped = (key: string): boolean => /^(whsec_|sk[-_])/i.test(key) || (key.match(/[0-9A-Za-z]{16,}/g) ?? []).some((run) => /[0-9]/.test(run));
 /**
  * A key CONFIG_FILE's messages may repeat: an HTTP token (letters, digits and
  * !#$%&'*+.^_`|~-), up to 100 characters, as header names are, that is not shaped like a
@@ -70,14 +78,7 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
  * a key that is not (a header's name given as "Authorization: Bearer …", a value pasted where a
  * key goes) is never echoed, since it may hold a credential.
  */
-const PLAIN_KEY = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
-/**
- * A key made of plain characters that still reads as a credential: an API key (sk-…), a signing
- * secret (whsec_…), or a run of 16 letters and digits or more holding a digit (a hex, base64 or
- * base32 token). No key the schemas name, nor an ordinary header name, is one.
- */
-const isCredentialShaped = (key: string): boolean => /^(whsec_|sk[-_])/i.test(key) || (key.match(/[0-9A-Za-z]{16,}/g) ?? []).some((run) => /[0-9]/.test(run));
-export const isPlainKey = (key: string): boolean => PLAIN_KEY.test(key) && !isCredentialShaped(key);
+export const isPlainKey = (key: string): boolean => HTTP_TOKEN.test(key) && !isCredentialShaped(key);
 const NOT_PLAIN = 'not a plain name, so it may hold a value';
 /** Unrecognized keys named in one message (the rest are counted). */
 const MAX_KEYS_NAMED = 10;

@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret, quotedProblem } from '../../config/parseSecret.js';
-import { isPlainKey, KEY_NOT_SHOWN } from '../../config/parseOptions.js';
+import { HTTP_TOKEN, isPlainKey, KEY_NOT_SHOWN } from '../../config/parseOptions.js';
 import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import { InterruptedByStopError } from '../interrupted.js';
@@ -25,7 +25,6 @@ export interface HttpSinkOptions {
 
 /** Headers a config may not set: the signature's, the framing's, and the connection's. */
 const RESERVED_HEADERS = new Set(['content-type', 'content-length', 'content-encoding', 'transfer-encoding', 'host', 'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'proxy-connection', 'user-agent']);
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 /** Visible ASCII, spaces and tabs: no line breaks (a header injected after them), no NUL. */
 const HEADER_VALUE = /^[\t\x20-\x7e]{0,8192}$/;
 const MAX_HEADERS = 20;
@@ -111,7 +110,7 @@ function resolveHeaders(raw: Record<string, z.infer<typeof secretRef>>, ctx: Res
     // A name shaped like a credential (a token pasted as the name) is not echoed either.
     const at = `${ctx.at}.headers.${isPlainKey(name) ? name : KEY_NOT_SHOWN}`;
     const lower = name.toLowerCase();
-    if (!HEADER_NAME.test(name)) {
+    if (!HTTP_TOKEN.test(name)) {
       // Not echoed: a pasted "Authorization: Bearer …" as the name would carry its token.
       ctx.problem(`${ctx.at}.headers: the name of header ${i + 1} is not a header name (letters, digits and !#$%&'*+.^_\`|~-, up to 100; not shown, as it may hold a value)`);
       ok = false;
