@@ -68,10 +68,14 @@ export function throttleCounts(n: { since: number; previous: number }): Record<s
  * request says of itself. A redirect's Location digest (`(url sha256 …)`: each read's own path) and
  * a Retry-After's wait counted from that request's clock (`retry after 29123 ms`, an HTTP-date)
  * differ at every request of one failure: keyed on them, every failing read was a new error at
- * warn. The full text is still each job's `last_error`, and every line's `err`.
+ * warn. So does the resource a result read asks for (`interview: `, `insights: `): an outage of the
+ * service fails an application's interview, CV evaluation and insights reads in turn, and keyed on
+ * it each one changed the error, every failure at warn. The full text is still each job's
+ * `last_error`, and every line's `err`.
  */
 export function failureKey(message: string): string {
   return message
+    .replace(/^(?:interview|cv_evaluation|insights|legacy_interview): /, '')
     .replace(/\((?:url )?sha256 [0-9a-f]+\)/g, '(sha256 …)')
     .replace(/(retry after )\d+( ms)/gi, '$1…$2')
     .replace(/(Retry-After )\d+( s)/g, '$1…$2');

@@ -7,6 +7,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { startPair } from '../helpers/pair.js';
 
 let r: TestReceiver | undefined;
 let holder: Database.Database | undefined;
@@ -291,5 +292,32 @@ describe('folds of events failing alike', () => {
     await r.app.worker.runUntilIdle();
     expect(retried(20)).toHaveLength(0);
     expect(retried(40)).toHaveLength(2);
+  });
+});
+
+describe('result reads of one source failing alike during an outage of the hiring API', () => {
+  it('are one run whatever resource each read asks for: the first at warn, the others at debug', async () => {
+    const pair = await startPair();
+    try {
+      // The service answers every scoring read 503: interview, cv_evaluation and insights alike.
+      pair.sandbox.control.injectFault({ target: '*', status: 503, times: 1_000 });
+      pair.sandbox.control.runScenario('lifecycle');
+      await pair.settle();
+      const lines = pair.receiver.logs.lines;
+      const failed = (level: number) => lines.filter((l) => l.msg === 'job failed; will retry' && l.kind === 'fetch_result' && l.level === level);
+      // The three resources failed, each read once: one line at warn, the two others at debug.
+      expect(new Set([...failed(40), ...failed(20)].map((l) => String(l.err).split(':')[0]))).toEqual(new Set(['interview', 'cv_evaluation', 'insights']));
+      expect(failed(40)).toHaveLength(1);
+      expect(failed(40)[0]).toMatchObject({ err: expect.stringContaining('HTTP 503 server_error'), event_id: expect.any(String) });
+      expect(failed(20)).toHaveLength(2);
+
+      // Their retries, over a minute later: one line more, counting those said at debug.
+      pair.clock.advance(2 * 60_000);
+      await pair.receiver.app.worker.runUntilIdle();
+      expect(failed(40)).toHaveLength(2);
+      expect(failed(40)[1]!.failed_since_last_line).toBe(2);
+    } finally {
+      await pair.close();
+    }
   });
 });
