@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { HttpBindings } from '@hono/node-server';
@@ -8,7 +8,8 @@ import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
-import { requestListener } from './http/requestListener.js';
+import { closeNow } from './http/closeNow.js';
+import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy, primarySqliteCode } from './db/sqliteHelpers.js';
@@ -62,19 +63,6 @@ export interface AppDeps {
 
 export type App = ReturnType<typeof createApp>;
 
-/** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */
-function listenError(err: NodeJS.ErrnoException, host: string, port: number, portVar = 'PORT'): Error {
-  const where = `${host}:${port}`;
-  const message =
-    err.code === 'EADDRINUSE'
-      ? `${portVar}: ${where} is already in use (another receiver still running?); stop it or choose another ${portVar}`
-      : err.code === 'EACCES'
-        ? `${portVar}: not allowed to listen on ${where} (ports below 1024 need privileges); choose another ${portVar}`
-        : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN'
-          ? `HOST: cannot listen on ${JSON.stringify(host)} (${err.code}): not an address of this machine`
-          : `cannot listen on ${where} (${portVar}): ${err.message}`;
-  return Object.assign(new Error(message), { code: err.code, cause: err });
-}
 
 /** The receiver's logger: JSON lines on stdout, or on stderr when a stdout sink writes its messages there. */
 export function receiverLogger(config: Config): Logger {
@@ -547,35 +535,7 @@ export function createApp(deps: AppDeps) {
     pruning = pruneHistory();
   }
 
-  /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
-  function listen(fetch: Parameters<typeof requestListener>[0], port: number, portVar: string): Promise<Server> {
-    return new Promise<Server>((resolve, reject) => {
-      const srv = createServer(
-        // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
-        // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
-        { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
-        requestListener(fetch, config.host, (message, method) => {
-          logger.warn({ status: 400, method }, `request refused before routing: ${message}`);
-          // A POST is most likely a delivery (a proxy that rewrites Host breaks every one): counted
-          // with the refused deliveries, so the "deliveries refused" alert sees it.
-          if (method === 'POST' && portVar === 'PORT') metrics.deliveriesReceived.inc({ outcome: 'rejected:bad_request', source: 'unknown' });
-        }),
-      );
-      srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
-      srv.listen(port, config.host, () => resolve(srv));
-    });
-  }
 
-  /**
-   * Closes a server and every connection at once (close() alone would wait for a client stalled
-   * mid-request, whose request timeout close() also stops checking).
-   */
-  function closeNow(s: Server): Promise<void> {
-    return new Promise<void>((resolve) => {
-      s.close(() => resolve());
-      s.closeAllConnections();
-    });
-  }
 
   /** Where this process can be reached on its own host (a wildcard listen answers on 127.0.0.1). */
   const reachableHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -603,7 +563,7 @@ export function createApp(deps: AppDeps) {
   }
 
   async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
-    const m = await listen(metricsHono.fetch, port, portVar);
+    const m = await listen(metricsHono.fetch, port, portVar, { config, logger, metrics });
     m.requestTimeout = config.requestTimeoutMs;
     m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
     metricsServer = m;
@@ -617,7 +577,7 @@ export function createApp(deps: AppDeps) {
   async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
     let s: Server;
     try {
-      s = await listen(app.fetch, config.port, 'PORT');
+      s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics });
     } catch (err) {
       earlyLock?.release();
       earlyLock = null;
