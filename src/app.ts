@@ -9,6 +9,7 @@ import { openServerDatabase } from './db/openServerDatabase.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { registerHealthRoutes } from './http/healthRoutes.js';
 import { closeNow } from './http/closeNow.js';
+import { closeWithinGrace } from './http/closeWithinGrace.js';
 import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
@@ -649,31 +650,7 @@ export function createApp(deps: AppDeps) {
     const m = metricsServer;
     metricsServer = null;
     const metricsClosed = m ? closeNow(m) : Promise.resolve();
-    if (s) {
-      await new Promise<void>((resolve) => {
-        // close() also stops Node's checks of requestTimeout/headersTimeout, so a client stalled
-        // mid-request would hold the shutdown until the orchestrator's SIGKILL. After the grace,
-        // its connection is closed: a delivery not answered yet is retried by the service.
-        const grace = setTimeout(() => {
-          logger.warn({ graceMs: config.shutdownGraceMs }, 'closing connections with a request still in progress after SHUTDOWN_GRACE_MS');
-          // Deliveries still waiting for the write lock fail uncommitted first, and are answered
-          // 503 (Retry-After) before their connections close. Cut first, the sender got a reset
-          // (and one whose retried commit went through before the abandon, a reset for a delivery
-          // stored).
-          abandonCommits();
-          setImmediate(() => s.closeAllConnections());
-        }, config.shutdownGraceMs);
-        // A keep-alive connection whose request ends during the grace goes idle and stays open:
-        // closed as soon as it is idle, so stop() does not wait out the grace for it.
-        const idle = setInterval(() => s.closeIdleConnections(), 25);
-        s.close(() => {
-          clearTimeout(grace);
-          clearInterval(idle);
-          resolve();
-        });
-        s.closeIdleConnections();
-      });
-    }
+    if (s) await closeWithinGrace(s, config.shutdownGraceMs, logger, abandonCommits);
     // Deliveries still waiting for the write lock (another process holds it) wait within the
     // grace, not each up to WRITE_TIMEOUT_MS: past it they fail uncommitted, and are redelivered.
     const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
