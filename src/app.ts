@@ -1,26 +1,24 @@
 import type { Server } from 'node:http';
-import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
-import { registerHealthRoutes } from './http/healthRoutes.js';
+import { createHttpApp } from './http/createHttpApp.js';
+import { metricsOnlyApp } from './http/metricsOnlyApp.js';
 import { closeNow } from './http/closeNow.js';
 import { closeWithinGrace } from './http/closeWithinGrace.js';
 import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
+import type { IngestState } from './ingest/IngestState.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
 import { isSqliteBusy, primarySqliteCode } from './db/sqliteHelpers.js';
 import { GroupCommitter } from './ingest/GroupCommitter.js';
 import { DatabaseFileWatch, DatabaseReplacedError } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
-import { createVerifier } from './ingest/verifySignature.js';
-import { createWebhookHandler } from './ingest/webhookRoute.js';
 import { createFetchDeadLetterHandler, createFetchResultHandler, createStrandedReadSweep } from './handlers/fetchResult.js';
-import { createNewEventFolder, processingBacklog } from './handlers/foldNewEvents.js';
+import { createNewEventFolder } from './handlers/foldNewEvents.js';
 import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
@@ -37,7 +35,6 @@ import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
 import { Registry } from 'prom-client';
 import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
-import { oldestUndeliveredAgeMs, sinkDisabled } from './sinks/deliveryRecords.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { isLoopbackHost } from './util/loopback.js';
 
@@ -155,8 +152,7 @@ export function createApp(deps: AppDeps) {
     fileWatchTimer = null;
   };
 
-  /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
-  let storageFailure: { code: string; atMs: number } | null = null;
+  const ingestState: IngestState = { draining: false, storageFailure: null };
   /** Since when deliveries have found the write lock held by another connection (for /readyz). */
   const lockHold = new WriteLockHold();
   const ingestWrite = createIngestWriter(database.ingestSqlite);
@@ -174,7 +170,7 @@ export function createApp(deps: AppDeps) {
     clock,
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size, durationMs) => {
-      storageFailure = null;
+      ingestState.storageFailure = null;
       lockHold.obtained();
       database.ingestWait.committed();
       metrics.batchSize.observe(size);
@@ -194,7 +190,7 @@ export function createApp(deps: AppDeps) {
         pacer.noteLockWait();
         logger.debug({ batch: size }, 'ingest write lock busy; retrying');
       } else {
-        storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
+        ingestState.storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
         // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
         lockHold.obtained();
         logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
@@ -317,99 +313,7 @@ export function createApp(deps: AppDeps) {
     },
   };
 
-  const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
-  /** Set when a stop begins: the deliveries answered from then on close their connection. */
-  let draining = false;
-  const webhookHandler = createWebhookHandler({
-    verifier: createVerifier(config.sources, clock),
-    committer,
-    clock,
-    logger,
-    metrics,
-    maxBodyBytes: config.maxBodyBytes,
-    draining: () => draining,
-  });
-  // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
-  // answer 404 to every delivery, and the service drops an event after 6 failed attempts.
-  for (const path of ['/webhooks', '/webhooks/']) {
-    app.post(path, webhookHandler);
-    app.all(path, (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
-  }
-  // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
-  // Not the detail: /readyz is unauthenticated, and the detail is the service's own error text
-  // (`status` and the CLI's `status` show it).
-  const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, paused_at FROM source_pauses ORDER BY source');
-  const disabledSinksStmt = database.ingestSqlite.prepare(
-    // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
-    'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
-  );
-  // Configured sinks only, as in the metrics: a sink removed from the configuration while disabled
-  // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
-  const configuredSinks = new Set(config.sinks.map((s) => s.name));
-  const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => storageFailure, {
-    hold: lockHold,
-    boundMs: config.writeTimeoutMs,
-    clock,
-  }, () => fileWatch.check());
-  const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
-  // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
-  const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();
-  const leasesExpiredStmt = database.ingestSqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?").pluck();
-  const metricsRoute = async (c: Context) => {
-    const sqlite = database.ingestSqlite;
-    metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
-    metrics.pausedSources.reset();
-    for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
-    for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
-    if (!sqlite.memory) metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
-    const backlog = await processingBacklog(database.db);
-    metrics.unprocessedEvents.set(backlog.events);
-    const nowMs = clock.now();
-    const ageOf = (iso: string | null | undefined) => (iso ? Math.max(0, (nowMs - Date.parse(iso)) / 1000) : 0);
-    metrics.unprocessedAge.set(ageOf(backlog.oldestReceivedAt));
-    const nowIso = new Date(nowMs).toISOString();
-    metrics.leasesExpired.set(leasesExpiredStmt.get(nowIso) as number);
-    metrics.oldestDue.reset();
-    metrics.queueDepth.reset();
-    // Every kind's pending, running and dead series exist, at 0 when empty: `sum()` of no series is
-    // no value in PromQL, and an alert adding it to another (the backlog one) would never fire.
-    for (const kind of [JobKind.processEvent, JobKind.fetchResult, ...config.sinks.map((s) => `sink:${s.name}`)]) {
-      for (const state of ['pending', 'running', 'dead']) metrics.queueDepth.set({ state, kind }, 0);
-      metrics.oldestDue.set({ kind }, ageOf(oldestDueStmt.get(kind, nowIso) as string | null));
-    }
-    // Not `done` jobs nor delivered messages: counting them walks all history on the loop that
-    // answers the service, every scrape (180 ms at a million of each); their counters are
-    // receiver_job_runs_total and receiver_sink_deliveries_total.
-    for (const d of depthStmt.all() as { state: string; kind: string; n: number }[]) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
-    metrics.sinkLag.reset();
-    metrics.sinkDisabled.reset();
-    for (const s of config.sinks) {
-      metrics.sinkLag.set({ sink: s.name }, ((await oldestUndeliveredAgeMs(database.db, nowMs, [s.name])) ?? 0) / 1000);
-      metrics.sinkDisabled.set({ sink: s.name }, (await sinkDisabled(database.db, s.name)) ? 1 : 0);
-    }
-    return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
-  };
-  const onError = (err: Error, c: Context) => {
-    logger.error({ err: err.message, path: c.req.path }, 'unhandled error');
-    return c.json({ error: 'internal_error', message: 'internal error' }, 500);
-  };
-  // With METRICS_PORT, /metrics is served on that port only: the webhook port is public.
-  /** An app that serves GET /metrics only, on a port of its own (`portVar` names it in the 404). */
-  const metricsOnlyApp = (route: (c: Context) => Promise<Response>, portVar: string): Hono => {
-    const h = new Hono();
-    h.get('/metrics', route);
-    h.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (${portVar} serves GET /metrics only)` }, 404));
-    h.onError(onError);
-    return h;
-  };
-  let metricsApp: Hono | null = null;
-  if (config.metricsPort === null) app.get('/metrics', metricsRoute);
-  else {
-    metricsApp = metricsOnlyApp(metricsRoute, 'METRICS_PORT');
-  }
-  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
-  app.onError(onError);
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState });
 
   let server: Server | null = null;
   let metricsServer: Server | null = null;
@@ -560,7 +464,7 @@ export function createApp(deps: AppDeps) {
       if (!name.startsWith('receiver_') || WORK_METRICS.has(name)) own.registerMetric(metrics.registry.getSingleMetric(name)!);
     }
     const ownCounters = async (c: Context) => c.text(await own.metrics(), 200, { 'Content-Type': own.contentType });
-    return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT'), port, 'WORK_METRICS_PORT');
+    return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT', onError), port, 'WORK_METRICS_PORT');
   }
 
   async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
@@ -643,7 +547,7 @@ export function createApp(deps: AppDeps) {
   async function stopOnce(): Promise<void> {
     // One grace for everything in progress: deliveries being received, messages being sent.
     const graceEnds = performance.now() + config.shutdownGraceMs;
-    draining = true;
+    ingestState.draining = true;
     const s = server;
     server = null;
     // A scrape in progress is not worth waiting for.
