@@ -12,10 +12,9 @@ import { closeWithinGrace } from './http/closeWithinGrace.js';
 import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import type { IngestState } from './ingest/IngestState.js';
-import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
+import { createIngestCommitter } from './ingest/createIngestCommitter.js';
 import { isSqliteBusy, primarySqliteCode } from './db/sqliteHelpers.js';
-import { GroupCommitter } from './ingest/GroupCommitter.js';
-import { DatabaseFileWatch, DatabaseReplacedError } from './db/DatabaseFileWatch.js';
+import { DatabaseFileWatch } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createFetchDeadLetterHandler, createFetchResultHandler, createStrandedReadSweep } from './handlers/fetchResult.js';
 import { createNewEventFolder } from './handlers/foldNewEvents.js';
@@ -155,49 +154,21 @@ export function createApp(deps: AppDeps) {
   const ingestState: IngestState = { draining: false, storageFailure: null };
   /** Since when deliveries have found the write lock held by another connection (for /readyz). */
   const lockHold = new WriteLockHold();
-  const ingestWrite = createIngestWriter(database.ingestSqlite);
-  const committer = new GroupCommitter<IngestItem, IngestOutcome>({
-    write: (items) => {
-      if (fileWatch.problem !== null) throw new DatabaseReplacedError(fileWatch.problem);
-      const results = ingestWrite(items);
-      // After the commit, before any answer: a batch committed into a file no longer at
-      // DATABASE_PATH would be lost at the next start, so it is answered 503 and redelivered.
-      const problem = fileWatch.checkDatabase();
-      if (problem !== null) throw new DatabaseReplacedError(problem);
-      return results;
-    },
-    isBusy: isSqliteBusy,
+  const committer = createIngestCommitter({
+    config,
+    database,
+    fileWatch,
     clock,
-    timeoutMs: config.writeTimeoutMs,
-    onBatch: (size, durationMs) => {
-      ingestState.storageFailure = null;
-      lockHold.obtained();
-      database.ingestWait.committed();
-      metrics.batchSize.observe(size);
-      metrics.commitDuration.observe(durationMs / 1000);
+    logger,
+    metrics,
+    lockHold,
+    state: ingestState,
+    onCommitted: () => {
       pacer.noteIngest();
       // New events only make folds due; a fold that queues a read wakes the fetcher.
       folder.kick();
     },
-    onError: (err, size) => {
-      // Said once, by the file watch; /readyz asks it.
-      if (err instanceof DatabaseReplacedError) return;
-      if (isSqliteBusy(err)) {
-        // Deliveries wait for another process's lock: processing, here or in a `work` process,
-        // must not take it first.
-        database.ingestWait.waiting(Date.now());
-        lockHold.held(clock.now());
-        pacer.noteLockWait();
-        logger.debug({ batch: size }, 'ingest write lock busy; retrying');
-      } else {
-        ingestState.storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
-        // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
-        lockHold.obtained();
-        logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
-      }
-    },
-    onLockWaited: (waitedMs) => metrics.ingestLockWait.observe(waitedMs / 1000),
-    onBatchError: (err) => logger.error({ err: (err as Error).message }, 'bookkeeping after an ingest commit failed (its deliveries were answered)'),
+    onLockBusy: () => pacer.noteLockWait(),
   });
 
   const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
