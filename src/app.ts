@@ -16,19 +16,15 @@ import { createIngestCommitter } from './ingest/createIngestCommitter.js';
 import { isSqliteBusy, primarySqliteCode } from './db/sqliteHelpers.js';
 import { DatabaseFileWatch } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
-import { createFetchDeadLetterHandler, createFetchResultHandler, createStrandedReadSweep } from './handlers/fetchResult.js';
-import { createNewEventFolder } from './handlers/foldNewEvents.js';
-import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
+import { createStrandedReadSweep } from './handlers/fetchResult.js';
 import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
 import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
 import pino from 'pino';
 import { createLogger, type Logger } from './observability/logger.js';
 import { backfillResultDigests } from './processing/backfillDigests.js';
-import { IngestFirst } from './processing/IngestFirst.js';
+import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
 import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
-import { JobKind } from './queue/jobKinds.js';
-import { Worker, type WorkerOptions } from './queue/Worker.js';
 import { pruneFinishedJobs } from './queue/pruneJobs.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
@@ -211,78 +207,7 @@ export function createApp(deps: AppDeps) {
     giveUpAfterMs: config.resultGiveUpMs,
     ...deps.processing,
   };
-  const fetchDeadLetter = createFetchDeadLetterHandler(processing);
-  const newEvents = createNewEventFolder(processing, {
-    logger,
-    onFolded: (outcome) => {
-      metrics.jobsSettled.inc({ kind: JobKind.processEvent, outcome });
-      if (outcome === 'done') fetcher.kick();
-    },
-  });
-  // One pacer for both workers. A fetch is charged its wall time (network wait included), so
-  // under load finished reads also hold back folds. Measured at 2,500/s: one pacer per
-  // worker gave p50 27 ms / p99 82 ms against 4-5 / 20-35 ms with one shared pacer.
-  const pacer = new IngestFirst({ share: config.processingShare / 100 });
-  const onJobSettled: WorkerOptions['onJobSettled'] = (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome });
-  // Folding events is local work, done in batches (one transaction per claim); fetching results
-  // is network-bound and runs WORKER_CONCURRENCY reads at once. Two workers, so a batch of folds
-  // never takes the slots of the reads, nor the reads those of the folds.
-  const folder = new Worker({
-    queue,
-    clock,
-    logger,
-    gate: pauses,
-    // Never held back by a paused source: folding needs no API key.
-    gatedKinds: [],
-    onJobSettled: (job, outcome) => {
-      onJobSettled(job, outcome);
-      if (outcome === 'done') fetcher.kick();
-    },
-    concurrency: PROCESS_EVENT_BATCH,
-    // Folds are held back from 60% loop utilization, reads from 90% (see IngestFirst).
-    pacer: pacer.from(0.6),
-    // New events, from the processing cursor; process_event jobs are retries and replays.
-    source: newEvents,
-    handlers: { [JobKind.processEvent]: createProcessEventHandler(processing) },
-  });
-  const fetcher = new Worker({
-    queue,
-    clock,
-    logger,
-    gate: pauses,
-    // A refused key pauses the reads from the service only; events keep being folded into applications.
-    gatedKinds: [JobKind.fetchResult],
-    onDeadLetter: async (job, error) => {
-      if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
-    },
-    onJobSettled,
-    concurrency: Math.max(1, config.workerConcurrency),
-    pacer,
-    handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },
-  });
-  /** The processing workers as one (start, stop, wake, and run-until-idle for tests and the CLI). */
-  const worker = {
-    start: () => {
-      folder.start();
-      fetcher.start();
-    },
-    stop: async () => {
-      await Promise.all([folder.stop(), fetcher.stop()]);
-    },
-    kick: () => {
-      folder.kick();
-      fetcher.kick();
-    },
-    async runUntilIdle(maxJobs = 10_000): Promise<number> {
-      let total = 0;
-      for (;;) {
-        const folded = await folder.runUntilIdle(maxJobs - total);
-        const fetched = total + folded < maxJobs ? await fetcher.runUntilIdle(maxJobs - total - folded) : 0;
-        total += folded + fetched;
-        if (folded + fetched === 0 || total >= maxJobs) return total;
-      }
-    },
-  };
+  const { fetchDeadLetter, pacer, folder, worker } = createProcessingWorkers({ config, queue, pauses, clock, logger, metrics, processing });
 
   const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState });
 
