@@ -13,7 +13,7 @@ import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import type { IngestState } from './ingest/IngestState.js';
 import { createIngestCommitter } from './ingest/createIngestCommitter.js';
-import { isSqliteBusy, primarySqliteCode } from './db/sqliteHelpers.js';
+import { primarySqliteCode } from './db/sqliteHelpers.js';
 import { DatabaseFileWatch } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createStrandedReadSweep } from './handlers/fetchResult.js';
@@ -23,6 +23,7 @@ import pino from 'pino';
 import { createLogger, type Logger } from './observability/logger.js';
 import { backfillResultDigests } from './processing/backfillDigests.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
+import { StopDuringStart, whileLockHeld } from './processing/whileLockHeld.js';
 import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
 import { pruneFinishedJobs } from './queue/pruneJobs.js';
@@ -62,11 +63,6 @@ export function receiverLogger(config: Config): Logger {
   return createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
 }
 
-/** A stop came while the workers' start waited for the write lock (whileLockHeld): the start ends, unfailed. */
-class StopDuringStart extends Error {}
-
-/** How long the workers' start waits for a write lock another process holds (whileLockHeld). */
-const STARTUP_LOCK_WAIT_MS = 30_000;
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
 const STRANDED_SWEEP_MS = 5 * 60_000;
 /** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
@@ -247,30 +243,6 @@ export function createApp(deps: AppDeps) {
     }
   }
 
-  /**
-   * A write of the workers' start, tried again while another process holds the write lock (a CLI
-   * command, a `serve` or `work` migrating): each try waits as long as any statement here, 200 ms,
-   * and a start exited 1 "database is locked" at the first. Up to STARTUP_LOCK_WAIT_MS, said once.
-   */
-  async function whileLockHeld<T>(step: () => Promise<T>): Promise<T> {
-    const deadline = performance.now() + STARTUP_LOCK_WAIT_MS;
-    let said = false;
-    for (;;) {
-      try {
-        return await step();
-      } catch (err) {
-        if (!isSqliteBusy(err)) throw err;
-        // A stop while waiting ends the start as a stop during its housekeeping does, not as a failure.
-        if (startStop.signal.aborted) throw new StopDuringStart();
-        if (performance.now() >= deadline) {
-          throw new Error(`the workers' start waited ${STARTUP_LOCK_WAIT_MS / 1000} s for the database's write lock, held by another process all along: ${(err as Error).message}`, { cause: err });
-        }
-        if (!said) logger.warn({ waitMs: STARTUP_LOCK_WAIT_MS }, "the database's write lock is held by another process: the workers' start waits for it");
-        said = true;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  }
 
   /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
@@ -285,11 +257,11 @@ export function createApp(deps: AppDeps) {
     earlyLock = null;
     try {
       // A restart may bring a new API key: every paused source is tried again, at once.
-      const heldBack = await whileLockHeld(() => pauses.clearAll());
+      const heldBack = await whileLockHeld(() => pauses.clearAll(), startStop.signal, logger);
       if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-      const filled = await whileLockHeld(() => backfillResultDigests(database.db));
+      const filled = await whileLockHeld(() => backfillResultDigests(database.db), startStop.signal, logger);
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-      const orphans = await whileLockHeld(() => queue.releaseOrphans());
+      const orphans = await whileLockHeld(() => queue.releaseOrphans(), startStop.signal, logger);
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
       await sweepStrandedReads();
       strandedSweep = setInterval(() => {
