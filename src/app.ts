@@ -24,9 +24,9 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { backfillResultDigests } from './processing/backfillDigests.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
 import { StopDuringStart, whileLockHeld } from './processing/whileLockHeld.js';
+import { WorkerSweeps } from './processing/WorkerSweeps.js';
 import { SourcePauses } from './processing/SourcePauses.js';
 import { JobQueue } from './queue/JobQueue.js';
-import { pruneFinishedJobs } from './queue/pruneJobs.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
 import { Registry } from 'prom-client';
@@ -63,10 +63,6 @@ export function receiverLogger(config: Config): Logger {
   return createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
 }
 
-/** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
-const STRANDED_SWEEP_MS = 5 * 60_000;
-/** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
-const PRUNE_PER_SWEEP = 10_000;
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
@@ -210,39 +206,9 @@ export function createApp(deps: AppDeps) {
   let server: Server | null = null;
   let metricsServer: Server | null = null;
   let workersLock: WorkersLock | null = null;
-  let strandedSweep: NodeJS.Timeout | null = null;
-  let pruning: Promise<void> = Promise.resolve();
-  /** The periodic stranded-read sweep in flight, with the prune it starts. */
-  let sweeping: Promise<void> = Promise.resolve();
-  const pruneStop = new AbortController();
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();
-  const strandedReads = createStrandedReadSweep(processing, fetchDeadLetter);
-  /** Dead reads whose follow-up never committed (createStrandedReadSweep): settled now, said at warn. */
-  async function sweepStrandedReads(): Promise<void> {
-    try {
-      const n = await strandedReads();
-      if (n > 0) logger.warn({ reads: n }, 'dead-lettered result reads whose results were still processing are given up now, and their events settled');
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'the sweep for dead-lettered reads failed; it runs again in a few minutes');
-    }
-  }
-
-  /**
-   * Finished jobs past JOB_RETENTION_DAYS, deleted a bounded number at a time (pruneFinishedJobs):
-   * at the workers' start and with each sweep, so the table stops growing with history.
-   */
-  async function pruneHistory(): Promise<void> {
-    if (config.jobRetentionMs <= 0) return;
-    const before = new Date(clock.now() - config.jobRetentionMs).toISOString();
-    try {
-      const { written: n } = await pruneFinishedJobs(database.db, before, { maxRows: PRUNE_PER_SWEEP, pause: () => new Promise((r) => setTimeout(r, 10)), signal: pruneStop.signal });
-      if (n > 0) logger.info({ jobs: n, finished_before: before }, 'finished jobs past JOB_RETENTION_DAYS deleted');
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'deleting finished jobs past JOB_RETENTION_DAYS failed; it is tried again in a few minutes');
-    }
-  }
-
+  const sweeps = new WorkerSweeps({ config, db: database.db, clock, logger, strandedReads: createStrandedReadSweep(processing, fetchDeadLetter) });
 
   /**
    * Runs the queue's workers (processing and sinks) in this process. Only one process per
@@ -263,16 +229,8 @@ export function createApp(deps: AppDeps) {
       if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
       const orphans = await whileLockHeld(() => queue.releaseOrphans(), startStop.signal, logger);
       if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-      await sweepStrandedReads();
-      strandedSweep = setInterval(() => {
-        // Awaited by stop() (clearing the interval does not end a sweep in flight): no sweep or
-        // prune writes once the database is closed, and none begins after the stop.
-        sweeping = sweepStrandedReads().then(() => {
-          if (!pruneStop.signal.aborted) pruning = pruneHistory();
-          return pruning;
-        });
-      }, STRANDED_SWEEP_MS);
-      strandedSweep.unref();
+      await sweeps.sweepStrandedReads();
+      sweeps.startTimer();
       pacer.enabled = true;
       // The file found replaced during the start (its housekeeping may take seconds): the
       // workers were told to stop then, and must not start on the old file now. Nor once a stop
@@ -284,7 +242,7 @@ export function createApp(deps: AppDeps) {
       // A StopDuringStart is not a failure: said below, as any stop during the start, and the
       // stop that follows releases the lock.
       if (!(err instanceof StopDuringStart)) {
-        if (strandedSweep) clearInterval(strandedSweep);
+        sweeps.clearTimer();
         // A `work` whose start failed must end: the file watch's timer is not unref'd.
         stopWatchingFile();
         await Promise.allSettled([worker.stop(), fanOut.stop()]);
@@ -305,7 +263,7 @@ export function createApp(deps: AppDeps) {
     }
     logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
     // Not awaited: a long history is pruned a little at a time, beside the work.
-    pruning = pruneHistory();
+    sweeps.prune();
   }
 
 
@@ -430,11 +388,11 @@ export function createApp(deps: AppDeps) {
     clearTimeout(cutCommits);
     const left = Math.max(0, graceEnds - performance.now());
     const abortReads = setTimeout(() => processingShutdown.abort(), left);
-    if (strandedSweep) clearInterval(strandedSweep);
+    sweeps.clearTimer();
     stopWatchingFile();
-    pruneStop.abort();
+    sweeps.abortPrune();
     try {
-      await Promise.all([worker.stop(), fanOut.stop(left), pruning, sweeping]);
+      await Promise.all([worker.stop(), fanOut.stop(left), sweeps.pruning, sweeps.sweeping]);
     } finally {
       clearTimeout(abortReads);
     }
