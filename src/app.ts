@@ -4,6 +4,7 @@ import { Hono, type Context } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
+import { logCheckpointProblems } from './db/logCheckpointProblems.js';
 import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
 import { createHttpApp } from './http/createHttpApp.js';
 import { metricsOnlyApp } from './http/metricsOnlyApp.js';
@@ -13,7 +14,6 @@ import { listen } from './http/listen.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import type { IngestState } from './ingest/IngestState.js';
 import { createIngestCommitter } from './ingest/createIngestCommitter.js';
-import { primarySqliteCode } from './db/sqliteHelpers.js';
 import { DatabaseFileWatch } from './db/DatabaseFileWatch.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createStrandedReadSweep } from './handlers/fetchResult.js';
@@ -97,21 +97,7 @@ export function createApp(deps: AppDeps) {
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
   const metrics = createMetrics(config.sources.map((s) => s.name));
-  let checkpointLogged = { code: '', atMs: 0, since: 0 };
-  checkpointProblem = (p) => {
-    // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
-    const code = primarySqliteCode(p.code) ?? 'error';
-    metrics.checkpointErrors.inc({ code });
-    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here
-    // first, at every tick (twice a second): logged when the code changes, then once a minute.
-    const now = Date.now();
-    if (!p.stopped && code === checkpointLogged.code && now - checkpointLogged.atMs < 60_000) return void checkpointLogged.since++;
-    logger.error(
-      { code: p.code, err: p.message, ...(checkpointLogged.since > 0 ? { failed_since_last_line: checkpointLogged.since } : {}) },
-      p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds',
-    );
-    checkpointLogged = { code, atMs: now, since: 0 };
-  };
+  checkpointProblem = logCheckpointProblems(metrics, logger);
 
   // Whether DATABASE_PATH still names the file opened above (DatabaseFileWatch): found otherwise
   // (deleted, or another file moved there while this process runs), nothing more is acknowledged
