@@ -5,7 +5,7 @@ import type { Config } from './config/loadConfig.js';
 import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { logCheckpointProblems } from './db/logCheckpointProblems.js';
-import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
+import type { HttpClient } from './http/httpClient.js';
 import { createHttpApp } from './http/createHttpApp.js';
 import { metricsOnlyApp } from './http/metricsOnlyApp.js';
 import { closeNow } from './http/closeNow.js';
@@ -17,20 +17,18 @@ import { createIngestCommitter } from './ingest/createIngestCommitter.js';
 import { watchDatabaseFile } from './db/watchDatabaseFile.js';
 import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createStrandedReadSweep } from './handlers/fetchResult.js';
-import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
-import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
+import type { ProcessingContext } from './handlers/ProcessingContext.js';
 import pino from 'pino';
 import { createLogger, type Logger } from './observability/logger.js';
 import { backfillResultDigests } from './processing/backfillDigests.js';
+import { createProcessingContext } from './processing/createProcessingContext.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
 import { StopDuringStart, whileLockHeld } from './processing/whileLockHeld.js';
 import { WorkerSweeps } from './processing/WorkerSweeps.js';
-import { SourcePauses } from './processing/SourcePauses.js';
-import { JobQueue } from './queue/JobQueue.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics, WORK_METRICS } from './observability/metrics.js';
 import { Registry } from 'prom-client';
-import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
+import type { FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { isLoopbackHost } from './util/loopback.js';
 
@@ -124,46 +122,7 @@ export function createApp(deps: AppDeps) {
     onLockBusy: () => pacer.noteLockWait(),
   });
 
-  const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
-  const pauses = new SourcePauses(database.db, clock);
-  // One keep-alive client for the result reads and the http sinks, closed at stop.
-  const ownHttp = deps.http ? null : createNodeHttpClient();
-  const http = deps.http ?? ownHttp!;
-  const clients = new Map<string, HiringClient>();
-  for (const src of config.sources) {
-    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, http, now: () => clock.now() }));
-  }
-  const fanOut = new FanOut({
-    db: database.db,
-    queue,
-    clock,
-    logger,
-    sinks: config.sinks,
-    http,
-    onJobSettled: (job, outcome) => {
-      metrics.jobsSettled.inc({ kind: job.kind, outcome });
-      metrics.sinkDeliveries.inc({ sink: job.kind.slice('sink:'.length), outcome });
-    },
-    ...deps.sinks,
-  });
-  // Aborted when stop()'s grace has passed: a result read still waiting on the service gives up.
-  const processingShutdown = new AbortController();
-  const processing: ProcessingContext = {
-    db: database.db,
-    sqlite: database.sqlite,
-    clock,
-    clients,
-    shutdown: processingShutdown.signal,
-    onSettled: fanOut.onSettled,
-    onApiCall: (source, resource, outcome, elapsedMs) => {
-      metrics.apiCalls.inc({ source, resource, outcome });
-      metrics.apiCallDuration.observe({ resource }, elapsedMs / 1000);
-    },
-    logger,
-    ...DEFAULT_PROCESSING,
-    giveUpAfterMs: config.resultGiveUpMs,
-    ...deps.processing,
-  };
+  const { queue, pauses, ownHttp, fanOut, processingShutdown, processing } = createProcessingContext({ config, database, clock, logger, metrics, deps });
   const { fetchDeadLetter, pacer, folder, worker } = createProcessingWorkers({ config, queue, pauses, clock, logger, metrics, processing });
 
   const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState });
