@@ -1,13 +1,13 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Hono, type Context } from 'hono';
+import type { Hono } from 'hono';
 import type { Config } from './config/loadConfig.js';
 import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { logCheckpointProblems } from './db/logCheckpointProblems.js';
 import type { HttpClient } from './http/httpClient.js';
 import { createHttpApp } from './http/createHttpApp.js';
-import { metricsOnlyApp } from './http/metricsOnlyApp.js';
+import { workMetricsApp } from './http/workMetricsApp.js';
 import { closeNow } from './http/closeNow.js';
 import { closeWithinGrace } from './http/closeWithinGrace.js';
 import { listen } from './http/listen.js';
@@ -26,8 +26,7 @@ import { createProcessingWorkers } from './processing/createProcessingWorkers.js
 import { StopDuringStart, whileLockHeld } from './processing/whileLockHeld.js';
 import { WorkerSweeps } from './processing/WorkerSweeps.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
-import { createMetrics, WORK_METRICS } from './observability/metrics.js';
-import { Registry } from 'prom-client';
+import { createMetrics } from './observability/metrics.js';
 import type { FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { isLoopbackHost } from './util/loopback.js';
@@ -200,21 +199,9 @@ export function createApp(deps: AppDeps) {
     if (metricsApp && config.metricsPort !== null && !metricsServer) await listenMetrics(metricsApp, config.metricsPort, 'METRICS_PORT');
   }
 
-  /**
-   * For a `work` process: its own counters (job runs, result reads, sink deliveries, its process
-   * and event loop) on their own port, WORK_METRICS_PORT. Not the database-derived gauges
-   * (queue depth, backlog, sink lag...): `serve` reports those, and scraping both processes
-   * would count them twice in the runbook's sums.
-   */
+  /** A `work` process's own counters on WORK_METRICS_PORT (workMetricsApp). */
   async function startWorkMetrics(port: number): Promise<string> {
-    // Only what a `work` process counts, and Node's process and event-loop series: the ingest
-    // series and the database's gauges would sit at 0 here, and read wrong in any min() or avg().
-    const own = new Registry();
-    for (const { name } of metrics.registry.getMetricsAsArray()) {
-      if (!name.startsWith('receiver_') || WORK_METRICS.has(name)) own.registerMetric(metrics.registry.getSingleMetric(name)!);
-    }
-    const ownCounters = async (c: Context) => c.text(await own.metrics(), 200, { 'Content-Type': own.contentType });
-    return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT', onError), port, 'WORK_METRICS_PORT');
+    return listenMetrics(workMetricsApp(metrics, onError), port, 'WORK_METRICS_PORT');
   }
 
   async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
