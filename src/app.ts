@@ -15,15 +15,14 @@ import { WriteLockHold } from './ingest/WriteLockHold.js';
 import type { IngestState } from './ingest/IngestState.js';
 import { createIngestCommitter } from './ingest/createIngestCommitter.js';
 import { watchDatabaseFile } from './db/watchDatabaseFile.js';
-import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
+import type { WorkersLock } from './db/workersLock.js';
 import { createStrandedReadSweep } from './handlers/fetchResult.js';
 import type { ProcessingContext } from './handlers/ProcessingContext.js';
 import pino from 'pino';
 import { createLogger, type Logger } from './observability/logger.js';
-import { backfillResultDigests } from './processing/backfillDigests.js';
 import { createProcessingContext } from './processing/createProcessingContext.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
-import { StopDuringStart, whileLockHeld } from './processing/whileLockHeld.js';
+import { startWorkers, type WorkersLocks } from './processing/startWorkers.js';
 import { WorkerSweeps } from './processing/WorkerSweeps.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
 import { createMetrics } from './observability/metrics.js';
@@ -71,14 +70,14 @@ export function createApp(deps: AppDeps) {
   const logger = deps.logger ?? receiverLogger(config);
   // The workers lock, when the caller took it before the database was opened and migrated
   // (runReceiver: an upgrade started beside the old version must not migrate under it).
-  let earlyLock: WorkersLock | null = deps.workersLock ?? null;
+  const run: WorkersLocks = { earlyLock: deps.workersLock ?? null, workersLock: null };
   let database: OpenDatabase;
   // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
   let checkpointProblem = (p: CheckpointProblem) => logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped' : 'WAL checkpoint failed');
   try {
     database = deps.database ?? openServerDatabase(config.databasePath, (p) => checkpointProblem(p));
   } catch (err) {
-    earlyLock?.release();
+    run.earlyLock?.release();
     throw err;
   }
   if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
@@ -128,68 +127,12 @@ export function createApp(deps: AppDeps) {
 
   let server: Server | null = null;
   let metricsServer: Server | null = null;
-  let workersLock: WorkersLock | null = null;
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();
   const sweeps = new WorkerSweeps({ config, db: database.db, clock, logger, strandedReads: createStrandedReadSweep(processing, fetchDeadLetter) });
 
-  /**
-   * Runs the queue's workers (processing and sinks) in this process. Only one process per
-   * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
-   * is gone.
-   */
-  async function startWorkers(): Promise<void> {
-    // Refused while another live process runs them: it would take that process's running jobs.
-    const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
-    let processingStarted = false;
-    watchFile();
-    earlyLock = null;
-    try {
-      // A restart may bring a new API key: every paused source is tried again, at once.
-      const heldBack = await whileLockHeld(() => pauses.clearAll(), startStop.signal, logger);
-      if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-      const filled = await whileLockHeld(() => backfillResultDigests(database.db), startStop.signal, logger);
-      if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-      const orphans = await whileLockHeld(() => queue.releaseOrphans(), startStop.signal, logger);
-      if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-      await sweeps.sweepStrandedReads();
-      sweeps.startTimer();
-      pacer.enabled = true;
-      // The file found replaced during the start (its housekeeping may take seconds): the
-      // workers were told to stop then, and must not start on the old file now. Nor once a stop
-      // came during the start (runReceiver's interruptStart): it would only claim jobs to stop.
-      processingStarted = fileWatch.problem === null && !startStop.signal.aborted;
-      if (processingStarted) worker.start();
-      await fanOut.start(startStop.signal);
-    } catch (err) {
-      // A StopDuringStart is not a failure: said below, as any stop during the start, and the
-      // stop that follows releases the lock.
-      if (!(err instanceof StopDuringStart)) {
-        sweeps.clearTimer();
-        // A `work` whose start failed must end: the file watch's timer is not unref'd.
-        stopWatchingFile();
-        await Promise.allSettled([worker.stop(), fanOut.stop()]);
-        lock.release();
-        throw err;
-      }
-    }
-    workersLock = lock;
-    if (fileWatch.problem !== null) {
-      logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
-      return;
-    }
-    if (startStop.signal.aborted) {
-      // Not 'workers started': the sink lanes did not start (fanOut.start), and the stop that
-      // interrupted the start stops processing, if it began before the stop came.
-      logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
-      return;
-    }
-    logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
-    // Not awaited: a long history is pruned a little at a time, beside the work.
-    sweeps.prune();
-  }
-
-
+  const startReceiverWorkers = () =>
+    startWorkers({ config, logger, database, queue, pauses, fanOut, worker, pacer, sweeps, fileWatch, watchFile, stopWatchingFile, startStop, run });
 
   /** Where this process can be reached on its own host (a wildcard listen answers on 127.0.0.1). */
   const reachableHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -221,8 +164,8 @@ export function createApp(deps: AppDeps) {
     try {
       s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics });
     } catch (err) {
-      earlyLock?.release();
-      earlyLock = null;
+      run.earlyLock?.release();
+      run.earlyLock = null;
       throw err;
     }
     // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
@@ -233,13 +176,13 @@ export function createApp(deps: AppDeps) {
     watchFile();
     try {
       await startMetrics();
-      if (config.workerConcurrency > 0) await startWorkers();
+      if (config.workerConcurrency > 0) await startReceiverWorkers();
     } catch (err) {
       // Leave nothing running: the workers that did start, the servers with their connections,
       // a workers lock the workers never took over, and the file watch's timer (not unref'd).
       stopWatchingFile();
-      earlyLock?.release();
-      earlyLock = null;
+      run.earlyLock?.release();
+      run.earlyLock = null;
       server = null;
       const m = metricsServer;
       metricsServer = null;
@@ -307,10 +250,10 @@ export function createApp(deps: AppDeps) {
     } finally {
       clearTimeout(abortReads);
     }
-    workersLock?.release();
-    workersLock = null;
-    earlyLock?.release();
-    earlyLock = null;
+    run.workersLock?.release();
+    run.workersLock = null;
+    run.earlyLock?.release();
+    run.earlyLock = null;
     ownHttp?.close();
     await database.close();
     const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
@@ -323,5 +266,5 @@ export function createApp(deps: AppDeps) {
     logger.info('receiver stopped');
   }
 
-  return { app, start, startWorkers, startWorkMetrics, stop, interruptStart, database, metrics, logger, queue, worker, pauses, fanOut };
+  return { app, start, startWorkers: startReceiverWorkers, startWorkMetrics, stop, interruptStart, database, metrics, logger, queue, worker, pauses, fanOut };
 }

@@ -79,6 +79,9 @@ export function createProcessingWorkers({ config, queue, pauses, clock, logger, 
   return { fetchDeadLetter, pacer, folder, worker: bothWorkers(folder, fetcher) };
 }
 
+/** The `worker` of createProcessingWorkers (bothWorkers). */
+export type ProcessingWorker = ReturnType<typeof bothWorkers>;
+
 /** The processing workers as one (start, stop, wake, and run-until-idle for tests and the CLI). */
 function bothWorkers(folder: Worker, fetcher: Worker) {
   return {
