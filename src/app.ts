@@ -1,41 +1,32 @@
-import { createServer, type Server } from 'node:http';
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { HttpBindings } from '@hono/node-server';
-import { Hono, type Context } from 'hono';
-import type { Config } from './config/loadConfig.js';
-import { openDatabase, type CheckpointProblem, type OpenDatabase } from './db/openDatabase.js';
-import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './db/databaseFiles.js';
-import { createNodeHttpClient, type HttpClient } from './http/httpClient.js';
-import { registerHealthRoutes } from './http/healthRoutes.js';
-import { requestListener } from './http/requestListener.js';
-import { WriteLockHold } from './ingest/WriteLockHold.js';
-import { createIngestWriter, type IngestItem, type IngestOutcome } from './ingest/eventStore.js';
-import { isSqliteBusy, primarySqliteCode, probeWrite } from './db/sqliteHelpers.js';
-import { GroupCommitter } from './ingest/GroupCommitter.js';
-import { DatabaseFileWatch, DatabaseReplacedError } from './db/DatabaseFileWatch.js';
-import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
-import { createVerifier } from './ingest/verifySignature.js';
-import { createWebhookHandler } from './ingest/webhookRoute.js';
-import { createFetchDeadLetterHandler, createFetchResultHandler, createStrandedReadSweep } from './handlers/fetchResult.js';
-import { createNewEventFolder, processingBacklog } from './handlers/foldNewEvents.js';
-import { createProcessEventHandler, PROCESS_EVENT_BATCH } from './handlers/processEvent.js';
-import { DEFAULT_PROCESSING, type ProcessingContext } from './handlers/ProcessingContext.js';
-import { createHiringClient, type HiringClient } from './hiring/HiringClient.js';
+import type { Hono } from 'hono';
 import pino from 'pino';
-import { createLogger, type Logger } from './observability/logger.js';
-import { backfillResultDigests } from './processing/backfillDigests.js';
-import { IngestFirst } from './processing/IngestFirst.js';
-import { SourcePauses } from './processing/SourcePauses.js';
-import { JobQueue } from './queue/JobQueue.js';
-import { JobKind } from './queue/jobKinds.js';
-import { Worker, type WorkerOptions } from './queue/Worker.js';
-import { pruneFinishedJobs } from './queue/pruneJobs.js';
+import type { Config } from './config/loadConfig.js';
+import { logCheckpointProblems } from './db/logCheckpointProblems.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
-import { createMetrics, WORK_METRICS } from './observability/metrics.js';
-import { Registry } from 'prom-client';
-import { FanOut, type FanOutOptions } from './sinks/FanOut.js';
-import { oldestUndeliveredAgeMs, sinkDisabled } from './sinks/deliveryRecords.js';
+import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
+import { openServerDatabase } from './db/openServerDatabase.js';
+import { watchDatabaseFile } from './db/watchDatabaseFile.js';
+import type { WorkersLock } from './db/workersLock.js';
+import { createStrandedReadSweep } from './handlers/fetchResult.js';
+import type { ProcessingContext } from './handlers/ProcessingContext.js';
+import { closeNow } from './http/closeNow.js';
+import { closeWithinGrace } from './http/closeWithinGrace.js';
+import { createHttpApp } from './http/createHttpApp.js';
+import type { HttpClient } from './http/httpClient.js';
+import { listen } from './http/listen.js';
+import { workMetricsApp } from './http/workMetricsApp.js';
+import { createIngestCommitter } from './ingest/createIngestCommitter.js';
+import type { IngestState } from './ingest/IngestState.js';
+import { WriteLockHold } from './ingest/WriteLockHold.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { createMetrics } from './observability/metrics.js';
+import { createProcessingContext } from './processing/createProcessingContext.js';
+import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
+import { startWorkers, type WorkersLocks } from './processing/startWorkers.js';
+import { WorkerSweeps } from './processing/WorkerSweeps.js';
+import type { FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { isLoopbackHost } from './util/loopback.js';
 
@@ -62,126 +53,118 @@ export interface AppDeps {
 
 export type App = ReturnType<typeof createApp>;
 
-/** The server's database; an error names the path and the setting it came from. */
-function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointProblem) => void) {
-  // A file this process may not write, refused before SQLite opens it: SQLite would open it
-  // read-only and create its -wal and -shm with the file's read-only mode, which then stop the
-  // next start too, once the file itself is fixed. SQLite's files an earlier start left read-only
-  // get their owner's write back (the receiver's own files are repaired where they are opened).
-  for (const side of SQLITE_SIDECARS) repairSidecarMode(`${path}${side}`);
-  if (path !== ':memory:' && existsSync(path)) {
-    try {
-      accessSync(path, constants.W_OK);
-    } catch (err) {
-      throw readOnlyDatabase(path, err);
-    }
-    for (const side of ['-wal', '-shm'] as const) {
-      const file = `${path}${side}`;
-      try {
-        accessSync(file, constants.R_OK | constants.W_OK);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw sidecarNotOurs(path, file, err);
-      }
-    }
-  }
-  let database: OpenDatabase;
-  try {
-    database = openDatabase(path, { checkpointer: true, onCheckpointProblem });
-  } catch (err) {
-    const folder = unwritableFolderError(path, err);
-    if (folder) throw folder;
-    throw new Error(`cannot open the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
-  }
-  // SQLite opens a file it may not write read-only, and says so only at the first write
-  // ("attempt to write a readonly database", naming nothing): found out here, at start.
-  try {
-    probeWrite(database.sqlite);
-  } catch (err) {
-    const code = (err as { code?: string }).code ?? '';
-    if (!isSqliteBusy(err)) {
-      void database.close();
-      if (code.startsWith('SQLITE_READONLY')) throw unwritableFolderError(path, err) ?? readOnlyDatabase(path, err);
-      throw new Error(`cannot write the database at ${path} (DATABASE_PATH): ${(err as Error).message}`, { cause: err });
-    }
-  }
-  return database;
-}
-
-function readOnlyDatabase(path: string, cause: unknown): Error {
-  const uid = typeof process.getuid === 'function' ? ` (the receiver runs as uid ${process.getuid()})` : '';
-  return new Error(
-    `cannot write the database at ${path} (DATABASE_PATH): the file is read-only to this process${uid}; the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm`,
-    { cause },
-  );
-}
-
-/**
- * A -wal or -shm this process may not open (SQLite says only "unable to open database file"):
- * usually made by another user, such as a reader that opened the database while nothing else had.
- */
-function sidecarNotOurs(path: string, file: string, cause: unknown): Error {
-  const uid = typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '';
-  let owner = '';
-  try {
-    const st = statSync(file);
-    owner = `; it belongs to uid ${st.uid}, gid ${st.gid}, mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}`;
-  } catch {
-    // Gone meanwhile: the message still names it.
-  }
-  return new Error(
-    `cannot open the database at ${path} (DATABASE_PATH): ${file} is not readable and writable by this process${uid}${owner}. ` +
-      'Another user made it (a reader opening the database while the receiver was stopped?): give the folder the group of both users with its setgid bit (README, "The database"), or, while nothing has the database open and the -wal is empty, remove the -wal and -shm',
-    { cause },
-  );
-}
-
-/** A listen failure, naming the settings to change (Node's own says only `listen EADDRINUSE ...`). */
-function listenError(err: NodeJS.ErrnoException, host: string, port: number, portVar = 'PORT'): Error {
-  const where = `${host}:${port}`;
-  const message =
-    err.code === 'EADDRINUSE'
-      ? `${portVar}: ${where} is already in use (another receiver still running?); stop it or choose another ${portVar}`
-      : err.code === 'EACCES'
-        ? `${portVar}: not allowed to listen on ${where} (ports below 1024 need privileges); choose another ${portVar}`
-        : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN'
-          ? `HOST: cannot listen on ${JSON.stringify(host)} (${err.code}): not an address of this machine`
-          : `cannot listen on ${where} (${portVar}): ${err.message}`;
-  return Object.assign(new Error(message), { code: err.code, cause: err });
-}
-
 /** The receiver's logger: JSON lines on stdout, or on stderr when a stdout sink writes its messages there. */
 export function receiverLogger(config: Config): Logger {
   return createLogger(config.logLevel, config.sinks.some((s) => s.type === 'stdout') ? pino.destination(2) : undefined);
 }
 
-/** A stop came while the workers' start waited for the write lock (whileLockHeld): the start ends, unfailed. */
-class StopDuringStart extends Error {}
-
-/** How long the workers' start waits for a write lock another process holds (whileLockHeld). */
-const STARTUP_LOCK_WAIT_MS = 30_000;
-/** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
-const STRANDED_SWEEP_MS = 5 * 60_000;
-/** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
-const PRUNE_PER_SWEEP = 10_000;
+/** What start and stop share, set and cleared as the receiver runs and stops. */
+interface RunState extends WorkersLocks {
+  /** The webhook server, from start() until stop() takes it. */
+  server: Server | null;
+  /** The server of METRICS_PORT (or WORK_METRICS_PORT), from its listen until stop() takes it. */
+  metricsServer: Server | null;
+  /** The one stop (stopOnce), once stop() is called. */
+  stopping: Promise<void> | null;
+}
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
+  const r = buildReceiver(deps);
+  const { app, database, metrics, logger, queue, worker, pauses, fanOut } = r;
+  return {
+    app,
+    start: () => start(r),
+    startWorkers: () => startWorkers(r),
+    startWorkMetrics: (port: number) => startWorkMetrics(r, port),
+    stop: () => stop(r),
+    interruptStart: () => interruptStart(r),
+    database,
+    metrics,
+    logger,
+    queue,
+    worker,
+    pauses,
+    fanOut,
+  };
+}
+
+/** The receiver's parts, built and wired, and the state its start and stop share (`run`). */
+type Receiver = ReturnType<typeof buildReceiver>;
+
+function buildReceiver(deps: AppDeps) {
   const { config } = deps;
   const clock = deps.clock ?? systemClock;
   // With a stdout sink, stdout is that sink's NDJSON stream: the logs go to stderr, so a reader
   // that stops reading the messages cannot block the process's logging (pino writes fd 1 in
   // place), and the stream holds messages only.
   const logger = deps.logger ?? receiverLogger(config);
-  // The workers lock, when the caller took it before the database was opened and migrated
-  // (runReceiver: an upgrade started beside the old version must not migrate under it).
-  let earlyLock: WorkersLock | null = deps.workersLock ?? null;
-  let database: OpenDatabase;
+  const run: RunState = {
+    // The workers lock, when the caller took it before the database was opened and migrated
+    // (runReceiver: an upgrade started beside the old version must not migrate under it).
+    earlyLock: deps.workersLock ?? null,
+    workersLock: null,
+    server: null,
+    metricsServer: null,
+    stopping: null,
+  };
   // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
   let checkpointProblem = (p: CheckpointProblem) => logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped' : 'WAL checkpoint failed');
+  const database = openReceiverDatabase(deps, logger, run, (p) => checkpointProblem(p));
+  const metrics = createMetrics(config.sources.map((s) => s.name));
+  checkpointProblem = logCheckpointProblems(metrics, logger);
+
+  const { fileWatch, watchFile, stopWatchingFile } = watchDatabaseFile(database, logger, () => {
+    void worker.stop();
+    void fanOut.halt();
+  });
+
+  const ingestState: IngestState = { draining: false, storageFailure: null };
+  /** Since when deliveries have found the write lock held by another connection (for /readyz). */
+  const lockHold = new WriteLockHold();
+  const committer = createIngestCommitter({
+    config,
+    database,
+    fileWatch,
+    clock,
+    logger,
+    metrics,
+    lockHold,
+    state: ingestState,
+    onCommitted: () => {
+      pacer.noteIngest();
+      // New events only make folds due; a fold that queues a read wakes the fetcher.
+      folder.kick();
+    },
+    onLockBusy: () => pacer.noteLockWait(),
+  });
+
+  const { queue, pauses, ownHttp, fanOut, processingShutdown, processing } = createProcessingContext({ config, database, clock, logger, metrics, deps });
+  const { fetchDeadLetter, pacer, folder, worker } = createProcessingWorkers({ config, queue, pauses, clock, logger, metrics, processing });
+
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState });
+
+  /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
+  const startStop = new AbortController();
+  const sweeps = new WorkerSweeps({ config, db: database.db, clock, logger, strandedReads: createStrandedReadSweep(processing, fetchDeadLetter) });
+
+  /** Where this process can be reached on its own host (a wildcard listen answers on 127.0.0.1). */
+  const reachableHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+
+  return {
+    config, clock, logger, database, metrics, fileWatch, watchFile, stopWatchingFile, ingestState, committer,
+    queue, pauses, ownHttp, fanOut, processingShutdown, pacer, worker, app, metricsApp, onError, startStop, sweeps, reachableHost, run,
+  };
+}
+
+/** The database (opened and migrated unless deps.database), and what is to be said about it and the configuration. */
+function openReceiverDatabase(deps: AppDeps, logger: Logger, run: RunState, onCheckpointProblem: (p: CheckpointProblem) => void): OpenDatabase {
+  const { config } = deps;
+  let database: OpenDatabase;
   try {
-    database = deps.database ?? openServerDatabase(config.databasePath, (p) => checkpointProblem(p));
+    database = deps.database ?? openServerDatabase(config.databasePath, onCheckpointProblem);
   } catch (err) {
-    earlyLock?.release();
+    run.earlyLock?.release();
     throw err;
   }
   if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
@@ -196,627 +179,136 @@ export function createApp(deps: AppDeps) {
     // waiting deliveries across processes is lost.
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
-  const metrics = createMetrics(config.sources.map((s) => s.name));
-  let checkpointLogged = { code: '', atMs: 0, since: 0 };
-  checkpointProblem = (p) => {
-    // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
-    const code = primarySqliteCode(p.code) ?? 'error';
-    metrics.checkpointErrors.inc({ code });
-    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here
-    // first, at every tick (twice a second): logged when the code changes, then once a minute.
-    const now = Date.now();
-    if (!p.stopped && code === checkpointLogged.code && now - checkpointLogged.atMs < 60_000) return void checkpointLogged.since++;
-    logger.error(
-      { code: p.code, err: p.message, ...(checkpointLogged.since > 0 ? { failed_since_last_line: checkpointLogged.since } : {}) },
-      p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds',
-    );
-    checkpointLogged = { code, atMs: now, since: 0 };
-  };
+  return database;
+}
 
-  // Whether DATABASE_PATH still names the file opened above (DatabaseFileWatch): found otherwise
-  // (deleted, or another file moved there while this process runs), nothing more is acknowledged
-  // and the workers stop; said once, here.
-  const fileWatch = new DatabaseFileWatch(database.sqlite.memory ? ':memory:' : database.sqlite.name, database.opened, (problem) => {
-    logger.error(
-      { problem, database_path: database.sqlite.name },
-      'the database file is no longer the one this process opened: nothing more is written to it (deliveries are answered 503 database_replaced, /readyz is 503, the workers stop claiming). ' +
-        'Restart the receiver (every process on this database) to use the file now at DATABASE_PATH (its stop renames the old file\'s -wal, which SQLite would apply to the new one); to restore a backup, stop them first, then replace the file and remove its -wal and -shm (README, "Backups while it runs")',
-    );
-    void worker.stop();
-    void fanOut.halt();
-  });
-  let fileWatchTimer: NodeJS.Timeout | null = null;
-  /**
-   * Checks the files once a second too, so that an idle receiver, or a `work` process, stops
-   * writing to a replaced file. Not unref'd: once the workers stop, it is what keeps a `work`
-   * process running until it is stopped (it exited 0 at once, unsaid, its database not closed).
-   */
-  const watchFile = () => {
-    fileWatchTimer ??= setInterval(() => fileWatch.check(), 1000);
-  };
-  const stopWatchingFile = () => {
-    if (fileWatchTimer) clearInterval(fileWatchTimer);
-    fileWatchTimer = null;
-  };
+/** /metrics on METRICS_PORT, when it is set (a no-op otherwise), for start(). */
+async function startMetrics(r: Receiver): Promise<void> {
+  const { config, metricsApp } = r;
+  if (metricsApp && config.metricsPort !== null && !r.run.metricsServer) await listenMetrics(r, metricsApp, config.metricsPort, 'METRICS_PORT');
+}
 
-  /** The last ingest transaction that failed for want of storage, until one commits (for /readyz). */
-  let storageFailure: { code: string; atMs: number } | null = null;
-  /** Since when deliveries have found the write lock held by another connection (for /readyz). */
-  const lockHold = new WriteLockHold();
-  const ingestWrite = createIngestWriter(database.ingestSqlite);
-  const committer = new GroupCommitter<IngestItem, IngestOutcome>({
-    write: (items) => {
-      if (fileWatch.problem !== null) throw new DatabaseReplacedError(fileWatch.problem);
-      const results = ingestWrite(items);
-      // After the commit, before any answer: a batch committed into a file no longer at
-      // DATABASE_PATH would be lost at the next start, so it is answered 503 and redelivered.
-      const problem = fileWatch.checkDatabase();
-      if (problem !== null) throw new DatabaseReplacedError(problem);
-      return results;
-    },
-    isBusy: isSqliteBusy,
-    clock,
-    timeoutMs: config.writeTimeoutMs,
-    onBatch: (size, durationMs) => {
-      storageFailure = null;
-      lockHold.obtained();
-      database.ingestWait.committed();
-      metrics.batchSize.observe(size);
-      metrics.commitDuration.observe(durationMs / 1000);
-      pacer.noteIngest();
-      // New events only make folds due; a fold that queues a read wakes the fetcher.
-      folder.kick();
-    },
-    onError: (err, size) => {
-      // Said once, by the file watch; /readyz asks it.
-      if (err instanceof DatabaseReplacedError) return;
-      if (isSqliteBusy(err)) {
-        // Deliveries wait for another process's lock: processing, here or in a `work` process,
-        // must not take it first.
-        database.ingestWait.waiting(Date.now());
-        lockHold.held(clock.now());
-        pacer.noteLockWait();
-        logger.debug({ batch: size }, 'ingest write lock busy; retrying');
-      } else {
-        storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
-        // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
-        lockHold.obtained();
-        logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
-      }
-    },
-    onLockWaited: (waitedMs) => metrics.ingestLockWait.observe(waitedMs / 1000),
-    onBatchError: (err) => logger.error({ err: (err as Error).message }, 'bookkeeping after an ingest commit failed (its deliveries were answered)'),
-  });
+/** A `work` process's own counters on WORK_METRICS_PORT (workMetricsApp). */
+async function startWorkMetrics(r: Receiver, port: number): Promise<string> {
+  return listenMetrics(r, workMetricsApp(r.metrics, r.onError), port, 'WORK_METRICS_PORT');
+}
 
-  const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
-  const pauses = new SourcePauses(database.db, clock);
-  // One keep-alive client for the result reads and the http sinks, closed at stop.
-  const ownHttp = deps.http ? null : createNodeHttpClient();
-  const http = deps.http ?? ownHttp!;
-  const clients = new Map<string, HiringClient>();
-  for (const src of config.sources) {
-    if (src.apiUrl && src.apiKey) clients.set(src.name, createHiringClient({ baseUrl: src.apiUrl, apiKey: src.apiKey, http, now: () => clock.now() }));
+async function listenMetrics(r: Receiver, metricsHono: Hono, port: number, portVar: string): Promise<string> {
+  const { config, logger, metrics, run, reachableHost } = r;
+  const m = await listen(metricsHono.fetch, port, portVar, { config, logger, metrics });
+  m.requestTimeout = config.requestTimeoutMs;
+  m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
+  run.metricsServer = m;
+  return `http://${reachableHost}:${(m.address() as AddressInfo).port}/metrics`;
+}
+
+/**
+ * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
+ * touches the queue.
+ */
+async function start(r: Receiver): Promise<{ port: number; url: string; metricsUrl: string }> {
+  const { app, config, logger, metrics, watchFile, stopWatchingFile, run, reachableHost } = r;
+  let s: Server;
+  try {
+    s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics });
+  } catch (err) {
+    run.earlyLock?.release();
+    run.earlyLock = null;
+    throw err;
   }
-  const fanOut = new FanOut({
-    db: database.db,
-    queue,
-    clock,
-    logger,
-    sinks: config.sinks,
-    http,
-    onJobSettled: (job, outcome) => {
-      metrics.jobsSettled.inc({ kind: job.kind, outcome });
-      metrics.sinkDeliveries.inc({ sink: job.kind.slice('sink:'.length), outcome });
-    },
-    ...deps.sinks,
-  });
-  // Aborted when stop()'s grace has passed: a result read still waiting on the service gives up.
-  const processingShutdown = new AbortController();
-  const processing: ProcessingContext = {
-    db: database.db,
-    sqlite: database.sqlite,
-    clock,
-    clients,
-    shutdown: processingShutdown.signal,
-    onSettled: fanOut.onSettled,
-    onApiCall: (source, resource, outcome, elapsedMs) => {
-      metrics.apiCalls.inc({ source, resource, outcome });
-      metrics.apiCallDuration.observe({ resource }, elapsedMs / 1000);
-    },
-    logger,
-    ...DEFAULT_PROCESSING,
-    giveUpAfterMs: config.resultGiveUpMs,
-    ...deps.processing,
-  };
-  const fetchDeadLetter = createFetchDeadLetterHandler(processing);
-  const newEvents = createNewEventFolder(processing, {
-    logger,
-    onFolded: (outcome) => {
-      metrics.jobsSettled.inc({ kind: JobKind.processEvent, outcome });
-      if (outcome === 'done') fetcher.kick();
-    },
-  });
-  // One pacer for both workers. A fetch is charged its wall time (network wait included), so
-  // under load finished reads also hold back folds. Measured at 2,500/s: one pacer per
-  // worker gave p50 27 ms / p99 82 ms against 4-5 / 20-35 ms with one shared pacer.
-  const pacer = new IngestFirst({ share: config.processingShare / 100 });
-  const onJobSettled: WorkerOptions['onJobSettled'] = (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome });
-  // Folding events is local work, done in batches (one transaction per claim); fetching results
-  // is network-bound and runs WORKER_CONCURRENCY reads at once. Two workers, so a batch of folds
-  // never takes the slots of the reads, nor the reads those of the folds.
-  const folder = new Worker({
-    queue,
-    clock,
-    logger,
-    gate: pauses,
-    // Never held back by a paused source: folding needs no API key.
-    gatedKinds: [],
-    onJobSettled: (job, outcome) => {
-      onJobSettled(job, outcome);
-      if (outcome === 'done') fetcher.kick();
-    },
-    concurrency: PROCESS_EVENT_BATCH,
-    // Folds are held back from 60% loop utilization, reads from 90% (see IngestFirst).
-    pacer: pacer.from(0.6),
-    // New events, from the processing cursor; process_event jobs are retries and replays.
-    source: newEvents,
-    handlers: { [JobKind.processEvent]: createProcessEventHandler(processing) },
-  });
-  const fetcher = new Worker({
-    queue,
-    clock,
-    logger,
-    gate: pauses,
-    // A refused key pauses the reads from the service only; events keep being folded into applications.
-    gatedKinds: [JobKind.fetchResult],
-    onDeadLetter: async (job, error) => {
-      if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
-    },
-    onJobSettled,
-    concurrency: Math.max(1, config.workerConcurrency),
-    pacer,
-    handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },
-  });
-  /** The processing workers as one (start, stop, wake, and run-until-idle for tests and the CLI). */
-  const worker = {
-    start: () => {
-      folder.start();
-      fetcher.start();
-    },
-    stop: async () => {
-      await Promise.all([folder.stop(), fetcher.stop()]);
-    },
-    kick: () => {
-      folder.kick();
-      fetcher.kick();
-    },
-    async runUntilIdle(maxJobs = 10_000): Promise<number> {
-      let total = 0;
-      for (;;) {
-        const folded = await folder.runUntilIdle(maxJobs - total);
-        const fetched = total + folded < maxJobs ? await fetcher.runUntilIdle(maxJobs - total - folded) : 0;
-        total += folded + fetched;
-        if (folded + fetched === 0 || total >= maxJobs) return total;
-      }
-    },
-  };
-
-  const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
-  /** Set when a stop begins: the deliveries answered from then on close their connection. */
-  let draining = false;
-  const webhookHandler = createWebhookHandler({
-    verifier: createVerifier(config.sources, clock),
-    committer,
-    clock,
-    logger,
-    metrics,
-    maxBodyBytes: config.maxBodyBytes,
-    draining: () => draining,
-  });
-  // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
-  // answer 404 to every delivery, and the service drops an event after 6 failed attempts.
-  for (const path of ['/webhooks', '/webhooks/']) {
-    app.post(path, webhookHandler);
-    app.all(path, (c) => c.json({ error: 'method_not_allowed', message: 'use POST' }, 405, { Allow: 'POST' }));
-  }
-  // Paused sources are reported, never failing readiness: deliveries must keep being accepted.
-  // Not the detail: /readyz is unauthenticated, and the detail is the service's own error text
-  // (`status` and the CLI's `status` show it).
-  const pausedStmt = database.ingestSqlite.prepare('SELECT source, status, paused_at FROM source_pauses ORDER BY source');
-  const disabledSinksStmt = database.ingestSqlite.prepare(
-    // Not the reason: /readyz is unauthenticated, and the reason names the consumer's host.
-    'SELECT sink, disabled_at FROM sink_state WHERE disabled_at IS NOT NULL ORDER BY sink',
-  );
-  // Configured sinks only, as in the metrics: a sink removed from the configuration while disabled
-  // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
-  const configuredSinks = new Set(config.sinks.map((s) => s.name));
-  const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => storageFailure, {
-    hold: lockHold,
-    boundMs: config.writeTimeoutMs,
-    clock,
-  }, () => fileWatch.check());
-  const depthStmt = database.ingestSqlite.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind");
-  // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
-  const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();
-  const leasesExpiredStmt = database.ingestSqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?").pluck();
-  const metricsRoute = async (c: Context) => {
-    const sqlite = database.ingestSqlite;
-    metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
-    metrics.pausedSources.reset();
-    for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
-    for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
-    if (!sqlite.memory) metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
-    const backlog = await processingBacklog(database.db);
-    metrics.unprocessedEvents.set(backlog.events);
-    const nowMs = clock.now();
-    const ageOf = (iso: string | null | undefined) => (iso ? Math.max(0, (nowMs - Date.parse(iso)) / 1000) : 0);
-    metrics.unprocessedAge.set(ageOf(backlog.oldestReceivedAt));
-    const nowIso = new Date(nowMs).toISOString();
-    metrics.leasesExpired.set(leasesExpiredStmt.get(nowIso) as number);
-    metrics.oldestDue.reset();
-    metrics.queueDepth.reset();
-    // Every kind's pending, running and dead series exist, at 0 when empty: `sum()` of no series is
-    // no value in PromQL, and an alert adding it to another (the backlog one) would never fire.
-    for (const kind of [JobKind.processEvent, JobKind.fetchResult, ...config.sinks.map((s) => `sink:${s.name}`)]) {
-      for (const state of ['pending', 'running', 'dead']) metrics.queueDepth.set({ state, kind }, 0);
-      metrics.oldestDue.set({ kind }, ageOf(oldestDueStmt.get(kind, nowIso) as string | null));
-    }
-    // Not `done` jobs nor delivered messages: counting them walks all history on the loop that
-    // answers the service, every scrape (180 ms at a million of each); their counters are
-    // receiver_job_runs_total and receiver_sink_deliveries_total.
-    for (const d of depthStmt.all() as { state: string; kind: string; n: number }[]) metrics.queueDepth.set({ state: d.state, kind: d.kind }, d.n);
-    metrics.sinkLag.reset();
-    metrics.sinkDisabled.reset();
-    for (const s of config.sinks) {
-      metrics.sinkLag.set({ sink: s.name }, ((await oldestUndeliveredAgeMs(database.db, nowMs, [s.name])) ?? 0) / 1000);
-      metrics.sinkDisabled.set({ sink: s.name }, (await sinkDisabled(database.db, s.name)) ? 1 : 0);
-    }
-    return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
-  };
-  const onError = (err: Error, c: Context) => {
-    logger.error({ err: err.message, path: c.req.path }, 'unhandled error');
-    return c.json({ error: 'internal_error', message: 'internal error' }, 500);
-  };
-  // With METRICS_PORT, /metrics is served on that port only: the webhook port is public.
-  /** An app that serves GET /metrics only, on a port of its own (`portVar` names it in the 404). */
-  const metricsOnlyApp = (route: (c: Context) => Promise<Response>, portVar: string): Hono => {
-    const h = new Hono();
-    h.get('/metrics', route);
-    h.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path} (${portVar} serves GET /metrics only)` }, 404));
-    h.onError(onError);
-    return h;
-  };
-  let metricsApp: Hono | null = null;
-  if (config.metricsPort === null) app.get('/metrics', metricsRoute);
-  else {
-    metricsApp = metricsOnlyApp(metricsRoute, 'METRICS_PORT');
-  }
-  app.notFound((c) => c.json({ error: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` }, 404));
-  app.onError(onError);
-
-  let server: Server | null = null;
-  let metricsServer: Server | null = null;
-  let workersLock: WorkersLock | null = null;
-  let strandedSweep: NodeJS.Timeout | null = null;
-  let pruning: Promise<void> = Promise.resolve();
-  /** The periodic stranded-read sweep in flight, with the prune it starts. */
-  let sweeping: Promise<void> = Promise.resolve();
-  const pruneStop = new AbortController();
-  /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
-  const startStop = new AbortController();
-  const strandedReads = createStrandedReadSweep(processing, fetchDeadLetter);
-  /** Dead reads whose follow-up never committed (createStrandedReadSweep): settled now, said at warn. */
-  async function sweepStrandedReads(): Promise<void> {
-    try {
-      const n = await strandedReads();
-      if (n > 0) logger.warn({ reads: n }, 'dead-lettered result reads whose results were still processing are given up now, and their events settled');
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'the sweep for dead-lettered reads failed; it runs again in a few minutes');
-    }
-  }
-
-  /**
-   * Finished jobs past JOB_RETENTION_DAYS, deleted a bounded number at a time (pruneFinishedJobs):
-   * at the workers' start and with each sweep, so the table stops growing with history.
-   */
-  async function pruneHistory(): Promise<void> {
-    if (config.jobRetentionMs <= 0) return;
-    const before = new Date(clock.now() - config.jobRetentionMs).toISOString();
-    try {
-      const { written: n } = await pruneFinishedJobs(database.db, before, { maxRows: PRUNE_PER_SWEEP, pause: () => new Promise((r) => setTimeout(r, 10)), signal: pruneStop.signal });
-      if (n > 0) logger.info({ jobs: n, finished_before: before }, 'finished jobs past JOB_RETENTION_DAYS deleted');
-    } catch (err) {
-      logger.error({ err: (err as Error).message }, 'deleting finished jobs past JOB_RETENTION_DAYS failed; it is tried again in a few minutes');
-    }
-  }
-
-  /**
-   * A write of the workers' start, tried again while another process holds the write lock (a CLI
-   * command, a `serve` or `work` migrating): each try waits as long as any statement here, 200 ms,
-   * and a start exited 1 "database is locked" at the first. Up to STARTUP_LOCK_WAIT_MS, said once.
-   */
-  async function whileLockHeld<T>(step: () => Promise<T>): Promise<T> {
-    const deadline = performance.now() + STARTUP_LOCK_WAIT_MS;
-    let said = false;
-    for (;;) {
-      try {
-        return await step();
-      } catch (err) {
-        if (!isSqliteBusy(err)) throw err;
-        // A stop while waiting ends the start as a stop during its housekeeping does, not as a failure.
-        if (startStop.signal.aborted) throw new StopDuringStart();
-        if (performance.now() >= deadline) {
-          throw new Error(`the workers' start waited ${STARTUP_LOCK_WAIT_MS / 1000} s for the database's write lock, held by another process all along: ${(err as Error).message}`, { cause: err });
-        }
-        if (!said) logger.warn({ waitMs: STARTUP_LOCK_WAIT_MS }, "the database's write lock is held by another process: the workers' start waits for it");
-        said = true;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  }
-
-  /**
-   * Runs the queue's workers (processing and sinks) in this process. Only one process per
-   * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
-   * is gone.
-   */
-  async function startWorkers(): Promise<void> {
-    // Refused while another live process runs them: it would take that process's running jobs.
-    const lock = earlyLock ?? acquireWorkersLock(database.sqlite.name);
-    let processingStarted = false;
-    watchFile();
-    earlyLock = null;
-    try {
-      // A restart may bring a new API key: every paused source is tried again, at once.
-      const heldBack = await whileLockHeld(() => pauses.clearAll());
-      if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-      const filled = await whileLockHeld(() => backfillResultDigests(database.db));
-      if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-      const orphans = await whileLockHeld(() => queue.releaseOrphans());
-      if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-      await sweepStrandedReads();
-      strandedSweep = setInterval(() => {
-        // Awaited by stop() (clearing the interval does not end a sweep in flight): no sweep or
-        // prune writes once the database is closed, and none begins after the stop.
-        sweeping = sweepStrandedReads().then(() => {
-          if (!pruneStop.signal.aborted) pruning = pruneHistory();
-          return pruning;
-        });
-      }, STRANDED_SWEEP_MS);
-      strandedSweep.unref();
-      pacer.enabled = true;
-      // The file found replaced during the start (its housekeeping may take seconds): the
-      // workers were told to stop then, and must not start on the old file now. Nor once a stop
-      // came during the start (runReceiver's interruptStart): it would only claim jobs to stop.
-      processingStarted = fileWatch.problem === null && !startStop.signal.aborted;
-      if (processingStarted) worker.start();
-      await fanOut.start(startStop.signal);
-    } catch (err) {
-      // A StopDuringStart is not a failure: said below, as any stop during the start, and the
-      // stop that follows releases the lock.
-      if (!(err instanceof StopDuringStart)) {
-        if (strandedSweep) clearInterval(strandedSweep);
-        // A `work` whose start failed must end: the file watch's timer is not unref'd.
-        stopWatchingFile();
-        await Promise.allSettled([worker.stop(), fanOut.stop()]);
-        lock.release();
-        throw err;
-      }
-    }
-    workersLock = lock;
-    if (fileWatch.problem !== null) {
-      logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
-      return;
-    }
-    if (startStop.signal.aborted) {
-      // Not 'workers started': the sink lanes did not start (fanOut.start), and the stop that
-      // interrupted the start stops processing, if it began before the stop came.
-      logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
-      return;
-    }
-    logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
-    // Not awaited: a long history is pruned a little at a time, beside the work.
-    pruning = pruneHistory();
-  }
-
-  /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
-  function listen(fetch: Parameters<typeof requestListener>[0], port: number, portVar: string): Promise<Server> {
-    return new Promise<Server>((resolve, reject) => {
-      const srv = createServer(
-        // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
-        // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
-        { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
-        requestListener(fetch, config.host, (message, method) => {
-          logger.warn({ status: 400, method }, `request refused before routing: ${message}`);
-          // A POST is most likely a delivery (a proxy that rewrites Host breaks every one): counted
-          // with the refused deliveries, so the "deliveries refused" alert sees it.
-          if (method === 'POST' && portVar === 'PORT') metrics.deliveriesReceived.inc({ outcome: 'rejected:bad_request', source: 'unknown' });
-        }),
-      );
-      srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
-      srv.listen(port, config.host, () => resolve(srv));
-    });
-  }
-
-  /**
-   * Closes a server and every connection at once (close() alone would wait for a client stalled
-   * mid-request, whose request timeout close() also stops checking).
-   */
-  function closeNow(s: Server): Promise<void> {
-    return new Promise<void>((resolve) => {
-      s.close(() => resolve());
-      s.closeAllConnections();
-    });
-  }
-
-  /** Where this process can be reached on its own host (a wildcard listen answers on 127.0.0.1). */
-  const reachableHost = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-
-  /** /metrics on METRICS_PORT, when it is set (a no-op otherwise), for start(). */
-  async function startMetrics(): Promise<void> {
-    if (metricsApp && config.metricsPort !== null && !metricsServer) await listenMetrics(metricsApp, config.metricsPort, 'METRICS_PORT');
-  }
-
-  /**
-   * For a `work` process: its own counters (job runs, result reads, sink deliveries, its process
-   * and event loop) on their own port, WORK_METRICS_PORT. Not the database-derived gauges
-   * (queue depth, backlog, sink lag...): `serve` reports those, and scraping both processes
-   * would count them twice in the runbook's sums.
-   */
-  async function startWorkMetrics(port: number): Promise<string> {
-    // Only what a `work` process counts, and Node's process and event-loop series: the ingest
-    // series and the database's gauges would sit at 0 here, and read wrong in any min() or avg().
-    const own = new Registry();
-    for (const { name } of metrics.registry.getMetricsAsArray()) {
-      if (!name.startsWith('receiver_') || WORK_METRICS.has(name)) own.registerMetric(metrics.registry.getSingleMetric(name)!);
-    }
-    const ownCounters = async (c: Context) => c.text(await own.metrics(), 200, { 'Content-Type': own.contentType });
-    return listenMetrics(metricsOnlyApp(ownCounters, 'WORK_METRICS_PORT'), port, 'WORK_METRICS_PORT');
-  }
-
-  async function listenMetrics(metricsHono: Hono, port: number, portVar: string): Promise<string> {
-    const m = await listen(metricsHono.fetch, port, portVar);
-    m.requestTimeout = config.requestTimeoutMs;
-    m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
-    metricsServer = m;
-    return `http://${reachableHost}:${(m.address() as AddressInfo).port}/metrics`;
-  }
-
-  /**
-   * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
-   * touches the queue.
-   */
-  async function start(): Promise<{ port: number; url: string; metricsUrl: string }> {
-    let s: Server;
-    try {
-      s = await listen(app.fetch, config.port, 'PORT');
-    } catch (err) {
-      earlyLock?.release();
-      earlyLock = null;
-      throw err;
-    }
-    // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
-    s.requestTimeout = config.requestTimeoutMs;
-    s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
-    s.keepAliveTimeout = 65_000;
-    server = s;
-    watchFile();
-    try {
-      await startMetrics();
-      if (config.workerConcurrency > 0) await startWorkers();
-    } catch (err) {
-      // Leave nothing running: the workers that did start, the servers with their connections,
-      // a workers lock the workers never took over, and the file watch's timer (not unref'd).
-      stopWatchingFile();
-      earlyLock?.release();
-      earlyLock = null;
-      server = null;
-      const m = metricsServer;
-      metricsServer = null;
-      await Promise.all([closeNow(s), m && closeNow(m)]);
-      throw err;
-    }
-    const { port } = s.address() as AddressInfo;
-    const metricsPort = metricsServer ? (metricsServer.address() as AddressInfo).port : port;
-    logger.info(
-      { port, host: config.host, ...(metricsServer ? { metricsPort } : {}), sources: config.sources.map((src) => src.name) },
-      'receiver listening',
-    );
-    // Said at every start rather than refused: the documented default (the image and fly.toml set METRICS_PORT).
-    if (!metricsServer && !isLoopbackHost(config.host)) {
-      logger.warn(
-        { port, host: config.host },
-        'GET /metrics is served on the webhook port, which listens beyond this machine: anyone who reaches it reads the source and sink names, queue depths and the Node version, and each scrape queries the database; set METRICS_PORT to serve it on a port of its own',
-      );
-    }
-    return { port, url: `http://${reachableHost}:${port}`, metricsUrl: `http://${reachableHost}:${metricsPort}/metrics` };
-  }
-
-  /** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */
-  let stopping: Promise<void> | null = null;
-  function stop(): Promise<void> {
-    startStop.abort();
-    stopping ??= stopOnce();
-    return stopping;
-  }
-
-  /**
-   * A stop is coming, once the start in progress returns (runReceiver at a signal): the start's
-   * sink housekeeping ends at its next batch, and the sink lanes are not started. Its batches
-   * commit whole: the next start finishes it.
-   */
-  function interruptStart(): void {
-    startStop.abort();
-  }
-
-  const abandonCommits = () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free');
-
-  async function stopOnce(): Promise<void> {
-    // One grace for everything in progress: deliveries being received, messages being sent.
-    const graceEnds = performance.now() + config.shutdownGraceMs;
-    draining = true;
-    const s = server;
-    server = null;
-    // A scrape in progress is not worth waiting for.
-    const m = metricsServer;
-    metricsServer = null;
-    const metricsClosed = m ? closeNow(m) : Promise.resolve();
-    if (s) {
-      await new Promise<void>((resolve) => {
-        // close() also stops Node's checks of requestTimeout/headersTimeout, so a client stalled
-        // mid-request would hold the shutdown until the orchestrator's SIGKILL. After the grace,
-        // its connection is closed: a delivery not answered yet is retried by the service.
-        const grace = setTimeout(() => {
-          logger.warn({ graceMs: config.shutdownGraceMs }, 'closing connections with a request still in progress after SHUTDOWN_GRACE_MS');
-          // Deliveries still waiting for the write lock fail uncommitted first, and are answered
-          // 503 (Retry-After) before their connections close. Cut first, the sender got a reset
-          // (and one whose retried commit went through before the abandon, a reset for a delivery
-          // stored).
-          abandonCommits();
-          setImmediate(() => s.closeAllConnections());
-        }, config.shutdownGraceMs);
-        // A keep-alive connection whose request ends during the grace goes idle and stays open:
-        // closed as soon as it is idle, so stop() does not wait out the grace for it.
-        const idle = setInterval(() => s.closeIdleConnections(), 25);
-        s.close(() => {
-          clearTimeout(grace);
-          clearInterval(idle);
-          resolve();
-        });
-        s.closeIdleConnections();
-      });
-    }
-    // Deliveries still waiting for the write lock (another process holds it) wait within the
-    // grace, not each up to WRITE_TIMEOUT_MS: past it they fail uncommitted, and are redelivered.
-    const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
-    await Promise.all([committer.drain(), metricsClosed]);
-    clearTimeout(cutCommits);
-    const left = Math.max(0, graceEnds - performance.now());
-    const abortReads = setTimeout(() => processingShutdown.abort(), left);
-    if (strandedSweep) clearInterval(strandedSweep);
+  // A client trickling bytes is cut off; keep-alive sockets from the service are reused.
+  s.requestTimeout = config.requestTimeoutMs;
+  s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
+  s.keepAliveTimeout = 65_000;
+  run.server = s;
+  watchFile();
+  try {
+    await startMetrics(r);
+    if (config.workerConcurrency > 0) await startWorkers(r);
+  } catch (err) {
+    // Leave nothing running: the workers that did start, the servers with their connections,
+    // a workers lock the workers never took over, and the file watch's timer (not unref'd).
     stopWatchingFile();
-    pruneStop.abort();
-    try {
-      await Promise.all([worker.stop(), fanOut.stop(left), pruning, sweeping]);
-    } finally {
-      clearTimeout(abortReads);
-    }
-    workersLock?.release();
-    workersLock = null;
-    earlyLock?.release();
-    earlyLock = null;
-    ownHttp?.close();
-    await database.close();
-    const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
-    if (aside !== null) {
-      logger.warn(
-        { wal: aside, database_path: database.sqlite.name },
-        'the -wal of the database file that was replaced was renamed, so that the next start does not apply it to the file now at DATABASE_PATH: delete it, unless you recover the old file (it is that file\'s -wal)',
-      );
-    }
-    logger.info('receiver stopped');
+    run.earlyLock?.release();
+    run.earlyLock = null;
+    run.server = null;
+    const m = run.metricsServer;
+    run.metricsServer = null;
+    await Promise.all([closeNow(s), m && closeNow(m)]);
+    throw err;
   }
+  const { port } = s.address() as AddressInfo;
+  const metricsPort = run.metricsServer ? (run.metricsServer.address() as AddressInfo).port : port;
+  logger.info(
+    { port, host: config.host, ...(run.metricsServer ? { metricsPort } : {}), sources: config.sources.map((src) => src.name) },
+    'receiver listening',
+  );
+  // Said at every start rather than refused: the documented default (the image and fly.toml set METRICS_PORT).
+  if (!run.metricsServer && !isLoopbackHost(config.host)) {
+    logger.warn(
+      { port, host: config.host },
+      'GET /metrics is served on the webhook port, which listens beyond this machine: anyone who reaches it reads the source and sink names, queue depths and the Node version, and each scrape queries the database; set METRICS_PORT to serve it on a port of its own',
+    );
+  }
+  return { port, url: `http://${reachableHost}:${port}`, metricsUrl: `http://${reachableHost}:${metricsPort}/metrics` };
+}
 
-  return { app, start, startWorkers, startWorkMetrics, stop, interruptStart, database, metrics, logger, queue, worker, pauses, fanOut };
+/** Stop accepting, let in-flight requests finish and commit, then close the database. Once. */
+function stop(r: Receiver): Promise<void> {
+  r.startStop.abort();
+  r.run.stopping ??= stopOnce(r);
+  return r.run.stopping;
+}
+
+/**
+ * A stop is coming, once the start in progress returns (runReceiver at a signal): the start's
+ * sink housekeeping ends at its next batch, and the sink lanes are not started. Its batches
+ * commit whole: the next start finishes it.
+ */
+function interruptStart(r: Receiver): void {
+  r.startStop.abort();
+}
+
+async function stopOnce(r: Receiver): Promise<void> {
+  const { config, clock, logger, database, fileWatch, stopWatchingFile, ingestState, committer, processingShutdown, worker, fanOut, sweeps, ownHttp, run } = r;
+  const abandonCommits = () => committer.abandon('the receiver was stopping (SHUTDOWN_GRACE_MS passed) before the write lock was free');
+  // One grace for everything in progress: deliveries being received, messages being sent.
+  const graceEnds = performance.now() + config.shutdownGraceMs;
+  ingestState.draining = true;
+  const s = run.server;
+  run.server = null;
+  // A scrape in progress is not worth waiting for.
+  const m = run.metricsServer;
+  run.metricsServer = null;
+  const metricsClosed = m ? closeNow(m) : Promise.resolve();
+  if (s) await closeWithinGrace(s, config.shutdownGraceMs, logger, abandonCommits);
+  // Deliveries still waiting for the write lock (another process holds it) wait within the
+  // grace, not each up to WRITE_TIMEOUT_MS: past it they fail uncommitted, and are redelivered.
+  const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
+  await Promise.all([committer.drain(), metricsClosed]);
+  clearTimeout(cutCommits);
+  const left = Math.max(0, graceEnds - performance.now());
+  const abortReads = setTimeout(() => processingShutdown.abort(), left);
+  sweeps.clearTimer();
+  stopWatchingFile();
+  sweeps.abortPrune();
+  try {
+    await Promise.all([worker.stop(), fanOut.stop(left), sweeps.pruning, sweeps.sweeping]);
+  } finally {
+    clearTimeout(abortReads);
+  }
+  run.workersLock?.release();
+  run.workersLock = null;
+  run.earlyLock?.release();
+  run.earlyLock = null;
+  ownHttp?.close();
+  await database.close();
+  const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
+  if (aside !== null) {
+    logger.warn(
+      { wal: aside, database_path: database.sqlite.name },
+      'the -wal of the database file that was replaced was renamed, so that the next start does not apply it to the file now at DATABASE_PATH: delete it, unless you recover the old file (it is that file\'s -wal)',
+    );
+  }
+  logger.info('receiver stopped');
 }

@@ -1,0 +1,23 @@
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { CheckpointProblem } from './openDatabase.js';
+import { primarySqliteCode } from './sqliteHelpers.js';
+
+/** What the receiver does with a failed WAL checkpoint, once the metrics exist: counted by code, and logged. */
+export function logCheckpointProblems(metrics: Metrics, logger: Logger): (p: CheckpointProblem) => void {
+  let checkpointLogged = { code: '', atMs: 0, since: 0 };
+  return (p) => {
+    // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
+    const code = primarySqliteCode(p.code) ?? 'error';
+    metrics.checkpointErrors.inc({ code });
+    // The WAL keeps every commit; it only grows until a checkpoint succeeds. A full disk shows here
+    // first, at every tick (twice a second): logged when the code changes, then once a minute.
+    const now = Date.now();
+    if (!p.stopped && code === checkpointLogged.code && now - checkpointLogged.atMs < 60_000) return void checkpointLogged.since++;
+    logger.error(
+      { code: p.code, err: p.message, ...(checkpointLogged.since > 0 ? { failed_since_last_line: checkpointLogged.since } : {}) },
+      p.stopped ? 'WAL checkpointer stopped: the WAL grows until the next start' : 'WAL checkpoint failed: the WAL grows until one succeeds',
+    );
+    checkpointLogged = { code, atMs: now, since: 0 };
+  };
+}

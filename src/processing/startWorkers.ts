@@ -1,0 +1,96 @@
+import type { Config } from '../config/loadConfig.js';
+import type { DatabaseFileWatch } from '../db/DatabaseFileWatch.js';
+import type { OpenDatabase } from '../db/openDatabase.js';
+import { acquireWorkersLock, type WorkersLock } from '../db/workersLock.js';
+import type { Logger } from '../observability/logger.js';
+import type { JobQueue } from '../queue/JobQueue.js';
+import type { FanOut } from '../sinks/FanOut.js';
+import { backfillResultDigests } from './backfillDigests.js';
+import type { ProcessingWorker } from './createProcessingWorkers.js';
+import type { IngestFirst } from './IngestFirst.js';
+import type { SourcePauses } from './SourcePauses.js';
+import { StopDuringStart, whileLockHeld } from './whileLockHeld.js';
+import type { WorkerSweeps } from './WorkerSweeps.js';
+
+/** The workers lock, as the receiver's start, the workers' start and its stop hand it over. */
+export interface WorkersLocks {
+  /** Taken by the caller before the database was opened and migrated (AppDeps.workersLock), until the workers' start takes it over. */
+  earlyLock: WorkersLock | null;
+  /** Held while the workers run; released by the receiver's stop. */
+  workersLock: WorkersLock | null;
+}
+
+export interface WorkersStartDeps {
+  config: Config;
+  logger: Logger;
+  database: OpenDatabase;
+  queue: JobQueue;
+  pauses: SourcePauses;
+  fanOut: FanOut;
+  worker: ProcessingWorker;
+  pacer: IngestFirst;
+  sweeps: WorkerSweeps;
+  fileWatch: DatabaseFileWatch;
+  /** The file watch's once-a-second check (watchDatabaseFile). */
+  watchFile: () => void;
+  stopWatchingFile: () => void;
+  /** Aborted by the receiver's stop (or interruptStart); only read here. */
+  startStop: AbortController;
+  run: WorkersLocks;
+}
+
+/**
+ * Runs the queue's workers (processing and sinks) in this process. Only one process per
+ * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
+ * is gone.
+ */
+export async function startWorkers({ config, logger, database, queue, pauses, fanOut, worker, pacer, sweeps, fileWatch, watchFile, stopWatchingFile, startStop, run }: WorkersStartDeps): Promise<void> {
+  // Refused while another live process runs them: it would take that process's running jobs.
+  const lock = run.earlyLock ?? acquireWorkersLock(database.sqlite.name);
+  let processingStarted = false;
+  watchFile();
+  run.earlyLock = null;
+  try {
+    // A restart may bring a new API key: every paused source is tried again, at once.
+    const heldBack = await whileLockHeld(() => pauses.clearAll(), startStop.signal, logger);
+    if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
+    const filled = await whileLockHeld(() => backfillResultDigests(database.db), startStop.signal, logger);
+    if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
+    const orphans = await whileLockHeld(() => queue.releaseOrphans(), startStop.signal, logger);
+    if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
+    await sweeps.sweepStrandedReads();
+    sweeps.startTimer();
+    pacer.enabled = true;
+    // The file found replaced during the start (its housekeeping may take seconds): the
+    // workers were told to stop then, and must not start on the old file now. Nor once a stop
+    // came during the start (runReceiver's interruptStart): it would only claim jobs to stop.
+    processingStarted = fileWatch.problem === null && !startStop.signal.aborted;
+    if (processingStarted) worker.start();
+    await fanOut.start(startStop.signal);
+  } catch (err) {
+    // A StopDuringStart is not a failure: said below, as any stop during the start, and the
+    // stop that follows releases the lock.
+    if (!(err instanceof StopDuringStart)) {
+      sweeps.clearTimer();
+      // A `work` whose start failed must end: the file watch's timer is not unref'd.
+      stopWatchingFile();
+      await Promise.allSettled([worker.stop(), fanOut.stop()]);
+      lock.release();
+      throw err;
+    }
+  }
+  run.workersLock = lock;
+  if (fileWatch.problem !== null) {
+    logger.warn('workers not started: the database file was found replaced during the start (see the error above); restart the receiver');
+    return;
+  }
+  if (startStop.signal.aborted) {
+    // Not 'workers started': the sink lanes did not start (fanOut.start), and the stop that
+    // interrupted the start stops processing, if it began before the stop came.
+    logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
+    return;
+  }
+  logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
+  // Not awaited: a long history is pruned a little at a time, beside the work.
+  sweeps.prune();
+}
