@@ -6,33 +6,18 @@ import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import type { BatchItemResult, BatchJobHandler, BatchOutcome, JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
+import type { Pacer } from './Pacer.js';
 import type { HeldSources, SourceGate } from './SourceGate.js';
 import { SourceAnswers } from './SourceAnswers.js';
+import type { WorkSource } from './WorkSource.js';
 
 export { failedBeforeRequest, type BatchItemResult, type BatchJobHandler, type BatchOutcome, type HandlerResult, type JobHandler } from './JobHandler.js';
+export type { Pacer } from './Pacer.js';
 export type { HeldSources, SourceGate } from './SourceGate.js';
-
-/**
- * Paces a worker: `turn` resolves when it may claim again, `charge` books the time its work took.
- * `turn` resolves to true while processing is held back: the worker then keeps one job group
- * (one job, or one batch) in flight at most, so its completions do not run back to back.
- */
-export interface Pacer {
-  turn(): Promise<boolean>;
-  charge(ms: number): void;
-}
+export type { WorkSource } from './WorkSource.js';
 
 /** How long a worker leaves its source alone after the source's run failed. */
 const SOURCE_RETRY_MS = 1000;
-
-/**
- * Work that is not in the jobs table (new events past the processing cursor): the worker runs
- * it beside its jobs, paced and stopped with them. `run` does up to `limit` units in one go and
- * says how many it did (0: nothing to do); it should look with a read before it writes.
- */
-export interface WorkSource {
-  run(limit: number): Promise<number>;
-}
 
 export interface WorkerOptions {
   queue: JobQueue;
