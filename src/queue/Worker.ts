@@ -9,11 +9,13 @@ import type { ClaimedJob, JobQueue } from './JobQueue.js';
 import type { Pacer } from './Pacer.js';
 import type { HeldSources, SourceGate } from './SourceGate.js';
 import { SourceAnswers } from './SourceAnswers.js';
+import { SourceHolds } from './SourceHolds.js';
 import type { WorkSource } from './WorkSource.js';
 
 export { failedBeforeRequest, type BatchItemResult, type BatchJobHandler, type BatchOutcome, type HandlerResult, type JobHandler } from './JobHandler.js';
 export type { Pacer } from './Pacer.js';
 export type { HeldSources, SourceGate } from './SourceGate.js';
+export { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, OUTAGE_HOLD_MAX_MS } from './SourceHolds.js';
 export type { WorkSource } from './WorkSource.js';
 
 /** How long a worker leaves its source alone after the source's run failed. */
@@ -55,12 +57,6 @@ export interface WorkerOptions {
   soleSource?: string;
 }
 
-/** Outage failures in a row of one source before its jobs are held (Worker.holdForOutage). */
-export const OUTAGE_HOLD_AFTER = 8;
-/** The first hold; each 4 further failures double it, up to OUTAGE_HOLD_MAX_MS. */
-export const OUTAGE_HOLD_FIRST_MS = 15_000;
-export const OUTAGE_HOLD_MAX_MS = 5 * 60_000;
-
 /** The dead letter of a job claimed again after its last attempt never finished. */
 export const UNFINISHED_LAST_ATTEMPT = 'its last attempt never finished (its process ended, it hung past its lease, or its outcome could not be recorded): not run again';
 
@@ -84,21 +80,12 @@ export class Worker {
   /** After a failed source run, the source is not tried again before this time (the worker's clock). */
   private sourceRetryAt = 0;
   /**
-   * Sources the remote asked to slow down (a 429, a 503 with Retry-After: the hiring service for
-   * a source's reads, a consumer for a sink's deliveries, whose jobs' source is `sink:<name>`):
-   * none of their jobs of a gated kind is claimed before this time (the worker's clock). In
-   * memory: after a restart, the first job is told again.
-   */
-  private readonly throttledUntil = new Map<string, number>();
-  /** Outage failures in a row per source since one of its jobs last went through (see holdForOutage). */
-  private readonly outageFailures = new Map<string, number>();
-  /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
-  private readonly outageHoldUntil = new Map<string, number>();
-  /**
    * Which runs of each source went through since this worker started: `failing` in fail, and
    * whether a redirect is the source's as a whole or one read's (SourceAnswers).
    */
   private readonly answers = new SourceAnswers();
+  /** Sources held by a Retry-After or the outage breaker. */
+  private readonly holds: SourceHolds;
   /** Jobs claimed as a paused source's probe (HeldSources.probes), until their run ends. */
   private readonly probeJobs = new Set<number>();
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
@@ -135,6 +122,7 @@ export class Worker {
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
     this.jobFailures = new LogThrottle(clock);
     this.deadLetters = new LogThrottle(clock);
+    this.holds = new SourceHolds(logger);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
@@ -307,9 +295,9 @@ export class Worker {
     // which belongs to a worker whose jobs can prove the key works again.
     // Throttled sources first: a paused source that is also throttled must not spend its probe
     // on a claim that cannot take its jobs.
-    let throttled = this.throttled(now);
+    let throttled = this.holds.throttled(now);
     const held: HeldSources = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
-    if (held.released && held.released.length > 0) throttled = this.release(held.released, now);
+    if (held.released && held.released.length > 0) throttled = this.holds.release(held.released, now);
     const blocked = [...held.blocked, ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
@@ -335,33 +323,6 @@ export class Worker {
       for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
     }
     return jobs;
-  }
-
-  /**
-   * Holds in memory: after a restart they are gone anyway, and the CLI, another process, can end
-   * them only through the gate (HeldSources.released). Returns the sources still throttled.
-   */
-  private release(sources: readonly string[], now: number): string[] {
-    for (const source of sources) {
-      const until = Math.max(this.throttledUntil.get(source) ?? 0, this.outageHoldUntil.get(source) ?? 0);
-      this.throttledUntil.delete(source);
-      this.outageHoldUntil.delete(source);
-      this.outageFailures.delete(source);
-      if (until > now) this.opts.logger.info({ source, held_for_ms: until - now }, "an operator said the remote is back: this source's jobs run again now, not when its wait has passed");
-    }
-    return this.throttled(now);
-  }
-
-  /** Sources still throttled at `now`, by a Retry-After or the outage breaker (expired entries are dropped). */
-  private throttled(now: number): string[] {
-    const out = new Set<string>();
-    for (const holds of [this.throttledUntil, this.outageHoldUntil]) {
-      for (const [source, until] of holds) {
-        if (until > now) out.add(source);
-        else holds.delete(source);
-      }
-    }
-    return [...out];
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
@@ -491,8 +452,7 @@ export class Worker {
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
     for (const source of sources) {
-      this.outageFailures.delete(source);
-      this.outageHoldUntil.delete(source);
+      this.holds.wentThrough(source);
       this.answers.answer(source, run);
       try {
         await this.opts.gate.resume(source);
@@ -516,26 +476,6 @@ export class Worker {
     } catch (err) {
       this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
     }
-  }
-
-  /**
-   * A circuit breaker per source: each job backs off on its own, so with a large backlog an
-   * outage still drew hundreds of failing requests a second from 4 workers (614/s on average
-   * with 45,000 reads waiting, each on its own 30 s floor). After OUTAGE_HOLD_AFTER failures in a
-   * row, none of the source's jobs run for a while (as for a 429's Retry-After), longer with each
-   * further failure up to OUTAGE_HOLD_MAX_MS; the jobs that run after a hold are its probes, and
-   * the first that goes through ends it.
-   */
-  private holdForOutage(source: string, now: number, log: Logger): number {
-    const failures = (this.outageFailures.get(source) ?? 0) + 1;
-    this.outageFailures.set(source, failures);
-    if (failures < OUTAGE_HOLD_AFTER) return failures;
-    const holdMs = Math.min(OUTAGE_HOLD_MAX_MS, OUTAGE_HOLD_FIRST_MS * 2 ** Math.floor((failures - OUTAGE_HOLD_AFTER) / 4));
-    if ((this.outageHoldUntil.get(source) ?? 0) < now) {
-      log.warn({ source, failures, hold_ms: holdMs }, 'the remote keeps failing: none of this source\'s jobs run until the hold has passed, then one tries again');
-    }
-    this.outageHoldUntil.set(source, Math.max(this.outageHoldUntil.get(source) ?? 0, now + holdMs));
-    return failures;
   }
 
   /**
@@ -601,10 +541,7 @@ export class Worker {
     const told = isDecisionError(err) && err.decision === 'retry_after' ? Math.min((err as unknown as { retryAfterMs: number }).retryAfterMs, MAX_RETRY_AFTER_MS) : null;
     // The source holds even when this job ends here (its last attempt): its other reads wait too.
     if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
-      if ((this.throttledUntil.get(job.source) ?? 0) < now) {
-        log.warn({ source: job.source, wait_ms: told }, 'asked to slow down (Retry-After): none of this source\'s jobs run until the wait has passed');
-      }
-      this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, now + told));
+      this.holds.throttle(job.source, now, told, log);
     }
     // A job a newer one of the same work supersedes (a replay's read of the same event): the wait
     // it was told still holds its source (above), but it ends here instead of being retried
@@ -616,7 +553,7 @@ export class Worker {
     const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
     // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
     const outage = !permanent && (err as { outage?: boolean }).outage === true;
-    const streak = outage && job.source && this.gated(job.kind) ? this.holdForOutage(job.source, now, log) : 0;
+    const streak = outage && job.source && this.gated(job.kind) ? this.holds.holdForOutage(job.source, now, log) : 0;
     // Nothing of the source answered since this process started: after a restart mid-outage,
     // its first failure continues the outage (the streak before the restart is not remembered).
     const failing = streak >= 2 || (streak === 1 && !this.answers.hasAnswered(job.source!));
