@@ -4,6 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import { failureKey, LogThrottle, REPEATED_FAILURE_LOG_MS, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
+import { DeadLetterLog } from './DeadLetterLog.js';
 import type { BatchItemResult, BatchJobHandler, BatchOutcome, JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
 import type { Pacer } from './Pacer.js';
@@ -106,22 +107,14 @@ export class Worker {
    * (each job's error stays in jobs.last_error and `deliveries`).
    */
   private readonly jobFailures: LogThrottle;
-  /**
-   * Dead letters of one kind (and source) failing alike: a sink's consumer down past its retries
-   * dead-letters its deliveries one after another, one error line each (hundreds at once after a
-   * burst). The first and one whose error differs at error, then one a minute with a count, the
-   * rest at debug; the count of those is said a minute after the last line, when a job of the
-   * kind goes through, or when the worker stops (sayDeadLetters). Each one stays in
-   * `dead-letters list` (and `deliveries`).
-   */
-  private readonly deadLetters: LogThrottle;
+  private readonly deadLetters: DeadLetterLog;
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
     const { logger, clock } = opts;
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
     this.jobFailures = new LogThrottle(clock);
-    this.deadLetters = new LogThrottle(clock);
+    this.deadLetters = new DeadLetterLog(logger, clock);
     this.holds = new SourceHolds(logger);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
@@ -153,7 +146,7 @@ export class Worker {
     // is claimed or started after stop() resolved.
     if (this.currentTick) await this.currentTick;
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
-    this.sayDeadLetters(0);
+    this.deadLetters.sayDeadLetters(0);
   }
 
   /** Something was enqueued: look now rather than at the next poll. */
@@ -290,7 +283,7 @@ export class Worker {
    */
   private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
     const now = this.opts.clock.now();
-    this.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
+    this.deadLetters.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
     // Throttled sources first: a paused source that is also throttled must not spend its probe
@@ -446,8 +439,7 @@ export class Worker {
     // read): the next failure is said at once.
     for (const job of worked) {
       this.jobFailures.clear(job.source ?? job.kind);
-      this.sayDeadLetters(0, deadLetterGroup(job));
-      this.deadLetters.clear(deadLetterGroup(job));
+      this.deadLetters.wentThrough(job);
     }
     // Only a job of a gated kind that went through proves the source works again.
     const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
@@ -486,29 +478,6 @@ export class Worker {
     const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
     if (!noted.loud) return void log.debug(fields, msg);
     log.warn({ ...fields, ...throttleCounts(noted) }, msg);
-  }
-
-  /** A dead letter, at error unless its kind's jobs are dying alike (see deadLetters). */
-  private logDeadLetter(job: ClaimedJob, said: string, log: Logger): void {
-    const fields = { err: said, attempts: job.attempts };
-    const noted = this.deadLetters.note(deadLetterGroup(job), failureKey(said));
-    if (!noted.loud) return void log.debug(fields, 'job dead-lettered');
-    log.error({ ...fields, ...throttleCounts(noted) }, 'job dead-lettered');
-  }
-
-  /**
-   * The dead letters logged at debug only since their run's last line, one error line per run
-   * (kind, source and error): of runs whose last line is `minAgeMs` old or more (0: every run;
-   * `group`: that run only). Without it, the last minute of a burst was never counted at error.
-   */
-  private sayDeadLetters(minAgeMs: number, group?: string): void {
-    for (const run of this.deadLetters.unsaid(minAgeMs, group)) {
-      const [kind, source] = run.group.split('\n');
-      this.opts.logger.error(
-        { kind, ...(source ? { source } : {}), err: run.key, dead_lettered_since_last_line: run.since, dead_lettered_in_run: run.total },
-        'more jobs dead-lettered alike (each is in dead-letters list)',
-      );
-    }
   }
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
@@ -574,7 +543,7 @@ export class Worker {
     if (permanent || job.attempts >= job.max_attempts) {
       const said = alone ? `${message}; only this read: the source's other reads are answered` : message;
       const ok = await queue.deadLetter(job, said);
-      this.logDeadLetter(job, said, log);
+      this.deadLetters.logDeadLetter(job, said, log);
       if (ok && this.opts.onDeadLetter) {
         try {
           await this.opts.onDeadLetter(job, said);
@@ -594,6 +563,3 @@ export class Worker {
     settle(ok ? 'retry' : 'lost');
   }
 }
-
-/** Dead letters are counted together per job kind and source (see Worker.deadLetters). */
-const deadLetterGroup = (job: ClaimedJob): string => `${job.kind}\n${job.source ?? ''}`;
