@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { failureKey, LogThrottle, REPEATED_FAILURE_LOG_MS, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
+import { REPEATED_FAILURE_LOG_MS, RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import { DeadLetterLog } from './DeadLetterLog.js';
+import { JobFailureLog } from './JobFailureLog.js';
 import type { BatchItemResult, BatchJobHandler, BatchOutcome, JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
 import type { Pacer } from './Pacer.js';
@@ -100,20 +101,14 @@ export class Worker {
   /** A claim or a source run that fails at every poll (the write lock held elsewhere for minutes, a full disk): logged once a minute, not four times a second. */
   private readonly claimFailures: RepeatedFailureLog;
   private readonly sourceFailures: RepeatedFailureLog;
-  /**
-   * The jobs of a source (a sink, a hiring API source) failing alike: a consumer down with 500
-   * messages due wrote 500 identical 'job failed' lines in under 3 s, and as many at each
-   * retry. The first, one whose error differs, then one a minute, with a count; the rest at debug
-   * (each job's error stays in jobs.last_error and `deliveries`).
-   */
-  private readonly jobFailures: LogThrottle;
+  private readonly jobFailures: JobFailureLog;
   private readonly deadLetters: DeadLetterLog;
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
     const { logger, clock } = opts;
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
-    this.jobFailures = new LogThrottle(clock);
+    this.jobFailures = new JobFailureLog(clock);
     this.deadLetters = new DeadLetterLog(logger, clock);
     this.holds = new SourceHolds(logger);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
@@ -438,7 +433,7 @@ export class Worker {
     // Any job that went through ends its group's run of failures in the log (a fold as well as a
     // read): the next failure is said at once.
     for (const job of worked) {
-      this.jobFailures.clear(job.source ?? job.kind);
+      this.jobFailures.wentThrough(job);
       this.deadLetters.wentThrough(job);
     }
     // Only a job of a gated kind that went through proves the source works again.
@@ -470,16 +465,6 @@ export class Worker {
     }
   }
 
-  /**
-   * A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures):
-   * alike on the error without its per-request details (failureKey).
-   */
-  private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
-    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
-    if (!noted.loud) return void log.debug(fields, msg);
-    log.warn({ ...fields, ...throttleCounts(noted) }, msg);
-  }
-
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
     const { queue, clock } = this.opts;
     const message = (err as Error).message ?? String(err);
@@ -491,7 +476,7 @@ export class Worker {
     if (pausing && verdict === 'wait') {
       const delay = this.opts.pauseRetryMs ?? 5 * 60_000;
       const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
-      this.logFailure(job, message, log, { source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured: tried again once after the probe period, the source runs on meanwhile (paused then only if none of its other reads was answered)");
+      this.jobFailures.logFailure(job, message, log, { source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured: tried again once after the probe period, the source runs on meanwhile (paused then only if none of its other reads was answered)");
       return settle(ok ? 'retry' : 'lost');
     }
     if (pausing && !alone) {
@@ -537,7 +522,7 @@ export class Worker {
     if (failing && job.attempts >= job.max_attempts - 1) {
       const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
       const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
-      this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
+      this.jobFailures.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
       return settle(ok ? 'retry' : 'lost');
     }
     if (permanent || job.attempts >= job.max_attempts) {
@@ -559,7 +544,7 @@ export class Worker {
     // together), unless the backoff is longer anyway.
     if (told !== null && told >= delay) delay = told + retryAfterJitter(told, backoff.random);
     const ok = await queue.reschedule(job, now + delay, { error: message });
-    this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
+    this.jobFailures.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
     settle(ok ? 'retry' : 'lost');
   }
 }
