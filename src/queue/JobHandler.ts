@@ -45,3 +45,13 @@ export interface BatchJobHandler {
   maxJobs: number;
   run(jobs: ClaimedJob[]): Promise<BatchOutcome>;
 }
+
+/** A job's result says it is done: no reschedule, no error. */
+export const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
+
+/**
+ * A job's result says it sent no request to its source (HandlerResult's `untested`).
+ * A failure before any request (failedBeforeRequest) as well: it is never done, so only the probe review sees it.
+ */
+export const isUntested = (r: BatchItemResult): boolean =>
+  r !== undefined && (('untested' in r && r.untested === true) || ('error' in r && (r.error as { untested?: unknown } | null)?.untested === true));

@@ -6,7 +6,7 @@ import type { Clock } from '../util/clock.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
 import { DeadLetterLog } from './DeadLetterLog.js';
 import { JobFailureLog } from './JobFailureLog.js';
-import type { BatchItemResult, BatchJobHandler, BatchOutcome, JobHandler } from './JobHandler.js';
+import { isDone, isUntested, type BatchJobHandler, type BatchOutcome, type JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
 import type { Pacer } from './Pacer.js';
 import type { HeldSources, SourceGate } from './SourceGate.js';
@@ -388,10 +388,6 @@ export class Worker {
       out = { results: jobs.map(() => ({ error: err })) };
     }
 
-    const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
-    // A failure before any request (failedBeforeRequest) as well: it is never done, so only the probe review sees it.
-    const untested = (r: BatchItemResult): boolean =>
-      r !== undefined && (('untested' in r && r.untested === true) || ('error' in r && (r.error as { untested?: unknown } | null)?.untested === true));
     const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
     // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
     for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
@@ -403,7 +399,7 @@ export class Worker {
         const completed = new Set((await queue.completeMany(done, out.onComplete)).map((j) => j.id));
         for (const job of done) {
           if (!completed.has(job.id)) this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
-          else if (!untested(resultOf.get(job))) worked.push(job);
+          else if (!isUntested(resultOf.get(job))) worked.push(job);
           settle(job, completed.has(job.id) ? 'done' : 'lost');
         }
       } catch (recordErr) {
@@ -424,7 +420,7 @@ export class Worker {
         if (!('rescheduleAt' in r)) continue;
         const ok = await queue.reschedule(job, r.rescheduleAt, { refund: true, error: r.note ?? null });
         settle(job, ok ? 'rescheduled' : 'lost');
-        if (!untested(r)) worked.push(job);
+        if (!isUntested(r)) worked.push(job);
       } catch (recordErr) {
         this.logFor(job).error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
         settle(job, 'lost');
@@ -451,7 +447,7 @@ export class Worker {
     // failed before its request) said nothing of the key: the next claim probes again, instead of the source's reads
     // waiting a whole period more.
     for (const job of probes) {
-      if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
+      if (!resultOf.has(job) || !isUntested(resultOf.get(job)) || sources.has(job.source!)) continue;
       await this.probeAgain(job.source!);
     }
   }
