@@ -3,7 +3,7 @@ import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { REPEATED_FAILURE_LOG_MS, RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
-import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
+import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryDelay, type BackoffOptions } from './backoff.js';
 import { DeadLetterLog } from './DeadLetterLog.js';
 import { JobFailureLog } from './JobFailureLog.js';
 import { isDone, isUntested, type BatchJobHandler, type BatchOutcome, type JobHandler } from './JobHandler.js';
@@ -535,10 +535,7 @@ export class Worker {
       }
       return settle(ok ? 'dead' : 'lost');
     }
-    let delay = backoffDelay(job.attempts, backoff);
-    // The wait the remote set, spread a little (jobs told the same time must not return
-    // together), unless the backoff is longer anyway.
-    if (told !== null && told >= delay) delay = told + retryAfterJitter(told, backoff.random);
+    const delay = retryDelay(job.attempts, backoff, told);
     const ok = await queue.reschedule(job, now + delay, { error: message });
     this.jobFailures.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
     settle(ok ? 'retry' : 'lost');
