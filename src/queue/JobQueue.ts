@@ -316,7 +316,7 @@ export class JobQueue {
           AND run_at <= ${now} ${gate(kind)} ORDER BY run_at, id LIMIT ${limit})`;
     // A job whose lease expired: its worker died or hangs, or its outcome could not be recorded.
     // Not one of a paused or throttled source. (One that was on its last attempt is dead-lettered
-    // by the worker that claims it, without running: Worker.runGroup.)
+    // by the worker that claims it, without running: JobRunner.runGroup.)
     const expiredGate =
       held.length === 0 ? sql`` : gatedKinds ? sql`AND (kind NOT IN (${sql.join(gatedKinds.length > 0 ? gatedKinds : [''])}) OR source IS NULL OR source NOT IN (${sql.join(held)}))` : notBlocked;
     const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}

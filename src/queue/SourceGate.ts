@@ -28,3 +28,6 @@ export interface SourceGate {
   /** The probe's job sent no request (untested): the source's probe is due again at once. */
   probeAgain?(source: string): Promise<void>;
 }
+
+/** Whether the gate applies to jobs of `kind`: one of `gatedKinds` (WorkerOptions.gatedKinds), or any kind when that is absent. */
+export const gatesKind = (gatedKinds: readonly string[] | undefined, kind: string): boolean => (gatedKinds ? gatedKinds.includes(kind) : true);

@@ -1,20 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { REPEATED_FAILURE_LOG_MS, RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
-import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryDelay, type BackoffOptions } from './backoff.js';
+import type { BackoffOptions } from './backoff.js';
 import { DeadLetterLog } from './DeadLetterLog.js';
-import { JobFailureLog } from './JobFailureLog.js';
-import { isDone, isUntested, type BatchJobHandler, type BatchOutcome, type JobHandler } from './JobHandler.js';
+import type { BatchJobHandler, JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
+import { JobRunner } from './JobRunner.js';
 import type { Pacer } from './Pacer.js';
-import type { HeldSources, SourceGate } from './SourceGate.js';
-import { SourceAnswers } from './SourceAnswers.js';
+import { gatesKind, type HeldSources, type SourceGate } from './SourceGate.js';
 import { SourceHolds } from './SourceHolds.js';
 import type { WorkSource } from './WorkSource.js';
 
 export { failedBeforeRequest, type BatchItemResult, type BatchJobHandler, type BatchOutcome, type HandlerResult, type JobHandler } from './JobHandler.js';
+export { UNFINISHED_LAST_ATTEMPT } from './JobRunner.js';
 export type { Pacer } from './Pacer.js';
 export type { HeldSources, SourceGate } from './SourceGate.js';
 export { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, OUTAGE_HOLD_MAX_MS } from './SourceHolds.js';
@@ -59,9 +58,6 @@ export interface WorkerOptions {
   soleSource?: string;
 }
 
-/** The dead letter of a job claimed again after its last attempt never finished. */
-export const UNFINISHED_LAST_ATTEMPT = 'its last attempt never finished (its process ended, it hung past its lease, or its outcome could not be recorded): not run again';
-
 /**
  * Runs queued jobs inside the receiver process with bounded concurrency.
  * Every outcome is written back under the job's lease token; a failure backs
@@ -81,15 +77,8 @@ export class Worker {
   private queueFirst = false;
   /** After a failed source run, the source is not tried again before this time (the worker's clock). */
   private sourceRetryAt = 0;
-  /**
-   * Which runs of each source went through since this worker started: `failing` in fail, and
-   * whether a redirect is the source's as a whole or one read's (SourceAnswers).
-   */
-  private readonly answers = new SourceAnswers();
   /** Sources held by a Retry-After or the outage breaker. */
   private readonly holds: SourceHolds;
-  /** Jobs claimed as a paused source's probe (HeldSources.probes), until their run ends. */
-  private readonly probeJobs = new Set<number>();
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -101,23 +90,24 @@ export class Worker {
   /** A claim or a source run that fails at every poll (the write lock held elsewhere for minutes, a full disk): logged once a minute, not four times a second. */
   private readonly claimFailures: RepeatedFailureLog;
   private readonly sourceFailures: RepeatedFailureLog;
-  private readonly jobFailures: JobFailureLog;
   private readonly deadLetters: DeadLetterLog;
+  /** Runs the claimed jobs and writes their outcomes back. */
+  private readonly runner: JobRunner;
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
     const { logger, clock } = opts;
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
-    this.jobFailures = new JobFailureLog(clock);
     this.deadLetters = new DeadLetterLog(logger, clock);
     this.holds = new SourceHolds(logger);
+    this.runner = new JobRunner(opts, this.holds, this.deadLetters);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
   }
 
   private gated(kind: string): boolean {
-    return this.opts.gatedKinds ? this.opts.gatedKinds.includes(kind) : true;
+    return gatesKind(this.opts.gatedKinds, kind);
   }
 
   private get concurrency() {
@@ -260,7 +250,7 @@ export class Worker {
     const jobs = await this.claim(Math.min(free, this.batchLimit), polled);
     for (const group of this.groups(jobs)) {
       const started = performance.now();
-      const p: Promise<void> = this.runGroup(group).finally(() => {
+      const p: Promise<void> = this.runner.runGroup(group).finally(() => {
         this.opts.pacer?.charge(performance.now() - started);
         this.inflight.delete(p);
         this.inflightJobs -= group.length;
@@ -299,7 +289,7 @@ export class Worker {
     const probed = new Set<string>();
     for (const job of jobs) {
       if (job.source && held.probes.includes(job.source) && this.gated(job.kind)) {
-        this.probeJobs.add(job.id);
+        this.runner.probeJobs.add(job.id);
         probed.add(job.source);
       }
     }
@@ -308,7 +298,7 @@ export class Worker {
     // gate: the next claim probes it again (else the same sources, first in the gate's order,
     // would take every period's probe and the others none).
     if (probed.size >= limit) {
-      for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
+      for (const source of held.probes) if (!probed.has(source)) await this.runner.probeAgain(source);
     }
     return jobs;
   }
@@ -339,205 +329,9 @@ export class Worker {
       // As a poll: a kick's skip (emptyWhileBlocked) is for the running loop, not for this drain.
       const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency, true) : [];
       if (jobs.length === 0 && fromSource === 0) break;
-      await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
+      await Promise.all(this.groups(jobs).map((g) => this.runner.runGroup(g)));
       ran += fromSource + jobs.length;
     }
     return ran;
-  }
-
-  private logFor(job: ClaimedJob): Logger {
-    return this.opts.logger.child({ job_id: job.id, kind: job.kind, event_id: job.event_id, attempt: job.attempts });
-  }
-
-  /** Runs jobs of one kind (one job, or a batch) and writes each outcome back under its lease token. */
-  private async runGroup(claimed: ClaimedJob[]): Promise<void> {
-    const { queue } = this.opts;
-    const settle = (job: ClaimedJob, outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
-    const probes = claimed.filter((job) => this.probeJobs.delete(job.id));
-    // Claimed past its last attempt: that attempt never finished (its process ended, it hung past
-    // its lease, or its outcome could not be recorded). Not run again: a job that kills or hangs
-    // its worker every time would otherwise do so for ever.
-    const jobs: ClaimedJob[] = [];
-    for (const job of claimed) {
-      if (job.attempts <= job.max_attempts) {
-        jobs.push(job);
-        continue;
-      }
-      this.answers.forget(job.id);
-      try {
-        await this.fail(job, Object.assign(new Error(UNFINISHED_LAST_ATTEMPT), { permanent: true }), this.logFor(job), (o) => settle(job, o));
-      } catch (recordErr) {
-        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not dead-letter a job claimed past its last attempt; tried again at its next claim');
-        settle(job, 'lost');
-      }
-    }
-    // A probe dead-lettered unrun sent no request: the next claim probes again.
-    for (const job of probes) if (!jobs.includes(job)) await this.probeAgain(job.source!);
-    if (jobs.length === 0) return;
-    const run = this.answers.startRun();
-    const handler = this.opts.handlers[jobs[0]!.kind];
-    let out: BatchOutcome;
-    try {
-      if (!handler) throw Object.assign(new Error(`no handler for job kind ${jobs[0]!.kind}`), { permanent: true });
-      if (typeof handler === 'function') out = { results: [await handler(jobs[0]!)] };
-      else {
-        out = await handler.run(jobs);
-        if (out.results.length !== jobs.length) throw new Error(`batch handler returned ${out.results.length} results for ${jobs.length} jobs`);
-      }
-    } catch (err) {
-      out = { results: jobs.map(() => ({ error: err })) };
-    }
-
-    const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
-    // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
-    for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
-    const done = jobs.filter((job) => isDone(resultOf.get(job)));
-    /** Jobs that went through after a request to their source: they prove it works. */
-    const worked: ClaimedJob[] = [];
-    if (done.length > 0) {
-      try {
-        const completed = new Set((await queue.completeMany(done, out.onComplete)).map((j) => j.id));
-        for (const job of done) {
-          if (!completed.has(job.id)) this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
-          else if (!isUntested(resultOf.get(job))) worked.push(job);
-          settle(job, completed.has(job.id) ? 'done' : 'lost');
-        }
-      } catch (recordErr) {
-        // The database refused the completion (lock held elsewhere, disk full). Nothing is lost:
-        // the jobs are still 'running' and run again when their lease expires or at the next start.
-        this.opts.logger.error({ err: (recordErr as Error).message, jobs: done.length }, 'could not record the job outcome; it runs again after its lease');
-        done.forEach((job) => settle(job, 'lost'));
-      }
-    }
-    for (const [i, job] of jobs.entries()) {
-      const r = out.results[i];
-      if (r === undefined || isDone(r)) continue;
-      try {
-        if ('error' in r) {
-          await this.fail(job, r.error, this.logFor(job), (o) => settle(job, o));
-          continue;
-        }
-        if (!('rescheduleAt' in r)) continue;
-        const ok = await queue.reschedule(job, r.rescheduleAt, { refund: true, error: r.note ?? null });
-        settle(job, ok ? 'rescheduled' : 'lost');
-        if (!isUntested(r)) worked.push(job);
-      } catch (recordErr) {
-        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
-        settle(job, 'lost');
-      }
-    }
-    // Any job that went through ends its group's run of failures in the log (a fold as well as a
-    // read): the next failure is said at once.
-    for (const job of worked) {
-      this.jobFailures.wentThrough(job);
-      this.deadLetters.wentThrough(job);
-    }
-    // Only a job of a gated kind that went through proves the source works again.
-    const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
-    for (const source of sources) {
-      this.holds.wentThrough(source);
-      this.answers.answer(source, run);
-      try {
-        await this.opts.gate.resume(source);
-      } catch (err) {
-        this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
-      }
-    }
-    // A probe that sent no request (it waited for the poll spacing, reused a stored result, or
-    // failed before its request) said nothing of the key: the next claim probes again, instead of the source's reads
-    // waiting a whole period more.
-    for (const job of probes) {
-      if (!resultOf.has(job) || !isUntested(resultOf.get(job)) || sources.has(job.source!)) continue;
-      await this.probeAgain(job.source!);
-    }
-  }
-
-  /** The source's probe sent no request (untested, dead-lettered unrun, or not claimed for want of room): due again at once. */
-  private async probeAgain(source: string): Promise<void> {
-    try {
-      await this.opts.gate.probeAgain?.(source);
-    } catch (err) {
-      this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
-    }
-  }
-
-  private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
-    const { queue, clock } = this.opts;
-    const message = (err as Error).message ?? String(err);
-    const now = clock.now();
-    const pausing = isDecisionError(err) && err.decision === 'pause_source' && Boolean(job.source) && this.gated(job.kind);
-    // A redirect pauses the source only while it is the source's as a whole (SourceAnswers).
-    const verdict = pausing && err instanceof PauseSourceError && err.sourceWideOnly ? this.answers.judge(job.source!, job.id) : 'source';
-    const alone = verdict === 'alone';
-    if (pausing && verdict === 'wait') {
-      const delay = this.opts.pauseRetryMs ?? 5 * 60_000;
-      const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
-      this.jobFailures.logFailure(job, message, log, { source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured: tried again once after the probe period, the source runs on meanwhile (paused then only if none of its other reads was answered)");
-      return settle(ok ? 'retry' : 'lost');
-    }
-    if (pausing && !alone) {
-      const status = (err as { status?: number }).status ?? 401;
-      // At error from the failure that paused it only: the reads in flight beside it, and the
-      // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
-      const paused = await this.opts.gate.pause(job.source!, status, message);
-      // A redirect pausing a source that answered before may be one moved path: said so, not "fix the URL".
-      const answeredBefore = err instanceof PauseSourceError && err.sourceWideOnly && this.answers.hasAnswered(job.source!);
-      const summary = err instanceof PauseSourceError ? ((answeredBefore ? err.answeredSummary : undefined) ?? err.summary) : undefined;
-      log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
-      const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
-      return settle(ok ? 'paused' : 'lost');
-    }
-    const backoff = this.opts.backoff ?? JOB_BACKOFF;
-    const told = isDecisionError(err) && err.decision === 'retry_after' ? Math.min((err as unknown as { retryAfterMs: number }).retryAfterMs, MAX_RETRY_AFTER_MS) : null;
-    // The source holds even when this job ends here (its last attempt): its other reads wait too.
-    if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
-      this.holds.throttle(job.source, now, told, log);
-    }
-    // A job a newer one of the same work supersedes (a replay's read of the same event): the wait
-    // it was told still holds its source (above), but it ends here instead of being retried
-    // beside the newer one.
-    if ((err as { superseded?: boolean }).superseded === true) {
-      const ok = await queue.complete(job);
-      return settle(ok ? 'done' : 'lost');
-    }
-    const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
-    // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
-    const outage = !permanent && (err as { outage?: boolean }).outage === true;
-    const streak = outage && job.source && this.gated(job.kind) ? this.holds.holdForOutage(job.source, now, log) : 0;
-    // Nothing of the source answered since this process started: after a restart mid-outage,
-    // its first failure continues the outage (the streak before the restart is not remembered).
-    const failing = streak >= 2 || (streak === 1 && !this.answers.hasAnswered(job.source!));
-    // An outage outlasts max_attempts: such a job is retried at its longest backoff for as long
-    // as it lasts (a night-long outage gave up every result unread after its 25th failure). Only
-    // while its source is failing as a whole (this failure and the one before it, with nothing
-    // through in between): one read the service fails while others succeed still ends, seen.
-    // From the attempt before its last, it goes back to the one before that: each of its runs is
-    // then the attempt before its last, never its last, and a job claimed again after its last
-    // attempt never finished is dead-lettered unrun: a crash during an outage must not make that
-    // of the reads in flight.
-    if (failing && job.attempts >= job.max_attempts - 1) {
-      const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
-      const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
-      this.jobFailures.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
-      return settle(ok ? 'retry' : 'lost');
-    }
-    if (permanent || job.attempts >= job.max_attempts) {
-      const said = alone ? `${message}; only this read: the source's other reads are answered` : message;
-      const ok = await queue.deadLetter(job, said);
-      this.deadLetters.logDeadLetter(job, said, log);
-      if (ok && this.opts.onDeadLetter) {
-        try {
-          await this.opts.onDeadLetter(job, said);
-        } catch (followErr) {
-          // The job is dead and stays so: not "runs again after its lease".
-          log.error({ err: (followErr as Error).message }, 'job dead-lettered, but what follows its dead letter failed: retried at the next sweep');
-        }
-      }
-      return settle(ok ? 'dead' : 'lost');
-    }
-    const delay = retryDelay(job.attempts, backoff, told);
-    const ok = await queue.reschedule(job, now + delay, { error: message });
-    this.jobFailures.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
-    settle(ok ? 'retry' : 'lost');
   }
 }
