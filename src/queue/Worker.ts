@@ -180,21 +180,8 @@ export class Worker {
       // is also asked again meanwhile, below).
       heldWithWork = held && this.inflightJobs > 0;
       if (!heldWithWork) {
-        const free = this.concurrency - this.inflightJobs;
         const started = performance.now();
-        const claimLimit = held ? Math.min(free, this.groupSize) : free;
-        if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
-        else if (held) {
-          // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
-          const first = this.queueFirst;
-          this.queueFirst = !first;
-          claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
-          if (claimed === 0) claimed = first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
-        } else {
-          const fromSource = await this.runSource();
-          // Jobs (retries, replays) are rare beside new events: looked for with a read first.
-          claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
-        }
+        claimed = await this.takeTurn(held, polled);
         pacer?.charge(performance.now() - started);
         this.claimFailures.succeeded();
       }
@@ -217,6 +204,24 @@ export class Worker {
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
     if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);
+  }
+
+  /** One tick's work: the source's and the queue's (`held`: the pacer holds processing back). Returns the units taken. */
+  private async takeTurn(held: boolean, polled: boolean): Promise<number> {
+    const free = this.concurrency - this.inflightJobs;
+    const claimLimit = held ? Math.min(free, this.groupSize) : free;
+    if (!this.opts.source) return this.claimAndStart(claimLimit, polled);
+    if (held) {
+      // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
+      const first = this.queueFirst;
+      this.queueFirst = !first;
+      const claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
+      if (claimed === 0) return first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
+      return claimed;
+    }
+    const fromSource = await this.runSource();
+    // Jobs (retries, replays) are rare beside new events: looked for with a read first.
+    return fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
   }
 
   /**
