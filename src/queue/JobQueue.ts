@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type ExpressionBuilder, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
 import { inChunks } from '../db/sqliteHelpers.js';
 import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
-import { jobsByEventTerm } from './eventJobs.js';
+import { deadLetterIds, type DeadLetterFilter } from './deadLetterIds.js';
 import { JobKind } from './jobKinds.js';
 
 export type Job = Selectable<JobsTable>;
@@ -36,48 +36,10 @@ export {
   reviveDeadJob,
   type ReusableJob,
 } from './eventJobs.js';
-
-export interface DeadLetterFilter {
-  ids?: number[];
-  kind?: string;
-  /** A source of events (see sourceTerm), or a sink's job source `sink:<name>`. */
-  source?: string;
-  eventId?: string;
-  all?: boolean;
-}
+export { deadLetterIds, sourceTerm, type DeadLetterFilter } from './deadLetterIds.js';
 
 /** Whether the filter chooses anything (the operator commands require a choice; `all` is one). */
 const chosen = (f: DeadLetterFilter): boolean => Boolean(f.all || f.ids?.length || f.kind || f.source || f.eventId);
-
-/**
- * The ids of the dead letters a filter selects: the one selection of `dead-letters retry`,
- * `discard`, their dry runs and the CLI's check of the ids it was given. By event, one arm per
- * index that covers it (see OPEN_JOB), not a walk of every dead job.
- */
-export function deadLetterIds(db: Kysely<Database> | Transaction<Database>, filter: DeadLetterFilter) {
-  let q = db.selectFrom('jobs').select('jobs.id').where('jobs.state', '=', 'dead');
-  if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
-  if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
-  if (filter.source) q = q.where(sourceTerm(filter.source));
-  if (!filter.eventId) return q;
-  const byEvent = q.where('jobs.event_id', '=', filter.eventId);
-  return byEvent.where(jobsByEventTerm).unionAll(byEvent.where('jobs.kind', '=', JobKind.processEvent));
-}
-
-/**
- * `--source S` of the dead-letter commands, as `replay --source` means it: the jobs of events
- * that source sent. A sink job's own `source` is `sink:<name>` (its worker's pause domain), so
- * it is matched through its event; `sink:<name>` itself still matches that sink's jobs.
- */
-export function sourceTerm(source: string) {
-  return (eb: ExpressionBuilder<Database, 'jobs'>) =>
-    eb.or([
-      eb('jobs.source', '=', source),
-      // Correlated on the events primary key: `event_id IN (events of the source)` scanned every
-      // event (events.source has no index): 2.7 s at a million, under retry's write lock.
-      eb.and([eb('jobs.kind', 'like', 'sink:%'), eb.exists(eb.selectFrom('events').select('events.id').whereRef('events.id', '=', 'jobs.event_id').where('events.source', '=', source))]),
-    ]);
-}
 
 /**
  * One job of each probed source, of the kinds the claim takes that its gate holds: the source's
