@@ -6,6 +6,7 @@ import { inChunks } from '../db/sqliteHelpers.js';
 import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
+import { claimCandidates } from './claimCandidates.js';
 import { deadLetterIds, type DeadLetterFilter } from './deadLetterIds.js';
 import { JobKind } from './jobKinds.js';
 
@@ -40,23 +41,6 @@ export { deadLetterIds, sourceTerm, type DeadLetterFilter } from './deadLetterId
 
 /** Whether the filter chooses anything (the operator commands require a choice; `all` is one). */
 const chosen = (f: DeadLetterFilter): boolean => Boolean(f.all || f.ids?.length || f.kind || f.source || f.eventId);
-
-/**
- * One job of each probed source, of the kinds the claim takes that its gate holds: the source's
- * oldest expired lease, else its oldest due job. Each source's two lookups are LIMIT 1 apiece
- * (on jobs_lease and jobs_kind_ready), so a probe costs about one index walk, and only in the one
- * claim a period that has it.
- */
-function probeArms(probes: readonly string[], now: string, kinds?: readonly string[], gatedKinds?: readonly string[]) {
-  if (probes.length === 0) return [];
-  const probed = kinds && gatedKinds ? kinds.filter((k) => gatedKinds.includes(k)) : (kinds ?? gatedKinds);
-  if (probed?.length === 0) return [];
-  const ofKinds = probed ? sql`AND kind IN (${sql.join(probed)})` : sql``;
-  return probes.map(
-    (source) => sql`SELECT id FROM (SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY lease_expires_at LIMIT 1)
-      UNION ALL SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' AND run_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY run_at, id LIMIT 1) LIMIT 1)`,
-  );
-}
 
 /**
  * The durable queue. Claiming is one UPDATE ... WHERE id IN (SELECT ... LIMIT)
@@ -100,23 +84,7 @@ export class JobQueue {
   ): Promise<ClaimedJob[]> {
     const now = iso(this.clock.now());
     const token = randomUUID();
-    const probes = opts.probes ?? [];
-    const held = probes.length > 0 ? [...blockedSources, ...probes] : blockedSources;
-    const notBlocked = held.length > 0 ? sql`AND (source IS NULL OR source NOT IN (${sql.join(held)}))` : sql``;
-    const gate = (kind: string | null) => (kind === null || !gatedKinds || gatedKinds.includes(kind) ? notBlocked : sql``);
-    const due = (kind: string | null) =>
-      sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' ${kind === null ? sql`` : sql`AND kind = ${kind}`}
-          AND run_at <= ${now} ${gate(kind)} ORDER BY run_at, id LIMIT ${limit})`;
-    // A job whose lease expired: its worker died or hangs, or its outcome could not be recorded.
-    // Not one of a paused or throttled source. (One that was on its last attempt is dead-lettered
-    // by the worker that claims it, without running: JobRunner.runGroup.)
-    const expiredGate =
-      held.length === 0 ? sql`` : gatedKinds ? sql`AND (kind NOT IN (${sql.join(gatedKinds.length > 0 ? gatedKinds : [''])}) OR source IS NULL OR source NOT IN (${sql.join(held)}))` : notBlocked;
-    const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}
-        ${kinds ? sql`AND kind IN (${sql.join(kinds)})` : sql``} ${expiredGate} ORDER BY lease_expires_at LIMIT ${limit})`;
-    // The expired first: few, and behind a kind's due backlog (the outer LIMIT takes rows in this
-    // order) they would wait until it drains. Probes before them: their period is spent already.
-    const candidates = sql.join([...probeArms(probes, now, kinds, gatedKinds), expired, ...(kinds ?? [null]).map(due)], sql` UNION ALL `);
+    const candidates = claimCandidates(now, limit, blockedSources, opts.probes ?? [], kinds, gatedKinds);
     if (opts.checkFirst && !(await sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.execute(this.db)).rows.length) return [];
     const rows = await this.db
       .updateTable('jobs')
