@@ -285,36 +285,46 @@ export class JobQueue {
     const gone = rows.filter((r) => !unfinished(r));
     let counted: { kind: string }[] = gone;
     let stopped = false;
-    if (!opts.dryRun) {
-      const deleted: { kind: string }[] = [];
-      ({ stopped } = await writeBatches(
-        this.db,
-        inChunks(gone.map((r) => r.id), RETRY_BATCH),
-        async (trx, chunk) => {
-          const rows = await trx
-            .deleteFrom('jobs')
-            .where('id', 'in', chunk)
-            // Unary +: by the ids (the primary key), not through jobs_lease over every dead letter.
-            .where(sql<string>`+state`, '=', 'dead')
-            // Its event still settled (read before the lock): a fold or read of an unsettled one stays.
-            .where((eb) =>
-              eb.or([
-                eb('kind', 'not in', traced),
-                eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
-              ]),
-            )
-            .returning('kind')
-            .execute();
-          deleted.push(...rows);
-          return rows.length;
-        },
-        { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, gone.length) },
-      ));
-      counted = deleted;
-    }
+    if (!opts.dryRun) ({ deleted: counted, stopped } = await this.deleteDeadLetters(gone.map((r) => r.id), traced, opts));
     const byKind = new Map<string, number>();
     for (const r of counted) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
     return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept, stopped };
+  }
+
+  /**
+   * The batched delete of discardDeadLetters: `ids`, RETRY_BATCH per transaction, each still dead
+   * and, if of a `traced` kind, of a settled event. Returns the kinds deleted, and whether `signal` stopped it.
+   */
+  private async deleteDeadLetters(
+    ids: number[],
+    traced: string[],
+    opts: { pause?: () => Promise<void>; onBatch?: BatchProgress; signal?: AbortSignal },
+  ): Promise<{ deleted: { kind: string }[]; stopped: boolean }> {
+    const deleted: { kind: string }[] = [];
+    const { stopped } = await writeBatches(
+      this.db,
+      inChunks(ids, RETRY_BATCH),
+      async (trx, chunk) => {
+        const rows = await trx
+          .deleteFrom('jobs')
+          .where('id', 'in', chunk)
+          // Unary +: by the ids (the primary key), not through jobs_lease over every dead letter.
+          .where(sql<string>`+state`, '=', 'dead')
+          // Its event still settled (read before the lock): a fold or read of an unsettled one stays.
+          .where((eb) =>
+            eb.or([
+              eb('kind', 'not in', traced),
+              eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
+            ]),
+          )
+          .returning('kind')
+          .execute();
+        deleted.push(...rows);
+        return rows.length;
+      },
+      { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, ids.length) },
+    );
+    return { deleted, stopped };
   }
 
   async listDeadLetters(limit = 100): Promise<Job[]> {
