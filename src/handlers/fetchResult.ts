@@ -243,7 +243,7 @@ function createRead(ctx: ProcessingContext) {
       // An outage of the service (a 429, a 5xx, no connection, a timeout): `outage` makes the
       // worker retry the read for as long as it lasts, never give it up on its attempts (nothing
       // is given up unread: RESULT_GIVE_UP_HOURS counts only the service's own "processing"),
-      // and hold the source while failures pile up (Worker.holdForOutage).
+      // and hold the source while failures pile up (SourceHolds.holdForOutage).
       case 'rate_limited':
         // The whole source waits (the key's limit, not this read's): see Worker's throttle.
         throw outageOf(new RetryAfterError(describeOutcome(outcome), Math.max(outcome.retryAfterMs ?? 60_000, ctx.minPollIntervalMs), { throttlesSource: true }));

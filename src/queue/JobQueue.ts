@@ -1,87 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import type BetterSqlite3 from 'better-sqlite3';
-import { sql, type ExpressionBuilder, type Insertable, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
-import { inChunks, oncePerConnection } from '../db/sqliteHelpers.js';
+import { inChunks } from '../db/sqliteHelpers.js';
 import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
-import { DEFAULT_MAX_ATTEMPTS, JobKind } from './jobKinds.js';
+import { claimCandidates } from './claimCandidates.js';
+import { deadLetterIds, type DeadLetterFilter } from './deadLetterIds.js';
+import { JobKind } from './jobKinds.js';
 
 export type Job = Selectable<JobsTable>;
 /** A job this worker holds: its lease token guards every later write. */
 export type ClaimedJob = Job & { lease_token: string };
-
-export interface NewJob {
-  kind: string;
-  payload: unknown;
-  eventId?: string | null;
-  source?: string | null;
-  runAt?: number;
-  maxAttempts?: number;
-  /** A job that starts out with attempts that already failed (a new event's fold from the processing cursor), and the last error. */
-  failed?: { attempts: number; error: string };
-}
-
-
-/** The row of a new job: pending, or a first attempt that already failed (NewJob.failed). */
-function jobRow(job: NewJob, now: number): Insertable<JobsTable> & { event_id: string | null; source: string | null } {
-  const at = iso(now);
-  return {
-    kind: job.kind,
-    payload: JSON.stringify(job.payload),
-    event_id: job.eventId ?? null,
-    source: job.source ?? null,
-    state: 'pending',
-    run_at: job.runAt === undefined ? at : iso(job.runAt),
-    attempts: 0,
-    max_attempts: job.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-    created_at: at,
-    updated_at: at,
-    ...(job.failed ? { attempts: job.failed.attempts, last_error: job.failed.error } : {}),
-  };
-}
-
-/** Enqueue inside the caller's transaction, so the job exists exactly when the write that needs it does. */
-export async function enqueue(trx: Kysely<Database> | Transaction<Database>, job: NewJob, now: number): Promise<number> {
-  const row = await trx.insertInto('jobs').values(jobRow(job, now)).returning('id').executeTakeFirstOrThrow();
-  return row.id;
-}
-
-/**
- * jobs_event indexes event_id for every kind but process_event (migration 005, from when the
- * ingest transaction queued one process_event job per event; since migration 006 only failed
- * folds and replays make them). SQLite uses a partial index only when the query repeats its
- * condition literally, hence `kind <> 'process_event'` here. Open process_event jobs are found
- * by (state, kind) through jobs_kind_ready: there are only a few.
- */
-const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
-const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
-/**
- * The job a new cycle of an (event, kind) pair reuses, in one lookup: its pending job (a running
- * one may be sending an older state: the pair then gets a job of its own after it), else its
- * newest dead one (see REVIVE_DEAD_JOB); none means a new job.
- */
-const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')
-  ORDER BY state = 'pending' DESC, id DESC LIMIT 1`;
-/**
- * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
- * runs that job again rather than adding a second: the dead letter would otherwise stay listed
- * and alerting after the delivery succeeded, and a later `dead-letters retry` would send it
- * twice. The newest dead job is revived, queued anew (created_at too, or `status` would call it
- * queued weeks ago); older dead ones of the pair (left by earlier versions, which added a job
- * each time) are deleted (DELETE_DEAD_JOBS): superseded, and the pair's `deliveries` row keeps
- * what they failed on.
- */
-const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
-  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
-const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead' AND id <> @id`;
-const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
-const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
-
-/** The SQL term under which jobs_event covers a lookup by event_id (see OPEN_JOB). */
-export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
 
 /** Dead letters per transaction of a retry (retryDeadLetters): about 20 ms of write lock each. */
 export const RETRY_BATCH = 500;
@@ -93,177 +24,23 @@ export type BatchProgress = (done: number, total: number) => void;
 const throughChosen = (onBatch: BatchProgress | undefined, total: number) => (_written: number, batches: number) =>
   onBatch?.(Math.min(total, batches * RETRY_BATCH), total);
 
-/**
- * findOpenJob and enqueue as prepared statements on a better-sqlite3
- * connection, for callers that queue thousands of jobs in their own
- * transaction (the CLI's replay): kysely built and compiled each statement
- * per row, which was most of the replay CLI's CPU time (bench/README.md).
- */
-export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
-  const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
-  const reusable = sqlite.prepare<[string, string], ReusableJob>(REUSABLE_JOB);
-  const restart = sqlite.prepare<[string, string, number]>(
-    "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
-  );
-  const revive = sqlite.prepare<{ now: string; max_attempts: number; id: number }>(REVIVE_DEAD_JOB);
-  const deleteDead = sqlite.prepare<{ event_id: string; kind: string; id: number }>(DELETE_DEAD_JOBS);
-  const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
-  const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
-  const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
-  const insert = sqlite.prepare<Insertable<JobsTable>>(
-    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at)
-     VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @last_error, @created_at, @updated_at)`,
-  );
-  return {
-    findOpenJob: (eventId: string, kind: string): { id: number } | undefined => {
-      const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
-      return id === undefined ? undefined : { id };
-    },
-    /** The job a new cycle of the pair reuses (see REUSABLE_JOB). */
-    findReusableJob: (eventId: string, kind: string): ReusableJob | undefined => reusable.get(eventId, kind),
-    /** A pending job starts over: due now, with all its attempts (see restartPendingJob). */
-    restartPendingJob: (id: number, now: number): void => {
-      restart.run(iso(now), iso(now), id);
-    },
-    /** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
-    reviveDeadJob: (id: number, eventId: string, kind: string, maxAttempts: number, now: number): void => {
-      revive.run({ now: iso(now), max_attempts: maxAttempts, id });
-      deleteDead.run({ event_id: eventId, kind, id });
-    },
-    /** Events with a process_event job still to run: one read for a whole batch of lookups. */
-    openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
-    /** events.rowid of the last event processing has taken: later events are still to be folded. */
-    processingCursor: (): number => cursor.get() ?? 0,
-    enqueue: (job: NewJob, now: number): number => Number(insert.run({ last_error: null, ...jobRow(job, now) }).lastInsertRowid),
-  };
-}
-
-/** preparedJobWrites prepared once per connection (the processing layer's folds queue their reads with it). */
-export const preparedJobWritesOn = oncePerConnection(preparedJobWrites);
-
-/**
- * A pending job starts over, due now with all its attempts: for a new delivery cycle (a replay,
- * a new revision) that reuses the job, which may have been backing off after failures.
- */
-export async function restartPendingJob(db: Kysely<Database> | Transaction<Database>, id: number, now: number): Promise<void> {
-  await db.updateTable('jobs').set({ run_at: iso(now), attempts: 0, last_error: null, updated_at: iso(now) }).where('id', '=', id).where('state', '=', 'pending').execute();
-}
-
-export interface ReusableJob {
-  id: number;
-  state: 'pending' | 'dead';
-}
-
-/**
- * The dead jobs of these events' (event, kind) pairs, deleted: their delivery has just been made
- * by a newer job of the pair (the deliveries row says so). Raw SQL on jobs_event, one statement
- * per chunk: it runs with every completed batch of a sink.
- */
-export async function dropAnsweredDeadLetters(db: Kysely<Database> | Transaction<Database>, kind: string, eventIds: readonly string[]): Promise<void> {
-  for (const chunk of inChunks(eventIds)) {
-    await sql`DELETE FROM jobs WHERE event_id IN (${sql.join(chunk)}) AND kind = ${kind} AND ${sql.raw(NOT_PROCESS_EVENT)} AND state = 'dead'`.execute(db);
-  }
-}
-
-/** The job a new cycle of an (event, kind) pair reuses (see REUSABLE_JOB). */
-export async function findReusableJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<ReusableJob | undefined> {
-  const row = await db
-    .selectFrom('jobs')
-    .select(['id', 'state'])
-    .where('event_id', '=', eventId)
-    .where('kind', '=', kind)
-    .where(jobsByEventTerm)
-    .where('state', 'in', ['pending', 'dead'])
-    .orderBy(sql`state = 'pending'`, 'desc')
-    .orderBy('id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row as ReusableJob | undefined;
-}
-
-/** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
-export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, id: number, eventId: string, kind: string, maxAttempts: number, now: number): Promise<void> {
-  const at = iso(now);
-  await db
-    .updateTable('jobs')
-    .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, created_at: at, updated_at: at })
-    .where('id', '=', id)
-    .where('state', '=', 'dead')
-    .execute();
-  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').where('id', '<>', id).execute();
-}
-
-/** A job of this kind for this event that is still to run (pending or running), if any. */
-export async function findOpenJob(
-  db: Kysely<Database> | Transaction<Database>,
-  eventId: string,
-  kind: string,
-): Promise<{ id: number } | undefined> {
-  let q = db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind);
-  if (kind !== JobKind.processEvent) q = q.where(jobsByEventTerm);
-  return q.where('state', 'in', ['pending', 'running']).executeTakeFirst();
-}
-
 export { immediateTransaction };
-
-export interface DeadLetterFilter {
-  ids?: number[];
-  kind?: string;
-  /** A source of events (see sourceTerm), or a sink's job source `sink:<name>`. */
-  source?: string;
-  eventId?: string;
-  all?: boolean;
-}
+export { enqueue, type NewJob } from './enqueue.js';
+export {
+  dropAnsweredDeadLetters,
+  findOpenJob,
+  findReusableJob,
+  jobsByEventTerm,
+  preparedJobWrites,
+  preparedJobWritesOn,
+  restartPendingJob,
+  reviveDeadJob,
+  type ReusableJob,
+} from './eventJobs.js';
+export { deadLetterIds, sourceTerm, type DeadLetterFilter } from './deadLetterIds.js';
 
 /** Whether the filter chooses anything (the operator commands require a choice; `all` is one). */
 const chosen = (f: DeadLetterFilter): boolean => Boolean(f.all || f.ids?.length || f.kind || f.source || f.eventId);
-
-/**
- * The ids of the dead letters a filter selects: the one selection of `dead-letters retry`,
- * `discard`, their dry runs and the CLI's check of the ids it was given. By event, one arm per
- * index that covers it (see OPEN_JOB), not a walk of every dead job.
- */
-export function deadLetterIds(db: Kysely<Database> | Transaction<Database>, filter: DeadLetterFilter) {
-  let q = db.selectFrom('jobs').select('jobs.id').where('jobs.state', '=', 'dead');
-  if (filter.ids?.length) q = q.where('jobs.id', 'in', filter.ids);
-  if (filter.kind) q = q.where('jobs.kind', '=', filter.kind);
-  if (filter.source) q = q.where(sourceTerm(filter.source));
-  if (!filter.eventId) return q;
-  const byEvent = q.where('jobs.event_id', '=', filter.eventId);
-  return byEvent.where(jobsByEventTerm).unionAll(byEvent.where('jobs.kind', '=', JobKind.processEvent));
-}
-
-/**
- * `--source S` of the dead-letter commands, as `replay --source` means it: the jobs of events
- * that source sent. A sink job's own `source` is `sink:<name>` (its worker's pause domain), so
- * it is matched through its event; `sink:<name>` itself still matches that sink's jobs.
- */
-export function sourceTerm(source: string) {
-  return (eb: ExpressionBuilder<Database, 'jobs'>) =>
-    eb.or([
-      eb('jobs.source', '=', source),
-      // Correlated on the events primary key: `event_id IN (events of the source)` scanned every
-      // event (events.source has no index): 2.7 s at a million, under retry's write lock.
-      eb.and([eb('jobs.kind', 'like', 'sink:%'), eb.exists(eb.selectFrom('events').select('events.id').whereRef('events.id', '=', 'jobs.event_id').where('events.source', '=', source))]),
-    ]);
-}
-
-/**
- * One job of each probed source, of the kinds the claim takes that its gate holds: the source's
- * oldest expired lease, else its oldest due job. Each source's two lookups are LIMIT 1 apiece
- * (on jobs_lease and jobs_kind_ready), so a probe costs about one index walk, and only in the one
- * claim a period that has it.
- */
-function probeArms(probes: readonly string[], now: string, kinds?: readonly string[], gatedKinds?: readonly string[]) {
-  if (probes.length === 0) return [];
-  const probed = kinds && gatedKinds ? kinds.filter((k) => gatedKinds.includes(k)) : (kinds ?? gatedKinds);
-  if (probed?.length === 0) return [];
-  const ofKinds = probed ? sql`AND kind IN (${sql.join(probed)})` : sql``;
-  return probes.map(
-    (source) => sql`SELECT id FROM (SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY lease_expires_at LIMIT 1)
-      UNION ALL SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' AND run_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY run_at, id LIMIT 1) LIMIT 1)`,
-  );
-}
 
 /**
  * The durable queue. Claiming is one UPDATE ... WHERE id IN (SELECT ... LIMIT)
@@ -307,23 +84,7 @@ export class JobQueue {
   ): Promise<ClaimedJob[]> {
     const now = iso(this.clock.now());
     const token = randomUUID();
-    const probes = opts.probes ?? [];
-    const held = probes.length > 0 ? [...blockedSources, ...probes] : blockedSources;
-    const notBlocked = held.length > 0 ? sql`AND (source IS NULL OR source NOT IN (${sql.join(held)}))` : sql``;
-    const gate = (kind: string | null) => (kind === null || !gatedKinds || gatedKinds.includes(kind) ? notBlocked : sql``);
-    const due = (kind: string | null) =>
-      sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' ${kind === null ? sql`` : sql`AND kind = ${kind}`}
-          AND run_at <= ${now} ${gate(kind)} ORDER BY run_at, id LIMIT ${limit})`;
-    // A job whose lease expired: its worker died or hangs, or its outcome could not be recorded.
-    // Not one of a paused or throttled source. (One that was on its last attempt is dead-lettered
-    // by the worker that claims it, without running: Worker.runGroup.)
-    const expiredGate =
-      held.length === 0 ? sql`` : gatedKinds ? sql`AND (kind NOT IN (${sql.join(gatedKinds.length > 0 ? gatedKinds : [''])}) OR source IS NULL OR source NOT IN (${sql.join(held)}))` : notBlocked;
-    const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}
-        ${kinds ? sql`AND kind IN (${sql.join(kinds)})` : sql``} ${expiredGate} ORDER BY lease_expires_at LIMIT ${limit})`;
-    // The expired first: few, and behind a kind's due backlog (the outer LIMIT takes rows in this
-    // order) they would wait until it drains. Probes before them: their period is spent already.
-    const candidates = sql.join([...probeArms(probes, now, kinds, gatedKinds), expired, ...(kinds ?? [null]).map(due)], sql` UNION ALL `);
+    const candidates = claimCandidates(now, limit, blockedSources, opts.probes ?? [], kinds, gatedKinds);
     if (opts.checkFirst && !(await sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.execute(this.db)).rows.length) return [];
     const rows = await this.db
       .updateTable('jobs')
@@ -524,36 +285,46 @@ export class JobQueue {
     const gone = rows.filter((r) => !unfinished(r));
     let counted: { kind: string }[] = gone;
     let stopped = false;
-    if (!opts.dryRun) {
-      const deleted: { kind: string }[] = [];
-      ({ stopped } = await writeBatches(
-        this.db,
-        inChunks(gone.map((r) => r.id), RETRY_BATCH),
-        async (trx, chunk) => {
-          const rows = await trx
-            .deleteFrom('jobs')
-            .where('id', 'in', chunk)
-            // Unary +: by the ids (the primary key), not through jobs_lease over every dead letter.
-            .where(sql<string>`+state`, '=', 'dead')
-            // Its event still settled (read before the lock): a fold or read of an unsettled one stays.
-            .where((eb) =>
-              eb.or([
-                eb('kind', 'not in', traced),
-                eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
-              ]),
-            )
-            .returning('kind')
-            .execute();
-          deleted.push(...rows);
-          return rows.length;
-        },
-        { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, gone.length) },
-      ));
-      counted = deleted;
-    }
+    if (!opts.dryRun) ({ deleted: counted, stopped } = await this.deleteDeadLetters(gone.map((r) => r.id), traced, opts));
     const byKind = new Map<string, number>();
     for (const r of counted) byKind.set(r.kind, (byKind.get(r.kind) ?? 0) + 1);
     return { discarded: [...byKind].map(([kind, n]) => ({ kind, n })).sort((a, b) => a.kind.localeCompare(b.kind)), kept, stopped };
+  }
+
+  /**
+   * The batched delete of discardDeadLetters: `ids`, RETRY_BATCH per transaction, each still dead
+   * and, if of a `traced` kind, of a settled event. Returns the kinds deleted, and whether `signal` stopped it.
+   */
+  private async deleteDeadLetters(
+    ids: number[],
+    traced: string[],
+    opts: { pause?: () => Promise<void>; onBatch?: BatchProgress; signal?: AbortSignal },
+  ): Promise<{ deleted: { kind: string }[]; stopped: boolean }> {
+    const deleted: { kind: string }[] = [];
+    const { stopped } = await writeBatches(
+      this.db,
+      inChunks(ids, RETRY_BATCH),
+      async (trx, chunk) => {
+        const rows = await trx
+          .deleteFrom('jobs')
+          .where('id', 'in', chunk)
+          // Unary +: by the ids (the primary key), not through jobs_lease over every dead letter.
+          .where(sql<string>`+state`, '=', 'dead')
+          // Its event still settled (read before the lock): a fold or read of an unsettled one stays.
+          .where((eb) =>
+            eb.or([
+              eb('kind', 'not in', traced),
+              eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
+            ]),
+          )
+          .returning('kind')
+          .execute();
+        deleted.push(...rows);
+        return rows.length;
+      },
+      { pause: opts.pause, signal: opts.signal, onBatch: throughChosen(opts.onBatch, ids.length) },
+    );
+    return { deleted, stopped };
   }
 
   async listDeadLetters(limit = 100): Promise<Job[]> {

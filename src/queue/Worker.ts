@@ -1,110 +1,26 @@
 import { randomUUID } from 'node:crypto';
-import type { Transaction } from 'kysely';
-import type { Database } from '../db/schema.js';
-import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
-import { failureKey, LogThrottle, REPEATED_FAILURE_LOG_MS, RepeatedFailureLog, throttleCounts } from '../observability/repeatedFailure.js';
+import { REPEATED_FAILURE_LOG_MS, RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
-import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryAfterJitter, type BackoffOptions } from './backoff.js';
+import type { BackoffOptions } from './backoff.js';
+import { DeadLetterLog } from './DeadLetterLog.js';
+import type { BatchJobHandler, JobHandler } from './JobHandler.js';
 import type { ClaimedJob, JobQueue } from './JobQueue.js';
-import { SourceAnswers } from './SourceAnswers.js';
+import { JobRunner } from './JobRunner.js';
+import type { Pacer } from './Pacer.js';
+import { gatesKind, type HeldSources, type SourceGate } from './SourceGate.js';
+import { SourceHolds } from './SourceHolds.js';
+import type { WorkSource } from './WorkSource.js';
 
-/**
- * What a handler returns: nothing when the job is done, or
- * - `{ rescheduleAt, note? }`: run again later (polling), without it counting as a failure;
- * - `untested: true`, on its own (done) or with a reschedule: the job sent no request to its
- *   source (it waited for the poll spacing, or reused a stored result), so it does not prove
- *   that a paused source's key works again.
- */
-export type HandlerResult = void | { untested: true } | { rescheduleAt: number; note?: string; untested?: true };
-
-/**
- * Marks a failure that came before any request to the job's source (nothing left to read, an id
- * no request can name): like an `untested` result, it says nothing of a paused source's key, so a
- * probe spent on it is due again at once instead of the source's reads waiting a whole period.
- */
-export function failedBeforeRequest<E extends Error>(err: E): E {
-  return Object.assign(err, { untested: true });
-}
-export type JobHandler = (job: ClaimedJob) => Promise<HandlerResult>;
-
-/** One job's result in a batch: done (undefined), run again later (as HandlerResult), or the error it failed with. */
-export type BatchItemResult = HandlerResult | { error: unknown };
-
-export interface BatchOutcome {
-  /** One per job, in the order the jobs were given. */
-  results: BatchItemResult[];
-  /**
-   * Writes that belong to the jobs that are done (a sink's delivery records): run in the
-   * transaction that completes them, with only those whose lease still held.
-   */
-  onComplete?: (trx: Transaction<Database>, completed: ClaimedJob[]) => Promise<void>;
-}
-
-/**
- * Runs several claimed jobs of one kind at once (a sink writing many messages
- * with one write and fsync). The worker completes the done ones, with
- * `onComplete`, in one transaction; each other job is rescheduled, backed off
- * or dead-lettered on its own, exactly as a JobHandler's job would be.
- */
-export interface BatchJobHandler {
-  /** Jobs per call at most; 1 runs each job on its own (but still records and completes it in one transaction). */
-  maxJobs: number;
-  run(jobs: ClaimedJob[]): Promise<BatchOutcome>;
-}
-
-/**
- * Paces a worker: `turn` resolves when it may claim again, `charge` books the time its work took.
- * `turn` resolves to true while processing is held back: the worker then keeps one job group
- * (one job, or one batch) in flight at most, so its completions do not run back to back.
- */
-export interface Pacer {
-  turn(): Promise<boolean>;
-  charge(ms: number): void;
-}
+export { failedBeforeRequest, type BatchItemResult, type BatchJobHandler, type BatchOutcome, type HandlerResult, type JobHandler } from './JobHandler.js';
+export { UNFINISHED_LAST_ATTEMPT } from './JobRunner.js';
+export type { Pacer } from './Pacer.js';
+export type { HeldSources, SourceGate } from './SourceGate.js';
+export { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, OUTAGE_HOLD_MAX_MS } from './SourceHolds.js';
+export type { WorkSource } from './WorkSource.js';
 
 /** How long a worker leaves its source alone after the source's run failed. */
 const SOURCE_RETRY_MS = 1000;
-
-/**
- * Work that is not in the jobs table (new events past the processing cursor): the worker runs
- * it beside its jobs, paced and stopped with them. `run` does up to `limit` units in one go and
- * says how many it did (0: nothing to do); it should look with a read before it writes.
- */
-export interface WorkSource {
-  run(limit: number): Promise<number>;
-}
-
-/** What a gate holds back from a claim (jobs of gated kinds only). */
-export interface HeldSources {
-  /** Sources none of whose jobs may be claimed now. */
-  blocked: string[];
-  /** Paused sources whose probe is due: held as well, but one of their jobs is claimed to try them again. */
-  probes: string[];
-  /**
-   * Sources an operator said are back since the gate was last asked (`sinks send-now`): the
-   * worker's own holds of them (a Retry-After's wait, the outage breaker's) end now.
-   */
-  released?: string[];
-}
-
-export interface SourceGate {
-  /**
-   * Sources whose jobs must not be claimed now (paused after a 401/403 or a 3xx), and those due a
-   * probe. `alsoBlocked` (throttled ones) are blocked anyway: their probe, if due, is kept for a
-   * claim that can use it.
-   */
-  blockedSources(now: number, alsoBlocked?: readonly string[]): Promise<HeldSources>;
-  /**
-   * Record a refused key (or a redirected API URL); the job is put back without burning an attempt.
-   * Returns whether this call paused the source (false: paused already), so one line says so.
-   */
-  pause(source: string, status: number, detail: string): Promise<boolean>;
-  /** A job of the source succeeded against the API: the key works. */
-  resume(source: string): Promise<void>;
-  /** The probe's job sent no request (untested): the source's probe is due again at once. */
-  probeAgain?(source: string): Promise<void>;
-}
 
 export interface WorkerOptions {
   queue: JobQueue;
@@ -142,15 +58,6 @@ export interface WorkerOptions {
   soleSource?: string;
 }
 
-/** Outage failures in a row of one source before its jobs are held (Worker.holdForOutage). */
-export const OUTAGE_HOLD_AFTER = 8;
-/** The first hold; each 4 further failures double it, up to OUTAGE_HOLD_MAX_MS. */
-export const OUTAGE_HOLD_FIRST_MS = 15_000;
-export const OUTAGE_HOLD_MAX_MS = 5 * 60_000;
-
-/** The dead letter of a job claimed again after its last attempt never finished. */
-export const UNFINISHED_LAST_ATTEMPT = 'its last attempt never finished (its process ended, it hung past its lease, or its outcome could not be recorded): not run again';
-
 /**
  * Runs queued jobs inside the receiver process with bounded concurrency.
  * Every outcome is written back under the job's lease token; a failure backs
@@ -170,24 +77,8 @@ export class Worker {
   private queueFirst = false;
   /** After a failed source run, the source is not tried again before this time (the worker's clock). */
   private sourceRetryAt = 0;
-  /**
-   * Sources the remote asked to slow down (a 429, a 503 with Retry-After: the hiring service for
-   * a source's reads, a consumer for a sink's deliveries, whose jobs' source is `sink:<name>`):
-   * none of their jobs of a gated kind is claimed before this time (the worker's clock). In
-   * memory: after a restart, the first job is told again.
-   */
-  private readonly throttledUntil = new Map<string, number>();
-  /** Outage failures in a row per source since one of its jobs last went through (see holdForOutage). */
-  private readonly outageFailures = new Map<string, number>();
-  /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
-  private readonly outageHoldUntil = new Map<string, number>();
-  /**
-   * Which runs of each source went through since this worker started: `failing` in fail, and
-   * whether a redirect is the source's as a whole or one read's (SourceAnswers).
-   */
-  private readonly answers = new SourceAnswers();
-  /** Jobs claimed as a paused source's probe (HeldSources.probes), until their run ends. */
-  private readonly probeJobs = new Set<number>();
+  /** Sources held by a Retry-After or the outage breaker. */
+  private readonly holds: SourceHolds;
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -199,36 +90,24 @@ export class Worker {
   /** A claim or a source run that fails at every poll (the write lock held elsewhere for minutes, a full disk): logged once a minute, not four times a second. */
   private readonly claimFailures: RepeatedFailureLog;
   private readonly sourceFailures: RepeatedFailureLog;
-  /**
-   * The jobs of a source (a sink, a hiring API source) failing alike: a consumer down with 500
-   * messages due wrote 500 identical 'job failed' lines in under 3 s, and as many at each
-   * retry. The first, one whose error differs, then one a minute, with a count; the rest at debug
-   * (each job's error stays in jobs.last_error and `deliveries`).
-   */
-  private readonly jobFailures: LogThrottle;
-  /**
-   * Dead letters of one kind (and source) failing alike: a sink's consumer down past its retries
-   * dead-letters its deliveries one after another, one error line each (hundreds at once after a
-   * burst). The first and one whose error differs at error, then one a minute with a count, the
-   * rest at debug; the count of those is said a minute after the last line, when a job of the
-   * kind goes through, or when the worker stops (sayDeadLetters). Each one stays in
-   * `dead-letters list` (and `deliveries`).
-   */
-  private readonly deadLetters: LogThrottle;
+  private readonly deadLetters: DeadLetterLog;
+  /** Runs the claimed jobs and writes their outcomes back. */
+  private readonly runner: JobRunner;
 
   constructor(private readonly opts: WorkerOptions) {
     this.kinds = Object.keys(opts.handlers);
     const { logger, clock } = opts;
     this.claimFailures = new RepeatedFailureLog({ logger, clock, level: 'warn', msg: 'job claim failed; will retry', recovered: 'job claims work again' });
-    this.jobFailures = new LogThrottle(clock);
-    this.deadLetters = new LogThrottle(clock);
+    this.deadLetters = new DeadLetterLog(logger, clock);
+    this.holds = new SourceHolds(logger);
+    this.runner = new JobRunner(opts, this.holds, this.deadLetters);
     this.sourceFailures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'processing new events failed; will retry', recovered: 'processing new events works again' });
     const batches = Object.values(opts.handlers).flatMap((h) => (typeof h === 'function' || h.maxJobs <= 1 ? [] : [h.maxJobs]));
     this.batchLimit = batches.length > 0 ? Math.max(...batches) : Infinity;
   }
 
   private gated(kind: string): boolean {
-    return this.opts.gatedKinds ? this.opts.gatedKinds.includes(kind) : true;
+    return gatesKind(this.opts.gatedKinds, kind);
   }
 
   private get concurrency() {
@@ -252,7 +131,7 @@ export class Worker {
     // is claimed or started after stop() resolved.
     if (this.currentTick) await this.currentTick;
     while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
-    this.sayDeadLetters(0);
+    this.deadLetters.sayDeadLetters(0);
   }
 
   /** Something was enqueued: look now rather than at the next poll. */
@@ -301,21 +180,8 @@ export class Worker {
       // is also asked again meanwhile, below).
       heldWithWork = held && this.inflightJobs > 0;
       if (!heldWithWork) {
-        const free = this.concurrency - this.inflightJobs;
         const started = performance.now();
-        const claimLimit = held ? Math.min(free, this.groupSize) : free;
-        if (!this.opts.source) claimed = await this.claimAndStart(claimLimit, polled);
-        else if (held) {
-          // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
-          const first = this.queueFirst;
-          this.queueFirst = !first;
-          claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
-          if (claimed === 0) claimed = first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
-        } else {
-          const fromSource = await this.runSource();
-          // Jobs (retries, replays) are rare beside new events: looked for with a read first.
-          claimed = fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
-        }
+        claimed = await this.takeTurn(held, polled);
         pacer?.charge(performance.now() - started);
         this.claimFailures.succeeded();
       }
@@ -338,6 +204,24 @@ export class Worker {
     const delay = this.again || claimed > 0 ? 0 : (this.opts.pollIntervalMs ?? 250);
     this.again = false;
     if (this.inflightJobs < this.concurrency || delay > 0) this.timer = setTimeout(() => void this.tick(delay > 0), delay);
+  }
+
+  /** One tick's work: the source's and the queue's (`held`: the pacer holds processing back). Returns the units taken. */
+  private async takeTurn(held: boolean, polled: boolean): Promise<number> {
+    const free = this.concurrency - this.inflightJobs;
+    const claimLimit = held ? Math.min(free, this.groupSize) : free;
+    if (!this.opts.source) return this.claimAndStart(claimLimit, polled);
+    if (held) {
+      // One group per turn, the source's and the queue's in turn, so neither waits for the other's backlog.
+      const first = this.queueFirst;
+      this.queueFirst = !first;
+      const claimed = first ? await this.claimAndStart(claimLimit, true) : await this.runSource();
+      if (claimed === 0) return first ? await this.runSource() : await this.claimAndStart(claimLimit, true);
+      return claimed;
+    }
+    const fromSource = await this.runSource();
+    // Jobs (retries, replays) are rare beside new events: looked for with a read first.
+    return fromSource + (await this.claimAndStart(this.concurrency - this.inflightJobs, true));
   }
 
   /**
@@ -371,7 +255,7 @@ export class Worker {
     const jobs = await this.claim(Math.min(free, this.batchLimit), polled);
     for (const group of this.groups(jobs)) {
       const started = performance.now();
-      const p: Promise<void> = this.runGroup(group).finally(() => {
+      const p: Promise<void> = this.runner.runGroup(group).finally(() => {
         this.opts.pacer?.charge(performance.now() - started);
         this.inflight.delete(p);
         this.inflightJobs -= group.length;
@@ -389,14 +273,14 @@ export class Worker {
    */
   private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
     const now = this.opts.clock.now();
-    this.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
+    this.deadLetters.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
     // Throttled sources first: a paused source that is also throttled must not spend its probe
     // on a claim that cannot take its jobs.
-    let throttled = this.throttled(now);
+    let throttled = this.holds.throttled(now);
     const held: HeldSources = this.opts.gatedKinds?.length === 0 ? { blocked: [], probes: [] } : await this.opts.gate.blockedSources(now, throttled);
-    if (held.released && held.released.length > 0) throttled = this.release(held.released, now);
+    if (held.released && held.released.length > 0) throttled = this.holds.release(held.released, now);
     const blocked = [...held.blocked, ...throttled];
     if (this.opts.soleSource !== undefined && blocked.includes(this.opts.soleSource)) return [];
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
@@ -410,7 +294,7 @@ export class Worker {
     const probed = new Set<string>();
     for (const job of jobs) {
       if (job.source && held.probes.includes(job.source) && this.gated(job.kind)) {
-        this.probeJobs.add(job.id);
+        this.runner.probeJobs.add(job.id);
         probed.add(job.source);
       }
     }
@@ -419,36 +303,9 @@ export class Worker {
     // gate: the next claim probes it again (else the same sources, first in the gate's order,
     // would take every period's probe and the others none).
     if (probed.size >= limit) {
-      for (const source of held.probes) if (!probed.has(source)) await this.probeAgain(source);
+      for (const source of held.probes) if (!probed.has(source)) await this.runner.probeAgain(source);
     }
     return jobs;
-  }
-
-  /**
-   * Holds in memory: after a restart they are gone anyway, and the CLI, another process, can end
-   * them only through the gate (HeldSources.released). Returns the sources still throttled.
-   */
-  private release(sources: readonly string[], now: number): string[] {
-    for (const source of sources) {
-      const until = Math.max(this.throttledUntil.get(source) ?? 0, this.outageHoldUntil.get(source) ?? 0);
-      this.throttledUntil.delete(source);
-      this.outageHoldUntil.delete(source);
-      this.outageFailures.delete(source);
-      if (until > now) this.opts.logger.info({ source, held_for_ms: until - now }, "an operator said the remote is back: this source's jobs run again now, not when its wait has passed");
-    }
-    return this.throttled(now);
-  }
-
-  /** Sources still throttled at `now`, by a Retry-After or the outage breaker (expired entries are dropped). */
-  private throttled(now: number): string[] {
-    const out = new Set<string>();
-    for (const holds of [this.throttledUntil, this.outageHoldUntil]) {
-      for (const [source, until] of holds) {
-        if (until > now) out.add(source);
-        else holds.delete(source);
-      }
-    }
-    return [...out];
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */
@@ -477,273 +334,9 @@ export class Worker {
       // As a poll: a kick's skip (emptyWhileBlocked) is for the running loop, not for this drain.
       const jobs = ran + fromSource < maxJobs ? await this.claim(this.concurrency, true) : [];
       if (jobs.length === 0 && fromSource === 0) break;
-      await Promise.all(this.groups(jobs).map((g) => this.runGroup(g)));
+      await Promise.all(this.groups(jobs).map((g) => this.runner.runGroup(g)));
       ran += fromSource + jobs.length;
     }
     return ran;
   }
-
-  private logFor(job: ClaimedJob): Logger {
-    return this.opts.logger.child({ job_id: job.id, kind: job.kind, event_id: job.event_id, attempt: job.attempts });
-  }
-
-  /** Runs jobs of one kind (one job, or a batch) and writes each outcome back under its lease token. */
-  private async runGroup(claimed: ClaimedJob[]): Promise<void> {
-    const { queue } = this.opts;
-    const settle = (job: ClaimedJob, outcome: Parameters<NonNullable<WorkerOptions['onJobSettled']>>[1]) => this.opts.onJobSettled?.(job, outcome);
-    const probes = claimed.filter((job) => this.probeJobs.delete(job.id));
-    // Claimed past its last attempt: that attempt never finished (its process ended, it hung past
-    // its lease, or its outcome could not be recorded). Not run again: a job that kills or hangs
-    // its worker every time would otherwise do so for ever.
-    const jobs: ClaimedJob[] = [];
-    for (const job of claimed) {
-      if (job.attempts <= job.max_attempts) {
-        jobs.push(job);
-        continue;
-      }
-      this.answers.forget(job.id);
-      try {
-        await this.fail(job, Object.assign(new Error(UNFINISHED_LAST_ATTEMPT), { permanent: true }), this.logFor(job), (o) => settle(job, o));
-      } catch (recordErr) {
-        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not dead-letter a job claimed past its last attempt; tried again at its next claim');
-        settle(job, 'lost');
-      }
-    }
-    // A probe dead-lettered unrun sent no request: the next claim probes again.
-    for (const job of probes) if (!jobs.includes(job)) await this.probeAgain(job.source!);
-    if (jobs.length === 0) return;
-    const run = this.answers.startRun();
-    const handler = this.opts.handlers[jobs[0]!.kind];
-    let out: BatchOutcome;
-    try {
-      if (!handler) throw Object.assign(new Error(`no handler for job kind ${jobs[0]!.kind}`), { permanent: true });
-      if (typeof handler === 'function') out = { results: [await handler(jobs[0]!)] };
-      else {
-        out = await handler.run(jobs);
-        if (out.results.length !== jobs.length) throw new Error(`batch handler returned ${out.results.length} results for ${jobs.length} jobs`);
-      }
-    } catch (err) {
-      out = { results: jobs.map(() => ({ error: err })) };
-    }
-
-    const isDone = (r: BatchItemResult): boolean => r === undefined || !('rescheduleAt' in r || 'error' in r);
-    // A failure before any request (failedBeforeRequest) as well: it is never done, so only the probe review sees it.
-    const untested = (r: BatchItemResult): boolean =>
-      r !== undefined && (('untested' in r && r.untested === true) || ('error' in r && (r.error as { untested?: unknown } | null)?.untested === true));
-    const resultOf = new Map(jobs.map((job, i) => [job, out.results[i]]));
-    // A job's streak of source-wide-only failures (redirects) ends with any other outcome.
-    for (const [job, r] of resultOf) if (!(r !== undefined && 'error' in r && r.error instanceof PauseSourceError && r.error.sourceWideOnly)) this.answers.forget(job.id);
-    const done = jobs.filter((job) => isDone(resultOf.get(job)));
-    /** Jobs that went through after a request to their source: they prove it works. */
-    const worked: ClaimedJob[] = [];
-    if (done.length > 0) {
-      try {
-        const completed = new Set((await queue.completeMany(done, out.onComplete)).map((j) => j.id));
-        for (const job of done) {
-          if (!completed.has(job.id)) this.logFor(job).warn('job finished after its lease was taken over; result of the newer attempt kept');
-          else if (!untested(resultOf.get(job))) worked.push(job);
-          settle(job, completed.has(job.id) ? 'done' : 'lost');
-        }
-      } catch (recordErr) {
-        // The database refused the completion (lock held elsewhere, disk full). Nothing is lost:
-        // the jobs are still 'running' and run again when their lease expires or at the next start.
-        this.opts.logger.error({ err: (recordErr as Error).message, jobs: done.length }, 'could not record the job outcome; it runs again after its lease');
-        done.forEach((job) => settle(job, 'lost'));
-      }
-    }
-    for (const [i, job] of jobs.entries()) {
-      const r = out.results[i];
-      if (r === undefined || isDone(r)) continue;
-      try {
-        if ('error' in r) {
-          await this.fail(job, r.error, this.logFor(job), (o) => settle(job, o));
-          continue;
-        }
-        if (!('rescheduleAt' in r)) continue;
-        const ok = await queue.reschedule(job, r.rescheduleAt, { refund: true, error: r.note ?? null });
-        settle(job, ok ? 'rescheduled' : 'lost');
-        if (!untested(r)) worked.push(job);
-      } catch (recordErr) {
-        this.logFor(job).error({ err: (recordErr as Error).message }, 'could not record the job outcome; it runs again after its lease');
-        settle(job, 'lost');
-      }
-    }
-    // Any job that went through ends its group's run of failures in the log (a fold as well as a
-    // read): the next failure is said at once.
-    for (const job of worked) {
-      this.jobFailures.clear(job.source ?? job.kind);
-      this.sayDeadLetters(0, deadLetterGroup(job));
-      this.deadLetters.clear(deadLetterGroup(job));
-    }
-    // Only a job of a gated kind that went through proves the source works again.
-    const sources = new Set(worked.filter((j) => j.source && this.gated(j.kind)).map((j) => j.source!));
-    for (const source of sources) {
-      this.outageFailures.delete(source);
-      this.outageHoldUntil.delete(source);
-      this.answers.answer(source, run);
-      try {
-        await this.opts.gate.resume(source);
-      } catch (err) {
-        this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the source works again');
-      }
-    }
-    // A probe that sent no request (it waited for the poll spacing, reused a stored result, or
-    // failed before its request) said nothing of the key: the next claim probes again, instead of the source's reads
-    // waiting a whole period more.
-    for (const job of probes) {
-      if (!resultOf.has(job) || !untested(resultOf.get(job)) || sources.has(job.source!)) continue;
-      await this.probeAgain(job.source!);
-    }
-  }
-
-  /** The source's probe sent no request (untested, dead-lettered unrun, or not claimed for want of room): due again at once. */
-  private async probeAgain(source: string): Promise<void> {
-    try {
-      await this.opts.gate.probeAgain?.(source);
-    } catch (err) {
-      this.opts.logger.warn({ source, err: (err as Error).message }, 'could not record that the probe sent no request; the source is probed at its next period');
-    }
-  }
-
-  /**
-   * A circuit breaker per source: each job backs off on its own, so with a large backlog an
-   * outage still drew hundreds of failing requests a second from 4 workers (614/s on average
-   * with 45,000 reads waiting, each on its own 30 s floor). After OUTAGE_HOLD_AFTER failures in a
-   * row, none of the source's jobs run for a while (as for a 429's Retry-After), longer with each
-   * further failure up to OUTAGE_HOLD_MAX_MS; the jobs that run after a hold are its probes, and
-   * the first that goes through ends it.
-   */
-  private holdForOutage(source: string, now: number, log: Logger): number {
-    const failures = (this.outageFailures.get(source) ?? 0) + 1;
-    this.outageFailures.set(source, failures);
-    if (failures < OUTAGE_HOLD_AFTER) return failures;
-    const holdMs = Math.min(OUTAGE_HOLD_MAX_MS, OUTAGE_HOLD_FIRST_MS * 2 ** Math.floor((failures - OUTAGE_HOLD_AFTER) / 4));
-    if ((this.outageHoldUntil.get(source) ?? 0) < now) {
-      log.warn({ source, failures, hold_ms: holdMs }, 'the remote keeps failing: none of this source\'s jobs run until the hold has passed, then one tries again');
-    }
-    this.outageHoldUntil.set(source, Math.max(this.outageHoldUntil.get(source) ?? 0, now + holdMs));
-    return failures;
-  }
-
-  /**
-   * A retried failure, at warn unless the source's jobs keep failing alike (see jobFailures):
-   * alike on the error without its per-request details (failureKey).
-   */
-  private logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
-    const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
-    if (!noted.loud) return void log.debug(fields, msg);
-    log.warn({ ...fields, ...throttleCounts(noted) }, msg);
-  }
-
-  /** A dead letter, at error unless its kind's jobs are dying alike (see deadLetters). */
-  private logDeadLetter(job: ClaimedJob, said: string, log: Logger): void {
-    const fields = { err: said, attempts: job.attempts };
-    const noted = this.deadLetters.note(deadLetterGroup(job), failureKey(said));
-    if (!noted.loud) return void log.debug(fields, 'job dead-lettered');
-    log.error({ ...fields, ...throttleCounts(noted) }, 'job dead-lettered');
-  }
-
-  /**
-   * The dead letters logged at debug only since their run's last line, one error line per run
-   * (kind, source and error): of runs whose last line is `minAgeMs` old or more (0: every run;
-   * `group`: that run only). Without it, the last minute of a burst was never counted at error.
-   */
-  private sayDeadLetters(minAgeMs: number, group?: string): void {
-    for (const run of this.deadLetters.unsaid(minAgeMs, group)) {
-      const [kind, source] = run.group.split('\n');
-      this.opts.logger.error(
-        { kind, ...(source ? { source } : {}), err: run.key, dead_lettered_since_last_line: run.since, dead_lettered_in_run: run.total },
-        'more jobs dead-lettered alike (each is in dead-letters list)',
-      );
-    }
-  }
-
-  private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: (o: 'done' | 'retry' | 'dead' | 'paused' | 'lost') => void) {
-    const { queue, clock } = this.opts;
-    const message = (err as Error).message ?? String(err);
-    const now = clock.now();
-    const pausing = isDecisionError(err) && err.decision === 'pause_source' && Boolean(job.source) && this.gated(job.kind);
-    // A redirect pauses the source only while it is the source's as a whole (SourceAnswers).
-    const verdict = pausing && err instanceof PauseSourceError && err.sourceWideOnly ? this.answers.judge(job.source!, job.id) : 'source';
-    const alone = verdict === 'alone';
-    if (pausing && verdict === 'wait') {
-      const delay = this.opts.pauseRetryMs ?? 5 * 60_000;
-      const ok = await queue.reschedule(job, now + delay, { refund: true, error: message });
-      this.logFailure(job, message, log, { source: job.source, err: message, retry_in_ms: delay }, "this read failed as if its source were misconfigured: tried again once after the probe period, the source runs on meanwhile (paused then only if none of its other reads was answered)");
-      return settle(ok ? 'retry' : 'lost');
-    }
-    if (pausing && !alone) {
-      const status = (err as { status?: number }).status ?? 401;
-      // At error from the failure that paused it only: the reads in flight beside it, and the
-      // probes of a paused source, at debug (its pause stays in /readyz, status and the metrics).
-      const paused = await this.opts.gate.pause(job.source!, status, message);
-      // A redirect pausing a source that answered before may be one moved path: said so, not "fix the URL".
-      const answeredBefore = err instanceof PauseSourceError && err.sourceWideOnly && this.answers.hasAnswered(job.source!);
-      const summary = err instanceof PauseSourceError ? ((answeredBefore ? err.answeredSummary : undefined) ?? err.summary) : undefined;
-      log[paused ? 'error' : 'debug']({ source: job.source, err: message }, summary ?? 'API key refused: fetching for this source is paused until a working key is configured');
-      const ok = await queue.reschedule(job, now + (this.opts.pauseRetryMs ?? 5 * 60_000), { refund: true, error: message });
-      return settle(ok ? 'paused' : 'lost');
-    }
-    const backoff = this.opts.backoff ?? JOB_BACKOFF;
-    const told = isDecisionError(err) && err.decision === 'retry_after' ? Math.min((err as unknown as { retryAfterMs: number }).retryAfterMs, MAX_RETRY_AFTER_MS) : null;
-    // The source holds even when this job ends here (its last attempt): its other reads wait too.
-    if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
-      if ((this.throttledUntil.get(job.source) ?? 0) < now) {
-        log.warn({ source: job.source, wait_ms: told }, 'asked to slow down (Retry-After): none of this source\'s jobs run until the wait has passed');
-      }
-      this.throttledUntil.set(job.source, Math.max(this.throttledUntil.get(job.source) ?? 0, now + told));
-    }
-    // A job a newer one of the same work supersedes (a replay's read of the same event): the wait
-    // it was told still holds its source (above), but it ends here instead of being retried
-    // beside the newer one.
-    if ((err as { superseded?: boolean }).superseded === true) {
-      const ok = await queue.complete(job);
-      return settle(ok ? 'done' : 'lost');
-    }
-    const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
-    // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
-    const outage = !permanent && (err as { outage?: boolean }).outage === true;
-    const streak = outage && job.source && this.gated(job.kind) ? this.holdForOutage(job.source, now, log) : 0;
-    // Nothing of the source answered since this process started: after a restart mid-outage,
-    // its first failure continues the outage (the streak before the restart is not remembered).
-    const failing = streak >= 2 || (streak === 1 && !this.answers.hasAnswered(job.source!));
-    // An outage outlasts max_attempts: such a job is retried at its longest backoff for as long
-    // as it lasts (a night-long outage gave up every result unread after its 25th failure). Only
-    // while its source is failing as a whole (this failure and the one before it, with nothing
-    // through in between): one read the service fails while others succeed still ends, seen.
-    // From the attempt before its last, it goes back to the one before that: each of its runs is
-    // then the attempt before its last, never its last, and a job claimed again after its last
-    // attempt never finished is dead-lettered unrun: a crash during an outage must not make that
-    // of the reads in flight.
-    if (failing && job.attempts >= job.max_attempts - 1) {
-      const delay = Math.max(backoffDelay(job.attempts, this.opts.backoff ?? JOB_BACKOFF), told ?? 0);
-      const ok = await queue.reschedule(job, now + delay, { attempts: Math.max(0, job.max_attempts - 2), error: message });
-      this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed on an outage of the remote; it is retried for as long as the outage lasts');
-      return settle(ok ? 'retry' : 'lost');
-    }
-    if (permanent || job.attempts >= job.max_attempts) {
-      const said = alone ? `${message}; only this read: the source's other reads are answered` : message;
-      const ok = await queue.deadLetter(job, said);
-      this.logDeadLetter(job, said, log);
-      if (ok && this.opts.onDeadLetter) {
-        try {
-          await this.opts.onDeadLetter(job, said);
-        } catch (followErr) {
-          // The job is dead and stays so: not "runs again after its lease".
-          log.error({ err: (followErr as Error).message }, 'job dead-lettered, but what follows its dead letter failed: retried at the next sweep');
-        }
-      }
-      return settle(ok ? 'dead' : 'lost');
-    }
-    let delay = backoffDelay(job.attempts, backoff);
-    // The wait the remote set, spread a little (jobs told the same time must not return
-    // together), unless the backoff is longer anyway.
-    if (told !== null && told >= delay) delay = told + retryAfterJitter(told, backoff.random);
-    const ok = await queue.reschedule(job, now + delay, { error: message });
-    this.logFailure(job, message, log, { err: message, retry_in_ms: delay }, 'job failed; will retry');
-    settle(ok ? 'retry' : 'lost');
-  }
 }
-
-/** Dead letters are counted together per job kind and source (see Worker.deadLetters). */
-const deadLetterGroup = (job: ClaimedJob): string => `${job.kind}\n${job.source ?? ''}`;

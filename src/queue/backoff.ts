@@ -32,5 +32,14 @@ export function backoffDelay(attempt: number, opts: BackoffOptions): number {
   return Math.round(raw * (1 - jitter) + raw * jitter * random());
 }
 
+/** A failed job's wait before its next attempt: its backoff, or the wait the remote set (`told`: a Retry-After) if that is not shorter. */
+export function retryDelay(attempt: number, backoff: BackoffOptions, told: number | null): number {
+  const delay = backoffDelay(attempt, backoff);
+  // The wait the remote set, spread a little (jobs told the same time must not return
+  // together), unless the backoff is longer anyway.
+  if (told !== null && told >= delay) return told + retryAfterJitter(told, backoff.random);
+  return delay;
+}
+
 /** Default retry schedule of failed jobs: 5 s, 10 s, 20 s ... capped at 1 h. */
 export const JOB_BACKOFF: BackoffOptions = { baseMs: 5_000, capMs: 60 * 60_000 };

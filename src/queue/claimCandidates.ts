@@ -1,0 +1,42 @@
+import { sql } from 'kysely';
+
+/**
+ * One job of each probed source, of the kinds the claim takes that its gate holds: the source's
+ * oldest expired lease, else its oldest due job. Each source's two lookups are LIMIT 1 apiece
+ * (on jobs_lease and jobs_kind_ready), so a probe costs about one index walk, and only in the one
+ * claim a period that has it.
+ */
+function probeArms(probes: readonly string[], now: string, kinds?: readonly string[], gatedKinds?: readonly string[]) {
+  if (probes.length === 0) return [];
+  const probed = kinds && gatedKinds ? kinds.filter((k) => gatedKinds.includes(k)) : (kinds ?? gatedKinds);
+  if (probed?.length === 0) return [];
+  const ofKinds = probed ? sql`AND kind IN (${sql.join(probed)})` : sql``;
+  return probes.map(
+    (source) => sql`SELECT id FROM (SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY lease_expires_at LIMIT 1)
+      UNION ALL SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' AND run_at <= ${now} AND source = ${source} ${ofKinds} ORDER BY run_at, id LIMIT 1) LIMIT 1)`,
+  );
+}
+
+/**
+ * What a claim (JobQueue.claim) may take, in the order it takes it: the probes' jobs, the
+ * expired leases, then each kind's due jobs, none of a held source (`blockedSources` and
+ * `probes`, for the kinds in `gatedKinds`, or all when absent) but the probes' own.
+ */
+export function claimCandidates(now: string, limit: number, blockedSources: readonly string[], probes: readonly string[], kinds?: readonly string[], gatedKinds?: readonly string[]) {
+  const held = probes.length > 0 ? [...blockedSources, ...probes] : blockedSources;
+  const notBlocked = held.length > 0 ? sql`AND (source IS NULL OR source NOT IN (${sql.join(held)}))` : sql``;
+  const gate = (kind: string | null) => (kind === null || !gatedKinds || gatedKinds.includes(kind) ? notBlocked : sql``);
+  const due = (kind: string | null) =>
+    sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'pending' ${kind === null ? sql`` : sql`AND kind = ${kind}`}
+        AND run_at <= ${now} ${gate(kind)} ORDER BY run_at, id LIMIT ${limit})`;
+  // A job whose lease expired: its worker died or hangs, or its outcome could not be recorded.
+  // Not one of a paused or throttled source. (One that was on its last attempt is dead-lettered
+  // by the worker that claims it, without running: JobRunner.runGroup.)
+  const expiredGate =
+    held.length === 0 ? sql`` : gatedKinds ? sql`AND (kind NOT IN (${sql.join(gatedKinds.length > 0 ? gatedKinds : [''])}) OR source IS NULL OR source NOT IN (${sql.join(held)}))` : notBlocked;
+  const expired = sql`SELECT id FROM (SELECT id FROM jobs WHERE state = 'running' AND lease_expires_at <= ${now}
+      ${kinds ? sql`AND kind IN (${sql.join(kinds)})` : sql``} ${expiredGate} ORDER BY lease_expires_at LIMIT ${limit})`;
+  // The expired first: few, and behind a kind's due backlog (the outer LIMIT takes rows in this
+  // order) they would wait until it drains. Probes before them: their period is spent already.
+  return sql.join([...probeArms(probes, now, kinds, gatedKinds), expired, ...(kinds ?? [null]).map(due)], sql` UNION ALL `);
+}

@@ -1,0 +1,152 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import { sql, type Insertable, type Kysely, type Transaction } from 'kysely';
+import type { Database, JobsTable } from '../db/schema.js';
+import { inChunks, oncePerConnection } from '../db/sqliteHelpers.js';
+import { isoTime as iso } from '../util/clock.js';
+import { jobRow, type NewJob } from './enqueue.js';
+import { JobKind } from './jobKinds.js';
+
+/**
+ * jobs_event indexes event_id for every kind but process_event (migration 005, from when the
+ * ingest transaction queued one process_event job per event; since migration 006 only failed
+ * folds and replays make them). SQLite uses a partial index only when the query repeats its
+ * condition literally, hence `kind <> 'process_event'` here. Open process_event jobs are found
+ * by (state, kind) through jobs_kind_ready: there are only a few.
+ */
+const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
+const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
+/**
+ * The job a new cycle of an (event, kind) pair reuses, in one lookup: its pending job (a running
+ * one may be sending an older state: the pair then gets a job of its own after it), else its
+ * newest dead one (see REVIVE_DEAD_JOB); none means a new job.
+ */
+const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')
+  ORDER BY state = 'pending' DESC, id DESC LIMIT 1`;
+/**
+ * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
+ * runs that job again rather than adding a second: the dead letter would otherwise stay listed
+ * and alerting after the delivery succeeded, and a later `dead-letters retry` would send it
+ * twice. The newest dead job is revived, queued anew (created_at too, or `status` would call it
+ * queued weeks ago); older dead ones of the pair (left by earlier versions, which added a job
+ * each time) are deleted (DELETE_DEAD_JOBS): superseded, and the pair's `deliveries` row keeps
+ * what they failed on.
+ */
+const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
+  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
+const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead' AND id <> @id`;
+const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
+const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
+
+/** The SQL term under which jobs_event covers a lookup by event_id (see OPEN_JOB). */
+export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
+
+/**
+ * findOpenJob and enqueue as prepared statements on a better-sqlite3
+ * connection, for callers that queue thousands of jobs in their own
+ * transaction (the CLI's replay): kysely built and compiled each statement
+ * per row, which was most of the replay CLI's CPU time (bench/README.md).
+ */
+export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
+  const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
+  const reusable = sqlite.prepare<[string, string], ReusableJob>(REUSABLE_JOB);
+  const restart = sqlite.prepare<[string, string, number]>(
+    "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
+  );
+  const revive = sqlite.prepare<{ now: string; max_attempts: number; id: number }>(REVIVE_DEAD_JOB);
+  const deleteDead = sqlite.prepare<{ event_id: string; kind: string; id: number }>(DELETE_DEAD_JOBS);
+  const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
+  const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
+  const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
+  const insert = sqlite.prepare<Insertable<JobsTable>>(
+    `INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at)
+     VALUES (@kind, @payload, @event_id, @source, @state, @run_at, @attempts, @max_attempts, @last_error, @created_at, @updated_at)`,
+  );
+  return {
+    findOpenJob: (eventId: string, kind: string): { id: number } | undefined => {
+      const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
+      return id === undefined ? undefined : { id };
+    },
+    /** The job a new cycle of the pair reuses (see REUSABLE_JOB). */
+    findReusableJob: (eventId: string, kind: string): ReusableJob | undefined => reusable.get(eventId, kind),
+    /** A pending job starts over: due now, with all its attempts (see restartPendingJob). */
+    restartPendingJob: (id: number, now: number): void => {
+      restart.run(iso(now), iso(now), id);
+    },
+    /** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
+    reviveDeadJob: (id: number, eventId: string, kind: string, maxAttempts: number, now: number): void => {
+      revive.run({ now: iso(now), max_attempts: maxAttempts, id });
+      deleteDead.run({ event_id: eventId, kind, id });
+    },
+    /** Events with a process_event job still to run: one read for a whole batch of lookups. */
+    openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),
+    /** events.rowid of the last event processing has taken: later events are still to be folded. */
+    processingCursor: (): number => cursor.get() ?? 0,
+    enqueue: (job: NewJob, now: number): number => Number(insert.run({ last_error: null, ...jobRow(job, now) }).lastInsertRowid),
+  };
+}
+
+/** preparedJobWrites prepared once per connection (the processing layer's folds queue their reads with it). */
+export const preparedJobWritesOn = oncePerConnection(preparedJobWrites);
+
+/**
+ * A pending job starts over, due now with all its attempts: for a new delivery cycle (a replay,
+ * a new revision) that reuses the job, which may have been backing off after failures.
+ */
+export async function restartPendingJob(db: Kysely<Database> | Transaction<Database>, id: number, now: number): Promise<void> {
+  await db.updateTable('jobs').set({ run_at: iso(now), attempts: 0, last_error: null, updated_at: iso(now) }).where('id', '=', id).where('state', '=', 'pending').execute();
+}
+
+export interface ReusableJob {
+  id: number;
+  state: 'pending' | 'dead';
+}
+
+/**
+ * The dead jobs of these events' (event, kind) pairs, deleted: their delivery has just been made
+ * by a newer job of the pair (the deliveries row says so). Raw SQL on jobs_event, one statement
+ * per chunk: it runs with every completed batch of a sink.
+ */
+export async function dropAnsweredDeadLetters(db: Kysely<Database> | Transaction<Database>, kind: string, eventIds: readonly string[]): Promise<void> {
+  for (const chunk of inChunks(eventIds)) {
+    await sql`DELETE FROM jobs WHERE event_id IN (${sql.join(chunk)}) AND kind = ${kind} AND ${sql.raw(NOT_PROCESS_EVENT)} AND state = 'dead'`.execute(db);
+  }
+}
+
+/** The job a new cycle of an (event, kind) pair reuses (see REUSABLE_JOB). */
+export async function findReusableJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<ReusableJob | undefined> {
+  const row = await db
+    .selectFrom('jobs')
+    .select(['id', 'state'])
+    .where('event_id', '=', eventId)
+    .where('kind', '=', kind)
+    .where(jobsByEventTerm)
+    .where('state', 'in', ['pending', 'dead'])
+    .orderBy(sql`state = 'pending'`, 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row as ReusableJob | undefined;
+}
+
+/** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */
+export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>, id: number, eventId: string, kind: string, maxAttempts: number, now: number): Promise<void> {
+  const at = iso(now);
+  await db
+    .updateTable('jobs')
+    .set({ state: 'pending', run_at: at, attempts: 0, max_attempts: maxAttempts, last_error: null, finished_at: null, lease_owner: null, lease_token: null, lease_expires_at: null, created_at: at, updated_at: at })
+    .where('id', '=', id)
+    .where('state', '=', 'dead')
+    .execute();
+  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').where('id', '<>', id).execute();
+}
+
+/** A job of this kind for this event that is still to run (pending or running), if any. */
+export async function findOpenJob(
+  db: Kysely<Database> | Transaction<Database>,
+  eventId: string,
+  kind: string,
+): Promise<{ id: number } | undefined> {
+  let q = db.selectFrom('jobs').select('id').where('event_id', '=', eventId).where('kind', '=', kind);
+  if (kind !== JobKind.processEvent) q = q.where(jobsByEventTerm);
+  return q.where('state', 'in', ['pending', 'running']).executeTakeFirst();
+}
