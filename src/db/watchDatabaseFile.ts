@@ -8,9 +8,9 @@ import type { OpenDatabase } from './openDatabase.js';
  * `stopWatchingFile`).
  */
 export function watchDatabaseFile(database: OpenDatabase, logger: Logger, onReplaced: () => void) {
-  // Whether DATABASE_PATH still names the file opened above (DatabaseFileWatch): found otherwise
-  // (deleted, or another file moved there while this process runs), nothing more is acknowledged
-  // and the workers stop; said once, here.
+  // Whether DATABASE_PATH still names the file `database` was opened on (DatabaseFileWatch): found
+  // otherwise (deleted, or another file moved there while this process runs), nothing more is
+  // acknowledged and the workers stop; said once, here.
   const fileWatch = new DatabaseFileWatch(database.sqlite.memory ? ':memory:' : database.sqlite.name, database.opened, (problem) => {
     logger.error(
       { problem, database_path: database.sqlite.name },
