@@ -18,7 +18,7 @@ describe('Dockerfile', () => {
     expect(stages).toHaveLength(2);
     expect(stages[1]!.args).toMatch(/slim/);
     const buildRuns = dockerfile.filter((i) => i.stage === 'build' && i.op === 'RUN').map((i) => i.args);
-    expect(buildRuns).toEqual(expect.arrayContaining(['npm ci --no-audit --no-fund', 'npm run build', expect.stringMatching(/^npm prune --omit=dev/)]));
+    expect(buildRuns).toEqual(expect.arrayContaining(['npm ci --no-audit --no-fund --ignore-scripts', 'npm run build', expect.stringMatching(/^npm prune --omit=dev/)]));
   });
 
   it('runs as the non-root node user (dropped to at start, RUN_AS) with the database on /data, port 8080 and a health check on /healthz', () => {
