@@ -5,7 +5,7 @@
 # scripts/docker-dry-run.ts replays these steps without a Docker engine (CI has
 # none); it reads them from this file, so keep every step a plain COPY / RUN / ENV.
 
-FROM node:24-bookworm-slim AS build
+FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts: better-sqlite3's is node-gyp's default (it would need Python and make, and
@@ -22,7 +22,7 @@ RUN npm prune --omit=dev --no-audit --no-fund
 # (15 MB) are dropped. A platform with no module of its own fails here, not at the first start.
 RUN cd node_modules/better-sqlite3 && keep="$(node -p "require('node:path').basename(require('./lib/binding.js').getPrebuildPath())")" && rm -rf deps src binding.gyp && find prebuilds -type f ! -name "$keep" -delete && test -f "prebuilds/$keep"
 
-FROM node:24-bookworm-slim AS runtime
+FROM node:22-bookworm-slim AS runtime
 # RUN_AS: the process starts as root, makes the database folder the node user's and drops to it
 # for good before anything else (src/cli/runAs.ts). Not `USER node`: a volume mounted from
 # outside (Fly.io volumes, bind mounts) is owned by root, where node could not create the database.

@@ -48,8 +48,8 @@ describe("the image's Node.js", () => {
   const on = (date: string, text: string) => checkImageNode(parseDockerfile(text), lock, new Date(date));
 
   it('is one supported LTS line in both stages, which the locked better-sqlite3 supports', () => {
-    // 2026-11-27: Node.js 24 (LTS until 2028-04-30), which better-sqlite3 13 runs on.
-    expect(on('2026-11-27T12:00:00Z', readFileSync(`${ROOT}Dockerfile`, 'utf8'))).toEqual({ major: 24, problems: [] });
+    // 2026-11-27: Node.js 22 (LTS until 2027-04-30), with better-sqlite3 13.
+    expect(on('2026-11-27T12:00:00Z', readFileSync(`${ROOT}Dockerfile`, 'utf8'))).toEqual({ major: 22, problems: [] });
   });
 
   it('names a major past its end of life, stages on different majors, or one better-sqlite3 does not support', () => {
