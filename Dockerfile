@@ -1,24 +1,26 @@
 # syntax=docker/dockerfile:1
-# Two stages: a build stage that compiles TypeScript and builds better-sqlite3's
-# native module, and a slim runtime stage with production dependencies only.
+# Two stages: a build stage that compiles TypeScript, and a slim runtime stage with production
+# dependencies only. better-sqlite3 (13, Node-API) ships its compiled module for each platform, so
+# no C++ toolchain is needed.
 # scripts/docker-dry-run.ts replays these steps without a Docker engine (CI has
 # none); it reads them from this file, so keep every step a plain COPY / RUN / ENV.
 
 FROM node:22-bookworm-slim AS build
-# Toolchain for node-gyp: better-sqlite3 builds from source when no prebuilt binary can be fetched.
-RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# No install scripts: better-sqlite3's is node-gyp's default (it would need Python and make, and
+# builds nothing when its module ships), and the dev dependency `node` would fetch a second Node.js
+# 24 for npm scripts; the image's own runs the build.
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY migrations ./migrations
 RUN npm run build
 RUN npm prune --omit=dev --no-audit --no-fund
-# better-sqlite3 needs only build/Release/better_sqlite3.node at run time (found by `bindings`).
-# Its SQLite sources (deps/, 10 MB), C++ sources and, when built from source, the object files
-# (build/Release/obj*, 20 MB) were half of the runtime's node_modules (61 MB measured, 30 MB after).
-RUN cd node_modules/better-sqlite3 && mv build/Release/better_sqlite3.node . && rm -rf build deps src binding.gyp && mkdir -p build/Release && mv better_sqlite3.node build/Release/
+# better-sqlite3 needs only its module for this platform at run time (prebuilds/linux-x64.node, say,
+# 2 MB). Its SQLite sources (deps/, 10 MB), C++ sources and the other seven platforms' modules
+# (15 MB) are dropped. A platform with no module of its own fails here, not at the first start.
+RUN cd node_modules/better-sqlite3 && keep="$(node -p "require('node:path').basename(require('./lib/binding.js').getPrebuildPath())")" && rm -rf deps src binding.gyp && find prebuilds -type f ! -name "$keep" -delete && test -f "prebuilds/$keep"
 
 FROM node:22-bookworm-slim AS runtime
 # RUN_AS: the process starts as root, makes the database folder the node user's and drops to it

@@ -83,7 +83,7 @@ export function checkImageNode(steps: Instruction[], packageLock: string, today:
       return m ? Number(m[1]) : null;
     });
   const distinct = [...new Set(majors.filter((m): m is number => m !== null))];
-  if (distinct.length > 1) problems.push(`the stages use different Node.js majors (${distinct.join(', ')}): better-sqlite3 is compiled in the build stage for its Node ABI and would not load in the runtime stage`);
+  if (distinct.length > 1) problems.push(`the stages use different Node.js majors (${distinct.join(', ')}): the image would run on another Node.js than the one it was installed and built with; keep both FROM lines on one`);
   const major = distinct.length === 1 ? distinct[0]! : null;
   if (major === null) return { major, problems };
   const lock = JSON.parse(packageLock) as { packages: Record<string, { version?: string; engines?: { node?: string } }> };
@@ -232,16 +232,17 @@ async function main(): Promise<void> {
       if (existsSync(join(app, 'node_modules', dev))) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
     }
     log(`\nruntime has production dependencies only (no typescript, vitest, tsx)`);
-    // better-sqlite3 needs only its compiled module at run time; its sources and build tree are ~30 MB.
+    // better-sqlite3 needs only its compiled module for this platform at run time (prebuilds/); its
+    // SQLite and C++ sources and the other platforms' modules are 25 MB.
     const sqlite = join(app, 'node_modules', 'better-sqlite3');
+    const modules = existsSync(join(sqlite, 'prebuilds')) ? readdirSync(join(sqlite, 'prebuilds')) : [];
     const leftovers = ['deps', 'src', 'build']
       .flatMap((d) => (existsSync(join(sqlite, d)) ? readdirSync(join(sqlite, d), { recursive: true, withFileTypes: true }) : []))
       .filter((e) => e.isFile())
-      .map((e) => relative(sqlite, join(e.parentPath, e.name)))
-      .filter((f) => f !== join('build', 'Release', 'better_sqlite3.node'));
-    if (!existsSync(join(sqlite, 'build', 'Release', 'better_sqlite3.node'))) throw new Error('better-sqlite3 has no build/Release/better_sqlite3.node in the runtime image');
-    if (leftovers.length > 0) throw new Error(`better-sqlite3's build leftovers are in the runtime image (${leftovers.length} files, e.g. ${leftovers.slice(0, 3).join(', ')})`);
-    log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module, not its build tree`);
+      .map((e) => relative(sqlite, join(e.parentPath, e.name)));
+    if (modules.length !== 1) throw new Error(`better-sqlite3 holds ${modules.length} compiled modules in the runtime image (${modules.join(', ') || 'none'}), not the one for its platform`);
+    if (leftovers.length > 0) throw new Error(`better-sqlite3's sources are in the runtime image (${leftovers.length} files, e.g. ${leftovers.slice(0, 3).join(', ')})`);
+    log(`runtime node_modules: ${(duBytes(join(app, 'node_modules')) / 1e6).toFixed(1)} MB; better-sqlite3 holds its compiled module for this platform (${modules[0]}), not its sources`);
 
     // What `fly secrets set` / `docker run -e` provide; /data is mapped to the temp folder.
     // PORT and the image's METRICS_PORT are 0 here: the receiver takes free ports as it listens

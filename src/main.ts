@@ -1,4 +1,5 @@
 import { runAsOrExit } from './cli/runAs.js';
+import { unsupportedRuntime } from './db/unsupportedRuntime.js';
 import { SERVE_VIA_CLI } from './cli/serveViaCli.js';
 import { runReceiver } from './runReceiver.js';
 
@@ -13,6 +14,12 @@ if (args.length > 0) {
     `error: dist/main.js runs the receiver and takes no arguments (got ${JSON.stringify(args.join(' '))}); for commands run hiring-receiver <command> (node dist/cli/main.js <command>, or npm run cli -- <command>), e.g. hiring-receiver --help\n`,
   );
   process.exit(2);
+}
+// A Node.js too old for the SQLite driver would crash when the database opens: said instead.
+const runtimeProblem = unsupportedRuntime();
+if (runtimeProblem !== null) {
+  process.stderr.write(`error: ${runtimeProblem}\n`);
+  process.exit(1);
 }
 // Started directly (`node dist/main.js`) as root under RUN_AS: drop as the CLI entry does; after
 // the CLI entry it is a no-op (no longer root).

@@ -18,7 +18,14 @@ describe('Dockerfile', () => {
     expect(stages).toHaveLength(2);
     expect(stages[1]!.args).toMatch(/slim/);
     const buildRuns = dockerfile.filter((i) => i.stage === 'build' && i.op === 'RUN').map((i) => i.args);
-    expect(buildRuns).toEqual(expect.arrayContaining(['npm ci --no-audit --no-fund', 'npm run build', expect.stringMatching(/^npm prune --omit=dev/)]));
+    // No install scripts in the image: better-sqlite3's (node-gyp's default) would need Python and
+    // make; the module it ships is kept for this platform only, after the prune.
+    expect(buildRuns).toEqual([
+      'npm ci --no-audit --no-fund --ignore-scripts',
+      'npm run build',
+      expect.stringMatching(/^npm prune --omit=dev/),
+      expect.stringMatching(/^cd node_modules\/better-sqlite3 && .*find prebuilds -type f ! -name "\$keep" -delete && test -f "prebuilds\/\$keep"$/),
+    ]);
   });
 
   it('runs as the non-root node user (dropped to at start, RUN_AS) with the database on /data, port 8080 and a health check on /healthz', () => {
@@ -41,19 +48,24 @@ describe("the image's Node.js", () => {
   const on = (date: string, text: string) => checkImageNode(parseDockerfile(text), lock, new Date(date));
 
   it('is one supported LTS line in both stages, which the locked better-sqlite3 supports', () => {
-    // 2026-11-26: Node.js 20 reached end of life on 2026-04-30; the image must not ship it.
-    expect(on('2026-11-26T12:00:00Z', readFileSync(`${ROOT}Dockerfile`, 'utf8'))).toEqual({ major: 22, problems: [] });
+    // 2026-11-27: Node.js 22 (LTS until 2027-04-30), with better-sqlite3 13.
+    expect(on('2026-11-27T12:00:00Z', readFileSync(`${ROOT}Dockerfile`, 'utf8'))).toEqual({ major: 22, problems: [] });
   });
 
   it('names a major past its end of life, stages on different majors, or one better-sqlite3 does not support', () => {
     const two = (a: string, b: string) => `FROM node:${a}-bookworm-slim AS build\nRUN true\nFROM node:${b}-bookworm-slim AS runtime\n`;
-    expect(on('2026-11-26', two('20', '20')).problems).toEqual(['Node.js 20 reached end of life on 2026-04-30 (no security fixes): move both FROM lines to a supported LTS line']);
-    expect(on('2026-04-30', two('20', '20')).problems).toEqual([]);
-    expect(on('2026-11-26', two('22', '24')).problems[0]).toMatch(/different Node.js majors \(22, 24\)/);
-    expect(on('2024-01-01', two('21', '21')).problems).toEqual([expect.stringMatching(/^Node.js 21: the locked better-sqlite3 12\.\S+ supports 20\.x \|\| 22\.x/)]);
-    expect(on('2026-11-26', two('28', '28')).problems).toContain('Node.js 28: no end-of-life date known; add it to NODE_END_OF_LIFE (scripts/docker-dry-run.ts)');
-    // Node 24.19+ with better-sqlite3 12 aborts when a statement is collected.
-    expect(on('2026-11-26', two('24', '24')).problems).toEqual([expect.stringMatching(/^Node.js 24: better-sqlite3 12\.\S+ \(before 13\) aborts/)]);
+    expect(on('2026-11-27', two('22', '22')).problems).toEqual([]);
+    expect(on('2027-05-01', two('22', '22')).problems).toEqual(['Node.js 22 reached end of life on 2027-04-30 (no security fixes): move both FROM lines to a supported LTS line']);
+    expect(on('2026-11-27', two('22', '24')).problems[0]).toMatch(/different Node.js majors \(22, 24\)/);
+    // better-sqlite3 13 is Node-API 10: Node.js 20 has 9.
+    expect(on('2026-04-01', two('20', '20')).problems).toEqual([expect.stringMatching(/^Node.js 20: the locked better-sqlite3 13\.\S+ supports >=22$/)]);
+    expect(on('2026-11-27', two('28', '28')).problems).toContain('Node.js 28: no end-of-life date known; add it to NODE_END_OF_LIFE (scripts/docker-dry-run.ts)');
+  });
+
+  it('is refused on Node.js 24 and later with a better-sqlite3 before 13, which aborts there when a statement is collected', () => {
+    const lock12 = JSON.stringify({ packages: { 'node_modules/better-sqlite3': { version: '12.11.1', engines: { node: '20.x || 22.x || 23.x || 24.x || 25.x || 26.x' } } } });
+    const steps = parseDockerfile('FROM node:24-bookworm-slim AS build\nRUN true\nFROM node:24-bookworm-slim AS runtime\n');
+    expect(checkImageNode(steps, lock12, new Date('2026-11-27')).problems).toEqual([expect.stringMatching(/^Node.js 24: better-sqlite3 12\.11\.1 \(before 13\) aborts/)]);
   });
 });
 
