@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -56,6 +56,13 @@ describe('a Node.js too old for the SQLite driver', () => {
     expect(problem).toMatch(/^Node\.js 20\.20\.2 cannot run the receiver: its SQLite driver \(better-sqlite3 13\) needs Node-API 10, which Node\.js has from 22\.14\.0 \(this one has Node-API 9\)/);
     expect(unsupportedRuntime({ node: '22.13.1', napi: '9' })).toContain('Use Node.js 22.14 or later 22.x, 24.x or 26.x');
     expect(unsupportedRuntime({ node: '1.0.0' })).toContain('(this one has no Node-API version)');
+  });
+
+  it("names the Node.js major that `npm ci` installs for the npm scripts (package.json's dev dependency `node`)", () => {
+    // The message is hand-written: c652e14 moved the dev dependency from 24 to 22 and had to edit it too.
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { devDependencies: Record<string, string> };
+    const major = /^\D*(\d+)\./.exec(pkg.devDependencies.node!)![1];
+    expect(unsupportedRuntime({ node: '20.20.2', napi: '9' })).toContain(`run on the Node.js ${major} that \`npm ci\` installs with the dev dependencies`);
   });
 
   it('is not said of one with Node-API 10 or later', () => {
