@@ -10,7 +10,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts: better-sqlite3's is node-gyp's default (it would need Python and make, and
 # builds nothing when its module ships), and the dev dependency `node` would fetch a second Node.js
-# 24 for npm scripts; the image's own runs the build.
+# for the npm scripts; the image's own runs the build.
 RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
