@@ -1,5 +1,5 @@
 import { runAsOrExit } from './cli/runAs.js';
-import { unsupportedRuntime } from './db/unsupportedRuntime.js';
+import { exitIfUnsupportedRuntime } from './db/unsupportedRuntime.js';
 import { SERVE_VIA_CLI } from './cli/serveViaCli.js';
 import { runReceiver } from './runReceiver.js';
 
@@ -16,11 +16,7 @@ if (args.length > 0) {
   process.exit(2);
 }
 // A Node.js too old for the SQLite driver would crash when the database opens: said instead.
-const runtimeProblem = unsupportedRuntime();
-if (runtimeProblem !== null) {
-  process.stderr.write(`error: ${runtimeProblem}\n`);
-  process.exit(1);
-}
+exitIfUnsupportedRuntime();
 // Started directly (`node dist/main.js`) as root under RUN_AS: drop as the CLI entry does; after
 // the CLI entry it is a no-op (no longer root).
 runAsOrExit(process.env);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /** The `hiring-receiver` command (package bin, `npm run cli --`). */
-import { unsupportedRuntime } from '../db/unsupportedRuntime.js';
+import { exitIfUnsupportedRuntime } from '../db/unsupportedRuntime.js';
 import { outputFailed, processIo } from './io.js';
 import { runCli } from './program.js';
 import { runAsOrExit } from './runAs.js';
@@ -17,11 +17,7 @@ function databaseArg(argv: readonly string[]): string | undefined {
 const CREATES_DATABASE = new Set(['serve', 'work', 'migrate']);
 
 // Before anything opens a database: on a Node.js too old for the SQLite driver, that would crash.
-const runtimeProblem = unsupportedRuntime();
-if (runtimeProblem !== null) {
-  process.stderr.write(`error: ${runtimeProblem}\n`);
-  process.exit(1);
-}
+exitIfUnsupportedRuntime();
 // Then: the Docker image starts as root and drops to RUN_AS here (see runAs.ts), for the
 // database the command will open (--database, or DATABASE_PATH).
 const command = process.argv.slice(2).find((a) => !a.startsWith('-'));

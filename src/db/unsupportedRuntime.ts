@@ -16,3 +16,11 @@ export function unsupportedRuntime(versions: { node?: string; napi?: string } = 
     'Use Node.js 22.14 or later 22.x, 24.x or 26.x; in a checkout, `npm start`, `npm test` and `npm run cli` run on the Node.js 22 that `npm ci` installs with the dev dependencies'
   );
 }
+
+/** For the entry points, before anything opens a database: the problem said in one line on stderr, exit 1. */
+export function exitIfUnsupportedRuntime(): void {
+  const problem = unsupportedRuntime();
+  if (problem === null) return;
+  process.stderr.write(`error: ${problem}\n`);
+  process.exit(1);
+}
