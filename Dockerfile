@@ -9,9 +9,10 @@ FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts: better-sqlite3's is node-gyp's default (it would need Python and make, and
-# builds nothing when its module ships), and the dev dependency `node` would fetch a second Node.js
-# for the npm scripts; the image's own runs the build.
-RUN npm ci --no-audit --no-fund --ignore-scripts
+# builds nothing when its module ships). No optional packages: all are dev tools' platform builds,
+# among them the Node.js for the npm scripts (tools/pinned-node, a 52 MB download); the image's own
+# Node.js runs the build.
+RUN npm ci --no-audit --no-fund --ignore-scripts --omit=optional
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY migrations ./migrations

@@ -228,10 +228,12 @@ async function main(): Promise<void> {
 
     const runtime = steps.at(-1)!.stage;
     const app = workdir[runtime]!;
-    for (const dev of ['typescript', 'vitest', 'tsx']) {
-      if (existsSync(join(app, 'node_modules', dev))) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
+    // pinned-node is a link (to tools/pinned-node) and .bin/node one to its platform build: a
+    // dangling link counts too, so lstat rather than exists.
+    for (const dev of ['typescript', 'vitest', 'tsx', 'pinned-node', '.bin/node']) {
+      if (lstatSync(join(app, 'node_modules', dev), { throwIfNoEntry: false })) throw new Error(`dev dependency ${dev} is in the runtime image: prune failed`);
     }
-    log(`\nruntime has production dependencies only (no typescript, vitest, tsx)`);
+    log(`\nruntime has production dependencies only (no typescript, vitest, tsx, nor the npm scripts' Node.js)`);
     // better-sqlite3 needs only its compiled module for this platform at run time (prebuilds/); its
     // SQLite and C++ sources and the other platforms' modules are 25 MB.
     const sqlite = join(app, 'node_modules', 'better-sqlite3');

