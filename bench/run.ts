@@ -26,6 +26,7 @@ import { measureFanOut, measureReplay } from './lib/later.js';
 import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
+import { exitIfUnsupportedRuntime } from '../src/db/unsupportedRuntime.js';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const USAGE = `Usage: npm run bench -- [options]   (or: npx tsx bench/run.ts [options])
@@ -533,6 +534,9 @@ interface OpenResult {
 const only = flags.fanout || flags.replay;
 
 async function main() {
+  // The bench reads the receivers' databases itself: on a Node.js without Node-API 10 the first
+  // one it opens would end it with a segmentation fault (`npx tsx bench/run.ts` on the machine's node).
+  exitIfUnsupportedRuntime();
   const machine = describeMachine();
   await ensureBuilt();
   const wrk = flags.generator === 'node' ? null : wrkAvailable();
