@@ -21,7 +21,7 @@ RUN npm prune --omit=dev --no-audit --no-fund
 # better-sqlite3 needs only its module for this platform at run time (prebuilds/linux-x64.node, say,
 # 2 MB). Its SQLite sources (deps/, 10 MB), C++ sources and the other seven platforms' modules
 # (15 MB) are dropped. A platform with no module of its own fails here, not at the first start.
-RUN cd node_modules/better-sqlite3 && keep="$(node -p "require('node:path').basename(require('./lib/binding.js').getPrebuildPath())")" && rm -rf deps src binding.gyp && find prebuilds -type f ! -name "$keep" -delete && test -f "prebuilds/$keep"
+RUN cd node_modules/better-sqlite3 && keep="$(node -p "const p = require('./lib/binding.js').getPrebuildPath(); if (!p) throw new Error('better-sqlite3 ships no compiled module for ' + process.platform + '-' + process.arch + ': build the image for linux/amd64 or linux/arm64'); require('node:path').basename(p)")" && rm -rf deps src binding.gyp && find prebuilds -type f ! -name "$keep" -delete && test -f "prebuilds/$keep"
 
 FROM node:22-bookworm-slim AS runtime
 # RUN_AS: the process starts as root, makes the database folder the node user's and drops to it
