@@ -317,8 +317,10 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
     const u = new URL(src.apiUrl);
     if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
   }
-  if (secretEnv === undefined && (env.HIRING_API_URL || env.HIRING_API_KEY)) {
-    warnings.push('HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)');
+  const unusedApi = secretEnv === undefined ? (['HIRING_API_URL', 'HIRING_API_KEY'] as const).filter((name) => env[name]) : [];
+  if (unusedApi.length > 0) {
+    const named = unusedApi.length === 1 ? `${unusedApi[0]} is set but unused: it belongs` : `${unusedApi.join(' and ')} are set but unused: they belong`;
+    warnings.push(`${named} to the \`default\` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)`);
   }
   return Object.freeze({
     port,

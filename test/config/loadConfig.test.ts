@@ -253,7 +253,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ CONFIG_FILE: '/c.json', WEBHOOK_SECRET_2: secret, HIRING_API_KEY2: 'sk-a.b' }, (p) => named[p as '/c.json']).warnings).toEqual([]);
     expect(viaFile.warnings).toEqual([
       'WEBHOOK_SECRT is not a setting; did you mean WEBHOOK_SECRET? (WEBHOOK_SECRET is unset)',
-      'HIRING_API_URL / HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
+      'HIRING_API_URL and HIRING_API_KEY are set but unused: they belong to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
+    ]);
+    // Only the variable that is set is named.
+    const oneOf = (extra: Record<string, string>) => loadConfig({ CONFIG_FILE: '/c.json', ...extra }, (p) => file[p as '/c.json']).warnings;
+    expect(oneOf({ HIRING_API_URL: 'https://hiring.example' })).toEqual([
+      'HIRING_API_URL is set but unused: it belongs to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
+    ]);
+    expect(oneOf({ HIRING_API_KEY: 'sk-a.b' })).toEqual([
+      'HIRING_API_KEY is set but unused: it belongs to the `default` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)',
     ]);
   });
 
