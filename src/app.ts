@@ -4,8 +4,9 @@ import type { Hono } from 'hono';
 import pino from 'pino';
 import type { Config } from './config/loadConfig.js';
 import { logCheckpointProblems } from './db/logCheckpointProblems.js';
+import { logWalBlocked } from './db/logWalBlocked.js';
 import { readMigrations, schemaVersion } from './db/migrate.js';
-import type { CheckpointProblem, OpenDatabase } from './db/openDatabase.js';
+import type { CheckpointProblem, OpenDatabase, WalBlocked } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { watchDatabaseFile } from './db/watchDatabaseFile.js';
 import type { WorkersLock } from './db/workersLock.js';
@@ -110,9 +111,11 @@ function buildReceiver(deps: AppDeps) {
   };
   // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
   let checkpointProblem = (p: CheckpointProblem) => logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped' : 'WAL checkpoint failed');
-  const database = openReceiverDatabase(deps, logger, run, (p) => checkpointProblem(p));
+  let walBlocked = (_b: WalBlocked) => {};
+  const database = openReceiverDatabase(deps, logger, run, (p) => checkpointProblem(p), (b) => walBlocked(b));
   const metrics = createMetrics(config.sources.map((s) => s.name));
   checkpointProblem = logCheckpointProblems(metrics, logger);
+  walBlocked = logWalBlocked(metrics, logger);
 
   const { fileWatch, watchFile, stopWatchingFile } = watchDatabaseFile(database, logger, () => {
     void worker.stop();
@@ -158,11 +161,17 @@ function buildReceiver(deps: AppDeps) {
 }
 
 /** The database (opened and migrated unless deps.database), and what is to be said about it and the configuration. */
-function openReceiverDatabase(deps: AppDeps, logger: Logger, run: RunState, onCheckpointProblem: (p: CheckpointProblem) => void): OpenDatabase {
+function openReceiverDatabase(
+  deps: AppDeps,
+  logger: Logger,
+  run: RunState,
+  onCheckpointProblem: (p: CheckpointProblem) => void,
+  onWalBlocked: (b: WalBlocked) => void,
+): OpenDatabase {
   const { config } = deps;
   let database: OpenDatabase;
   try {
-    database = deps.database ?? openServerDatabase(config.databasePath, onCheckpointProblem);
+    database = deps.database ?? openServerDatabase(config.databasePath, onCheckpointProblem, onWalBlocked);
   } catch (err) {
     run.earlyLock?.release();
     throw err;

@@ -159,6 +159,20 @@ const catchUpFrames = Math.min(1000, maxFrames);
 const passive = () => db.pragma('wal_checkpoint(PASSIVE)')[0];
 let skipRestarts = 0;
 let restartBackoff = 1;
+let blockedSince = 0;
+let reportedAt = 0;
+function noteBlocked(blocked, frames) {
+  const now = Date.now();
+  if (!blocked) {
+    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+    blockedSince = 0;
+    return;
+  }
+  if (!blockedSince) blockedSince = reportedAt = now;
+  else if (now - reportedAt < workerData.blockedReportMs) return;
+  reportedAt = now;
+  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+}
 function checkpoint() {
   let r = passive();
   if (r.log < 0) return;
@@ -170,13 +184,20 @@ function checkpoint() {
   if (r.log < maxFrames) {
     skipRestarts = 0;
     restartBackoff = 1;
-    return;
+    return noteBlocked(false, r.log);
   }
-  if (skipRestarts > 0) return void skipRestarts--;
+  if (skipRestarts > 0) {
+    skipRestarts--;
+    return noteBlocked(true, r.log);
+  }
   if (db.pragma('wal_checkpoint(RESTART)')[0].busy) {
     skipRestarts = restartBackoff;
     restartBackoff = Math.min(restartBackoff * 2, 4);
-  } else restartBackoff = 1;
+    noteBlocked(true, r.log);
+  } else {
+    restartBackoff = 1;
+    noteBlocked(false, r.log);
+  }
 }
 const timer = setInterval(() => {
   try { checkpoint(); } catch (err) { parentPort.postMessage({ message: String(err && err.message), code: (err && err.code) || null }); }
@@ -197,9 +218,25 @@ export interface CheckpointerOptions {
   maxWalBytes?: number;
   /** busy_timeout of the checkpointer: the lock waits of one RESTART (the write lock, then readers of old frames) share it. Default 10. */
   restartWaitMs?: number;
+  /** While the WAL cannot be reset (WalBlocked), how often the thread says so again. Default 60000. */
+  blockedReportMs?: number;
 }
 
-const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10 };
+const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10, blockedReportMs: 60_000 };
+
+/**
+ * The WAL is at or over `maxWalBytes` and the checkpoints cannot make the next writer start it
+ * over: a reader holds a snapshot older than its end (another program's long read transaction),
+ * or the write lock was never free for a RESTART. It then grows with every commit (10 MB/s at
+ * 150 deliveries/s, measured) until that ends. Reported when it starts (`blockedMs` 0), every
+ * `blockedReportMs` while it lasts, and once when it ends (`since` null).
+ */
+export interface WalBlocked {
+  /** Date.now() when it started; null: it has ended. */
+  since: number | null;
+  blockedMs: number;
+  walBytes: number;
+}
 
 /** A checkpoint that failed (`stopped`: the checkpointer thread itself ended). */
 export interface CheckpointProblem {
@@ -219,14 +256,23 @@ const onStderr = (p: CheckpointProblem) => process.stderr.write(`wal checkpoint$
  * reading anything, that the path names the file opened here (`opened`), and ends otherwise; a
  * path deleted meanwhile is not created anew (fileMustExist).
  */
-function startCheckpointer(path: string, opened: FileIdentity, opts: Required<CheckpointerOptions>, onProblem: (p: CheckpointProblem) => void): Worker {
+function startCheckpointer(
+  path: string,
+  opened: FileIdentity,
+  opts: Required<CheckpointerOptions>,
+  onProblem: (p: CheckpointProblem) => void,
+  onWalBlocked: (b: WalBlocked) => void,
+): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const identity = { dev: String(opened.dev), ino: String(opened.ino) };
   const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...identity, ...opts } });
   // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
   // regardless; only the file grows until the next checkpoint. Reported to onProblem.
   worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
-  worker.on('message', (m: { message: string; code: string | null }) => onProblem({ message: String(m.message), code: m.code, stopped: false }));
+  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked }) => {
+    if ('walBlocked' in m) onWalBlocked(m.walBlocked);
+    else onProblem({ message: String(m.message), code: m.code, stopped: false });
+  });
   worker.unref();
   return worker;
 }
@@ -251,6 +297,8 @@ export interface OpenOptions {
   checkpointer?: boolean | CheckpointerOptions;
   /** A checkpoint that failed (a full disk shows here first): the server logs and counts it. Default: a line on stderr. */
   onCheckpointProblem?: (p: CheckpointProblem) => void;
+  /** The WAL cannot be reset (WalBlocked): the server logs it and shows it in its metrics. Default: ignored. */
+  onWalBlocked?: (b: WalBlocked) => void;
 }
 
 /**
@@ -424,7 +472,7 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
   const ingest = ingestSqlite;
   let checkpointer: Worker | null;
   try {
-    checkpointer = background && opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr) : null;
+    checkpointer = background && opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr, opts.onWalBlocked ?? (() => {})) : null;
   } catch (err) {
     // A thread that cannot start (out of memory or threads) must not leave the connections open.
     // kysely has opened nothing yet: its driver connects on the first query.

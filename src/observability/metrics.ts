@@ -18,6 +18,7 @@ export const WORK_METRICS: ReadonlySet<string> = new Set(['receiver_job_runs_tot
 export function createMetrics(sources: readonly string[] = []) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  const walBlockedSince: { at: number | null } = { at: null };
   const metrics = {
     registry,
     deliveriesReceived: new Counter({
@@ -115,6 +116,17 @@ export function createMetrics(sources: readonly string[] = []) {
       labelNames: ['sink'] as const,
       registers: [registry],
     }),
+    walBlocked: new Gauge({
+      name: 'receiver_sqlite_wal_blocked_seconds',
+      help: 'How long the WAL has been over its bound (128 MiB) with the checkpoints unable to start it over (0 otherwise): a reader holds an old snapshot (a long read transaction), and the WAL grows with every commit until it ends',
+      registers: [registry],
+      collect() {
+        const since = walBlockedSince.at;
+        this.set(since === null ? 0 : Math.max(0, (Date.now() - since) / 1000));
+      },
+    }),
+    /** Since when the WAL cannot be reset (logWalBlocked keeps it), for the gauge above. */
+    walBlockedSince,
     walBytes: new Gauge({
       name: 'receiver_sqlite_wal_bytes',
       help: 'Size of the SQLite write-ahead log file (its high-water mark); about 128 MiB at most, so steady growth means a reader holds an old snapshot or checkpoints cannot keep up',

@@ -1,0 +1,105 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { logWalBlocked } from '../../src/db/logWalBlocked.js';
+import { openDatabase, type OpenDatabase, type WalBlocked } from '../../src/db/openDatabase.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { LogCapture, tempDir } from '../helpers/receiver.js';
+
+/** A database file of its own with the checkpointer thread, closed and removed when the test ends. */
+function openWithCheckpointer(opts: { maxWalBytes: number; blockedReportMs: number; onWalBlocked: (b: WalBlocked) => void }): { path: string; database: OpenDatabase } {
+  const t = tempDir();
+  const path = join(t.dir, 'r.db');
+  const { onWalBlocked, ...checkpointer } = opts;
+  const database = openDatabase(path, { checkpointer: { intervalMs: 20, ...checkpointer }, onWalBlocked });
+  onTestFinished(async () => {
+    await database.close();
+    t.cleanup();
+  });
+  return { path, database };
+}
+
+const gauge = async (metrics: ReturnType<typeof createMetrics>) =>
+  Number(/^receiver_sqlite_wal_blocked_seconds (\S+)$/m.exec(await metrics.registry.metrics())?.[1]);
+
+describe('a reader holding an old snapshot on the database', () => {
+  it('is reported while the WAL cannot be reset (log at warn, receiver_sqlite_wal_blocked_seconds), and its end at info', async () => {
+    const maxWalBytes = 256 * 1024;
+    const logs = new LogCapture();
+    const metrics = createMetrics();
+    const report = logWalBlocked(metrics, createLogger('debug', logs));
+    const seen: WalBlocked[] = [];
+    const { path, database } = openWithCheckpointer({
+      maxWalBytes,
+      blockedReportMs: 200,
+      onWalBlocked: (b) => {
+        seen.push(b);
+        report(b);
+      },
+    });
+    const ingest = database.ingestSqlite;
+    const insert = ingest.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    const commit = ingest.transaction((n: number) => {
+      for (let i = 0; i < n; i++) insert.run(Buffer.alloc(4096, i));
+    });
+    /** Commits, retrying the SQLITE_BUSY of a RESTART holding the write lock (as the ingest committer does). */
+    const commitRetrying = async (n: number) => {
+      for (let i = 0; i < 200; i++) {
+        try {
+          return commit.immediate(n);
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      }
+      throw new Error('the write lock stayed busy');
+    };
+    const waitFor = async (what: () => boolean) => {
+      for (let i = 0; i < 250 && !what(); i++) {
+        await commitRetrying(1);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return what();
+    };
+    const warned = () => logs.lines.some((l) => l.level === 40 && /^the WAL cannot be reset/.test(String(l.msg)));
+
+    const reader = new BetterSqlite3(path, { readonly: true });
+    try {
+      reader.prepare('BEGIN').run();
+      reader.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      // Past the bound (2 KB pages: 128 frames) while the reader pins its snapshot.
+      for (let i = 0; i < 20; i++) await commitRetrying(10);
+      expect(await waitFor(warned)).toBe(true);
+      const line = logs.lines.find((l) => l.level === 40)!;
+      expect(line.wal_bytes as number).toBeGreaterThan(maxWalBytes);
+      expect(line.blocked_seconds).toBeTypeOf('number');
+      expect(await gauge(metrics)).toBeGreaterThan(0);
+    } finally {
+      reader.prepare('COMMIT').run();
+      reader.close();
+    }
+    expect(await waitFor(() => seen.at(-1)?.since === null)).toBe(true);
+    expect(logs.lines.some((l) => l.level === 30 && l.msg === 'the WAL can be reset again')).toBe(true);
+    expect(await gauge(metrics)).toBe(0);
+  });
+
+  it('is not reported while the WAL stays under its bound', async () => {
+    const seen: WalBlocked[] = [];
+    const { path, database } = openWithCheckpointer({ maxWalBytes: 4 * 1024 * 1024, blockedReportMs: 100, onWalBlocked: (b) => seen.push(b) });
+    const reader = new BetterSqlite3(path, { readonly: true });
+    try {
+      reader.prepare('BEGIN').run();
+      reader.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      const insert = database.ingestSqlite.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', x'00')");
+      for (let i = 0; i < 20; i++) {
+        insert.run();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      reader.prepare('COMMIT').run();
+      reader.close();
+    }
+    expect(seen).toEqual([]);
+  });
+});
