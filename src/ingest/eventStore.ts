@@ -1,5 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { sameJsonText } from '../util/json.js';
+import { asObject, parseForComparison, sameJson } from '../util/json.js';
 import type { Envelope } from './parseEnvelope.js';
 
 export type IngestItem =
@@ -63,15 +63,26 @@ export function createIngestWriter(sqlite: BetterSqlite3.Database): (items: Inge
 
 /**
  * A delivery whose event id is stored already: the same envelope serialized otherwise (key order,
- * spacing, escapes) is the same event, a duplicate; other content is a conflict. A comparison that
+ * spacing, escapes) is the same event, a duplicate; other content is a conflict. `webhook_id` is
+ * not content: it names the endpoint the copy was sent to (spec 6.1), and the service sends an
+ * event to each of the organization's endpoints that takes it (spec 6), so two endpoints that
+ * reach this receiver give one event two envelopes differing only there. A comparison that
  * fails in any way keeps the body as a conflict: in the ingest batch's transaction, an error would
  * fail every delivery of the batch with 503. (`quarantine replay --dry-run` decides with it too.)
  */
 export function repeatOutcome(stored: string, text: string): 'duplicate' | 'conflict' {
   if (stored === text) return 'duplicate';
   try {
-    return sameJsonText(stored, text) ? 'duplicate' : 'conflict';
+    return sameJson(withoutEndpoint(parseForComparison(stored)), withoutEndpoint(parseForComparison(text))) ? 'duplicate' : 'conflict';
   } catch {
     return 'conflict';
   }
+}
+
+/** The envelope as parseForComparison reads it (each key marked `s`), without its `webhook_id`. */
+function withoutEndpoint(envelope: unknown): unknown {
+  const fields = asObject(envelope);
+  if (fields === null) return envelope;
+  const { swebhook_id: _endpoint, ...rest } = fields;
+  return rest;
 }

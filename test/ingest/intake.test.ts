@@ -148,6 +148,21 @@ describe('POST /webhooks over real HTTP', () => {
     expect((await fetch(`${r.url}/readyz`)).status).toBe(200);
   });
 
+  it('one event sent to two endpoints of the organization (envelopes differing only in webhook_id) is a duplicate, not a conflict', async () => {
+    // Spec 6: sent to each endpoint that takes it, with that endpoint's id as webhook_id (6.1).
+    const conflictsBefore = await conflictsCounted();
+    const env = envelope({ webhook_id: 'wh_first' });
+    expect(await (await post(signDelivery(secret, JSON.stringify(env)))).json()).toMatchObject({ outcome: 'accepted' });
+    const res = await post(signDelivery(secret, JSON.stringify({ ...env, webhook_id: 'wh_second' })));
+    expect(await res.json()).toMatchObject({ outcome: 'duplicate' });
+    expect(one('SELECT COUNT(*) FROM event_conflicts WHERE event_id = ?', env.id)).toBe(0);
+    expect(await conflictsCounted()).toBe(conflictsBefore);
+    // Only webhook_id is set aside: any other difference is still a conflict.
+    const changed = JSON.stringify({ ...env, webhook_id: 'wh_second', created_at: '2020-01-01T00:00:00.000Z' });
+    expect(await (await post(signDelivery(secret, changed))).json()).toMatchObject({ outcome: 'conflict' });
+    expect(one('SELECT envelope FROM event_conflicts WHERE event_id = ?', env.id)).toBe(changed);
+  });
+
   it('same id with a different body keeps the original and records the conflict', async () => {
     const conflictsBefore = await conflictsCounted();
     const env = envelope();

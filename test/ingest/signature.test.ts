@@ -113,6 +113,15 @@ describe('malformed signatures and headers are refused and never stored', () => 
     });
     expect(res.status).toBe(200);
   });
+
+  it('accepts the good signature wherever it stands in the list, first or between bad ones', async () => {
+    // Every entry is tried: a verifier reading only the last (or only the first) entry fails one of these.
+    const bad = `v1,${'A'.repeat(43)}=`;
+    for (const signature of [`${REF.signature} ${bad}`, `${bad} ${REF.signature} ${bad}`]) {
+      const res = await r.app.app.request('/webhooks', { method: 'POST', headers: refHeaders({ 'webhook-signature': signature }), body: REF.body });
+      expect(res.status, signature).toBe(200);
+    }
+  });
 });
 
 describe('deliveries signed by the standardwebhooks package', () => {

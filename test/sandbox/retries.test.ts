@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
-import type { SandboxOptions } from '../../src/sandbox/createSandbox.js';
-import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+import { createSandbox, type SandboxOptions } from '../../src/sandbox/createSandbox.js';
+import { ACME_KEY, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
 import { collectGarbage } from '../helpers/gc.js';
 
 const MIN = 60_000;
@@ -181,6 +181,38 @@ describe('delivery retries (spec 6.3, 8)', () => {
     run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
     await run.sandbox.control.idle();
     expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code])).toEqual([['failed', 'network_error', null]]);
+  });
+
+  it('6.3, 8: without attemptTimeoutMs an attempt is cut at 10 s, not later (the timeout of the service itself)', async () => {
+    // Every other test sets its own timeout: a default above the service's 10 s would let a slow
+    // receiver pass here and fail against the service. Only the attempt's timer is faked; the
+    // injected fetch answers nothing until that timer aborts it.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    cleanups.push(async () => void vi.useRealTimers());
+    let aborted = false;
+    const fetch = ((_url: string, init: RequestInit) =>
+      new Promise((_resolve, reject) => {
+        init.signal!.addEventListener('abort', () => {
+          aborted = true;
+          reject(init.signal!.reason);
+        });
+      })) as unknown as typeof globalThis.fetch;
+    const sandbox = createSandbox({ clock: createManualClock(), fetch });
+    cleanups.push(() => sandbox.stop());
+    const hook = await sandbox.app.request('/api/v2/webhooks', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACME_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'http://127.0.0.1:9/webhooks' }),
+    });
+    expect(hook.status).toBe(201);
+    sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    const idle = sandbox.control.idle();
+    await vi.advanceTimersByTimeAsync(9_999);
+    expect(aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    await idle;
+    expect(aborted).toBe(true);
+    expect(sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code])).toEqual([['failed', 'timeout', null]]);
   });
 
   it('6.3, 8: the attempt timeout holds through a garbage collection: a receiver that never answers is timed out, not waited for', async () => {
