@@ -161,17 +161,22 @@ let skipRestarts = 0;
 let restartBackoff = 1;
 let blockedSince = 0;
 let reportedAt = 0;
-function noteBlocked(blocked, frames) {
+// r: the last checkpoint's result. A frame it could not copy (checkpointed < log) is one a reader's
+// snapshot still needs; all copied and still not reset: the write lock was never free for the
+// RESTART (writes back to back), with no reader to blame.
+function noteBlocked(blocked, r) {
   const now = Date.now();
+  const walBytes = 32 + r.log * (pageSize + 24);
   if (!blocked) {
-    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes, cause: null } });
     blockedSince = 0;
     return;
   }
   if (!blockedSince) blockedSince = reportedAt = now;
   else if (now - reportedAt < workerData.blockedReportMs) return;
   reportedAt = now;
-  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+  const cause = r.checkpointed < r.log ? 'reader' : 'writes';
+  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes, cause } });
 }
 function checkpoint() {
   let r = passive();
@@ -184,19 +189,20 @@ function checkpoint() {
   if (r.log < maxFrames) {
     skipRestarts = 0;
     restartBackoff = 1;
-    return noteBlocked(false, r.log);
+    return noteBlocked(false, r);
   }
   if (skipRestarts > 0) {
     skipRestarts--;
-    return noteBlocked(true, r.log);
+    return noteBlocked(true, r);
   }
-  if (db.pragma('wal_checkpoint(RESTART)')[0].busy) {
+  const restart = db.pragma('wal_checkpoint(RESTART)')[0];
+  if (restart.busy) {
     skipRestarts = restartBackoff;
     restartBackoff = Math.min(restartBackoff * 2, 4);
-    noteBlocked(true, r.log);
+    noteBlocked(true, restart.log < 0 ? r : restart);
   } else {
     restartBackoff = 1;
-    noteBlocked(false, r.log);
+    noteBlocked(false, r);
   }
 }
 const timer = setInterval(() => {
@@ -236,6 +242,12 @@ export interface WalBlocked {
   since: number | null;
   blockedMs: number;
   walBytes: number;
+  /**
+   * Why, by the last checkpoint: `reader`, frames it could not copy (a reader's snapshot needs
+   * them); `writes`, every frame copied but the write lock never free for the RESTART (commits
+   * back to back: sustained load, or another process writing in a loop). Null once it has ended.
+   */
+  cause: 'reader' | 'writes' | null;
 }
 
 /** A checkpoint that failed (`stopped`: the checkpointer thread itself ended). */

@@ -74,6 +74,7 @@ describe('a reader holding an old snapshot on the database', () => {
       const line = logs.lines.find((l) => l.level === 40)!;
       expect(line.wal_bytes as number).toBeGreaterThan(maxWalBytes);
       expect(line.blocked_seconds).toBeTypeOf('number');
+      expect(line.cause).toBe('reader');
       expect(await gauge(metrics)).toBeGreaterThan(0);
     } finally {
       reader.prepare('COMMIT').run();
@@ -82,6 +83,35 @@ describe('a reader holding an old snapshot on the database', () => {
     expect(await waitFor(() => seen.at(-1)?.since === null)).toBe(true);
     expect(logs.lines.some((l) => l.level === 30 && l.msg === 'the WAL can be reset again')).toBe(true);
     expect(await gauge(metrics)).toBe(0);
+  });
+
+  it('is not blamed on a reader when no reader holds the WAL: the write lock was never free for the RESTART', async () => {
+    const logs = new LogCapture();
+    const metrics = createMetrics();
+    const report = logWalBlocked(metrics, createLogger('debug', logs));
+    const { path } = openWithCheckpointer({ maxWalBytes: 256 * 1024, blockedReportMs: 200, onWalBlocked: report });
+    // Another connection commits past the bound, then holds the write lock (as commits back to
+    // back do, leaving the 10 ms of a RESTART's wait no moment). No read transaction is open.
+    const writer = new BetterSqlite3(path);
+    try {
+      writer.pragma('busy_timeout = 5000');
+      const insert = writer.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+      writer.transaction(() => {
+        for (let i = 0; i < 100; i++) insert.run(Buffer.alloc(4096, i));
+      })();
+      writer.prepare('BEGIN IMMEDIATE').run();
+      const warnLine = () => logs.lines.find((l) => l.level === 40);
+      for (let i = 0; i < 250 && !warnLine(); i++) await new Promise((r) => setTimeout(r, 20));
+      const line = warnLine();
+      expect(line?.msg).toMatch(/^the WAL cannot be reset/);
+      expect(line!.cause).toBe('writes');
+      expect(String(line!.msg)).not.toMatch(/old snapshot/);
+      expect(String(line!.hint)).not.toMatch(/read transaction/);
+      expect(await gauge(metrics)).toBeGreaterThan(0);
+    } finally {
+      if (writer.inTransaction) writer.prepare('ROLLBACK').run();
+      writer.close();
+    }
   });
 
   it('is not reported while the WAL stays under its bound', async () => {
