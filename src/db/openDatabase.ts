@@ -127,7 +127,8 @@ function configure(sqlite: BetterSqlite3.Database, busyTimeoutMs: number, sync: 
  *  2. while the WAL holds at least 1,000 frames and grew during the last
  *     pass, up to 4 more short PASSIVE passes: each copies only what the
  *     previous one missed, and the WAL often ends fully copied between two
- *     commits, so the next writer rewinds it;
+ *     commits, so the next writer rewinds it (a pass that finds another
+ *     connection checkpointing ends them; the previous pass's result counts);
  *  3. if the WAL still holds `maxWalBytes` or more, RESTART: it takes the
  *     write lock, copies the frames left and fsyncs, then waits until no
  *     reader uses the WAL, so that the next writer rewinds it. Writers wait
@@ -183,7 +184,10 @@ function checkpoint() {
   if (r.log < 0) return;
   for (let i = 0; i < 4 && r.log >= catchUpFrames; i++) {
     const before = r.log;
-    r = passive();
+    const next = passive();
+    // Another connection checkpointing now (log -1) says nothing of the WAL: the last pass decides.
+    if (next.log < 0) break;
+    r = next;
     if (r.log === before) break;
   }
   if (r.log < maxFrames) {

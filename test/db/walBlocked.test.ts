@@ -1,4 +1,6 @@
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { logWalBlocked } from '../../src/db/logWalBlocked.js';
@@ -111,6 +113,50 @@ describe('a reader holding an old snapshot on the database', () => {
     } finally {
       if (writer.inTransaction) writer.prepare('ROLLBACK').run();
       writer.close();
+    }
+  });
+
+  it('does not end while the reader holds it when another connection is checkpointing too (a `work` process beside `serve`)', async () => {
+    const seen: WalBlocked[] = [];
+    const { path, database } = openWithCheckpointer({ maxWalBytes: 256 * 1024, blockedReportMs: 100, onWalBlocked: (b) => seen.push(b) });
+    // Another process's checkpointer, as in a split deployment, on a thread of its own: its
+    // passes hold the checkpoint lock, and a pass of this checkpointer that finds it taken (log -1)
+    // learns nothing about the WAL.
+    const other = new Worker(
+      `const { workerData, parentPort } = require('node:worker_threads');
+       const db = new (require(workerData.driver))(workerData.path);
+       let stop = false;
+       parentPort.on('message', () => { stop = true; });
+       const end = Date.now() + 10000;
+       const tick = () => {
+         for (let i = 0; i < 200; i++) db.pragma('wal_checkpoint(PASSIVE)');
+         if (stop || Date.now() > end) { db.close(); parentPort.close(); } else setImmediate(tick);
+       };
+       tick();`,
+      { eval: true, workerData: { path, driver: createRequire(import.meta.url).resolve('better-sqlite3') } },
+    );
+    const otherEnded = new Promise((r) => other.once('exit', r));
+    const reader = new BetterSqlite3(path, { readonly: true });
+    try {
+      reader.prepare('BEGIN').run();
+      reader.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      const insert = database.ingestSqlite.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+      const started = Date.now();
+      for (let i = 0; i < 100 && Date.now() - started < 2000; i++) {
+        try {
+          for (let j = 0; j < 5; j++) insert.run(Buffer.alloc(4096, j));
+        } catch (err) {
+          if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(seen.filter((b) => b.since !== null).length).toBeGreaterThan(0);
+      expect(seen.filter((b) => b.since === null || b.walBytes <= 0)).toEqual([]);
+    } finally {
+      other.postMessage('stop');
+      await otherEnded;
+      if (reader.inTransaction) reader.prepare('COMMIT').run();
+      reader.close();
     }
   });
 
