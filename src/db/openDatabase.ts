@@ -162,9 +162,23 @@ let skipRestarts = 0;
 let restartBackoff = 1;
 let blockedSince = 0;
 let reportedAt = 0;
-// r: the last checkpoint's result. A frame it could not copy (checkpointed < log) is one a reader's
-// snapshot still needs; all copied and still not reset: the write lock was never free for the
-// RESTART (writes back to back), with no reader to blame.
+// Why the WAL is not reset, by r, the last checkpoint's result: a frame it could not copy
+// (checkpointed < log) is one a reader's snapshot still needs. All copied: a reader at the WAL's
+// end, or the write lock never free for the RESTART (writes back to back, a write transaction
+// held open), which a look at the write lock tells apart (busy: writes).
+function causeOf(r) {
+  if (r.checkpointed < r.log) return 'reader';
+  db.pragma('busy_timeout = 0');
+  try {
+    db.exec('BEGIN IMMEDIATE');
+    db.exec('ROLLBACK');
+    return 'reader';
+  } catch (err) {
+    return err && err.code === 'SQLITE_BUSY' ? 'writes' : 'reader';
+  } finally {
+    db.pragma('busy_timeout = ' + workerData.restartWaitMs);
+  }
+}
 function noteBlocked(blocked, r) {
   const now = Date.now();
   const walBytes = 32 + r.log * (pageSize + 24);
@@ -176,7 +190,7 @@ function noteBlocked(blocked, r) {
   if (!blockedSince) blockedSince = reportedAt = now;
   else if (now - reportedAt < workerData.blockedReportMs) return;
   reportedAt = now;
-  const cause = r.checkpointed < r.log ? 'reader' : 'writes';
+  const cause = causeOf(r);
   parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes, cause } });
 }
 function checkpoint() {
@@ -248,8 +262,9 @@ export interface WalBlocked {
   walBytes: number;
   /**
    * Why, by the last checkpoint: `reader`, frames it could not copy (a reader's snapshot needs
-   * them); `writes`, every frame copied but the write lock never free for the RESTART (commits
-   * back to back: sustained load, or another process writing in a loop). Null once it has ended.
+   * them), or all copied and the write lock free (a reader at the WAL's end); `writes`, every
+   * frame copied and the write lock taken (commits back to back: sustained load, another process
+   * writing in a loop or holding a write transaction open). Null once it has ended.
    */
   cause: 'reader' | 'writes' | null;
 }

@@ -160,6 +160,36 @@ describe('a reader holding an old snapshot on the database', () => {
     }
   });
 
+  it('blames the reader that holds the WAL while nothing is committed (its snapshot at the WAL\'s end)', async () => {
+    const logs = new LogCapture();
+    const report = logWalBlocked(createMetrics(), createLogger('debug', logs));
+    const { path, database } = openWithCheckpointer({ maxWalBytes: 256 * 1024, blockedReportMs: 100, onWalBlocked: report });
+    const insert = database.ingestSqlite.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    const older = new BetterSqlite3(path, { readonly: true });
+    const newer = new BetterSqlite3(path, { readonly: true });
+    try {
+      // The older reader keeps the frames past its snapshot from being copied, so the newer one,
+      // begun after the commits, takes a snapshot at the WAL's end; then the older one ends and
+      // nothing more is committed: every frame can be copied, and only the newer reader stops the reset.
+      older.prepare('BEGIN').run();
+      older.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      for (let i = 0; i < 100; i++) insert.run(Buffer.alloc(4096, i));
+      newer.prepare('BEGIN').run();
+      newer.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      older.prepare('COMMIT').run();
+      const warnings = () => logs.lines.filter((l) => l.level === 40);
+      const after = warnings().length;
+      for (let i = 0; i < 250 && warnings().length < after + 3; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(warnings().length).toBeGreaterThanOrEqual(after + 3);
+      expect(warnings().at(-1)!.cause).toBe('reader');
+    } finally {
+      if (older.inTransaction) older.prepare('COMMIT').run();
+      if (newer.inTransaction) newer.prepare('COMMIT').run();
+      older.close();
+      newer.close();
+    }
+  });
+
   it('is not reported while the WAL stays under its bound', async () => {
     const seen: WalBlocked[] = [];
     const { path, database } = openWithCheckpointer({ maxWalBytes: 4 * 1024 * 1024, blockedReportMs: 100, onWalBlocked: (b) => seen.push(b) });
