@@ -127,7 +127,8 @@ function configure(sqlite: BetterSqlite3.Database, busyTimeoutMs: number, sync: 
  *  2. while the WAL holds at least 1,000 frames and grew during the last
  *     pass, up to 4 more short PASSIVE passes: each copies only what the
  *     previous one missed, and the WAL often ends fully copied between two
- *     commits, so the next writer rewinds it;
+ *     commits, so the next writer rewinds it (a pass that finds another
+ *     connection checkpointing ends them; the previous pass's result counts);
  *  3. if the WAL still holds `maxWalBytes` or more, RESTART: it takes the
  *     write lock, copies the frames left and fsyncs, then waits until no
  *     reader uses the WAL, so that the next writer rewinds it. Writers wait
@@ -161,42 +162,65 @@ let skipRestarts = 0;
 let restartBackoff = 1;
 let blockedSince = 0;
 let reportedAt = 0;
-function noteBlocked(blocked, frames) {
+// Why the WAL is not reset, by r, the last checkpoint's result: a frame it could not copy
+// (checkpointed < log) is one a reader's snapshot still needs. All copied: a reader at the WAL's
+// end, or the write lock never free for the RESTART (writes back to back, a write transaction
+// held open), which a look at the write lock tells apart (busy: writes).
+function causeOf(r) {
+  if (r.checkpointed < r.log) return 'reader';
+  db.pragma('busy_timeout = 0');
+  try {
+    db.exec('BEGIN IMMEDIATE');
+    db.exec('ROLLBACK');
+    return 'reader';
+  } catch (err) {
+    return err && err.code === 'SQLITE_BUSY' ? 'writes' : 'reader';
+  } finally {
+    db.pragma('busy_timeout = ' + workerData.restartWaitMs);
+  }
+}
+function noteBlocked(blocked, r) {
   const now = Date.now();
+  const walBytes = 32 + r.log * (pageSize + 24);
   if (!blocked) {
-    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes, cause: null } });
     blockedSince = 0;
     return;
   }
   if (!blockedSince) blockedSince = reportedAt = now;
   else if (now - reportedAt < workerData.blockedReportMs) return;
   reportedAt = now;
-  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes: 32 + frames * (pageSize + 24) } });
+  const cause = causeOf(r);
+  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes, cause } });
 }
 function checkpoint() {
   let r = passive();
   if (r.log < 0) return;
   for (let i = 0; i < 4 && r.log >= catchUpFrames; i++) {
     const before = r.log;
-    r = passive();
+    const next = passive();
+    // Another connection checkpointing now (log -1) says nothing of the WAL: the last pass decides.
+    if (next.log < 0) break;
+    r = next;
     if (r.log === before) break;
   }
   if (r.log < maxFrames) {
     skipRestarts = 0;
     restartBackoff = 1;
-    return noteBlocked(false, r.log);
+    return noteBlocked(false, r);
   }
   if (skipRestarts > 0) {
     skipRestarts--;
-    return noteBlocked(true, r.log);
+    return noteBlocked(true, r);
   }
-  if (db.pragma('wal_checkpoint(RESTART)')[0].busy) {
+  const restart = db.pragma('wal_checkpoint(RESTART)')[0];
+  if (restart.busy) {
     skipRestarts = restartBackoff;
     restartBackoff = Math.min(restartBackoff * 2, 4);
-    noteBlocked(true, r.log);
+    noteBlocked(true, restart.log < 0 ? r : restart);
   } else {
     restartBackoff = 1;
-    noteBlocked(false, r.log);
+    noteBlocked(false, r);
   }
 }
 const timer = setInterval(() => {
@@ -236,6 +260,13 @@ export interface WalBlocked {
   since: number | null;
   blockedMs: number;
   walBytes: number;
+  /**
+   * Why, by the last checkpoint: `reader`, frames it could not copy (a reader's snapshot needs
+   * them), or all copied and the write lock free (a reader at the WAL's end); `writes`, every
+   * frame copied and the write lock taken (commits back to back: sustained load, another process
+   * writing in a loop or holding a write transaction open). Null once it has ended.
+   */
+  cause: 'reader' | 'writes' | null;
 }
 
 /** A checkpoint that failed (`stopped`: the checkpointer thread itself ended). */
