@@ -1,4 +1,5 @@
-import { ConfigError, checkDatabasePath, databasePathIn, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
+import { ConfigError, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
+import { checkDatabasePath, databasePathIn } from '../config/databasePath.js';
 import { CliError, UsageError } from './errors.js';
 
 /**

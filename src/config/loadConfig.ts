@@ -1,5 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
 import { splitSecrets } from './parseSecret.js';
@@ -9,7 +8,8 @@ import { isLoopbackHost } from '../util/loopback.js';
 import { jsonErrorAt } from '../util/jsonErrorAt.js';
 import { tildeProblem } from '../util/tildeProblem.js';
 import { editDistance } from '../util/editDistance.js';
-import { checkApiKey, checkUrl, decodeSecrets, intVar, required, wrapped, wrappingProblem, type Env } from './valueChecks.js';
+import { checkApiKey, checkUrl, decodeSecrets, intVar, required, wrapped, type Env } from './valueChecks.js';
+import { checkDatabasePath, databasePathIn } from './databasePath.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -89,35 +89,6 @@ export function configFileTopProblems(json: unknown): string[] {
   if (!parsed.success) reportIssues(parsed.error.issues, { schema: fileSchema, input: json }, problems);
   return problems;
 }
-
-/**
- * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
- * name, the receiver's side files would not: a second process could then run workers on the same
- * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
- * "/", a folder still to be made).
- */
-export function checkDatabasePath(path: string): string | null {
-  const wrapped = wrappingProblem(path);
-  if (wrapped) return wrapped;
-  const tilde = tildeProblem(path);
-  if (tilde) return tilde;
-  if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
-  let folder = false;
-  try {
-    folder = statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
-  } catch {
-    // A path through a file, a folder it may not read: opening the database says so, naming the path.
-  }
-  if (folder) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
-  // A folder still to be made (its name ends in "/"): not a raw EISDIR when the database opens.
-  if (path.endsWith('/')) return `${JSON.stringify(path)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
-  return null;
-}
-
-export const DEFAULT_DATABASE_PATH = './data/receiver.db';
-
-/** DATABASE_PATH, or the default when it is unset or empty: for the server and every CLI command alike. */
-export const databasePathIn = (env: Env): string => (env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH);
 
 /**
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
