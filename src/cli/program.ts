@@ -392,7 +392,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
   program.hook('preAction', async (_program, command) => {
     if (!command.options.some((o) => o.long === '--database') || command.opts()['database'] !== undefined) return;
     if ((io.env['DATABASE_PATH'] ?? '') !== '') return;
-    const [{ DEFAULT_DATABASE_PATH }, { misspellingsOf }] = await Promise.all([import('../config/databasePath.js'), import('../config/loadConfig.js')]);
+    const [{ DEFAULT_DATABASE_PATH }, { misspellingsOf }] = await Promise.all([import('../config/databasePath.js'), import('../config/misspeltSettings.js')]);
     const typos = misspellingsOf(io.env, 'DATABASE_PATH');
     if (typos.length === 0) return;
     io.err(`warning: DATABASE_PATH is unset, so the database is ${DEFAULT_DATABASE_PATH}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of DATABASE_PATH?`);
