@@ -62,9 +62,44 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
  * collected and reported together, each naming its variable or field path.
  */
-
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
+  const settings = serverSettings(env, problems);
+
+  const sources: SourceConfig[] = [];
+  const secretEnv = env.WEBHOOK_SECRET;
+  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
+
+  if (secretEnv !== undefined) sources.push(defaultSource(env, secretEnv, problems));
+
+  const sinks: SinkConfig[] = [];
+  const fileJson = configFile ? loadFileSources(configFile, env, readFile, sources, problems, sinks) : undefined;
+
+  if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
+    problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
+    // The default source needs all three: say so at once, not one start-up at a time.
+    if (!configFile && !env.HIRING_API_URL) required('HIRING_API_URL', problems);
+    if (!configFile && !env.HIRING_API_KEY) required('HIRING_API_KEY', problems);
+  }
+  checkSourcesApart(sources, problems);
+
+  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+  const warnings = configWarnings(env, misspelt, sources);
+  return Object.freeze({
+    ...settings,
+    configFile,
+    sources: Object.freeze(sources.map((s) => Object.freeze(s))),
+    sinks: Object.freeze(sinks),
+    warnings: Object.freeze(warnings),
+  });
+}
+
+/** Config without what comes from the sources: the settings that are one variable each. */
+type ServerSettings = Omit<Config, 'configFile' | 'sources' | 'sinks' | 'warnings'>;
+
+/** The one-variable settings, checked in this order (the order of their problems in a ConfigError). */
+function serverSettings(env: Env, problems: string[]): ServerSettings {
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST && env.HOST.length > 0 && !wrapped(env, 'HOST', problems) ? env.HOST : '0.0.0.0';
   const metricsPort = env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : intVar(env, 'METRICS_PORT', 0, 0, 65535, problems);
@@ -86,27 +121,33 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
   const jobRetentionMs = intVar(env, 'JOB_RETENTION_DAYS', 30, 0, 3650, problems) * 86_400_000;
+  return {
+    port,
+    host,
+    metricsPort,
+    databasePath,
+    logLevel,
+    maxBodyBytes,
+    writeTimeoutMs,
+    requestTimeoutMs,
+    shutdownGraceMs,
+    workerConcurrency,
+    processingShare,
+    resultGiveUpMs,
+    jobRetentionMs,
+  };
+}
 
-  const sources: SourceConfig[] = [];
-  const secretEnv = env.WEBHOOK_SECRET;
-  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
+/** Source `default`: WEBHOOK_SECRET (set) with HIRING_API_URL and HIRING_API_KEY. */
+function defaultSource(env: Env, secretEnv: string, problems: string[]): SourceConfig {
+  const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
+  const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : required('HIRING_API_URL', problems);
+  const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : required('HIRING_API_KEY', problems);
+  return { name: 'default', signingKeys, apiUrl, apiKey };
+}
 
-  if (secretEnv !== undefined) {
-    const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
-    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : required('HIRING_API_URL', problems);
-    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : required('HIRING_API_KEY', problems);
-    sources.push({ name: 'default', signingKeys, apiUrl, apiKey });
-  }
-
-  const sinks: SinkConfig[] = [];
-  const fileJson = configFile ? loadFileSources(configFile, env, readFile, sources, problems, sinks) : undefined;
-
-  if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
-    problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
-    // The default source needs all three: say so at once, not one start-up at a time.
-    if (!configFile && !env.HIRING_API_URL) required('HIRING_API_URL', problems);
-    if (!configFile && !env.HIRING_API_KEY) required('HIRING_API_KEY', problems);
-  }
+/** Sources must be told apart: each name once, each signing key in one source only. */
+function checkSourcesApart(sources: readonly SourceConfig[], problems: string[]): void {
   const seen = new Set<string>();
   for (const s of sources) {
     if (seen.has(s.name)) problems.push(`CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`);
@@ -125,37 +166,20 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
       } else keyOwner.set(key.toString('base64'), s.name);
     }
   }
+}
 
-  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
-  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+/** A valid configuration's likely mistakes: misspelt variables, plain-http APIs, API settings no source uses. */
+function configWarnings(env: Env, misspelt: readonly { name: string; near: string }[], sources: readonly SourceConfig[]): string[] {
   const warnings = misspelt.map(({ name, near }) => `${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
     if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
   }
-  const unusedApi = secretEnv === undefined ? (['HIRING_API_URL', 'HIRING_API_KEY'] as const).filter((name) => env[name]) : [];
+  const unusedApi = env.WEBHOOK_SECRET === undefined ? (['HIRING_API_URL', 'HIRING_API_KEY'] as const).filter((name) => env[name]) : [];
   if (unusedApi.length > 0) {
     const named = unusedApi.length === 1 ? `${unusedApi[0]} is set but unused: it belongs` : `${unusedApi.join(' and ')} are set but unused: they belong`;
     warnings.push(`${named} to the \`default\` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)`);
   }
-  return Object.freeze({
-    port,
-    host,
-    metricsPort,
-    databasePath,
-    logLevel,
-    maxBodyBytes,
-    writeTimeoutMs,
-    requestTimeoutMs,
-    shutdownGraceMs,
-    workerConcurrency,
-    processingShare,
-    resultGiveUpMs,
-    jobRetentionMs,
-    configFile,
-    sources: Object.freeze(sources.map((s) => Object.freeze(s))),
-    sinks: Object.freeze(sinks),
-    warnings: Object.freeze(warnings),
-  });
+  return warnings;
 }
