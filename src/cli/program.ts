@@ -5,23 +5,13 @@ import { CliError, EXIT } from './errors.js';
 import { FIXTURE_TYPES } from './fixtures.js';
 import type { CliIo } from './io.js';
 import { afterArg, ageArg, collect, intArg, timeArg } from './parseArgs.js';
+import { databaseOption, examples, interruptHelp, jsonOption, progressHelp, progressOption } from './program/options.js';
 
 /** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
 export interface Outcome {
   code: number;
   running: boolean;
 }
-
-const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`;
-const databaseOption = () => new Option('--database <path>', 'SQLite file of the receiver (default: DATABASE_PATH or ./data/receiver.db)');
-const jsonOption = () => new Option('--json', 'print JSON for scripts');
-const progressOption = () => new Option('--progress', 'progress lines on stderr also when it is not a terminal (cron logs): one every 2 s at most');
-/** What the --help of a command with --progress says about it. */
-const progressHelp = (what: string) =>
-  `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
-/** What the --help of a bulk command that stops between two transactions (stopOnInterrupt) says about Ctrl-C. */
-const interruptHelp = (done: string) =>
-  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one (not the same one within half a second, as timeout repeats it) ends it at once.`;
 
 /**
  * The command tree. Command modules are imported when their command runs, so
