@@ -1,17 +1,14 @@
 import { readFileSync } from 'node:fs';
-import { SERVE_VIA_CLI } from './serveViaCli.js';
 import { Command, CommanderError, Option } from 'commander';
 import { CliError, EXIT } from './errors.js';
 import { FIXTURE_TYPES } from './fixtures.js';
 import type { CliIo } from './io.js';
+import type { CommandContext, Outcome } from './program/context.js';
 import { afterArg, ageArg, collect, intArg, timeArg } from './parseArgs.js';
+import { addReceiverCommands } from './program/receiver.js';
 import { databaseOption, examples, interruptHelp, jsonOption, progressHelp, progressOption } from './program/options.js';
 
-/** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
-export interface Outcome {
-  code: number;
-  running: boolean;
-}
+export type { Outcome };
 
 /**
  * The command tree. Command modules are imported when their command runs, so
@@ -50,36 +47,9 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     p.then((code) => {
       outcome.code = code;
     });
+  const ctx: CommandContext = { io, outcome, done };
 
-  program
-    .command('serve')
-    .description('run the receiver (what `npm start` runs): the same as src/main.ts, configured from the environment and CONFIG_FILE')
-    .option('--port <port>', 'listen port (overrides PORT)', intArg(0, 65535))
-    .option('--host <host>', 'listen address (overrides HOST)')
-    .addHelpText('after', examples(['WEBHOOK_SECRET=whsec_... HIRING_API_URL=https://hiring.example.com HIRING_API_KEY=sk-... hiring-receiver serve', 'hiring-receiver serve --port 3000']))
-    .action(async (o: { port?: number; host?: string }) => {
-      if (o.port !== undefined) process.env['PORT'] = String(o.port);
-      if (o.host !== undefined) process.env['HOST'] = o.host;
-      outcome.running = true;
-      (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] = true;
-      await import('../main.js');
-    });
-
-  program
-    .command('work')
-    .description('run only the workers (result fetching and sinks) against the database, beside a `serve` started with WORKER_CONCURRENCY=0: ingest then keeps its event loop to itself under load')
-    .addHelpText(
-      'after',
-      examples([
-        'WORKER_CONCURRENCY=0 hiring-receiver serve &   # ingest only',
-        'hiring-receiver work                            # same environment; one work process per database',
-      ]),
-    )
-    .action(async () => {
-      outcome.running = true;
-      const { runReceiver } = await import('../runReceiver.js');
-      await runReceiver('work');
-    });
+  addReceiverCommands(program, ctx);
 
   program
     .command('migrate')
