@@ -9,6 +9,7 @@ import { addDatabaseCommands } from './program/database.js';
 import { addEventCommands } from './program/events.js';
 import { addDeadLettersCommand } from './program/deadLetters.js';
 import { addQuarantineCommand } from './program/quarantine.js';
+import { addConflictsCommand } from './program/conflicts.js';
 import { databaseOption, examples, interruptHelp, jsonOption, progressHelp, progressOption } from './program/options.js';
 
 export type { Outcome };
@@ -62,21 +63,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
 
   addQuarantineCommand(program, ctx);
 
-  const cf = program.command('conflicts').description('bodies sent later under an event id already stored with another body (the stored one is kept)');
-  cf.command('list')
-    .description('conflicts, newest first')
-    .addOption(databaseOption())
-    .option('--limit <n>', 'at most n', intArg(1), 100)
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver conflicts list']))
-    .action((o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsList(io, o))));
-  cf.command('show')
-    .description('one conflict: the JSON paths where it differs from the stored event, then both bodies, escaped for the terminal')
-    .argument('<id>', 'conflict id (from `conflicts list`)')
-    .addOption(databaseOption())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver conflicts show 2', 'hiring-receiver conflicts show 2 --json | jq .differing_paths']))
-    .action((id: string, o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsShow(io, id, o))));
+  addConflictsCommand(program, ctx);
 
   const sk = program.command('sinks').description('where settled events are fanned out (CONFIG_FILE "sinks")');
   sk.command('list')
