@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { CliError, EXIT } from './errors.js';
 import type { CliIo } from './io.js';
-import { addSandboxCommands } from './program/sandbox.js';
 import type { CommandContext, Outcome } from './program/context.js';
+import { examples } from './program/options.js';
 import { addReceiverCommands } from './program/receiver.js';
 import { addDatabaseCommands } from './program/database.js';
 import { addEventCommands } from './program/events.js';
@@ -12,14 +12,10 @@ import { addQuarantineCommand } from './program/quarantine.js';
 import { addConflictsCommand } from './program/conflicts.js';
 import { addSinksCommand } from './program/sinks.js';
 import { addWebhooksCommand } from './program/webhooks.js';
-import { examples } from './program/options.js';
+import { addSandboxCommands } from './program/sandbox.js';
 
 export type { Outcome };
 
-/**
- * The command tree. Command modules are imported when their command runs, so
- * `--help` and light commands stay quick to start.
- */
 /**
  * This package's version, from its package.json (two folders up from src/cli and dist/cli alike):
  * not npm_package_version, which under another package's npm script is that package's.
@@ -32,6 +28,10 @@ function packageVersion(): string {
   }
 }
 
+/**
+ * The command tree, in the order --help lists it (each file in program/ adds a group). Command
+ * modules are imported when their command runs, so `--help` and light commands stay quick to start.
+ */
 export function buildProgram(io: CliIo, outcome: Outcome): Command {
   const program = new Command('hiring-receiver');
   program
@@ -56,21 +56,13 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
   const ctx: CommandContext = { io, outcome, done };
 
   addReceiverCommands(program, ctx);
-
   addDatabaseCommands(program, ctx);
-
   addEventCommands(program, ctx);
-
   addDeadLettersCommand(program, ctx);
-
   addQuarantineCommand(program, ctx);
-
   addConflictsCommand(program, ctx);
-
   addSinksCommand(program, ctx);
-
   addWebhooksCommand(program, ctx);
-
   addSandboxCommands(program, ctx);
 
   // The operator commands read DATABASE_PATH and nothing else to find the database: a misspelt one
@@ -88,7 +80,6 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
   return program;
 }
 
-/** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
 /** For `[command...] help <name>`: the name when no such command exists there, with the ones that do. */
 function unknownHelpTopic(program: Command, argv: readonly string[]): { name: string; known: string[] } | null {
   let parent = program;
@@ -107,6 +98,7 @@ function unknownHelpTopic(program: Command, argv: readonly string[]): { name: st
   return null;
 }
 
+/** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcome> {
   const outcome: Outcome = { code: EXIT.ok, running: false };
   const program = buildProgram(io, outcome);
