@@ -7,8 +7,7 @@ import { parseSecret, quotedProblem } from './parseSecret.js';
 /** The environment as loadConfig reads it (process.env, or a test's object). */
 export type Env = Record<string, string | undefined>;
 
-/** The form of a service API key (spec 5): sk-<segment>.<segment>. */
-/** sk-<segment>.<segment>, in characters an HTTP header can carry (a key pasted with "…" or "é" could never be sent). */
+/** The form of a service API key (spec 5): sk-<segment>.<segment>, in characters an HTTP header can carry (a key pasted with "…" or "é" could never be sent). */
 export const API_KEY = /^sk-[\x21-\x2d\x2f-\x7e]+\.[\x21-\x2d\x2f-\x7e]+$/;
 
 export function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
