@@ -5,7 +5,14 @@ import type { CommandContext } from './context.js';
 import { databaseOption, examples, jsonOption } from './options.js';
 
 /** send, replay and status: events sent to a receiver, stored events queued again, what is stored. */
-export function addEventCommands(program: Command, { io, done }: CommandContext): void {
+export function addEventCommands(program: Command, ctx: CommandContext): void {
+  addSendCommand(program, ctx);
+  addReplayCommand(program, ctx);
+  addStatusCommand(program, ctx);
+}
+
+/** send: a signed event, as the service sends it, to a receiver. */
+function addSendCommand(program: Command, { io, done }: CommandContext): void {
   program
     .command('send')
     .description('sign an event like the service does (Standard Webhooks) and POST it to a receiver')
@@ -33,7 +40,10 @@ export function addEventCommands(program: Command, { io, done }: CommandContext)
       ]) + '\nExit code 0 when every answer is 2xx, else 1 (the answer is printed on stderr).',
     )
     .action((eventType: string | undefined, o) => done(import('../commands/send.js').then((m) => m.runSend(io, eventType, o))));
+}
 
+/** replay: stored events queued again, through processing and/or to sinks. */
+function addReplayCommand(program: Command, { io, done }: CommandContext): void {
   program
     .command('replay')
     .description('queue stored events again: through processing (default) and/or to sinks (same webhook-id as before)')
@@ -69,7 +79,10 @@ export function addEventCommands(program: Command, { io, done }: CommandContext)
         '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
     )
     .action((o) => done(import('../commands/replay.js').then((m) => m.runReplay(io, o))));
+}
 
+/** status: what the database holds, at a glance. */
+function addStatusCommand(program: Command, { io, done }: CommandContext): void {
   program
     .command('status')
     .description('health at a glance: events by type, jobs by state, results by state, dead letters, quarantine, sinks, paused sources, oldest pending job')
