@@ -1,7 +1,8 @@
 import { createApp, receiverLogger, type App } from './app.js';
 import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
-import { ConfigError, loadConfig, wrappingProblem } from './config/loadConfig.js';
+import { ConfigError, loadConfig } from './config/loadConfig.js';
+import { wrappingProblem } from './config/valueChecks.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
 import { noteNewDatabase, removeNewDatabase } from './db/newDatabaseFiles.js';

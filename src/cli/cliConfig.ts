@@ -1,4 +1,6 @@
-import { ConfigError, checkDatabasePath, databasePathIn, loadApiSources, loadConfig, type ApiSource, type Config } from '../config/loadConfig.js';
+import { ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
+import { loadApiSources, type ApiSource } from '../config/loadApiSources.js';
+import { checkDatabasePath, databasePathIn } from '../config/databasePath.js';
 import { CliError, UsageError } from './errors.js';
 
 /**

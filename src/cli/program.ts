@@ -1,32 +1,21 @@
 import { readFileSync } from 'node:fs';
-import { SERVE_VIA_CLI } from './serveViaCli.js';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { CliError, EXIT } from './errors.js';
-import { FIXTURE_TYPES } from './fixtures.js';
 import type { CliIo } from './io.js';
-import { afterArg, ageArg, collect, intArg, timeArg } from './parseArgs.js';
+import type { CommandContext, Outcome } from './program/context.js';
+import { examples } from './program/options.js';
+import { addReceiverCommands } from './program/receiver.js';
+import { addDatabaseCommands } from './program/database.js';
+import { addEventCommands } from './program/events.js';
+import { addDeadLettersCommand } from './program/deadLetters.js';
+import { addQuarantineCommand } from './program/quarantine.js';
+import { addConflictsCommand } from './program/conflicts.js';
+import { addSinksCommand } from './program/sinks.js';
+import { addWebhooksCommand } from './program/webhooks.js';
+import { addSandboxCommands } from './program/sandbox.js';
 
-/** What an action leaves behind: the exit code, or `running` for serve/sandbox (signals end them). */
-export interface Outcome {
-  code: number;
-  running: boolean;
-}
+export type { Outcome };
 
-const examples = (lines: string[]) => `\nExamples:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`;
-const databaseOption = () => new Option('--database <path>', 'SQLite file of the receiver (default: DATABASE_PATH or ./data/receiver.db)');
-const jsonOption = () => new Option('--json', 'print JSON for scripts');
-const progressOption = () => new Option('--progress', 'progress lines on stderr also when it is not a terminal (cron logs): one every 2 s at most');
-/** What the --help of a command with --progress says about it. */
-const progressHelp = (what: string) =>
-  `\nProgress (${what}) is shown on stderr when it is a terminal, one line rewritten in place; elsewhere nothing, unless --progress. Stdout and the exit code are the same either way.`;
-/** What the --help of a bulk command that stops between two transactions (stopOnInterrupt) says about Ctrl-C. */
-const interruptHelp = (done: string) =>
-  `\nCtrl-C or SIGTERM stops it after the transaction in flight: a line on stderr says how many ${done} (with --json, also the result so far with "interrupted": true), exit 130 or 143; run it again for the rest. A second one (not the same one within half a second, as timeout repeats it) ends it at once.`;
-
-/**
- * The command tree. Command modules are imported when their command runs, so
- * `--help` and light commands stay quick to start.
- */
 /**
  * This package's version, from its package.json (two folders up from src/cli and dist/cli alike):
  * not npm_package_version, which under another package's npm script is that package's.
@@ -39,6 +28,10 @@ function packageVersion(): string {
   }
 }
 
+/**
+ * The command tree, in the order --help lists it (each file in program/ adds a group). Command
+ * modules are imported when their command runs, so `--help` and light commands stay quick to start.
+ */
 export function buildProgram(io: CliIo, outcome: Outcome): Command {
   const program = new Command('hiring-receiver');
   program
@@ -60,331 +53,17 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
     p.then((code) => {
       outcome.code = code;
     });
+  const ctx: CommandContext = { io, outcome, done };
 
-  program
-    .command('serve')
-    .description('run the receiver (what `npm start` runs): the same as src/main.ts, configured from the environment and CONFIG_FILE')
-    .option('--port <port>', 'listen port (overrides PORT)', intArg(0, 65535))
-    .option('--host <host>', 'listen address (overrides HOST)')
-    .addHelpText('after', examples(['WEBHOOK_SECRET=whsec_... HIRING_API_URL=https://hiring.example.com HIRING_API_KEY=sk-... hiring-receiver serve', 'hiring-receiver serve --port 3000']))
-    .action(async (o: { port?: number; host?: string }) => {
-      if (o.port !== undefined) process.env['PORT'] = String(o.port);
-      if (o.host !== undefined) process.env['HOST'] = o.host;
-      outcome.running = true;
-      (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] = true;
-      await import('../main.js');
-    });
-
-  program
-    .command('work')
-    .description('run only the workers (result fetching and sinks) against the database, beside a `serve` started with WORKER_CONCURRENCY=0: ingest then keeps its event loop to itself under load')
-    .addHelpText(
-      'after',
-      examples([
-        'WORKER_CONCURRENCY=0 hiring-receiver serve &   # ingest only',
-        'hiring-receiver work                            # same environment; one work process per database',
-      ]),
-    )
-    .action(async () => {
-      outcome.running = true;
-      const { runReceiver } = await import('../runReceiver.js');
-      await runReceiver('work');
-    });
-
-  program
-    .command('migrate')
-    .description('create the database if needed and apply pending migrations (the server also migrates at start-up)')
-    .addOption(databaseOption())
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText('after', examples(['DATABASE_PATH=/var/lib/receiver/receiver.db hiring-receiver migrate']) + progressHelp('migrate: applying 006_processing_cursor (2 of 4): an index over a large table takes seconds'))
-    .action((o) => done(import('./commands/migrate.js').then((m) => m.runMigrate(io, o))));
-
-  program
-    .command('prune')
-    .description('delete finished jobs (state done) older than an age: the queue\'s history, which nothing reads again (the receiver prunes by itself after JOB_RETENTION_DAYS)')
-    .addOption(databaseOption())
-    // The default named as an age: commander would print it in milliseconds (2592000000).
-    .addOption(new Option('--older-than <age>', 'finished more than this long ago: 12h, 30d, 2w (at least 1h)').argParser(ageArg(3_600_000, '1h')).default(30 * 86_400_000, '30d'))
-    .option('--dry-run', 'count them, delete nothing')
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver prune --older-than 7d --dry-run', 'hiring-receiver prune --older-than 7d', 'hiring-receiver prune --older-than 7d --progress >> /var/log/receiver-prune.log 2>&1']) + progressHelp('prune: 120,000 jobs deleted so far') + interruptHelp('it deleted'))
-    .action((o) => done(import('./commands/prune.js').then((m) => m.runPrune(io, o))));
-
-  program
-    .command('backup')
-    .description('a consistent copy of the database while the receiver runs (SQLite online backup), as one self-contained 0600 file')
-    .argument('<destination>', 'file to write, or a folder (the copy is named receiver-<UTC time>.db in it)')
-    .addOption(databaseOption())
-    .option('--force', 'replace an existing destination file')
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText(
-      'after',
-      examples(['hiring-receiver backup /data/backups/', 'hiring-receiver backup ./before-upgrade.db --database ./data/receiver.db']) +
-        '\nAny schema version (take one before an upgrade). To restore: stop the receiver, put the copy in place of the database, remove the files beside it named after it (-wal, -shm, -ingest-wait, -workers-lock, -workers-lock-journal), start.' +
-        progressHelp('backup: 1,234 of 52,000 pages (2%), then checking and syncing the copy'),
-    )
-    .action((destination: string, o) => done(import('./commands/backup.js').then((m) => m.runBackup(io, destination, o))));
-
-  program
-    .command('send')
-    .description('sign an event like the service does (Standard Webhooks) and POST it to a receiver')
-    .argument('[event-type]', `built-in fixture: ${FIXTURE_TYPES.join(', ')}`)
-    .option('--url <url>', 'receiver URL (default: http://127.0.0.1:$PORT/webhooks, PORT default 8080)')
-    .option('--secret <whsec>', 'signing secret (default: the last of WEBHOOK_SECRET)')
-    .option('--file <path>', 'send this JSON envelope instead of a fixture')
-    .option('--id <event-id>', 'envelope id (dedupe key); default a new UUID')
-    .option('--application <id>', 'application id (payload.application.id)')
-    .option('--external-id <id>', 'your correlation id on the application block ("null" for none)')
-    .option('--type <event-type>', 'override event_type (e.g. an unknown type, which the receiver must accept)')
-    .option('--set <path=value>', 'set any field, JSON value or string, repeatable (payload.interview.result.is_eligible=false)', collect)
-    .option('--timestamp-offset <seconds>', 'shift webhook-timestamp (e.g. -400 is outside the 5-minute tolerance)', intArg(-1_000_000_000, 1_000_000_000), 0)
-    .option('--repeat <n>', 'send the same event (same id and body) n times, each with a fresh webhook-id', intArg(1, 1000), 1)
-    .option('--timeout <ms>', 'per-request timeout', intArg(1, 600_000), 10_000)
-    .option('--print', 'print the exact request (method, URL, headers, body) before sending')
-    .addHelpText(
-      'after',
-      examples([
-        'hiring-receiver send application.created --secret whsec_...',
-        'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --set payload.interview.result.is_eligible=false',
-        'hiring-receiver send insights.completed --repeat 3          # duplicate delivery: same event id',
-        'hiring-receiver send application.created --timestamp-offset -400   # rejected: outside tolerance',
-        'hiring-receiver send --file event.json --print',
-      ]) + '\nExit code 0 when every answer is 2xx, else 1 (the answer is printed on stderr).',
-    )
-    .action((eventType: string | undefined, o) => done(import('./commands/send.js').then((m) => m.runSend(io, eventType, o))));
-
-  program
-    .command('replay')
-    .description('queue stored events again: through processing (default) and/or to sinks (same webhook-id as before)')
-    .addOption(databaseOption())
-    .option('--id <ids...>', 'event ids (repeatable, or comma-separated)', collect)
-    .option('--type <types...>', 'event types; `prefix.*` matches a family (interview.*)', collect)
-    .option('--since <time>', 'received at or after: ISO 8601 or an age (30m, 2h, 7d)', timeArg)
-    .option('--until <time>', 'received before: ISO 8601 or an age', timeArg)
-    .option('--application <id>', 'events of one application (its id, or your external_id)')
-    .option('--source <name>', 'events of one configured source')
-    .option('--after <received_at/id>', 'only events after this one in the replay\'s order (received_at, then id): continues a stopped replay, as its line on stderr says', afterArg)
-    .option('--sink <names...>', 'deliver again to these sinks (`all`: every configured sink that wants the event)', collect)
-    .option('--missing', 'with --sink: only settled events the sink takes and has no delivery record of (added later, or not configured when they settled)')
-    .option('--processing', 'also re-run processing when --sink is given (the default without --sink)')
-    .option('--all', 'every stored event (required when no filter is given)')
-    .option('--limit <n>', 'at most n events, oldest first', intArg(1))
-    .option('--dry-run', 'list what would be queued; change nothing')
-    .option('--wait', 'wait until the queued work finished (needs a running receiver with workers)')
-    .option('--timeout <seconds>', 'bound of --wait', intArg(1, 86_400), 300)
-    .addOption(jsonOption())
-    .addOption(new Option('--progress', 'progress lines on stderr where no bar is shown (not a terminal, a dry run): one every 2 s at most'))
-    .addHelpText(
-      'after',
-      examples([
-        'hiring-receiver replay --type interview.completed --since 2h --dry-run',
-        'hiring-receiver replay --application ats-cand-20931',
-        'hiring-receiver replay --id 7d0c... --sink crm --wait',
-        'hiring-receiver replay --all --sink all --since 2026-11-20',
-        'hiring-receiver replay --sink crm --missing --dry-run',
-      ]) +
-        '\nWorks on the database directly (WAL), next to a running receiver, whose workers do the work.' +
-        '\nCtrl-C or SIGTERM stops it after the batch in flight: a line on stderr says what was queued and where it stopped, with the --after that continues from there (with --json, also the counts so far with "interrupted": true), exit 130 or 143; during --wait, it ends the wait at once, saying what had finished (the work stays queued). A second one (not the same one within half a second, as timeout repeats it) ends it at once. A --dry-run ends at once.' +
-        '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
-    )
-    .action((o) => done(import('./commands/replay.js').then((m) => m.runReplay(io, o))));
-
-  program
-    .command('status')
-    .description('health at a glance: events by type, jobs by state, results by state, dead letters, quarantine, sinks, paused sources, oldest pending job')
-    .addOption(databaseOption())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['DATABASE_PATH=./data/receiver.db hiring-receiver status', 'hiring-receiver status --json | jq .dead_letters']) + '\nNeeds only DATABASE_PATH (sinks are read from CONFIG_FILE when set).')
-    .action((o) => done(import('./commands/status.js').then((m) => m.runStatus(io, o))));
-
-  const dl = program.command('dead-letters').description('jobs that failed all their attempts: list them, run them again, or discard those meant to stay unsent');
-  dl.command('list')
-    .description('dead-lettered jobs, newest first, with their last error')
-    .addOption(databaseOption())
-    .option('--kind <kind>', 'only this job kind (process_event, fetch_result, sink:<name>)')
-    .option('--source <name>', 'only this source')
-    .option('--limit <n>', 'at most n', intArg(1), 100)
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters list', 'hiring-receiver dead-letters list --kind fetch_result --json']))
-    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersList(io, o))));
-  /** retry's and discard's selection: by id, or every dead letter, or by kind, source and event. */
-  const deadLetterSelection = (cmd: Command) =>
-    cmd
-      .addOption(new Option('--id <ids...>', 'job ids (repeatable, or comma-separated)').argParser(collect).conflicts('all'))
-      .addOption(new Option('--all', 'every dead letter').conflicts(['kind', 'source', 'event']))
-      .option('--kind <kind>', 'every dead letter of this job kind')
-      .option('--source <name>', 'every dead letter of this source')
-      .option('--event <id>', 'every dead letter of this event');
-  deadLetterSelection(dl.command('retry').description('run dead-lettered jobs again now, with fresh attempts').addOption(databaseOption()))
-    .option('--dry-run', 'count what would run again; change nothing')
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText(
-      'after',
-      examples(['hiring-receiver dead-letters retry --all --dry-run', 'hiring-receiver dead-letters retry --id 42 43', 'hiring-receiver dead-letters retry --kind fetch_result', 'hiring-receiver dead-letters retry --kind sink:crm   # all of a sink, once its consumer is back']) +
-        progressHelp('dead-letters retry: 12,000 of 140,000 dead letters (8%)') +
-        interruptHelp('it queued again'),
-    )
-    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersRetry(io, o))));
-  deadLetterSelection(
-    dl
-      .command('discard')
-      .description('delete dead-lettered jobs meant to stay unsent (their failures stay in deliveries and the result tables), so the dead-letter alert clears')
-      .addOption(databaseOption()),
-  )
-    .option('--dry-run', 'count what would be discarded; change nothing')
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText('after', examples(['hiring-receiver dead-letters discard --kind sink:old-crm --dry-run', 'hiring-receiver dead-letters discard --id 42 43']) + progressHelp('dead-letters discard: 12,000 of 140,000 dead letters (8%)') + interruptHelp('it discarded'))
-    .action((o) => done(import('./commands/deadLetters.js').then((m) => m.runDeadLettersDiscard(io, o))));
-
-  const q = program.command('quarantine').description('signed deliveries that could not be parsed, kept whole');
-  q.command('list')
-    .description('quarantined deliveries, newest first')
-    .addOption(databaseOption())
-    .option('--limit <n>', 'at most n', intArg(1), 100)
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver quarantine list']))
-    .action((o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineList(io, o))));
-  q.command('show')
-    .description('one quarantined delivery: headers (the signature hidden) and the body, escaped for the terminal (hex when not UTF-8)')
-    .argument('<id>', 'quarantine id (from `quarantine list`)')
-    .addOption(databaseOption())
-    .option('--max-bytes <n>', 'show at most n bytes of the body', intArg(1), 65_536)
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver quarantine show 3', 'hiring-receiver quarantine show 3 --json | jq -r .body_base64 | base64 -d > body.bin']))
-    .action((id: string, o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineShow(io, id, o))));
-  q.command('replay')
-    .description("parse quarantined deliveries again with this version's rules: one that now parses is stored as an event (or found a duplicate) and leaves the quarantine; one still refused stays")
-    .argument('[ids...]', 'quarantine ids (from `quarantine list`)')
-    .addOption(databaseOption())
-    .option('--all', 'every quarantined delivery')
-    .option('--dry-run', 'say what would happen; change nothing')
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver quarantine replay 3 --dry-run', 'hiring-receiver quarantine replay --all']) + '\nExit code 1 when a delivery is still refused (its reason is shown) or an id is not in quarantine.')
-    .action((ids: string[], o) => done(import('./commands/quarantine.js').then((m) => m.runQuarantineReplay(io, ids, o))));
-
-  const cf = program.command('conflicts').description('bodies sent later under an event id already stored with another body (the stored one is kept)');
-  cf.command('list')
-    .description('conflicts, newest first')
-    .addOption(databaseOption())
-    .option('--limit <n>', 'at most n', intArg(1), 100)
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver conflicts list']))
-    .action((o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsList(io, o))));
-  cf.command('show')
-    .description('one conflict: the JSON paths where it differs from the stored event, then both bodies, escaped for the terminal')
-    .argument('<id>', 'conflict id (from `conflicts list`)')
-    .addOption(databaseOption())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver conflicts show 2', 'hiring-receiver conflicts show 2 --json | jq .differing_paths']))
-    .action((id: string, o) => done(import('./commands/conflicts.js').then((m) => m.runConflictsShow(io, id, o))));
-
-  const sk = program.command('sinks').description('where settled events are fanned out (CONFIG_FILE "sinks")');
-  sk.command('list')
-    .description('each sink: enabled or disabled, pending, failing, delivered, dead')
-    .addOption(databaseOption())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['CONFIG_FILE=./receiver.json hiring-receiver sinks list']))
-    .action((o) => done(import('./commands/sinks.js').then((m) => m.runSinksList(io, o))));
-  sk.command('enable')
-    .description('re-enable a sink a 410 Gone disabled; its waiting deliveries go out')
-    .argument('<name>')
-    .addOption(databaseOption())
-    .addHelpText('after', examples(['hiring-receiver sinks enable crm']))
-    .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksEnable(io, name, o))));
-  sk.command('send-now')
-    .description("the sink's consumer is back: its deliveries waiting for a later attempt (a backoff of up to 1 h, a Retry-After) go out now, each keeping its attempts; a sink a 410 disabled is enabled")
-    .argument('<name>')
-    .addOption(databaseOption())
-    .option('--dry-run', 'count what would be sent now; change nothing')
-    .addOption(jsonOption())
-    .addOption(progressOption())
-    .addHelpText(
-      'after',
-      examples(['hiring-receiver sinks send-now crm --dry-run', 'hiring-receiver sinks send-now crm']) +
-        "\nWorks next to a running receiver, whose sink worker sends them at its next poll. Dead letters are not touched: `dead-letters retry --kind sink:<name>`." +
-        progressHelp('sinks send-now: 12,000 deliveries made due so far') +
-        interruptHelp('it made due'),
-    )
-    .action((name: string, o) => done(import('./commands/sinks.js').then((m) => m.runSinksSendNow(io, name, o))));
-
-  const wh = program
-    .command('webhooks')
-    .description("manage this receiver's registration with the hiring service (/api/v2/webhooks), with HIRING_API_URL and HIRING_API_KEY")
-    .addHelpText('after', '\nCredentials: HIRING_API_URL and HIRING_API_KEY, or --source NAME to use a source of CONFIG_FILE.');
-  const src = () => new Option('--source <name>', 'use the api_url/api_key of this CONFIG_FILE source');
-  wh.command('register')
-    .description('register a URL; prints the new signing secret once, with how to configure it')
-    .requiredOption('--url <url>', 'public URL of this receiver, ending in /webhooks')
-    .option('--events <types...>', 'only these event types (default: all)', collect)
-    .option('--disabled', 'register paused (enabled: false)')
-    .option('--description <text>', 'a note shown in the portal')
-    .option('--idempotency-key <key>', 'Idempotency-Key of the create (default: a new one per run; reuse one to replay safely)')
-    .option('--any-path', 'accept a URL not ending in /webhooks (a proxy in front of the receiver maps it there)')
-    .addOption(src())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver webhooks register --url https://receiver.example.com/webhooks', 'hiring-receiver webhooks register --url https://receiver.example.com/webhooks --events interview.completed insights.completed']))
-    .action((o) => done(import('./commands/webhooks.js').then((m) => m.runRegister(io, o))));
-  wh.command('list')
-    .description('every registered webhook (all pages), secrets masked')
-    .addOption(src())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver webhooks list --json']))
-    .action((o) => done(import('./commands/webhooks.js').then((m) => m.runList(io, o))));
-  wh.command('rotate-secret')
-    .description('new signing secret, printed once, with how to roll it out')
-    .argument('<id>', 'webhook id')
-    .addOption(src())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver webhooks rotate-secret 0b7c...']))
-    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runRotate(io, id, o))));
-  wh.command('deliveries')
-    .description('delivery attempts of a webhook, newest first (all pages)')
-    .argument('<id>', 'webhook id')
-    .addOption(new Option('--status <status>', 'only attempts that succeeded or failed').choices(['succeeded', 'failed']))
-    .option('--event <id>', 'attempts of one event')
-    .addOption(src())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver webhooks deliveries 0b7c... --status failed']))
-    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runDeliveries(io, id, o))));
-  wh.command('delete')
-    .description('remove a webhook; the service stops sending to it')
-    .argument('<id>', 'webhook id')
-    .addOption(src())
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['hiring-receiver webhooks delete 0b7c...']))
-    .action((id: string, o) => done(import('./commands/webhooks.js').then((m) => m.runDelete(io, id, o))));
-
-  program
-    .command('sandbox')
-    .description('run the local stand-in of the hiring service (as `npm run sandbox`; see docs/sandbox.md)')
-    .option('--port <port>', 'port (overrides SANDBOX_PORT; default 4010)', intArg(0, 65535))
-    .option('--host <host>', 'address (overrides SANDBOX_HOST; default 127.0.0.1)')
-    .addHelpText(
-      'after',
-      examples(['hiring-receiver sandbox', 'hiring-receiver sandbox --port 5000', 'SANDBOX_TIME_FACTOR=60 hiring-receiver sandbox   # retries 60 times sooner']) +
-        '\nAlso SANDBOX_TIME_FACTOR (its clock runs this many times faster) and SANDBOX_MANUAL_CLOCK=1 (time moves only by POST /_sandbox/clock/advance): docs/sandbox.md.',
-    )
-    .action(async (o: { port?: number; host?: string }) => {
-      if (o.port !== undefined) process.env['SANDBOX_PORT'] = String(o.port);
-      if (o.host !== undefined) process.env['SANDBOX_HOST'] = o.host;
-      outcome.running = true;
-      await import('../sandbox/main.js');
-    });
-
-  program
-    .command('demo')
-    .description('the sandbox and a receiver in one process, a scenario through every event type, and what arrived')
-    .option('--timeout <seconds>', 'give up after this long', intArg(5, 600), 60)
-    .option('--keep', 'keep the temporary database and sink file')
-    .option('--verbose', "show the receiver's logs on stderr")
-    .addOption(jsonOption())
-    .addHelpText('after', examples(['npm run demo', 'hiring-receiver demo --keep']))
-    .action((o) => done(import('./commands/demo.js').then((m) => m.runDemo(io, o))));
+  addReceiverCommands(program, ctx);
+  addDatabaseCommands(program, ctx);
+  addEventCommands(program, ctx);
+  addDeadLettersCommand(program, ctx);
+  addQuarantineCommand(program, ctx);
+  addConflictsCommand(program, ctx);
+  addSinksCommand(program, ctx);
+  addWebhooksCommand(program, ctx);
+  addSandboxCommands(program, ctx);
 
   // The operator commands read DATABASE_PATH and nothing else to find the database: a misspelt one
   // (DATABSE_PATH) sends them to ./data/receiver.db without a word, which `migrate` creates. The
@@ -392,7 +71,7 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
   program.hook('preAction', async (_program, command) => {
     if (!command.options.some((o) => o.long === '--database') || command.opts()['database'] !== undefined) return;
     if ((io.env['DATABASE_PATH'] ?? '') !== '') return;
-    const { DEFAULT_DATABASE_PATH, misspellingsOf } = await import('../config/loadConfig.js');
+    const [{ DEFAULT_DATABASE_PATH }, { misspellingsOf }] = await Promise.all([import('../config/databasePath.js'), import('../config/misspeltSettings.js')]);
     const typos = misspellingsOf(io.env, 'DATABASE_PATH');
     if (typos.length === 0) return;
     io.err(`warning: DATABASE_PATH is unset, so the database is ${DEFAULT_DATABASE_PATH}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of DATABASE_PATH?`);
@@ -401,7 +80,6 @@ Exit codes: 0 success, 1 failure, 2 bad usage, 130 Ctrl-C, 143 SIGTERM. Configur
   return program;
 }
 
-/** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
 /** For `[command...] help <name>`: the name when no such command exists there, with the ones that do. */
 function unknownHelpTopic(program: Command, argv: readonly string[]): { name: string; known: string[] } | null {
   let parent = program;
@@ -420,6 +98,7 @@ function unknownHelpTopic(program: Command, argv: readonly string[]): { name: st
   return null;
 }
 
+/** Parses and runs; usage errors exit 2, failures 1 (one line on stderr each). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<Outcome> {
   const outcome: Outcome = { code: EXIT.ok, running: false };
   const program = buildProgram(io, outcome);

@@ -5,7 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { ConfigError, configFileTopProblems, loadConfig, readConfigJson } from '../config/loadConfig.js';
+import { ConfigError, loadConfig } from '../config/loadConfig.js';
+import { configFileTopProblems, readConfigJson } from '../config/configFile.js';
 import { databasePathOf } from './cliConfig.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkNamesInDatabase, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';

@@ -1,14 +1,11 @@
-import { readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { z } from 'zod';
-import { resolveSinks, type SinkConfig } from '../sinks/sinkConfig.js';
-import { parseSecret, quotedProblem, splitSecrets } from './parseSecret.js';
-import { envNameShown, resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
-import { CONFIG_PARSE, configIssues, type ParsedFrom } from './parseOptions.js';
+import { readFileSync } from 'node:fs';
+import type { SinkConfig } from '../sinks/sinkConfig.js';
+import { splitSecrets } from './parseSecret.js';
 import { isLoopbackHost } from '../util/loopback.js';
-import { jsonErrorAt } from '../util/jsonErrorAt.js';
-import { tildeProblem } from '../util/tildeProblem.js';
-import { editDistance } from '../util/editDistance.js';
+import { checkApiKey, checkUrl, decodeSecrets, intVar, required, wrapped, type Env } from './valueChecks.js';
+import { checkDatabasePath, databasePathIn } from './databasePath.js';
+import { loadFileSources } from './configFile.js';
+import { envNamesIn, misspeltSettings, withMisspeltHint } from './misspeltSettings.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -60,194 +57,49 @@ export class ConfigError extends Error {
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
-/** The form of a service API key (spec 5): sk-<segment>.<segment>. */
-/** sk-<segment>.<segment>, in characters an HTTP header can carry (a key pasted with "…" or "é" could never be sent). */
-export const API_KEY = /^sk-[\x21-\x2d\x2f-\x7e]+\.[\x21-\x2d\x2f-\x7e]+$/;
-
-
-const fileSourceSchema = z
-  .object({
-    name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
-    secrets: z.union([secretRef, z.array(secretRef).min(1)], {
-      error: (iss) => (iss.input === undefined ? undefined : 'must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable'),
-    }),
-    api_url: secretRef,
-    api_key: secretRef,
-  })
-  .strict();
-
-/** The top level only: each source and each sink is parsed on its own, so one run names every problem. */
-const fileSchema = z
-  .object({
-    sources: z.array(z.unknown()).optional(),
-    sinks: z.unknown().optional(),
-  })
-  .strict();
-
-type Env = Record<string, string | undefined>;
-
-/** What the server would say of CONFIG_FILE's top level (an unknown key such as "sink", not an object): for the CLI's lenient read. */
-export function configFileTopProblems(json: unknown): string[] {
-  const problems: string[] = [];
-  const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
-  if (!parsed.success) reportIssues(parsed.error.issues, { schema: fileSchema, input: json }, problems);
-  return problems;
-}
-
-function intVar(env: Env, name: string, fallback: number, min: number, max: number, problems: string[]): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '' || wrapped(env, name, problems)) return fallback;
-  // A minus sign is read (to name the range), but not "-0".
-  if (!/^(?:-?[1-9]\d*|\d+)$/.test(raw)) {
-    problems.push(`${name}: must be an integer, got ${JSON.stringify(raw)}`);
-    return fallback;
-  }
-  const n = Number(raw);
-  if (n < min || n > max) problems.push(`${name}: must be between ${min} and ${max}, got ${n}`);
-  return n;
-}
-
-/** Whether the variable's value carries quotes or spaces from an env file (said in `problems`). */
-function wrapped(env: Env, name: string, problems: string[]): boolean {
-  const problem = wrappingProblem(env[name] ?? '');
-  if (problem) problems.push(`${name}: ${problem}`);
-  return problem !== null;
-}
-
-function required(name: string, problems: string[]): null {
-  problems.push(`${name}: is required (results are fetched from the hiring service with it)`);
-  return null;
-}
-
-/**
- * What `docker --env-file` and `fly secrets set` keep that the value was not meant to have:
- * quotes around it, spaces or a line break at either end. Said as such (the value is not shown),
- * rather than as a value of the wrong form that looks right to its reader.
- */
-export function wrappingProblem(value: string): string | null {
-  const quoted = quotedProblem(value);
-  if (quoted) return quoted;
-  if (value !== value.trim()) return 'has spaces or a line break at its start or end: set the value without them';
-  return null;
-}
-
-/**
- * An /api/v<n> segment ending the path or followed by one of the service's top-level resources
- * (spec 4: /applications, /jobs, /organization, /webhooks): the start of one of its own URLs.
- */
-const API_VERSION_SEGMENT = /\/api\/v\d+(?=$|\/(?:applications|jobs|organization|webhooks)(?:\/|$))/i;
-
-/**
- * The service's base URL (spec 1: `{base_url}/api/v1`, `{base_url}/api/v2`), without a trailing
- * slash. Refused, each with its fix: a URL of the service's API itself, /api/v1 or /api/v2 ending
- * its path or followed by one of the API's resources (the client adds those itself, so every read
- * would go to .../api/v2/api/v1/... and answer 404; a gateway's own path prefix is fine, even one
- * holding /api/v1 such as /api/v1/hiring), one with a query or fragment, and one carrying
- * user:password@ (a credential: never echoed, and the API key is the bearer token anyway).
- */
-function checkUrl(where: string, value: string, problems: string[]): string | null {
-  const wrapped = wrappingProblem(value);
-  if (wrapped) {
-    problems.push(`${where}: ${wrapped}`);
-    return null;
-  }
-  let u: URL;
-  try {
-    u = new URL(value);
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('scheme');
-  } catch {
-    // Never echoed: "user:password@host" and "host/?api_key=..." without a scheme do not parse
-    // as http(s) URLs, and the credential check below would never see them.
-    const hint = /^https?:\/\//i.test(value) ? 'it is not a valid URL' : /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? 'its scheme is not http or https' : 'it does not start with http:// or https://';
-    problems.push(`${where}: must be an http(s) URL of the service host, such as https://hiring.example.com (${hint}; the value is not shown, it may hold a credential)`);
-    return null;
-  }
-  if (u.username !== '' || u.password !== '') {
-    problems.push(`${where}: must not carry a user name or password (user:password@); the API key is sent as the bearer token`);
-    return null;
-  }
-  // Built from the parsed URL (credentials are refused above), not by cutting the raw text.
-  const path = u.pathname.replace(/\/+$/, '');
-  // At the path's end, or followed by one of the API's own resources: an endpoint's URL pasted
-  // whole (.../api/v2/applications) would send every read to .../api/v2/applications/api/v2/... (404).
-  // Followed by anything else, it is a gateway's own prefix (https://gw.example/api/v1/hiring): kept.
-  const versioned = API_VERSION_SEGMENT.exec(path);
-  if (versioned) {
-    const base = u.origin + path.slice(0, versioned.index);
-    const rest = path.slice(versioned.index);
-    problems.push(`${where}: give the service's base URL without ${rest} (the receiver adds /api/v1 and /api/v2 itself): ${JSON.stringify(base)}`);
-    return null;
-  }
-  if (u.search !== '' || u.hash !== '') {
-    problems.push(`${where}: must not have a query or fragment: give the service's base URL, ${JSON.stringify(u.origin + path)}`);
-    return null;
-  }
-  return u.origin + path;
-}
-
-function checkApiKey(where: string, value: string, problems: string[]): string | null {
-  const wrapped = wrappingProblem(value);
-  if (wrapped) {
-    problems.push(`${where}: ${wrapped}`);
-    return null;
-  }
-  if (!API_KEY.test(value)) {
-    // Never echo the value: it may be a real key with a typo.
-    problems.push(`${where}: must have the form sk-<segment>.<segment>, in printable ASCII characters (no spaces, no "…")`);
-    return null;
-  }
-  return value;
-}
-
-function decodeSecrets(where: string, values: string[], problems: string[]): Buffer[] {
-  if (values.length === 0) problems.push(`${where}: is empty; give one or more whsec_ secrets`);
-  const keys: Buffer[] = [];
-  values.forEach((v, i) => {
-    const parsed = parseSecret(v);
-    const label = values.length > 1 ? `${where} (secret ${i + 1} of ${values.length})` : where;
-    if (parsed.ok) keys.push(parsed.key);
-    else problems.push(`${label}: ${parsed.problem}`);
-  });
-  return keys;
-}
-
-/**
- * A database file path the receiver can keep: not wrapped in quotes or spaces (SQLite trims the
- * name, the receiver's side files would not: a second process could then run workers on the same
- * database), not ':memory:' (nothing would survive a restart), not a folder (nor a name ending in
- * "/", a folder still to be made).
- */
-export function checkDatabasePath(path: string): string | null {
-  const wrapped = wrappingProblem(path);
-  if (wrapped) return wrapped;
-  const tilde = tildeProblem(path);
-  if (tilde) return tilde;
-  if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
-  let folder = false;
-  try {
-    folder = statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;
-  } catch {
-    // A path through a file, a folder it may not read: opening the database says so, naming the path.
-  }
-  if (folder) return `${JSON.stringify(path)} is a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
-  // A folder still to be made (its name ends in "/"): not a raw EISDIR when the database opens.
-  if (path.endsWith('/')) return `${JSON.stringify(path)} names a folder: give the path of the database file in it, such as ${JSON.stringify(join(path, 'receiver.db'))}`;
-  return null;
-}
-
-export const DEFAULT_DATABASE_PATH = './data/receiver.db';
-
-/** DATABASE_PATH, or the default when it is unset or empty: for the server and every CLI command alike. */
-export const databasePathIn = (env: Env): string => (env.DATABASE_PATH && env.DATABASE_PATH.length > 0 ? env.DATABASE_PATH : DEFAULT_DATABASE_PATH);
 
 /**
  * Parses the environment (and the optional CONFIG_FILE) once. Every problem is
  * collected and reported together, each naming its variable or field path.
  */
-
 export function loadConfig(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): Config {
   const problems: string[] = [];
+  const settings = serverSettings(env, problems);
+
+  const sources: SourceConfig[] = [];
+  const secretEnv = env.WEBHOOK_SECRET;
+  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
+
+  if (secretEnv !== undefined) sources.push(defaultSource(env, secretEnv, problems));
+
+  const sinks: SinkConfig[] = [];
+  const fileJson = configFile ? loadFileSources(configFile, env, readFile, sources, problems, sinks) : undefined;
+
+  if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
+    problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
+    // The default source needs all three: say so at once, not one start-up at a time.
+    if (!configFile && !env.HIRING_API_URL) required('HIRING_API_URL', problems);
+    if (!configFile && !env.HIRING_API_KEY) required('HIRING_API_KEY', problems);
+  }
+  checkSourcesApart(sources, problems);
+
+  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+  const warnings = configWarnings(env, misspelt, sources);
+  return Object.freeze({
+    ...settings,
+    configFile,
+    sources: Object.freeze(sources.map((s) => Object.freeze(s))),
+    sinks: Object.freeze(sinks),
+    warnings: Object.freeze(warnings),
+  });
+}
+
+/** Config without what comes from the sources: the settings that are one variable each. */
+type ServerSettings = Omit<Config, 'configFile' | 'sources' | 'sinks' | 'warnings'>;
+
+/** The one-variable settings, checked in this order (the order of their problems in a ConfigError). */
+function serverSettings(env: Env, problems: string[]): ServerSettings {
   const port = intVar(env, 'PORT', 8080, 0, 65535, problems);
   const host = env.HOST && env.HOST.length > 0 && !wrapped(env, 'HOST', problems) ? env.HOST : '0.0.0.0';
   const metricsPort = env.METRICS_PORT === undefined || env.METRICS_PORT === '' ? null : intVar(env, 'METRICS_PORT', 0, 0, 65535, problems);
@@ -269,27 +121,33 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
   const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
   const jobRetentionMs = intVar(env, 'JOB_RETENTION_DAYS', 30, 0, 3650, problems) * 86_400_000;
+  return {
+    port,
+    host,
+    metricsPort,
+    databasePath,
+    logLevel,
+    maxBodyBytes,
+    writeTimeoutMs,
+    requestTimeoutMs,
+    shutdownGraceMs,
+    workerConcurrency,
+    processingShare,
+    resultGiveUpMs,
+    jobRetentionMs,
+  };
+}
 
-  const sources: SourceConfig[] = [];
-  const secretEnv = env.WEBHOOK_SECRET;
-  const configFile = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 && !wrapped(env, 'CONFIG_FILE', problems) ? env.CONFIG_FILE : null;
+/** Source `default`: WEBHOOK_SECRET (set) with HIRING_API_URL and HIRING_API_KEY. */
+function defaultSource(env: Env, secretEnv: string, problems: string[]): SourceConfig {
+  const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
+  const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : required('HIRING_API_URL', problems);
+  const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : required('HIRING_API_KEY', problems);
+  return { name: 'default', signingKeys, apiUrl, apiKey };
+}
 
-  if (secretEnv !== undefined) {
-    const signingKeys = decodeSecrets('WEBHOOK_SECRET', splitSecrets(secretEnv), problems);
-    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : required('HIRING_API_URL', problems);
-    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : required('HIRING_API_KEY', problems);
-    sources.push({ name: 'default', signingKeys, apiUrl, apiKey });
-  }
-
-  const sinks: SinkConfig[] = [];
-  const fileJson = configFile ? loadFileSources(configFile, env, readFile, sources, problems, sinks) : undefined;
-
-  if (sources.length === 0 && !problems.some((p) => p.startsWith('CONFIG_FILE'))) {
-    problems.push('WEBHOOK_SECRET: is required (or list sources in CONFIG_FILE)');
-    // The default source needs all three: say so at once, not one start-up at a time.
-    if (!configFile && !env.HIRING_API_URL) required('HIRING_API_URL', problems);
-    if (!configFile && !env.HIRING_API_KEY) required('HIRING_API_KEY', problems);
-  }
+/** Sources must be told apart: each name once, each signing key in one source only. */
+function checkSourcesApart(sources: readonly SourceConfig[], problems: string[]): void {
   const seen = new Set<string>();
   for (const s of sources) {
     if (seen.has(s.name)) problems.push(`CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`);
@@ -308,264 +166,20 @@ export function loadConfig(env: Env, readFile: (path: string) => string = (p) =>
       } else keyOwner.set(key.toString('base64'), s.name);
     }
   }
+}
 
-  const misspelt = misspeltSettings(env, envNamesIn(fileJson));
-  if (problems.length > 0) throw new ConfigError(problems.map((p) => withMisspeltHint(p, misspelt)));
+/** A valid configuration's likely mistakes: misspelt variables, plain-http APIs, API settings no source uses. */
+function configWarnings(env: Env, misspelt: readonly { name: string; near: string }[], sources: readonly SourceConfig[]): string[] {
   const warnings = misspelt.map(({ name, near }) => `${name} is not a setting; did you mean ${near}?${env[near] === undefined ? ` (${near} is unset)` : ''}`);
   for (const src of sources) {
     if (src.apiUrl === null) continue;
     const u = new URL(src.apiUrl);
     if (u.protocol === 'http:' && !isLoopbackHost(u.hostname)) warnings.push(`source ${src.name}: the hiring API at ${u.origin} is plain http: its API key and the candidates' results travel unencrypted; use https`);
   }
-  const unusedApi = secretEnv === undefined ? (['HIRING_API_URL', 'HIRING_API_KEY'] as const).filter((name) => env[name]) : [];
+  const unusedApi = env.WEBHOOK_SECRET === undefined ? (['HIRING_API_URL', 'HIRING_API_KEY'] as const).filter((name) => env[name]) : [];
   if (unusedApi.length > 0) {
     const named = unusedApi.length === 1 ? `${unusedApi[0]} is set but unused: it belongs` : `${unusedApi.join(' and ')} are set but unused: they belong`;
     warnings.push(`${named} to the \`default\` source, which exists only with WEBHOOK_SECRET (the sources of CONFIG_FILE have their own api_url and api_key)`);
   }
-  return Object.freeze({
-    port,
-    host,
-    metricsPort,
-    databasePath,
-    logLevel,
-    maxBodyBytes,
-    writeTimeoutMs,
-    requestTimeoutMs,
-    shutdownGraceMs,
-    workerConcurrency,
-    processingShare,
-    resultGiveUpMs,
-    jobRetentionMs,
-    configFile,
-    sources: Object.freeze(sources.map((s) => Object.freeze(s))),
-    sinks: Object.freeze(sinks),
-    warnings: Object.freeze(warnings),
-  });
-}
-
-/** Every environment variable the receiver reads (README "Configuration"). */
-export const SETTINGS = [
-  'PORT', 'HOST', 'METRICS_PORT', 'WORK_METRICS_PORT', 'DATABASE_PATH', 'WEBHOOK_SECRET', 'HIRING_API_URL', 'HIRING_API_KEY',
-  'CONFIG_FILE', 'LOG_LEVEL', 'MAX_BODY_BYTES', 'WRITE_TIMEOUT_MS', 'REQUEST_TIMEOUT_MS', 'SHUTDOWN_GRACE_MS',
-  'WORKER_CONCURRENCY', 'PROCESSING_SHARE', 'RESULT_GIVE_UP_HOURS', 'JOB_RETENTION_DAYS', 'RUN_AS',
-] as const;
-
-/**
- * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS),
- * or is a setting's in other letter case (webhook_secret): a typo leaves that setting at its default
- * without a word. Only names of 8 letters and more are compared by distance (HOME is two letters
- * from HOST).
- */
-function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string; near: string }[] {
-  const known = new Set<string>([...SETTINGS, ...named]);
-  const out: { name: string; near: string }[] = [];
-  for (const name of Object.keys(env)) {
-    if (known.has(name)) continue;
-    const upper = name.toUpperCase();
-    const near = SETTINGS.find((s) => s === upper) ?? (name.length < 8 ? undefined : SETTINGS.find((s) => s.length >= 8 && editDistance(upper, s) <= 2));
-    if (near) out.push({ name, near });
-  }
-  return out;
-}
-
-/**
- * Variables set in `env` that look like a misspelling of `setting` (DATABSE_PATH or
- * database_path for DATABASE_PATH): the ones the server warns of at start. As there, a variable
- * CONFIG_FILE names in a `{ "env": NAME }` (a sink header's DATABASE_AUTH) is not one; a
- * CONFIG_FILE that cannot be read or parsed names none (its problems are said elsewhere).
- */
-export function misspellingsOf(env: Env, setting: string, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): string[] {
-  const file = env.CONFIG_FILE;
-  const named = file ? envNamesIn(readConfigJson(file, readFile, [])) : new Set<string>();
-  return misspeltSettings(env, named).filter(({ near }) => near === setting).map(({ name }) => name);
-}
-
-/**
- * A required setting reported missing while a misspelt one is set (WEBHOOK_SECRETS for
- * WEBHOOK_SECRET): said in the same line, since the warning that would name it is only logged
- * by a receiver that starts.
- */
-function withMisspeltHint(problem: string, misspelt: readonly { name: string; near: string }[]): string {
-  const typos = misspelt.filter(({ near }) => problem.startsWith(`${near}: is required`)).map(({ name }) => name);
-  return typos.length === 0 ? problem : `${problem}; ${typos.join(', ')} ${typos.length === 1 ? 'is' : 'are'} set: a misspelling of ${problem.slice(0, problem.indexOf(':'))}?`;
-}
-
-/** The variables CONFIG_FILE (parsed) names in its `{ "env": NAME }` values (a second organization's WEBHOOK_SECRET_2). */
-function envNamesIn(json: unknown): Set<string> {
-  const names = new Set<string>();
-  // A list of what is left to look at, not recursion: a value nested some thousands deep (valid
-  // JSON) ended the start with "Maximum call stack size exceeded" instead of its config error.
-  const left: unknown[] = [json];
-  while (left.length > 0) {
-    const v = left.pop();
-    if (v === null || typeof v !== 'object') continue;
-    const o = v as Record<string, unknown>;
-    if (!Array.isArray(v) && typeof o['env'] === 'string') names.add(o['env']);
-    // One at a time: a spread of a list of a million items would overflow the stack in its own way.
-    for (const item of Object.values(o)) left.push(item);
-  }
-  return names;
-}
-
-/** One source's hiring API settings, for a tool that only calls the API; problems name their field. */
-export interface ApiSource {
-  readonly name: string;
-  readonly apiUrl: string | null;
-  readonly apiKey: string | null;
-  /**
-   * The one environment variable that holds the source's signing secrets, for telling where a
-   * new secret goes: WEBHOOK_SECRET for `default`, NAME for a file source whose `secrets` is
-   * `{ "env": "NAME" }`; null when they are written in CONFIG_FILE itself (or listed there).
-   */
-  readonly secretsEnv: string | null;
-  /** True when `secrets` is `{ "env": NAME }` alone, also when NAME is not one to print (secretsEnv null then). */
-  readonly secretsInEnv: boolean;
-  readonly problems: readonly string[];
-}
-
-/**
- * Where a `secrets` given as `{ "env": "NAME" }` alone (not a list, not inline) is read from:
- * NAME, when it is one to print (a secret pasted in place of the name, whsec_ or not, is
- * refused by the server; never print it as a name: the same rule as the server's messages).
- */
-function secretsVariable(secrets: unknown): { secretsEnv: string | null; secretsInEnv: boolean } {
-  if (typeof secrets !== 'object' || secrets === null || Array.isArray(secrets)) return { secretsEnv: null, secretsInEnv: false };
-  const name = (secrets as { env?: unknown }).env;
-  if (typeof name !== 'string') return { secretsEnv: null, secretsInEnv: false };
-  return { secretsEnv: envNameShown(name) ? name : null, secretsInEnv: true };
-}
-
-/**
- * The server's file shape, as strict (a typo is still reported with its path), with the
- * contents of `secrets` and `sinks` left unread.
- */
-const apiOnlyFileSchema = z
-  .object({
-    sources: z.array(fileSourceSchema.extend({ secrets: z.unknown().optional() })).optional(),
-    sinks: z.unknown().optional(),
-  })
-  .strict();
-
-/**
- * The sources' API settings, as the server configures its sources (HIRING_API_URL/HIRING_API_KEY
- * are source `default` when WEBHOOK_SECRET is set, or when there is no CONFIG_FILE; CONFIG_FILE
- * `sources` besides), reading nothing else: not the signing secrets (a new organization gets its
- * secret from `webhooks register`, which needs these settings first), not the sinks, not the
- * server's other variables. A source's own problems (an unset variable, a bad URL or key, its
- * name used twice) are in its `problems`; a CONFIG_FILE that cannot be read or parsed, or has a
- * key the server would not accept, throws a ConfigError.
- */
-export function loadApiSources(env: Env, readFile: (path: string) => string = (p) => readFileSync(p, 'utf8')): ApiSource[] {
-  const out: ApiSource[] = [];
-  const path = env.CONFIG_FILE && env.CONFIG_FILE.length > 0 ? env.CONFIG_FILE : null;
-  if (env.WEBHOOK_SECRET !== undefined || (!path && (env.HIRING_API_URL || env.HIRING_API_KEY))) {
-    const problems: string[] = [];
-    if (!env.HIRING_API_URL) problems.push('HIRING_API_URL: is required (the hiring service host, e.g. https://hiring.example.com)');
-    if (!env.HIRING_API_KEY) problems.push('HIRING_API_KEY: is required (an API key of your organization, sk-<segment>.<segment>)');
-    const apiUrl = env.HIRING_API_URL ? checkUrl('HIRING_API_URL', env.HIRING_API_URL, problems) : null;
-    const apiKey = env.HIRING_API_KEY ? checkApiKey('HIRING_API_KEY', env.HIRING_API_KEY, problems) : null;
-    out.push({ name: 'default', apiUrl, apiKey, secretsEnv: 'WEBHOOK_SECRET', secretsInEnv: true, problems });
-  }
-  if (path) {
-    const fileProblems: string[] = [];
-    const json = readConfigJson(path, readFile, fileProblems);
-    const parsed = json === undefined ? null : apiOnlyFileSchema.safeParse(json, CONFIG_PARSE);
-    if (parsed && !parsed.success) reportIssues(parsed.error.issues, { schema: apiOnlyFileSchema, input: json }, fileProblems);
-    if (fileProblems.length > 0 || !parsed?.success) throw new ConfigError(fileProblems);
-    (parsed.data.sources ?? []).forEach((src, i) => {
-      const at = `CONFIG_FILE sources.${i}`;
-      const problems: string[] = [];
-      const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
-      const urlRaw = resolve(`${at}.api_url`, src.api_url);
-      const keyRaw = resolve(`${at}.api_key`, src.api_key);
-      out.push({
-        name: src.name,
-        apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
-        apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
-        ...secretsVariable(src.secrets),
-        problems,
-      });
-    });
-  }
-  // As the server: a name used twice is an error, here for the source that would be chosen.
-  const uses = new Map<string, number>();
-  for (const s of out) uses.set(s.name, (uses.get(s.name) ?? 0) + 1);
-  return out.map((s) => (uses.get(s.name)! > 1 ? { ...s, problems: [...s.problems, `CONFIG_FILE: source name ${JSON.stringify(s.name)} is used twice`] } : s));
-}
-
-/** zod's issues as `CONFIG_FILE <path>: <message>` problems, the path under `prefix`; `from`: what was parsed, for unknown keys' hints. */
-function reportIssues(issues: readonly z.core.$ZodIssue[], from: ParsedFrom, problems: string[], prefix: PropertyKey[] = []): void {
-  for (const issue of configIssues(issues, prefix, from)) {
-    const path = issue.path.map(String);
-    problems.push(`CONFIG_FILE ${path.length > 0 ? path.join('.') : '(top level)'}: ${issue.message}`);
-  }
-}
-
-/** CONFIG_FILE's JSON, or undefined after reporting why it cannot be had (never quoting its text). */
-export function readConfigJson(path: string, readFile: (p: string) => string, problems: string[]): unknown {
-  let text: string;
-  try {
-    // Without the byte order mark Windows editors (Notepad, PowerShell 5's Out-File) put first:
-    // JSON.parse refuses it, and "not valid JSON (at line 1, column 1)" hides why.
-    text = readFile(path).replace(/^\uFEFF/, '');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    const tilde = code === 'ENOENT' ? tildeProblem(path) : null;
-    problems.push(`CONFIG_FILE: cannot read ${JSON.stringify(path)} (${code})${tilde ? `: it ${tilde}` : ''}`);
-    return undefined;
-  }
-  try {
-    return JSON.parse(text);
-  } catch {
-    // Only the position: V8's message quotes the text around the error, which may be a secret.
-    problems.push(`CONFIG_FILE: ${path} is not valid JSON (at ${jsonErrorAt(text) ?? 'its start'})`);
-    return undefined;
-  }
-}
-
-/** Reads CONFIG_FILE's sources and sinks into `out` and `sinksOut`; returns the parsed file (undefined when unreadable). */
-function loadFileSources(
-  path: string,
-  env: Env,
-  readFile: (p: string) => string,
-  out: SourceConfig[],
-  problems: string[],
-  sinksOut: SinkConfig[],
-): unknown {
-  const json = readConfigJson(path, readFile, problems);
-  if (json === undefined) return json;
-  const parsed = fileSchema.safeParse(json, CONFIG_PARSE);
-  // A bad top level (an unknown key, `sources` not a list) is reported, and the entries are still checked.
-  if (!parsed.success) reportIssues(parsed.error.issues, { schema: fileSchema, input: json }, problems);
-  if (json === null || typeof json !== 'object' || Array.isArray(json)) return json;
-  const top = json as { sources?: unknown; sinks?: unknown };
-  const resolve = (where: string, ref: SecretRef) => resolveSecretRef(where, ref, env, (m) => problems.push(m));
-  (Array.isArray(top.sources) ? top.sources : []).forEach((entry: unknown, i) => {
-    const one = fileSourceSchema.safeParse(entry, CONFIG_PARSE);
-    if (!one.success) {
-      // Still a source by that name, for the sinks' `sources` checks; its problems are reported.
-      reportIssues(one.error.issues, { schema: fileSourceSchema, input: entry }, problems, ['sources', i]);
-      const name = (entry as { name?: unknown } | null)?.name;
-      if (typeof name === 'string') out.push({ name, signingKeys: [], apiUrl: null, apiKey: null });
-      return;
-    }
-    const src = one.data;
-    const at = `CONFIG_FILE sources.${i}`;
-    const refs = Array.isArray(src.secrets) ? src.secrets : [src.secrets];
-    const resolved = refs.map((r, j) => resolve(`${at}.secrets${Array.isArray(src.secrets) ? `.${j}` : ''}`, r));
-    // A variable not set is said once, above, not again as "is empty".
-    const values = resolved.flatMap((v) => (v === null ? [] : splitSecrets(v)));
-    const signingKeys = resolved.includes(null) && values.length === 0 ? [] : decodeSecrets(`${at}.secrets`, values, problems);
-    const urlRaw = resolve(`${at}.api_url`, src.api_url);
-    const keyRaw = resolve(`${at}.api_key`, src.api_key);
-    out.push({
-      name: src.name,
-      signingKeys,
-      apiUrl: urlRaw === null ? null : checkUrl(`${at}.api_url`, urlRaw, problems),
-      apiKey: keyRaw === null ? null : checkApiKey(`${at}.api_key`, keyRaw, problems),
-    });
-  });
-  const databasePath = databasePathIn(env);
-  sinksOut.push(...resolveSinks(top.sinks, { env, knownSources: out.map((s) => s.name), problems, databasePath }));
-  return json;
+  return warnings;
 }
