@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { blockingNewerMigrations, readMigrations } from '../db/migrate.js';
-import { openDatabase, openDatabaseReadOnly, type OpenDatabase } from '../db/openDatabase.js';
+import { openDatabase, type OpenDatabase } from '../db/openDatabase.js';
+import { openDatabaseReadOnly } from '../db/openDatabaseReadOnly.js';
 import { CliError } from './errors.js';
 
 export { betweenBatches } from '../db/sqliteHelpers.js';

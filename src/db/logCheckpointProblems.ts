@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { CheckpointProblem } from './openDatabase.js';
+import type { CheckpointProblem } from './checkpointer.js';
 import { primarySqliteCode } from './sqliteHelpers.js';
 
 /** What the receiver does with a failed WAL checkpoint, once the metrics exist: counted by code, and logged. */

@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { WalBlocked } from './openDatabase.js';
+import type { WalBlocked } from './checkpointer.js';
 
 /** What each cause of WalBlocked is said as, with the hint on what to do. */
 const SAID: Record<'reader' | 'writes', { msg: string; hint: string }> = {

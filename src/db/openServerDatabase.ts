@@ -1,5 +1,6 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
-import { openDatabase, type CheckpointProblem, type OpenDatabase, type WalBlocked } from './openDatabase.js';
+import type { CheckpointProblem, WalBlocked } from './checkpointer.js';
+import { openDatabase, type OpenDatabase } from './openDatabase.js';
 import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './databaseFiles.js';
 import { isSqliteBusy, probeWrite } from './sqliteHelpers.js';
 

@@ -2,7 +2,8 @@ import { existsSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openDatabase, type CheckpointProblem } from '../../src/db/openDatabase.js';
+import type { CheckpointProblem } from '../../src/db/checkpointer.js';
+import { openDatabase } from '../../src/db/openDatabase.js';
 import { tempDir } from '../helpers/receiver.js';
 
 let cleanup = () => {};
