@@ -94,8 +94,24 @@ const REQUEUE_DELETED_404S = `UPDATE jobs
     AND last_error LIKE '%${NOT_FOUND_MARK.replaceAll('_', '\\_')}%' ESCAPE '\\'
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
+/**
+ * Links an event to its application, unless events of another source are linked to it already.
+ * The applications and result tables are keyed by the application id alone, and a source is an
+ * organization: an event another source's secret signed for an application of this one (forged
+ * by whoever holds that secret, or misrouted) must not fold into it (its status, its candidate, a
+ * deletion for good), nor read or give up its results. The application belongs to the source
+ * whose event was linked first, in processing order: the order of arrival, which the sender of a
+ * later delivery cannot backdate, unlike its created_at.
+ */
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
-  SELECT application_id, id FROM events WHERE id = ? AND application_id IS NOT NULL ON CONFLICT DO NOTHING`;
+  SELECT e.application_id, e.id FROM events e WHERE e.id = ? AND e.application_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM application_events l JOIN events o ON o.id = l.event_id
+      WHERE l.application_id = e.application_id AND o.source <> e.source)
+  ON CONFLICT DO NOTHING`;
+
+/** A source, other than the event's, whose events are linked to the event's application (its owner). */
+const OTHER_SOURCE = `SELECT o.source FROM application_events l JOIN events o ON o.id = l.event_id
+  WHERE l.application_id = ? AND o.source <> ? LIMIT 1`;
 
 /**
  * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in
@@ -117,6 +133,16 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
+  const owner = event.application_id ? q.get<{ source: string }>(OTHER_SOURCE, event.application_id, event.source) : undefined;
+  if (owner) {
+    // Not linked (LINK_EVENT): stored as received, never folded, read or sent; a dead letter says why.
+    throw Object.assign(
+      new Error(
+        `application ${event.application_id} belongs to source ${JSON.stringify(owner.source)} (its first event was that source's), but this ${event.event_type} event was signed by source ${JSON.stringify(event.source)}: not folded into it, nor its result read (check which organization sent it, and CONFIG_FILE's secrets)`,
+      ),
+      { permanent: true },
+    );
+  }
   const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
   // A deletion settled before deletions kept a digest (result_digest NULL) was sent with the
   // external_id stored before this fold: as far as the database knows, the one its message took.

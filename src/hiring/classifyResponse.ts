@@ -2,6 +2,7 @@ import { detectReadinessEnvelope } from './detectReadinessEnvelope.js';
 import { parseApiErrors } from './parseApiErrors.js';
 import { parseRetryAfter } from './parseRetryAfter.js';
 import type { BodyReadResult } from '../http/httpClient.js';
+import { jsonNestsDeeperThan } from '../util/json.js';
 import type { HiringOutcome, HiringResource, JsonObject } from './types.js';
 
 /** What the client saw of one HTTP response: everything the decision needs, no I/O. */
@@ -19,6 +20,9 @@ export interface ResponseSnapshot {
   readonly now: number;
 }
 
+
+/** Deepest nesting of arrays and objects kept from a scoring read; deeper is an invalid response. */
+export const MAX_RESULT_DEPTH = 1000;
 
 /** Classify one HTTP response of a scoring read into a {@link HiringOutcome}. Pure. */
 export function classifyResponse(snapshot: ResponseSnapshot): HiringOutcome {
@@ -68,6 +72,13 @@ function classifySuccess(snapshot: ResponseSnapshot): HiringOutcome {
     return status === 200
       ? { ...base, problem: 'not_json', message: 'HTTP 200 with an empty body' }
       : { ...base, problem: 'unexpected_status', message: `HTTP ${status} without a body` };
+  }
+
+  // JSON.parse takes any depth, but storing the result (JSON.stringify) and every message built
+  // from it run out of stack past about 4,000 levels: the read failed with `Maximum call stack
+  // size exceeded`, retried for a day. The spec's results nest a few levels.
+  if (jsonNestsDeeperThan(body.text, MAX_RESULT_DEPTH)) {
+    return { ...base, problem: 'too_deep', message: `body is JSON nested more than ${MAX_RESULT_DEPTH} levels deep` };
   }
 
   let json: unknown;

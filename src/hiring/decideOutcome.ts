@@ -51,8 +51,8 @@ export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
       return { action: 'pause_source' };
     case 'invalid_response':
       // A proxy's HTML error page or a truncated body may be transient; a
-      // body over the cap will be over it next time too.
-      return outcome.problem === 'too_large' ? { action: 'permanent' } : { action: 'retry' };
+      // body over the cap, or nested too deeply, will be so next time too.
+      return outcome.problem === 'too_large' || outcome.problem === 'too_deep' ? { action: 'permanent' } : { action: 'retry' };
     default: {
       const unknown: never = outcome;
       throw new TypeError(`unknown outcome: ${JSON.stringify(unknown)}`);

@@ -92,3 +92,25 @@ function numbersAsText(text: string): string {
   }
   return out + text.slice(from);
 }
+
+/**
+ * Whether a text nests arrays and objects more than `max` levels deep, brackets inside strings
+ * not counted. One pass over the text, no parse: a check before JSON.parse, whose result
+ * JSON.stringify cannot write past about 4,000 levels (it runs out of stack).
+ */
+export function jsonNestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22 /* " */) {
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c /* \ */) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) depth--;
+  }
+  return false;
+}

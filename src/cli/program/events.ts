@@ -18,7 +18,7 @@ function addSendCommand(program: Command, { io, done }: CommandContext): void {
     .description('sign an event like the service does (Standard Webhooks) and POST it to a receiver')
     .argument('[event-type]', `built-in fixture: ${FIXTURE_TYPES.join(', ')}`)
     .option('--url <url>', 'receiver URL (default: http://127.0.0.1:$PORT/webhooks, PORT default 8080)')
-    .option('--secret <whsec>', 'signing secret (default: the last of WEBHOOK_SECRET)')
+    .option('--secret <whsec>', 'signing secret (default: the last of WEBHOOK_SECRET; a value here is readable in ps by every user of the machine)')
     .option('--file <path>', 'send this JSON envelope instead of a fixture')
     .option('--id <event-id>', 'envelope id (dedupe key); default a new UUID')
     .option('--application <id>', 'application id (payload.application.id)')
@@ -32,7 +32,7 @@ function addSendCommand(program: Command, { io, done }: CommandContext): void {
     .addHelpText(
       'after',
       examples([
-        'hiring-receiver send application.created --secret whsec_...',
+        'WEBHOOK_SECRET=whsec_... hiring-receiver send application.created',
         'hiring-receiver send interview.completed --url http://127.0.0.1:8080/webhooks --set payload.interview.result.is_eligible=false',
         'hiring-receiver send insights.completed --repeat 3          # duplicate delivery: same event id',
         'hiring-receiver send application.created --timestamp-offset -400   # rejected: outside tolerance',
