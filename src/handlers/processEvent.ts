@@ -95,23 +95,26 @@ const REQUEUE_DELETED_404S = `UPDATE jobs
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
 /**
- * Links an event to its application, unless events of another source are linked to it already.
+ * The source that owns an application: that of its linked event stored first (lowest rowid, the
+ * order of arrival, which the sender of a later delivery cannot backdate, unlike its created_at).
  * The applications and result tables are keyed by the application id alone, and a source is an
  * organization: an event another source's secret signed for an application of this one (forged
  * by whoever holds that secret, or misrouted) must not fold into it (its status, its candidate, a
- * deletion for good), nor read or give up its results. The application belongs to the source
- * whose event was linked first, in processing order: the order of arrival, which the sender of a
- * later delivery cannot backdate, unlike its created_at.
+ * deletion for good), nor read or give up its results. Taken from the first event rather than
+ * "no event of another source": an application linked to events of two sources before this check
+ * (a database from before it) would otherwise refuse every new event of both, stopped for good.
  */
+const OWNER_OF = (applicationId: string) => `(SELECT o.source FROM application_events l JOIN events o ON o.id = l.event_id
+      WHERE l.application_id = ${applicationId} ORDER BY o.rowid LIMIT 1)`;
+
+/** Links an event to its application, unless the application is another source's (OWNER_OF). */
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
   SELECT e.application_id, e.id FROM events e WHERE e.id = ? AND e.application_id IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM application_events l JOIN events o ON o.id = l.event_id
-      WHERE l.application_id = e.application_id AND o.source <> e.source)
+    AND coalesce(${OWNER_OF('e.application_id')}, e.source) = e.source
   ON CONFLICT DO NOTHING`;
 
-/** A source, other than the event's, whose events are linked to the event's application (its owner). */
-const OTHER_SOURCE = `SELECT o.source FROM application_events l JOIN events o ON o.id = l.event_id
-  WHERE l.application_id = ? AND o.source <> ? LIMIT 1`;
+/** The source that owns an application (OWNER_OF); none before its first event is linked. */
+const OWNER_SOURCE = `SELECT ${OWNER_OF('?')} AS source`;
 
 /**
  * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in
@@ -133,8 +136,8 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  const owner = event.application_id ? q.get<{ source: string }>(OTHER_SOURCE, event.application_id, event.source) : undefined;
-  if (owner) {
+  const owner = event.application_id ? q.get<{ source: string | null }>(OWNER_SOURCE, event.application_id) : undefined;
+  if (owner?.source && owner.source !== event.source) {
     // Not linked (LINK_EVENT): stored as received, never folded, read or sent; a dead letter says why.
     throw Object.assign(
       new Error(

@@ -76,4 +76,42 @@ describe('an event signed by one source for an application of another', () => {
     expect(dead.map((d) => d.event_id)).toEqual(['evt_globex_1', 'evt_globex_2']);
     for (const d of dead) expect(d.last_error).toMatch(/application .* belongs to source "acme".*signed by source "globex"/);
   }, 30_000);
+
+  it('of a database from before: the source of its first stored event keeps it, the other is refused', async () => {
+    const { rcv, clock } = await twoSources();
+    const post = async (secret: string, body: Record<string, unknown>) => {
+      const res = await postSigned(rcv.url, secret, JSON.stringify(body));
+      expect(res.status).toBe(200);
+    };
+    const db = rcv.app.database.ingestSqlite;
+    await post(ACME, envelope({ id: 'evt_acme_1', event_type: 'application.created', created_at: '2026-11-02T09:00:00Z', payload: app('applied', 'Ann') }));
+    await rcv.app.worker.runUntilIdle();
+    // Before the check, every event was linked to the application it names: a globex deletion, as
+    // a database from then holds it.
+    await post(GLOBEX, envelope({ id: 'evt_globex_1', event_type: 'job_application.deleted', created_at: '2026-11-02T09:05:00Z', payload: { id: APP, status: 'applied', created_at: '2026-11-02T09:00:00Z' } }));
+    for (let i = 0; i < 3; i++) {
+      clock.advance(60_000);
+      await rcv.app.worker.runUntilIdle();
+    }
+    db.prepare("INSERT INTO application_events (application_id, event_id) VALUES (?, 'evt_globex_1')").run(APP);
+
+    await post(GLOBEX, envelope({ id: 'evt_globex_2', event_type: 'application.status_changed', created_at: '2026-11-02T09:11:00Z', payload: { ...app('hired', 'Mallory'), previous_status: 'applied' } }));
+    await post(ACME, envelope({ id: 'evt_acme_2', event_type: 'application.status_changed', created_at: '2026-11-02T09:10:00Z', payload: { ...app('interviewing', 'Ann'), previous_status: 'applied' } }));
+    for (let i = 0; i < 3; i++) {
+      clock.advance(60_000);
+      await rcv.app.worker.runUntilIdle();
+    }
+
+    // acme's new event folds (the application is not stopped for good), globex's old one no longer counts.
+    expect(db.prepare('SELECT source, status, candidate_first_name, deleted_at FROM applications WHERE id = ?').get(APP)).toEqual({
+      source: 'acme',
+      status: 'interviewing',
+      candidate_first_name: 'Ann',
+      deleted_at: null,
+    });
+    expect(db.prepare("SELECT state FROM event_processing WHERE event_id = 'evt_acme_2'").get()).toEqual({ state: 'settled' });
+    const dead = db.prepare("SELECT event_id, last_error FROM jobs WHERE state = 'dead' ORDER BY event_id").all() as { event_id: string; last_error: string }[];
+    expect(dead.map((d) => d.event_id)).toEqual(['evt_globex_1', 'evt_globex_2']);
+    for (const d of dead) expect(d.last_error).toMatch(/application .* belongs to source "acme".*signed by source "globex"/);
+  }, 30_000);
 });
