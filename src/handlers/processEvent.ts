@@ -7,6 +7,7 @@ import { asObject, type JsonRecord } from '../util/json.js';
 import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
+import { ownerOf } from '../processing/applicationOwner.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
 import { deletionDigest } from '../util/resultDigest.js';
@@ -95,26 +96,18 @@ const REQUEUE_DELETED_404S = `UPDATE jobs
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
 /**
- * The source that owns an application: that of its linked event stored first (lowest rowid, the
- * order of arrival, which the sender of a later delivery cannot backdate, unlike its created_at).
- * The applications and result tables are keyed by the application id alone, and a source is an
- * organization: an event another source's secret signed for an application of this one (forged
- * by whoever holds that secret, or misrouted) must not fold into it (its status, its candidate, a
- * deletion for good), nor read or give up its results. Taken from the first event rather than
- * "no event of another source": an application linked to events of two sources before this check
- * (a database from before it) would otherwise refuse every new event of both, stopped for good.
+ * Links an event to its application, unless the application is another source's (ownerOf): an
+ * event another source's secret signed for it (forged by whoever holds that secret, or misrouted)
+ * must not fold into it (its status, its candidate, a deletion for good), nor read or give up its
+ * results.
  */
-const OWNER_OF = (applicationId: string) => `(SELECT o.source FROM application_events l JOIN events o ON o.id = l.event_id
-      WHERE l.application_id = ${applicationId} ORDER BY o.rowid LIMIT 1)`;
-
-/** Links an event to its application, unless the application is another source's (OWNER_OF). */
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
   SELECT e.application_id, e.id FROM events e WHERE e.id = ? AND e.application_id IS NOT NULL
-    AND coalesce(${OWNER_OF('e.application_id')}, e.source) = e.source
+    AND coalesce(${ownerOf('e.application_id')}, e.source) = e.source
   ON CONFLICT DO NOTHING`;
 
-/** The source that owns an application (OWNER_OF); none before its first event is linked. */
-const OWNER_SOURCE = `SELECT ${OWNER_OF('?')} AS source`;
+/** The source that owns an application (ownerOf); none before its first event is linked. */
+const OWNER_SOURCE = `SELECT ${ownerOf('?')} AS source`;
 
 /**
  * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
+import { cli } from '../cli/helpers.js';
 import { configFile, startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 
@@ -75,6 +76,13 @@ describe('an event signed by one source for an application of another', () => {
     const dead = db.prepare("SELECT event_id, last_error FROM jobs WHERE state = 'dead' ORDER BY event_id").all() as { event_id: string; last_error: string }[];
     expect(dead.map((d) => d.event_id)).toEqual(['evt_globex_1', 'evt_globex_2']);
     for (const d of dead) expect(d.last_error).toMatch(/application .* belongs to source "acme".*signed by source "globex"/);
+
+    // A retry is refused again, so nothing but a discard ends these dead letters (and the alert).
+    const discard = await cli(['dead-letters', 'discard', '--source', 'globex', '--json'], { DATABASE_PATH: rcv.dbPath });
+    expect(discard.code).toBe(0);
+    expect(JSON.parse(discard.stdout)).toMatchObject({ discarded: 2, by_kind: { process_event: 2 }, kept: [] });
+    expect(db.prepare("SELECT count(*) AS n FROM jobs WHERE state = 'dead'").get()).toEqual({ n: 0 });
+    expect(db.prepare("SELECT count(*) AS n FROM events WHERE source = 'globex'").get()).toEqual({ n: 2 });
   }, 30_000);
 
   it('of a database from before: the source of its first stored event keeps it, the other is refused', async () => {
