@@ -2,7 +2,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { escapeText, printJson, printRows, type CliIo } from '../io.js';
-import { parseForComparison } from '../../util/json.js';
+import { parseForComparison, sameJson } from '../../util/json.js';
 
 /** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
 const MAX_PATHS = 50;
@@ -11,23 +11,35 @@ const MAX_PATHS = 50;
  * The JSON paths at which two documents differ (`$.payload.application.status`), leaves and
  * shapes alike, in document order; at most `limit`. The documents are as parseForComparison
  * gives them (as ingest compared them: numbers by their digits as written), so each key's first
- * character is its mark.
+ * character is its mark. Iterative: a body nested thousands of levels deep (which ingest takes
+ * and stores, up to the 1 MiB limit) overflowed the stack of a recursive walk.
  */
-export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS, path = '$', out: string[] = []): string[] {
-  if (out.length >= limit) return out;
+export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS): string[] {
+  const out: string[] = [];
   const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (Array.isArray(a) && Array.isArray(b)) {
-    for (let i = 0; i < Math.max(a.length, b.length) && out.length < limit; i++) differingPaths(a[i], b[i], limit, `${path}[${i}]`, out);
-  } else if (isObj(a) && isObj(b)) {
-    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])];
-    for (const k of keys) {
-      if (out.length >= limit) break;
-      const key = k.slice(1);
-      const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-      if (!Object.hasOwn(a, k) || !Object.hasOwn(b, k)) out.push(`${path}${seg}`);
-      else differingPaths(a[k], b[k], limit, `${path}${seg}`, out);
+  // Pairs to compare, or a path to report (a key on one side only), taken from the end: pushed in
+  // reverse so they come out in document order.
+  type Step = { a: unknown; b: unknown; path: string } | { missing: string };
+  const todo: Step[] = [{ a, b, path: '$' }];
+  while (todo.length > 0 && out.length < limit) {
+    const step = todo.pop()!;
+    if ('missing' in step) {
+      out.push(step.missing);
+      continue;
     }
-  } else if (JSON.stringify(a) !== JSON.stringify(b)) out.push(path);
+    const { a: x, b: y, path } = step;
+    const next: Step[] = [];
+    if (Array.isArray(x) && Array.isArray(y)) {
+      for (let i = 0; i < Math.max(x.length, y.length); i++) next.push({ a: x[i], b: y[i], path: `${path}[${i}]` });
+    } else if (isObj(x) && isObj(y)) {
+      for (const k of new Set([...Object.keys(x), ...Object.keys(y)])) {
+        const key = k.slice(1);
+        const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
+        next.push(!Object.hasOwn(x, k) || !Object.hasOwn(y, k) ? { missing: `${path}${seg}` } : { a: x[k], b: y[k], path: `${path}${seg}` });
+      }
+    } else if (!sameJson(x, y)) out.push(path);
+    for (let i = next.length - 1; i >= 0; i--) todo.push(next[i]!);
+  }
   return out;
 }
 
@@ -85,7 +97,15 @@ export async function runConflictsShow(io: CliIo, idRaw: string, o: { database?:
       });
       return 0;
     }
-    const pretty = (text: string) => escapeText(JSON.stringify(parse(text), null, 2));
+    // A body nested deeper than JSON.stringify's stack can write is shown as it was sent.
+    const pretty = (text: string) => {
+      try {
+        return escapeText(JSON.stringify(parse(text), null, 2));
+      } catch (err) {
+        if (err instanceof RangeError) return escapeText(text);
+        throw err;
+      }
+    };
     io.out(`id          ${row.id}`);
     io.out(`event       ${escapeText(row.event_id)}`);
     io.out(`received    ${row.received_at} (delivery ${escapeText(row.delivery_id)}, source ${row.source})`);
