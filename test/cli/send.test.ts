@@ -106,4 +106,10 @@ describe('send', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('without a secret, says to set WEBHOOK_SECRET rather than to put one in the command line', async () => {
+    const r = await cli(['send', 'application.created', '--url', url]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^error: no signing secret: set WEBHOOK_SECRET \(a --secret is readable in ps by every user of the machine\)/);
+  });
 });

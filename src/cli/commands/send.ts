@@ -73,7 +73,7 @@ function buildBody(eventType: string | undefined, o: SendOptions): string {
 function secretOf(io: CliIo, o: SendOptions): string {
   // Several secrets during a rotation: sign with the newest (last), as the service does after rotating.
   const secret = o.secret ?? splitSecrets(io.env['WEBHOOK_SECRET'] ?? '').at(-1);
-  if (secret === undefined) throw new UsageError('no signing secret: pass --secret whsec_... or set WEBHOOK_SECRET');
+  if (secret === undefined) throw new UsageError('no signing secret: set WEBHOOK_SECRET (a --secret is readable in ps by every user of the machine)');
   const parsed = parseSecret(secret);
   if (!parsed.ok) throw new UsageError(`${o.secret !== undefined ? '--secret' : 'WEBHOOK_SECRET'} ${parsed.problem}`);
   return secret;
