@@ -7,7 +7,6 @@ import { asObject, type JsonRecord } from '../util/json.js';
 import { immediateTransaction, preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import type { BatchItemResult, BatchJobHandler } from '../queue/Worker.js';
-import { ownerOf } from '../processing/applicationOwner.js';
 import { rebuildApplication } from '../processing/rebuildApplication.js';
 import { RESOURCE_OF_EVENT, RESULT_TABLE } from '../processing/resources.js';
 import { deletionDigest } from '../util/resultDigest.js';
@@ -95,19 +94,8 @@ const REQUEUE_DELETED_404S = `UPDATE jobs
     AND last_error LIKE '%${NOT_FOUND_MARK.replaceAll('_', '\\_')}%' ESCAPE '\\'
     AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
 
-/**
- * Links an event to its application, unless the application is another source's (ownerOf): an
- * event another source's secret signed for it (forged by whoever holds that secret, or misrouted)
- * must not fold into it (its status, its candidate, a deletion for good), nor read or give up its
- * results.
- */
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
-  SELECT e.application_id, e.id FROM events e WHERE e.id = ? AND e.application_id IS NOT NULL
-    AND coalesce(${ownerOf('e.application_id')}, e.source) = e.source
-  ON CONFLICT DO NOTHING`;
-
-/** The source that owns an application (ownerOf); none before its first event is linked. */
-const OWNER_SOURCE = `SELECT ${ownerOf('?')} AS source`;
+  SELECT application_id, id FROM events WHERE id = ? AND application_id IS NOT NULL ON CONFLICT DO NOTHING`;
 
 /**
  * A job's event id as its payload gives it, or the parse error (that job then fails on its own, in
@@ -129,16 +117,6 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
     eventId,
   );
   if (!event) throw Object.assign(new Error(`event ${eventId} is not stored`), { permanent: true });
-  const owner = event.application_id ? q.get<{ source: string | null }>(OWNER_SOURCE, event.application_id) : undefined;
-  if (owner?.source && owner.source !== event.source) {
-    // Not linked (LINK_EVENT): stored as received, never folded, read or sent; a dead letter says why.
-    throw Object.assign(
-      new Error(
-        `application ${event.application_id} belongs to source ${JSON.stringify(owner.source)} (its first event was that source's), but this ${event.event_type} event was signed by source ${JSON.stringify(event.source)}: not folded into it, nor its result read (check which organization sent it, and CONFIG_FILE's secrets)`,
-      ),
-      { permanent: true },
-    );
-  }
   const folded = event.application_id ? rebuildApplication(q, event.application_id, now) : null;
   // A deletion settled before deletions kept a digest (result_digest NULL) was sent with the
   // external_id stored before this fold: as far as the database knows, the one its message took.

@@ -99,16 +99,9 @@ type Folded = Omit<ApplicationsTable, 'id' | 'needs_review' | 'review_reasons' |
   saidBy: string[];
 };
 
-/**
- * The application's events, linked by processing in application_events (each before its fold),
- * of the source that owns it: that of the one stored first (processEvent.ts, LINK_EVENT). Events
- * of another source are linked only in a database from before that check; they are left out.
- */
-const APPLICATION_EVENTS = `WITH linked AS (
-    SELECT rowid AS seq, id, event_type, created_at, received_at, source, envelope FROM events
-    WHERE id IN (SELECT event_id FROM application_events WHERE application_id = ?))
-  SELECT id, event_type, created_at, received_at, source, envelope FROM linked
-  WHERE source = (SELECT source FROM linked ORDER BY seq LIMIT 1)`;
+/** The application's events, linked by processing in application_events (each before its fold). */
+const APPLICATION_EVENTS = `SELECT id, event_type, created_at, received_at, source, envelope FROM events
+  WHERE id IN (SELECT event_id FROM application_events WHERE application_id = ?)`;
 
 /**
  * The fetched results' verdicts: interview and insights say is_eligible (with reasons); a ready
@@ -153,8 +146,7 @@ export interface Rebuilt {
 
 /**
  * The application row is a pure fold over ALL its events (those processing
- * has linked in application_events, each before its fold, of the source that
- * owns it: APPLICATION_EVENTS), sorted by
+ * has linked in application_events; each is linked before its fold), sorted by
  * (created_at, id), plus its fetched results. Arrival order therefore cannot
  * matter: duplicates, retries and out-of-order deliveries all give the same
  * row. The newest event by created_at sets the status; a

@@ -6,7 +6,6 @@ import { inChunks } from '../db/sqliteHelpers.js';
 import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
-import { refusedForItsSource } from '../processing/applicationOwner.js';
 import { claimCandidates } from './claimCandidates.js';
 import { deadLetterIds, type DeadLetterFilter } from './deadLetterIds.js';
 import { JobKind } from './jobKinds.js';
@@ -260,8 +259,7 @@ export class JobQueue {
    * already sent as given_up), which would otherwise hold the dead-letter alert. What they failed
    * on stays recorded where it belongs (a delivery's `deliveries` row, a read's result row).
    * A dead fold or read of an event not settled yet is kept: it is the only trace of an event
-   * processing never finished (retry it, or replay the event); but not the fold of an event that
-   * names another source's application (refused for good, see applicationOwner.ts). `dryRun` only counts. The selection
+   * processing never finished (retry it, or replay the event). `dryRun` only counts. The selection
    * is read first (no lock), then deleted RETRY_BATCH jobs per transaction with `pause` between
    * them, each delete checking again that the job is still dead and may go: one transaction held
    * the write lock for 6 s at 140,000 dead letters (cold cache), and a running receiver answered
@@ -277,15 +275,10 @@ export class JobQueue {
       .selectFrom('jobs')
       .leftJoin('event_processing', 'event_processing.event_id', 'jobs.event_id')
       .select(['jobs.id', 'jobs.kind', 'jobs.event_id', 'event_processing.state as event_state'])
-      // Looked up for folds only: a discard of 200,000 sink deliveries reads nothing more.
-      .select(sql<number>`CASE WHEN jobs.kind = ${JobKind.processEvent} THEN ${sql.raw(refusedForItsSource('jobs.event_id'))} END`.as('refused'))
       .where('jobs.id', 'in', deadLetterIds(this.db, filter))
       .execute();
     const traced = [JobKind.fetchResult, JobKind.processEvent] as string[];
-    // A fold refused for good (the event names another source's application) is not an event
-    // processing has still to finish: its event stays in `events`, and nothing would end its dead
-    // letter (a retry is refused again), which held the dead-letter alert for good.
-    const unfinished = (r: (typeof rows)[number]) => traced.includes(r.kind) && r.event_state !== 'settled' && !(r.kind === JobKind.processEvent && r.refused);
+    const unfinished = (r: (typeof rows)[number]) => traced.includes(r.kind) && r.event_state !== 'settled';
     const kept = rows.filter(unfinished).map((r) => ({ id: r.id, kind: r.kind, event_id: r.event_id }));
     // A dry run counts what it read; a discard what it deleted (a job retried or its event unsettled
     // since the read stays, and is not counted).
@@ -300,7 +293,7 @@ export class JobQueue {
 
   /**
    * The batched delete of discardDeadLetters: `ids`, RETRY_BATCH per transaction, each still dead
-   * and, if of a `traced` kind, of a settled event (or a fold refused for its source). Returns the kinds deleted, and whether `signal` stopped it.
+   * and, if of a `traced` kind, of a settled event. Returns the kinds deleted, and whether `signal` stopped it.
    */
   private async deleteDeadLetters(
     ids: number[],
@@ -322,7 +315,6 @@ export class JobQueue {
             eb.or([
               eb('kind', 'not in', traced),
               eb.exists(eb.selectFrom('event_processing').select('event_processing.event_id').whereRef('event_processing.event_id', '=', 'jobs.event_id').where('event_processing.state', '=', 'settled')),
-              eb.and([eb('kind', '=', JobKind.processEvent), sql<boolean>`${sql.raw(refusedForItsSource('jobs.event_id'))}`]),
             ]),
           )
           .returning('kind')

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -10,14 +10,6 @@ import type { Clock } from '../../src/util/clock.js';
 export function tempDir(prefix = 'receiver-test-'): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-/** `config` written as a CONFIG_FILE in a temp folder of its own: its path, and the cleanup. */
-export function configFile(config: Record<string, unknown>): { file: string; cleanup: () => void } {
-  const { dir, cleanup } = tempDir('config-file-');
-  const file = join(dir, 'config.json');
-  writeFileSync(file, JSON.stringify(config));
-  return { file, cleanup };
 }
 
 /** Collects every log line, so tests can assert on outcomes and on what never appears. */
