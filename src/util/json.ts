@@ -39,21 +39,14 @@ export function sameJson(a: unknown, b: unknown): boolean {
 }
 
 /**
- * Whether two valid JSON texts hold the same value: objects whatever their key order and
- * spacing, strings whatever their escapes (`"\u00e9"` is `"é"`), and numbers by their literal
- * text. JSON.parse turns 9007199254740993 and 9007199254740992 into the same double, so two bodies
- * differing only there would compare equal and the second one be dropped as a duplicate; here
- * they differ, and `1.0` differs from `1` too (a body that may differ is kept as a conflict,
- * never lost). Both texts must already have parsed (this reads them as valid JSON).
- */
-export function sameJsonText(a: string, b: string): boolean {
-  return sameJson(parseForComparison(a), parseForComparison(b));
-}
-
-/**
- * A valid JSON text parsed for comparing with another, as sameJsonText compares: every string
+ * A valid JSON text parsed for comparing with another (sameJson of two of them): every string
  * (keys too) carries a leading `s`, every number is the string `n` + its digits as written. Only
  * for comparison (and for paths, with each key's first character dropped), never to read values.
+ * So two texts compare alike whatever their key order, spacing and string escapes (`"\u00e9"` is
+ * `"é"`), and numbers by their literal text: JSON.parse turns 9007199254740993 and
+ * 9007199254740992 into the same double, so two bodies differing only there would compare equal
+ * and the second one be dropped as a duplicate; here they differ, and `1.0` differs from `1` too
+ * (a body that may differ is kept as a conflict, never lost). The text must already have parsed.
  */
 export function parseForComparison(text: string): unknown {
   return JSON.parse(numbersAsText(text));
