@@ -32,8 +32,8 @@ export function logWalBlocked(metrics: Metrics, logger: Logger): (b: WalBlocked)
       warned = false;
     } else if (b.blockedMs > 0) {
       warned = true;
-      const said = SAID[b.cause ?? 'reader'];
-      logger.warn({ ...fields, cause: b.cause ?? 'reader', hint: said.hint }, said.msg);
+      const cause = b.cause ?? 'reader';
+      logger.warn({ ...fields, cause, hint: SAID[cause].hint }, SAID[cause].msg);
     }
   };
 }
