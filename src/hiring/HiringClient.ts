@@ -46,6 +46,15 @@ export interface HiringClient {
 const REDACTED = '[redacted]';
 
 /**
+ * What looks like a credential in the service's text: a key of spec 5's form
+ * (`sk-<segment>.<segment>`), a `whsec_` signing secret (spec 2.11), or a token after `Bearer` or
+ * `Basic` (8 characters or more, a digit among them: not "Bearer token"). The text may name
+ * another key than the one this read sent (the key it replaced after a rotation, a colleague's):
+ * none goes to a log line or a `last_error` column.
+ */
+const CREDENTIAL = /\bsk-[^\s."'<>,;()[\]{}]+\.[^\s"'<>,;()[\]{}]+|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
+
+/**
  * A client for one source (base URL + key) of the hiring service's scoring
  * reads. Every read resolves to a classified {@link HiringOutcome}; it only
  * rejects for programmer errors (unknown resource, empty or dot-segment id).
@@ -65,7 +74,8 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     accept: 'application/json',
     'user-agent': options.userAgent ?? DEFAULT_USER_AGENT,
   };
-  const scrub = (text: string): string => (text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text);
+  const scrub = (text: string): string =>
+    (text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text).replace(CREDENTIAL, (_m, scheme?: string) => (scheme === undefined ? REDACTED : `${scheme} ${REDACTED}`));
 
   async function fetchResource(
     resource: HiringResource,

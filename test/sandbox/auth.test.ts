@@ -51,6 +51,21 @@ describe('authentication (spec 5)', () => {
     expect((await run.api('/api/v2/jobs', { key })).body[0].code).toBe('authentication_failed');
   });
 
+  it('5.2: a key given an expiry date through the control API dies at that date', async () => {
+    const expiresAt = new Date(clock.now() + 60_000).toISOString();
+    const added = await run.api(`/_sandbox/organizations/${ACME_ORG}/keys`, { method: 'POST', key: null, body: { name: 'expiring', expires_at: expiresAt } });
+    expect(added.status).toBe(201);
+    const key = added.body.key as string;
+    expect((await run.api('/api/v2/jobs', { key })).status).toBe(200);
+    const listed = run.sandbox.control.organizations().find((o) => o.id === ACME_ORG)!.api_keys.find((k) => k.key === key);
+    expect(listed).toMatchObject({ name: 'expiring', expires_at: expiresAt });
+    clock.advance(60_000);
+    const refused = await run.api('/api/v2/jobs', { key });
+    expect([refused.status, refused.body[0].code]).toEqual([401, 'authentication_failed']);
+    const bad = await run.api(`/_sandbox/organizations/${ACME_ORG}/keys`, { method: 'POST', key: null, body: { expires_at: 'tomorrow' } });
+    expect([bad.status, bad.body[0].code, bad.body[0].attr]).toEqual([400, 'invalid_input', 'expires_at']);
+  });
+
   it('5.5: a valid key without permission is 403 permission_denied', async () => {
     run.sandbox.control.restrictKey(ACME_KEY_2);
     const res = await run.api('/api/v2/jobs', { key: ACME_KEY_2 });

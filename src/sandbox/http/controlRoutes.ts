@@ -23,8 +23,11 @@ export function controlRoutes(control: SandboxControl): Hono {
 
   app.get('/organizations', (c) => c.json(control.organizations()));
   app.post('/organizations/:id/keys', async (c) => {
-    const input = await body(c, z.object({ name: z.string().optional(), key: z.string().optional() }));
-    return c.json({ key: control.addApiKey(c.req.param('id'), input) }, 201);
+    // expires_at: spec 5.2's optional expiry date (an ISO 8601 date-time with its offset), so a
+    // standalone sandbox can play a key that dies while a receiver uses it.
+    const input = await body(c, z.object({ name: z.string().optional(), key: z.string().optional(), expires_at: z.iso.datetime({ offset: true }).optional() }));
+    const { expires_at, ...rest } = input;
+    return c.json({ key: control.addApiKey(c.req.param('id'), { ...rest, ...(expires_at === undefined ? {} : { expiresAt: Date.parse(expires_at) }) }) }, 201);
   });
   app.get('/organizations/:id/members', (c) => c.json(control.members(c.req.param('id'))));
   app.post('/organizations/:id/members', async (c) => {
