@@ -52,7 +52,7 @@ function printNewSecret(io: CliIo, secret: string, rotation: boolean, settings: 
   const isDefault = settings.source === 'default' && variable === 'WEBHOOK_SECRET';
   const where = isDefault ? '' : ` (source ${settings.source}'s "secrets" in CONFIG_FILE read it)`;
   if (rotation) {
-    io.out('The service now signs every delivery (retries included) with this secret only. Accept both while you roll out:');
+    io.out('From now on the service signs new deliveries with this secret. Accept both while you roll out:');
     if (variable !== null) {
       io.out(`  ${variable}="<current secret>,${secret}"`);
       io.out(`${isDefault ? '(or add it to the source\'s "secrets" in CONFIG_FILE)' : where.trim()} and restart the receiver. Deliveries refused before the restart`);
