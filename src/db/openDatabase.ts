@@ -7,7 +7,7 @@ import { BusyRetrySqliteDialect } from './busyRetryDialect.js';
 import { CHECKPOINT_DEFAULTS, onStderr, startCheckpointer, type CheckpointerOptions, type CheckpointProblem, type WalBlocked } from './checkpointer.js';
 import { configure } from './connectionSettings.js';
 import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './ingestWaitSignal.js';
-import { migrate } from './migrate.js';
+import { migrate, refuseUnusable } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
 import { ensureDirSync } from '../util/ensureDir.js';
@@ -163,6 +163,8 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
     }
     let configureError: unknown = null;
     try {
+      // Before configure's first write (journal_mode = WAL): a file refused here is left unchanged.
+      refuseUnusable(sqlite);
       configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     } catch (err) {
       configureError = err;
