@@ -6,7 +6,7 @@ import type { Config } from './config/loadConfig.js';
 import type { CheckpointProblem, WalBlocked } from './db/checkpointer.js';
 import { logCheckpointProblems } from './db/logCheckpointProblems.js';
 import { logWalBlocked } from './db/logWalBlocked.js';
-import { readMigrations, schemaVersion } from './db/migrate.js';
+import { readMigrations, schemaVersion, type Migration } from './db/migrate.js';
 import type { OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { watchDatabaseFile } from './db/watchDatabaseFile.js';
@@ -171,13 +171,14 @@ function openReceiverDatabase(
 ): OpenDatabase {
   const { config } = deps;
   let database: OpenDatabase;
+  const progress = migrationProgress(logger);
   try {
-    database = deps.database ?? openServerDatabase(config.databasePath, onCheckpointProblem, onWalBlocked);
+    database = deps.database ?? openServerDatabase(config.databasePath, onCheckpointProblem, onWalBlocked, progress.onApplying);
   } catch (err) {
     run.earlyLock?.release();
     throw err;
   }
-  if (database.migrated.length > 0) logger.info({ migrations: database.migrated }, 'database migrated');
+  if (database.migrated.length > 0) logger.info({ migrations: database.migrated, duration_ms: progress.durationMs() }, 'database migrated');
   const knownSchema = readMigrations().at(-1)?.version ?? 0;
   const schema = schemaVersion(database.sqlite);
   if (schema > knownSchema) {
@@ -190,6 +191,23 @@ function openReceiverDatabase(
     logger.warn({ reason: database.ingestWait.unavailable }, 'ingest-wait file unavailable: processing will not let waiting deliveries go first');
   }
   return database;
+}
+
+/**
+ * The start serves nothing while it migrates an existing database (an index over a large table
+ * takes seconds): each migration is said as it begins, and the whole time with `database
+ * migrated`. A new database (every migration pending) takes milliseconds: said once, after.
+ */
+function migrationProgress(logger: Logger): { onApplying: (m: Migration, nth: number, pending: number) => void; durationMs: () => number | undefined } {
+  let since: number | null = null;
+  const known = readMigrations().length;
+  return {
+    onApplying(m, nth, pending) {
+      since ??= performance.now();
+      if (pending < known) logger.info({ migration: `${String(m.version).padStart(3, '0')}_${m.name}`, nth, pending }, 'applying migration: nothing is served until the migrations are done');
+    },
+    durationMs: () => (since === null ? undefined : Math.round(performance.now() - since)),
+  };
 }
 
 /** /metrics on METRICS_PORT, when it is set (a no-op otherwise), for start(). */

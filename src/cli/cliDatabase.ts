@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { blockingNewerMigrations, readMigrations } from '../db/migrate.js';
+import { readMigrations, refuseUnusable } from '../db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../db/openDatabase.js';
 import { openDatabaseReadOnly } from '../db/openDatabaseReadOnly.js';
 import { CliError } from './errors.js';
@@ -28,6 +28,14 @@ export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {})
   // The schema is checked on a read-only handle first: a file this build refuses (a backup of
   // another version, an empty file) is left as it was, not turned into WAL mode by the refusal.
   const looking = open(true);
+  try {
+    // Another program's database, or a newer version's this build cannot run with: said as such,
+    // not as a schema to migrate.
+    refuseUnusable(looking.sqlite);
+  } catch (err) {
+    void looking.close();
+    throw new CliError(`cannot open the database at ${path}: ${(err as Error).message}`);
+  }
   const known = readMigrations().at(-1)?.version ?? 0;
   let version = 0;
   try {
@@ -35,14 +43,12 @@ export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {})
   } catch {
     version = 0;
   }
-  // A database a newer version migrated, whose newer migrations declared this one compatible (a rollback): usable.
-  const compatibleNewer = version > known && blockingNewerMigrations(looking.sqlite, known).length === 0;
-  if (version !== known && !compatibleNewer) {
+  // Past this build's last migration is usable here: refuseUnusable let through only a newer
+  // version's database whose newer migrations declared this one compatible (a rollback).
+  if (version < known) {
     void looking.close();
     throw new CliError(
-      version > known
-        ? `the database at ${path} is at schema version ${version}, newer than this build (${known}): use the newer version of the receiver`
-        : `the database at ${path} is at schema version ${version}, this build needs ${known}: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates`,
+      `the database at ${path} is at schema version ${version}, this build needs ${known}: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates`,
     );
   }
   if (opts.readOnly) return looking;

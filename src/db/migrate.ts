@@ -29,6 +29,48 @@ export class NewerDatabaseError extends Error {
   }
 }
 
+/**
+ * A SQLite database with tables but no schema_migrations, which every database the receiver made
+ * has from its first start: another program's (DATABASE_PATH naming the wrong file). Migrating it
+ * would write the receiver's tables into that program's file, and serve on it.
+ */
+export class ForeignDatabaseError extends Error {
+  constructor(readonly tables: readonly string[]) {
+    const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
+    super(
+      `it is not the receiver's database but another program's: it has tables (${shown}) and no schema_migrations table, which every database the receiver made has. ` +
+        'It was left as it was. Give the path of the receiver\'s database, or of a file that does not exist yet for a new one',
+    );
+    this.name = 'ForeignDatabaseError';
+  }
+}
+
+/** The tables and views of a database that has no schema_migrations (empty for one that has it, or an empty file). */
+function foreignTables(sqlite: BetterSqlite3.Database): string[] {
+  const names = sqlite
+    .prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+    .pluck()
+    .all() as string[];
+  return names.includes('schema_migrations') ? [] : names;
+}
+
+/**
+ * Refuses, by reading only, a file this build must not write: another program's database
+ * (ForeignDatabaseError), or one a newer version migrated that this build cannot run with
+ * (NewerDatabaseError). Run before anything writes to it, the switch to WAL mode included, so a
+ * refused file (a backup in rollback-journal mode among them) is left byte for byte as it was.
+ */
+export function refuseUnusable(sqlite: BetterSqlite3.Database, migrations: Migration[] = readMigrations()): void {
+  const foreign = foreignTables(sqlite);
+  if (foreign.length > 0) throw new ForeignDatabaseError(foreign);
+  if (!sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get()) return;
+  const known = migrations.at(-1)?.version ?? 0;
+  const current = appliedVersion(sqlite);
+  if (current <= known) return;
+  const blocking = blockingNewerMigrations(sqlite, known);
+  if (blocking.length > 0) throw new NewerDatabaseError(current, known, blocking);
+}
+
 const COMPATIBLE_FROM = /^-- compatible-from: (\d+)\s*$/m;
 
 export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
@@ -85,6 +127,7 @@ export function migrate(
   migrations: Migration[] = readMigrations(),
   onApplying?: (m: Migration, nth: number, pending: number) => void,
 ): number[] {
+  refuseUnusable(sqlite, migrations);
   sqlite.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
   );

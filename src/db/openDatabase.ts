@@ -7,7 +7,7 @@ import { BusyRetrySqliteDialect } from './busyRetryDialect.js';
 import { CHECKPOINT_DEFAULTS, onStderr, startCheckpointer, type CheckpointerOptions, type CheckpointProblem, type WalBlocked } from './checkpointer.js';
 import { configure } from './connectionSettings.js';
 import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './ingestWaitSignal.js';
-import { migrate } from './migrate.js';
+import { migrate, readMigrations, refuseUnusable, type Migration } from './migrate.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
 import { ensureDirSync } from '../util/ensureDir.js';
@@ -73,6 +73,8 @@ export interface OpenOptions {
   onCheckpointProblem?: (p: CheckpointProblem) => void;
   /** The WAL cannot be reset (WalBlocked): the server logs it and shows it in its metrics. Default: ignored. */
   onWalBlocked?: (b: WalBlocked) => void;
+  /** Told before each pending migration is applied (the server logs it: one over a large table takes seconds). */
+  onApplying?: (m: Migration, nth: number, pending: number) => void;
 }
 
 /**
@@ -163,6 +165,8 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
     }
     let configureError: unknown = null;
     try {
+      // Before configure's first write (journal_mode = WAL): a file refused here is left unchanged.
+      refuseUnusable(sqlite);
       configure(sqlite, busyTimeoutMs, 'NORMAL', !background);
     } catch (err) {
       configureError = err;
@@ -181,7 +185,7 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
     // database already current takes no lock (migrate), so a restart never waits here.
     if (opts.migrate !== false) {
       sqlite.pragma(`busy_timeout = ${Math.trunc(Math.max(busyTimeoutMs, MIGRATE_LOCK_WAIT_MS))}`);
-      migrated = migrate(sqlite);
+      migrated = migrate(sqlite, readMigrations(), opts.onApplying);
       sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
     }
     if (busyWait === 'timer') sqlite.pragma('busy_timeout = 0');

@@ -1,11 +1,17 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import type { CheckpointProblem, WalBlocked } from './checkpointer.js';
+import type { Migration } from './migrate.js';
 import { openDatabase, type OpenDatabase } from './openDatabase.js';
 import { repairSidecarMode, SQLITE_SIDECARS, unwritableFolderError } from './databaseFiles.js';
 import { isSqliteBusy, probeWrite } from './sqliteHelpers.js';
 
 /** The server's database; an error names the path and the setting it came from. */
-export function openServerDatabase(path: string, onCheckpointProblem: (p: CheckpointProblem) => void, onWalBlocked?: (b: WalBlocked) => void) {
+export function openServerDatabase(
+  path: string,
+  onCheckpointProblem: (p: CheckpointProblem) => void,
+  onWalBlocked?: (b: WalBlocked) => void,
+  onApplying?: (m: Migration, nth: number, pending: number) => void,
+) {
   // A file this process may not write, refused before SQLite opens it: SQLite would open it
   // read-only and create its -wal and -shm with the file's read-only mode, which then stop the
   // next start too, once the file itself is fixed. SQLite's files an earlier start left read-only
@@ -28,7 +34,7 @@ export function openServerDatabase(path: string, onCheckpointProblem: (p: Checkp
   }
   let database: OpenDatabase;
   try {
-    database = openDatabase(path, { checkpointer: true, onCheckpointProblem, onWalBlocked });
+    database = openDatabase(path, { checkpointer: true, onCheckpointProblem, onWalBlocked, onApplying });
   } catch (err) {
     const folder = unwritableFolderError(path, err);
     if (folder) throw folder;

@@ -17,6 +17,8 @@ describe('the checkpointer thread', () => {
     const backup = join(t.dir, 'backup.db');
     // The live database: 3 rows, a backup of it, then 200 rows more that only the live one has.
     const seed = new BetterSqlite3(path);
+    // schema_migrations makes it a receiver's file: another program's is refused at the open.
+    seed.exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
     seed.exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT); CREATE INDEX t_v ON t (v); INSERT INTO t (v) VALUES ('a'), ('b'), ('c')");
     await seed.backup(backup);
     seed.prepare('INSERT INTO t (v) SELECT hex(randomblob(40)) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)').run();

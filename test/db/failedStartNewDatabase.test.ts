@@ -80,6 +80,8 @@ describe('a start that fails after it created the database', () => {
     const port = await heldPort();
     const path = join(dir, 'existing.db');
     const before = new BetterSqlite3(path);
+    // A receiver's database (schema_migrations: another program's file is refused before this point).
+    before.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
     before.exec("CREATE TABLE kept (v TEXT); INSERT INTO kept VALUES ('here before')");
     before.close();
     const out = await run('serve', { ...API, WEBHOOK_SECRET: newSecret(), DATABASE_PATH: path, PORT: String(port) });
@@ -187,7 +189,7 @@ describe('a start on the same new path while a failed start removes its file', (
     // lock, and removed while that lock is held.
     const made = new BetterSqlite3(path);
     made.pragma('journal_mode = WAL');
-    made.exec('CREATE TABLE t (v TEXT)');
+    made.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
     made.close();
     const check = new BetterSqlite3(path, { fileMustExist: true });
     check.pragma('locking_mode = EXCLUSIVE');

@@ -2,6 +2,7 @@ import { chmodSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { migrate, readMigrations } from '../../src/db/migrate.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { tempDir } from '../helpers/receiver.js';
 
@@ -50,10 +51,12 @@ describe('openDatabase', () => {
     expect(database.sqlite.pragma('page_size', { simple: true })).toBe(2048);
     expect(database.ingestSqlite.pragma('page_size', { simple: true })).toBe(2048);
 
-    // A file made by an earlier version (4 KB pages, the SQLite default), with a row in it.
+    // A file made by an earlier version (4 KB pages, the SQLite default, its first migrations
+    // applied: a file without schema_migrations is another program's, refused), with a row in it.
     const oldPath = join(t.dir, 'old.db');
     const old = new BetterSqlite3(oldPath);
     old.pragma('page_size = 4096');
+    migrate(old, readMigrations().filter((m) => m.version <= 3));
     old.exec("CREATE TABLE keep (v TEXT); INSERT INTO keep VALUES ('still here')");
     old.close();
     const reopened = openDatabase(oldPath);

@@ -4,7 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/openDatabase.js';
 import { readMigrations } from '../../src/db/migrate.js';
-import { runTs, type Child } from '../helpers/childServer.js';
+import { idleReceiverEnv, runTs, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -40,15 +40,7 @@ function holdWriteLock(path: string): () => void {
 }
 
 function serve(path: string, workers = '0'): Child {
-  const child = runTs('src/main.ts', [], {
-    DATABASE_PATH: path,
-    WEBHOOK_SECRET: newSecret(),
-    HIRING_API_URL: 'http://127.0.0.1:9',
-    HIRING_API_KEY: 'sk-test.unused',
-    PORT: '0',
-    HOST: '127.0.0.1',
-    WORKER_CONCURRENCY: workers,
-  });
+  const child = runTs('src/main.ts', [], idleReceiverEnv(path, newSecret(), { WORKER_CONCURRENCY: workers }));
   const kill = setTimeout(() => child.proc.kill('SIGKILL'), 30_000);
   void child.exited.then(() => clearTimeout(kill));
   return child;

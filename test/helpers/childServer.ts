@@ -30,6 +30,23 @@ export function runTs(entry: string, args: string[], env: Record<string, string>
   return { proc, stdout, stderr, exited };
 }
 
+/**
+ * The environment of a receiver child with no workers on `databasePath`: a new signing secret, a
+ * free port on 127.0.0.1, and a hiring API nothing answers (port 9, discard). `extra` adds or overrides.
+ */
+export function idleReceiverEnv(databasePath: string, secret: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_PATH: databasePath,
+    WEBHOOK_SECRET: secret,
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    WORKER_CONCURRENCY: '0',
+    ...extra,
+  };
+}
+
 /** The process a readiness check waits for: a child of runTs, a spawned child, or a pid. */
 export type HttpOwner = Child | ChildProcess | number;
 

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'node:http';
-import { runTs, type Child } from '../helpers/childServer.js';
+import { idleReceiverEnv, runTs, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -46,17 +46,7 @@ type LogTo = 'stdout' | 'stderr';
  * stdout sink configured. Resolves with its port once it listens.
  */
 async function startReceiver(name: string, logTo: LogTo, entry = 'src/main.ts', extra: Record<string, string> = {}): Promise<{ child: Child; port: number }> {
-  const child = runTs(entry, [], {
-    DATABASE_PATH: join(dir, `${name}.db`),
-    WEBHOOK_SECRET: newSecret(),
-    HIRING_API_URL: 'http://127.0.0.1:9',
-    HIRING_API_KEY: 'sk-test.unused',
-    PORT: '0',
-    HOST: '127.0.0.1',
-    WORKER_CONCURRENCY: '0',
-    ...(logTo === 'stderr' ? { CONFIG_FILE: stdoutSinkConfig } : {}),
-    ...extra,
-  });
+  const child = runTs(entry, [], idleReceiverEnv(join(dir, `${name}.db`), newSecret(), { ...(logTo === 'stderr' ? { CONFIG_FILE: stdoutSinkConfig } : {}), ...extra }));
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline && child.proc.exitCode === null) {
     const m = /"port":(\d+)[^\n]*"msg":"receiver listening"/.exec(child[logTo].join(''));
