@@ -57,6 +57,9 @@ describe('CLI usage', () => {
       [['replay', '--since', '2026-11-31T00:00:00Z'], 2, /"2026-11-31T00:00:00Z": 2026-11-31 is not a date/],
       [['replay', '--since', '999999999d'], 2, /"999999999d": an age that long ago is not a date/],
       [['status', '--database', ''], 2, /--database: the path is empty/],
+      // Taken as given, but a folder is no database file: not SQLite's "disk I/O error" (exit 1).
+      [['status', '--database', ROOT], 2, /^error: --database: ".+" is a folder: give the path of the database file in it, such as ".+\/receiver\.db"\n$/],
+      [['migrate', '--database', '/nonexistent/backups/'], 2, /^error: --database: "\/nonexistent\/backups\/" names a folder: give the path of the database file in it, such as "\/nonexistent\/backups\/receiver\.db"\n$/],
       // The ages swapped: an empty window is a mistake, said before the database is opened.
       [['replay', '--since', '2h', '--until', '3h'], 2, /--since \(.*\) must be before --until \(.*\)/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
