@@ -40,7 +40,8 @@ describe('CLI usage', () => {
     expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: `${version}\n` });
   });
 
-  it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', async () => {
+  // Some thirty CLI starts at once: on a loaded two-core runner, over the default 30 s.
+  it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', { timeout: 60_000 }, async () => {
     const env = { DATABASE_PATH: '/nonexistent/receiver.db' };
     const cases: [string[], number, RegExp][] = [
       [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
@@ -51,6 +52,9 @@ describe('CLI usage', () => {
       [['help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: serve, .*\)\n$/],
       [['dead-letters', 'help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: list, retry, discard\)\n$/],
       [['frobnicate'], 2, /unknown command 'frobnicate'/],
+      // Commander's suggestion on the same line: one line per error.
+      [['status', '--jsn'], 2, /^error: unknown option '--jsn' \(did you mean --json\?\)\n$/],
+      [['dead-letters', 'lst'], 2, /^error: unknown command 'lst' \(did you mean list\?\)\n$/],
       [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
