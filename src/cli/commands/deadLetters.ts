@@ -211,7 +211,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       () => queue.retryDeadLettersStoppable(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch, signal: stop?.signal }),
       (k) => `dead-letters retry: stopped part-way by the error below: ${queuedAgain(k)} before it (they stay queued; the rest stay dead letters); run it again for the rest`,
     );
-    const json = () => ({ retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    // dry_run as in the dry run's, and in every other command's that has --dry-run.
+    const json = () => ({ dry_run: false, retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     // What is said after the retry, interrupted or not: the sinks its jobs wait for, the ids that were no dead letters.
     const sayAfter = async () => {
       // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.
