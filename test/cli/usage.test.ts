@@ -66,6 +66,8 @@ describe('CLI usage', () => {
       [['migrate', '--database', '/nonexistent/backups/'], 2, /^error: --database: "\/nonexistent\/backups\/" names a folder: give the path of the database file in it, such as "\/nonexistent\/backups\/receiver\.db"\n$/],
       // The ages swapped: an empty window is a mistake, said before the database is opened.
       [['replay', '--since', '2h', '--until', '3h'], 2, /--since \(.*\) must be before --until \(.*\)/],
+      // --timeout bounds --wait only: alone, it bounded nothing, and a script took it for a bound.
+      [['replay', '--all', '--timeout', '60'], 2, /^error: --timeout bounds --wait only: give --wait too, or leave --timeout out\n$/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
       [['webhooks', 'register'], 2, /required option '--url <url>'/],
       [['webhooks', 'deliveries', 'wh_1', '--status', 'bogus'], 2, /option '--status <status>' argument 'bogus' is invalid\. Allowed choices are succeeded, failed/],
