@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
 import { loadApiSources, type ApiSource } from '../config/loadApiSources.js';
-import { checkDatabasePath, databasePathIn } from '../config/databasePath.js';
+import { checkDatabasePath, databasePathIn, folderProblem } from '../config/databasePath.js';
 import { CliError, UsageError } from './errors.js';
 
 /**
@@ -26,7 +26,12 @@ export function configProblems(problems: readonly string[]): CliError {
 export function databasePathOf(env: Env, override?: string): string {
   // An empty --database (an unset shell variable, --database "$DB") is a mistake, not "the default".
   if (override === '') throw new UsageError('--database: the path is empty (leave the option out for DATABASE_PATH or the default)');
-  if (override !== undefined) return override;
+  if (override !== undefined) {
+    // Taken as given (quotes, a `~`, spaces and all), but a folder is no database file.
+    const folder = folderProblem(override);
+    if (folder) throw new UsageError(`--database: ${folder}`);
+    return override;
+  }
   // DATABASE_PATH as `serve` takes it: one that serve refuses (`~/receiver.db` from an env file,
   // a folder) must not make a database elsewhere for `migrate`, nor send `status` to look there.
   const path = databasePathIn(env);

@@ -101,6 +101,16 @@ export function printRows<T>(io: CliIo, json: boolean | undefined, rows: readonl
   else printTable(io, headers, rows.map(cells));
 }
 
+/**
+ * A list command's rows, read with one more than its --limit: that extra row means more are
+ * stored. `print` gets the rows up to the limit; then a line on stderr says there are more (stdout,
+ * --json included, keeps only the rows), so a count taken from the list is not taken for all.
+ */
+export function printUpToLimit<T>(io: CliIo, rows: readonly T[], limit: number, what: string, print: (rows: readonly T[]) => void): void {
+  print(rows.slice(0, limit));
+  if (rows.length > limit) io.err(`warning: only the newest ${limit} ${what} are listed, and there are more: --limit <n> lists more (\`status\` counts them)`);
+}
+
 /** A plain aligned table; null and undefined print as "-"; values on one line each (oneLine). */
 export function printTable(io: CliIo, headers: readonly string[], rows: readonly (readonly unknown[])[]): void {
   const cells = rows.map((r) => r.map((v) => (v === null || v === undefined ? '-' : oneLine(String(v)))));

@@ -42,6 +42,8 @@ export function buildProgram(io: CliIo, outcome: Outcome): Command {
     .configureOutput({
       writeOut: (s) => void process.stdout.write(s),
       writeErr: (s) => void process.stderr.write(s),
+      // Commander puts its suggestion on a second line: one line, as every other error.
+      outputError: (s, write) => write(s.replace(/\n\(Did you mean (.*)\?\)\n$/, ' (did you mean $1?)\n')),
     })
     .addHelpText(
       'after',

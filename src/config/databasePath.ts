@@ -15,6 +15,14 @@ export function checkDatabasePath(path: string): string | null {
   const tilde = tildeProblem(path);
   if (tilde) return tilde;
   if (path === ':memory:' || path.startsWith('file:')) return `must be the path of a database file (${JSON.stringify(path)} is not supported: deliveries must survive a restart)`;
+  return folderProblem(path);
+}
+
+/**
+ * A path that is a folder, or names one (ends in "/"), where a database file's path is wanted:
+ * opening it would fail with SQLite's bare "disk I/O error" or "unable to open database file".
+ */
+export function folderProblem(path: string): string | null {
   let folder = false;
   try {
     folder = statSync(path, { throwIfNoEntry: false })?.isDirectory() === true;

@@ -34,13 +34,20 @@ export function repairSidecarMode(path: string): void {
   }
 }
 
+/** Why this process may not create files beside the database: its folder, the errno, this process's uid (as ` (uid N)`). */
+export interface UnwritableFolder {
+  folder: string;
+  code: string;
+  uid: string;
+}
+
 /**
  * For an open of the database that failed: when this process may not create files in the
- * database's folder, an error that says so. SQLite's own errors name nothing ("unable to open
+ * database's folder, that folder and why. SQLite's own errors name nothing ("unable to open
  * database file" for the workers lock, "attempt to write a readonly database" for a writable file
  * whose -wal it cannot create). Null when the folder is writable (or `:memory:`).
  */
-export function unwritableFolderError(path: string, cause: unknown): Error | null {
+export function unwritableFolder(path: string, cause: unknown): UnwritableFolder | null {
   if (path === ':memory:' || path === '') return null;
   // Only a failure that a folder it may not write can cause: a corrupt file, a newer schema or a
   // busy lock in such a folder keeps its own message.
@@ -54,11 +61,17 @@ export function unwritableFolderError(path: string, cause: unknown): Error | nul
     const code = (err as NodeJS.ErrnoException).code;
     // A missing folder is said where it is made (openDatabase).
     if (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') return null;
-    const uid = typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '';
-    return new Error(
-      `cannot open the database at ${path} (DATABASE_PATH): this process${uid} may not create files in its folder ${folder} (${code}); ` +
-        'SQLite makes the database\'s -wal and -shm there, and the receiver its -workers-lock and -ingest-wait: make the folder writable by this user',
-      { cause },
-    );
+    return { folder, code, uid: typeof process.getuid === 'function' ? ` (uid ${process.getuid()})` : '' };
   }
+}
+
+/** unwritableFolder as the receiver's start-up error, or null. */
+export function unwritableFolderError(path: string, cause: unknown): Error | null {
+  const f = unwritableFolder(path, cause);
+  if (!f) return null;
+  return new Error(
+    `cannot open the database at ${path} (DATABASE_PATH): this process${f.uid} may not create files in its folder ${f.folder} (${f.code}); ` +
+      'SQLite makes the database\'s -wal and -shm there, and the receiver its -workers-lock and -ingest-wait: make the folder writable by this user',
+    { cause },
+  );
 }

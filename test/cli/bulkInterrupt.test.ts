@@ -100,7 +100,7 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
       expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'pending'")).toBe(retried);
       expect(countOf(w, "SELECT count(*) FROM jobs WHERE state = 'dead'")).toBe(total - retried);
       expect(countOf(w, "SELECT count(*) FROM deliveries WHERE state = 'pending'")).toBe(retried);
-      expect(JSON.parse(r.stdout)).toEqual({ retried, interrupted: true });
+      expect(JSON.parse(r.stdout)).toEqual({ dry_run: false, retried, interrupted: true });
     });
   });
 

@@ -52,7 +52,7 @@ describe('bulk operator commands next to a running receiver', { timeout: 60_000 
       w.exec('DROP TRIGGER stop_after_500');
       const rest = await cli(['dead-letters', 'retry', '--all', '--json'], { DATABASE_PATH: path });
       expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
-      expect(JSON.parse(rest.stdout)).toEqual({ retried: 700 });
+      expect(JSON.parse(rest.stdout)).toEqual({ dry_run: false, retried: 700 });
       expect(w.prepare('SELECT state, count(*) AS n FROM jobs GROUP BY state').all()).toEqual([{ state: 'pending', n: 1_200 }]);
       expect(w.prepare('SELECT state, attempts, last_error, count(*) AS n FROM deliveries GROUP BY state').all()).toEqual([
         { state: 'pending', attempts: 0, last_error: null, n: 1_200 },

@@ -756,7 +756,7 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       expect(JSON.parse((await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--dry-run', '--json'], env)).stdout)).toEqual({ dry_run: true, retried: 3 });
       expect(w.prepare("SELECT count(*) FROM jobs WHERE state = 'dead'").pluck().get()).toBe(4);
       const retried = await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--json'], env);
-      expect(JSON.parse(retried.stdout)).toEqual({ retried: 3 });
+      expect(JSON.parse(retried.stdout)).toEqual({ dry_run: false, retried: 3 });
       expect(w.prepare("SELECT event_id, kind FROM jobs WHERE state = 'dead'").all()).toEqual([{ event_id: 'evt-globex', kind: 'sink:crm' }]);
     });
   });

@@ -40,7 +40,8 @@ describe('CLI usage', () => {
     expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: `${version}\n` });
   });
 
-  it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', async () => {
+  // Some thirty CLI starts at once: on a loaded two-core runner, over the default 30 s.
+  it('prints help with exit 0, and exits 2 with one clear line on bad usage; 1 on failures', { timeout: 60_000 }, async () => {
     const env = { DATABASE_PATH: '/nonexistent/receiver.db' };
     const cases: [string[], number, RegExp][] = [
       [['--help'], 0, /Exit codes: 0 success, 1 failure, 2 bad usage/],
@@ -51,14 +52,22 @@ describe('CLI usage', () => {
       [['help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: serve, .*\)\n$/],
       [['dead-letters', 'help', 'nosuch'], 2, /^error: unknown command "nosuch" \(commands: list, retry, discard\)\n$/],
       [['frobnicate'], 2, /unknown command 'frobnicate'/],
+      // Commander's suggestion on the same line: one line per error.
+      [['status', '--jsn'], 2, /^error: unknown option '--jsn' \(did you mean --json\?\)\n$/],
+      [['dead-letters', 'lst'], 2, /^error: unknown command 'lst' \(did you mean list\?\)\n$/],
       [['send', 'application.created', '--repeat', 'many'], 2, /--repeat <n>.*expected an integer/],
       [['send', 'no.such_type', '--secret', 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3'], 2, /no built-in fixture for "no.such_type"/],
       [['replay', '--since', 'yesterday-ish'], 2, /ISO 8601/],
       [['replay', '--since', '2026-11-31T00:00:00Z'], 2, /"2026-11-31T00:00:00Z": 2026-11-31 is not a date/],
       [['replay', '--since', '999999999d'], 2, /"999999999d": an age that long ago is not a date/],
       [['status', '--database', ''], 2, /--database: the path is empty/],
+      // Taken as given, but a folder is no database file: not SQLite's "disk I/O error" (exit 1).
+      [['status', '--database', ROOT], 2, /^error: --database: ".+" is a folder: give the path of the database file in it, such as ".+\/receiver\.db"\n$/],
+      [['migrate', '--database', '/nonexistent/backups/'], 2, /^error: --database: "\/nonexistent\/backups\/" names a folder: give the path of the database file in it, such as "\/nonexistent\/backups\/receiver\.db"\n$/],
       // The ages swapped: an empty window is a mistake, said before the database is opened.
       [['replay', '--since', '2h', '--until', '3h'], 2, /--since \(.*\) must be before --until \(.*\)/],
+      // --timeout bounds --wait only: alone, it bounded nothing, and a script took it for a bound.
+      [['replay', '--all', '--timeout', '60'], 2, /^error: --timeout bounds --wait only: give --wait too, or leave --timeout out\n$/],
       [['dead-letters', 'retry', '--all', '--kind', 'fetch_result'], 2, /cannot be used with/],
       [['webhooks', 'register'], 2, /required option '--url <url>'/],
       [['webhooks', 'deliveries', 'wh_1', '--status', 'bogus'], 2, /option '--status <status>' argument 'bogus' is invalid\. Allowed choices are succeeded, failed/],

@@ -99,7 +99,7 @@ describe('dead-letters retry of many dead letters', () => {
       const config = join(t.dir, 'config.json');
       writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'file', path: join(t.dir, 'out.ndjson'), max_attempts: 40 }] }));
       const retry = await cli(['dead-letters', 'retry', '--kind', 'sink:crm', '--json'], { DATABASE_PATH: database.sqlite.name, CONFIG_FILE: config });
-      expect({ code: retry.code, stderr: retry.stderr, stdout: JSON.parse(retry.stdout) }).toEqual({ code: 0, stderr: '', stdout: { retried: N } });
+      expect({ code: retry.code, stderr: retry.stderr, stdout: JSON.parse(retry.stdout) }).toEqual({ code: 0, stderr: '', stdout: { dry_run: false, retried: N } });
       expect(database.sqlite.prepare("SELECT max_attempts, COUNT(*) AS n FROM jobs WHERE state = 'pending' GROUP BY max_attempts").all()).toEqual([{ max_attempts: 40, n: N + 1 }]);
       expect(database.sqlite.prepare('SELECT attempts, max_attempts FROM jobs WHERE id = ?').get(waiting)).toEqual({ attempts: 2, max_attempts: 40 });
     } finally {

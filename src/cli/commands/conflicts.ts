@@ -1,7 +1,7 @@
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { escapeText, printJson, printRows, type CliIo } from '../io.js';
+import { escapeText, printJson, printRows, printUpToLimit, type CliIo } from '../io.js';
 import { parseForComparison, sameJson } from '../../util/json.js';
 
 /** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
@@ -58,9 +58,11 @@ export async function runConflictsList(io: CliIo, o: { database?: string; limit:
       .selectFrom('event_conflicts')
       .select(['id', 'event_id', 'received_at', 'source', 'delivery_id', (eb) => eb.fn<number>('length', ['envelope']).as('bytes')])
       .orderBy('id', 'desc')
-      .limit(o.limit)
+      .limit(o.limit + 1)
       .execute();
-    printRows(io, o.json, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'no conflicts', ['id', 'received', 'event', 'source', 'delivery', 'bytes'], (r) => [r.id, r.received_at, r.event_id, r.source, r.delivery_id, r.bytes]);
+    printUpToLimit(io, rows, o.limit, 'conflicts', (listed) =>
+      printRows(io, o.json, listed.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'no conflicts', ['id', 'received', 'event', 'source', 'delivery', 'bytes'], (r) => [r.id, r.received_at, r.event_id, r.source, r.delivery_id, r.bytes]),
+    );
     return 0;
   } finally {
     await database.close();

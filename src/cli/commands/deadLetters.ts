@@ -6,7 +6,7 @@ import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { saidStopped, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
-import { printJson, printTable, type CliIo } from '../io.js';
+import { printJson, printRows, printUpToLimit, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, ofTotal, progressFor, type Progress } from '../progress.js';
 import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, giveSinkMaxAttempts, sinkJobKind } from '../sinkOps.js';
@@ -38,16 +38,18 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
       .selectFrom('jobs')
       .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
       .where('id', 'in', deadLetterIds(database.db, { all: true, ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}) }));
-    const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit).execute();
-    if (o.json) printJson(io, rows);
-    else if (rows.length === 0) io.out('no dead letters');
-    else {
-      printTable(
-        io,
-        ['id', 'kind', 'event', 'source', 'attempts', 'dead since', 'last error'],
-        rows.map((r) => [r.id, r.kind, r.event_id, r.source, r.attempts, r.finished_at, (r.last_error ?? '').slice(0, 120)]),
-      );
-    }
+    const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit + 1).execute();
+    printUpToLimit(io, rows, o.limit, 'dead letters', (listed) =>
+      printRows(io, o.json, listed, 'no dead letters', ['id', 'kind', 'event', 'source', 'attempts', 'dead since', 'last error'], (r) => [
+        r.id,
+        r.kind,
+        r.event_id,
+        r.source,
+        r.attempts,
+        r.finished_at,
+        (r.last_error ?? '').slice(0, 120),
+      ]),
+    );
     return 0;
   } finally {
     await database.close();
@@ -209,7 +211,8 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       () => queue.retryDeadLettersStoppable(filterOf(o, ids), { pause, withEach: (trx, jobIds) => markRetried(trx, jobIds, retriedSinks, stampedAt), onBatch, signal: stop?.signal }),
       (k) => `dead-letters retry: stopped part-way by the error below: ${queuedAgain(k)} before it (they stay queued; the rest stay dead letters); run it again for the rest`,
     );
-    const json = () => ({ retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
+    // dry_run as in the dry run's, and in every other command's that has --dry-run.
+    const json = () => ({ dry_run: false, retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
     // What is said after the retry, interrupted or not: the sinks its jobs wait for, the ids that were no dead letters.
     const sayAfter = async () => {
       // A sink the configuration no longer has: its jobs wait for a receiver that has it. Said, not hidden.

@@ -1,7 +1,7 @@
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
-import { escapeText, printJson, printRows, type CliIo } from '../io.js';
+import { escapeText, printJson, printRows, printUpToLimit, type CliIo } from '../io.js';
 import { isCredentialHeader } from '../../util/credentialHeaders.js';
 import { createIngestWriter, repeatOutcome, type IngestOutcome } from '../../ingest/eventStore.js';
 import { parseEnvelope } from '../../ingest/parseEnvelope.js';
@@ -62,9 +62,11 @@ export async function runQuarantineList(io: CliIo, o: QuarantineListOptions): Pr
       .selectFrom('quarantine')
       .select(['id', 'received_at', 'source', 'delivery_id', 'reason', (eb) => eb.fn<number>('length', ['body']).as('bytes')])
       .orderBy('id', 'desc')
-      .limit(o.limit)
+      .limit(o.limit + 1)
       .execute();
-    printRows(io, o.json, rows.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'nothing in quarantine', ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], (r) => [r.id, r.received_at, r.source, r.delivery_id, r.bytes, r.reason]);
+    printUpToLimit(io, rows, o.limit, 'quarantined deliveries', (listed) =>
+      printRows(io, o.json, listed.map((r) => ({ ...r, bytes: Number(r.bytes) })), 'nothing in quarantine', ['id', 'received', 'source', 'delivery', 'bytes', 'reason'], (r) => [r.id, r.received_at, r.source, r.delivery_id, r.bytes, r.reason]),
+    );
     return 0;
   } finally {
     await database.close();

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import { FIXTURE_TYPES } from '../fixtures.js';
+import { UsageError } from '../errors.js';
 import { afterArg, collect, intArg, timeArg } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
 import { databaseOption, examples, jsonOption } from './options.js';
@@ -78,7 +79,11 @@ function addReplayCommand(program: Command, { io, done }: CommandContext): void 
         '\nCtrl-C or SIGTERM stops it after the batch in flight: a line on stderr says what was queued and where it stopped, with the --after that continues from there (with --json, also the counts so far with "interrupted": true), exit 130 or 143; during --wait, it ends the wait at once, saying what had finished (the work stays queued). A second one (not the same one within half a second, as timeout repeats it) ends it at once. A --dry-run ends at once.' +
         '\nOn a terminal a run shows a bar on stderr (with --json, a line rewritten in place: replay: 12,000 events selected so far; replay --wait: 40 of 300 finished (13%)); elsewhere stdout lists the events and stderr shows nothing, unless --progress. Stdout and the exit code are the same either way.',
     )
-    .action((o) => done(import('../commands/replay.js').then((m) => m.runReplay(io, o))));
+    .action((o, cmd: Command) => {
+      // --timeout bounds --wait and nothing else: given alone, a script took it for a bound of the replay.
+      if (cmd.getOptionValueSource('timeout') === 'cli' && !o.wait) throw new UsageError('--timeout bounds --wait only: give --wait too, or leave --timeout out');
+      return done(import('../commands/replay.js').then((m) => m.runReplay(io, o)));
+    });
 }
 
 /** status: what the database holds, at a glance. */
