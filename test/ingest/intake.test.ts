@@ -178,6 +178,26 @@ describe('POST /webhooks over real HTTP', () => {
     expect(await conflictsCounted()).toBe(conflictsBefore + 1);
   });
 
+  it('stores a conflicting delivery once, however often the same signed delivery is repeated (a retry, a replay within its 5 minutes)', async () => {
+    const env = envelope();
+    expect((await post(signDelivery(secret, JSON.stringify(env)))).status).toBe(200);
+    const changed = JSON.stringify({ ...env, payload: { note: 'x'.repeat(32 * 1024) } });
+    const d = signDelivery(secret, changed);
+    const conflictsBefore = await conflictsCounted();
+    const answers = [];
+    // Sent one after the other and several at once (one group commit).
+    for (let i = 0; i < 3; i++) answers.push(await post(d));
+    answers.push(...(await Promise.all([post(d), post(d), post(d)])));
+    for (const res of answers) expect(await res.json()).toEqual({ outcome: 'conflict', id: env.id });
+    expect(one('SELECT COUNT(*) FROM event_conflicts WHERE event_id = ?', env.id)).toBe(1);
+    // Every delivery is still answered and counted as a conflict: only the copies are not kept.
+    expect(await conflictsCounted()).toBe(conflictsBefore + 6);
+    // The same bytes under another webhook-id are another delivery, and kept as such; so is another body.
+    expect((await post(signDelivery(secret, changed))).status).toBe(200);
+    expect((await post(signDelivery(secret, JSON.stringify({ ...env, payload: {} })))).status).toBe(200);
+    expect(one('SELECT COUNT(*) FROM event_conflicts WHERE event_id = ?', env.id)).toBe(3);
+  });
+
   it('numbers are compared as written: bodies differing only past 2^53 are a conflict, not a duplicate', async () => {
     const env = envelope();
     const body = (n: string) => JSON.stringify({ ...env, payload: { ...(env.payload as object), seq: 0 } }).replace('"seq":0', `"seq":${n}`);
