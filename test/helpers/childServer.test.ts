@@ -10,6 +10,24 @@ import { freePort } from './testPort.js';
 /** A receiver's settings but PORT, with its database in `dir`. */
 const receiverEnv = (dir: string) => ({ WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', DATABASE_PATH: join(dir, 'r.db'), HOST: '127.0.0.1' });
 
+describe('listensOn', () => {
+  it('says false for a process that is gone, so a child that exited during a wait is not taken as ready', async () => {
+    const port = await freePort();
+    const other = createServer(() => undefined);
+    await new Promise<void>((r) => other.listen(port, '127.0.0.1', () => r()));
+    const child = runTs('src/main.ts', ['--version'], {});
+    await child.exited;
+    try {
+      // Reaped: /proc/<pid> is gone. Before, that read as "cannot tell" (undefined), and
+      // waitForHttp took another process's answer on the port as the child's.
+      expect(listensOn(child.proc.pid!, port)).toBe(false);
+      expect(listensOn(process.pid, port)).toBe(true);
+    } finally {
+      other.close();
+    }
+  });
+});
+
 describe('waitForHttp with the child meant to answer', () => {
   it('is not satisfied by another server on the port: it fails with the child\'s own error once the child gives up', async () => {
     // Another test's receiver, already on the port the child is given: it answers /healthz.

@@ -72,16 +72,23 @@ function ownerGone(owner: HttpOwner): string | null {
 
 /**
  * Whether process `pid` holds a listening TCP socket on `port` (Linux: its fds against
- * /proc/net/tcp and tcp6); undefined where that cannot be read, so the caller does not refuse.
+ * /proc/net/tcp and tcp6); undefined where /proc cannot tell (no such tables, or the process's
+ * fds not ours to read), so the caller does not refuse. A process that is gone listens on
+ * nothing: false (it exited between the caller's look at it and this one).
  */
 export function listensOn(pid: number, port: number): boolean | undefined {
   let fds: string[];
   let table: string;
   try {
-    fds = readdirSync(`/proc/${pid}/fd`);
     table = ['/proc/net/tcp', '/proc/net/tcp6'].map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : '')).join('\n');
   } catch {
     return undefined;
+  }
+  if (table === '\n') return undefined;
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? false : undefined;
   }
   const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
   const inodes = new Set<string>();
