@@ -1,9 +1,11 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readMigrations } from '../../src/db/migrate.js';
-import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
+import { freePort, ROOT, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { cli, whileCommitting } from './helpers.js';
@@ -233,4 +235,28 @@ describe('backup', () => {
     expect(copy.prepare('SELECT MAX(version) FROM schema_migrations').pluck().get()).toBe(latest + 1);
     copy.close();
   }, 40_000);
+
+  // A full destination: a 1 MB tmpfs mounted over an empty folder in a mount namespace of the
+  // CLI's own (as root, or as a user where unprivileged user namespaces are allowed).
+  const unshareArgs = [['--mount'], ['--user', '--map-root-user', '--mount']].find(
+    (a) => spawnSync('unshare', [...a, 'sh', '-c', 'mount -t tmpfs -o size=64k tmpfs "$0"', tmpdir()], { stdio: 'ignore' }).status === 0,
+  );
+  it.skipIf(unshareArgs === undefined)('says it is the destination that has no room, when the copy does not fit (and leaves no partial copy)', async () => {
+    const folder = join(dir, 'full');
+    mkdirSync(folder);
+    const target = join(folder, 'copy.db');
+    const script = 'mount -t tmpfs -o size=1m tmpfs "$0" || exit 99; "$@"; rc=$?; echo "left: [$(ls -A "$0")]" >&2; exit $rc';
+    const child = spawn('unshare', [...unshareArgs!, 'sh', '-c', script, folder, process.execPath, '--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`, 'backup', target, '--database', dbPath], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 25_000);
+    const code = await new Promise<number | null>((r) => child.on('close', r)).finally(() => clearTimeout(timer));
+    expect(code, stderr).toBe(1);
+    expect(stderr).toContain(`no room for the copy in ${folder} (the database is `);
+    expect(stderr).toContain('left: []');
+  }, 30_000);
 });

@@ -139,7 +139,7 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     await madeDurable();
   } catch (err) {
     removePartial();
-    throw new CliError(`backup of ${source} failed: ${(err as Error).message}`);
+    throw new CliError(`backup of ${source} failed: ${(err as Error).message}${noRoomFor(err, target, source)}`);
   } finally {
     offSignals();
     progress.end();
@@ -154,4 +154,21 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
     io.out(`${source} backed up to ${target}: ${bytes} bytes, schema version ${summary.version}, ${summary.events} events, in ${seconds} s`);
   }
   return 0;
+}
+
+/**
+ * For a copy that failed for want of space: whose disk it was. SQLite says "database or disk is
+ * full", which read as the receiver's own database; the backup only reads that one and writes the
+ * copy in the destination's folder.
+ */
+function noRoomFor(err: unknown, target: string, source: string): string {
+  const code = (err as { code?: unknown }).code;
+  if (code !== 'SQLITE_FULL' && code !== 'ENOSPC') return '';
+  let size = '';
+  try {
+    size = ` (the database is ${Math.ceil(statSync(source).size / 1e6)} MB, and the copy about as large)`;
+  } catch {
+    // the size is only a hint
+  }
+  return `: no room for the copy in ${dirname(target)}${size}; the database itself was only read, and no partial copy was left`;
 }
