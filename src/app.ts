@@ -28,6 +28,7 @@ import { createProcessingContext } from './processing/createProcessingContext.js
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
 import { startWorkers, type WorkersLocks } from './processing/startWorkers.js';
 import { WorkerSweeps } from './processing/WorkerSweeps.js';
+import { sinkJobKind } from './sinks/enqueueDeliveries.js';
 import type { FanOutOptions } from './sinks/FanOut.js';
 import { systemClock, type Clock } from './util/clock.js';
 import { isLoopbackHost } from './util/loopback.js';
@@ -146,7 +147,17 @@ function buildReceiver(deps: AppDeps) {
   const { queue, pauses, ownHttp, fanOut, processingShutdown, processing } = createProcessingContext({ config, database, clock, logger, metrics, deps });
   const { fetchDeadLetter, pacer, folder, worker } = createProcessingWorkers({ config, queue, pauses, clock, logger, metrics, processing });
 
-  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState });
+  /** The sources the workers of this process hold now (a Retry-After, the outage breaker): in their memory, for /metrics and /readyz. */
+  const heldSources = (now: number) => [...worker.heldSources(now), ...fanOut.heldSources(now)];
+  // At 0 while not held only where the workers run: a `serve` with WORKER_CONCURRENCY=0 cannot
+  // know (the `work` process beside it reports them on WORK_METRICS_PORT).
+  const holdSeries = config.workerConcurrency > 0 ? [...config.sources.map((s) => s.name), ...config.sinks.map((s) => sinkJobKind(s.name))] : [];
+  metrics.sourceHolds.read = () => {
+    const now = clock.now();
+    return { now, holds: heldSources(now), sources: holdSeries };
+  };
+
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState, heldSources });
 
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();

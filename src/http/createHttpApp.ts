@@ -11,7 +11,8 @@ import { createWebhookHandler } from '../ingest/webhookRoute.js';
 import type { WriteLockHold } from '../ingest/WriteLockHold.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Clock } from '../util/clock.js';
+import type { SourceHold } from '../queue/SourceHolds.js';
+import { isoTime, type Clock } from '../util/clock.js';
 import { registerHealthRoutes } from './healthRoutes.js';
 import { metricsOnlyApp } from './metricsOnlyApp.js';
 import { createMetricsRoute } from './metricsRoute.js';
@@ -27,13 +28,15 @@ export interface HttpAppDeps {
   fileWatch: DatabaseFileWatch;
   /** Read by the routes: draining (set by stop) and storageFailure (set by the committer). */
   state: IngestState;
+  /** The sources this process's workers hold at a time (a Retry-After, the outage breaker), for /readyz. */
+  heldSources?: (now: number) => SourceHold[];
 }
 
 /**
  * The receiver's Hono app (deliveries, /healthz and /readyz, /metrics unless METRICS_PORT), the
  * app of /metrics on METRICS_PORT when it is set, and the handler of their unhandled errors.
  */
-export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state }: HttpAppDeps) {
+export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state, heldSources = () => [] }: HttpAppDeps) {
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
   const webhookHandler = createWebhookHandler({
     verifier: createVerifier(config.sources, clock),
@@ -62,7 +65,13 @@ export function createHttpApp({ config, database, clock, logger, metrics, commit
   // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
   const configuredSinks = new Set(config.sinks.map((s) => s.name));
   const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks() }), () => state.storageFailure, {
+  // Held by the workers of this process (in their memory: none in a `serve` with
+  // WORKER_CONCURRENCY=0), reported like the pauses: the receiver still ingests meanwhile.
+  const held = () =>
+    heldSources(clock.now())
+      .sort((a, b) => a.source.localeCompare(b.source) || a.reason.localeCompare(b.reason))
+      .map((h) => ({ source: h.source, reason: h.reason, until: isoTime(h.untilMs) }));
+  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks(), held_sources: held() }), () => state.storageFailure, {
     hold: lockHold,
     boundMs: config.writeTimeoutMs,
     clock,

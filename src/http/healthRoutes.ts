@@ -6,7 +6,7 @@ import type { WriteLockHold } from '../ingest/WriteLockHold.js';
 import { systemClock, type Clock } from '../util/clock.js';
 
 export interface ReadinessExtras {
-  /** Extra detail for /readyz (paused sources, disabled sinks): reported, never failing readiness. */
+  /** Extra detail for /readyz (paused sources, disabled sinks, held sources): reported, never failing readiness. */
   (): Record<string, unknown>;
 }
 

@@ -96,6 +96,8 @@ function bothWorkers(folder: Worker, fetcher: Worker) {
       folder.kick();
       fetcher.kick();
     },
+    /** The sources they hold (the fetcher's; the folder is never gated, so it holds none). */
+    heldSources: (now: number) => [...folder.heldSources(now), ...fetcher.heldSources(now)],
     async runUntilIdle(maxJobs = 10_000): Promise<number> {
       let total = 0;
       for (;;) {

@@ -11,6 +11,16 @@ export function outageHoldMs(failures: number): number {
   return Math.min(OUTAGE_HOLD_MAX_MS, OUTAGE_HOLD_FIRST_MS * 2 ** Math.floor((failures - OUTAGE_HOLD_AFTER) / 4));
 }
 
+/** Why a worker holds a whole source: the remote's Retry-After, or the outage breaker. */
+export type HoldReason = 'retry_after' | 'outage';
+
+/** One hold of a source at a moment: until when (the worker's clock), and why. */
+export interface SourceHold {
+  source: string;
+  reason: HoldReason;
+  untilMs: number;
+}
+
 /**
  * A worker's holds of whole sources, apart from the gate's pauses: a remote's Retry-After and
  * the outage breaker. None of a held source's jobs of a gated kind is claimed until its hold ends.
@@ -69,6 +79,18 @@ export class SourceHolds {
       }
     }
     return [...out];
+  }
+
+  /**
+   * The holds still running at `now`, each reason apart (a source can be held by both), for the
+   * metrics and /readyz: read at a scrape, so expired entries are left for the claim to drop.
+   */
+  held(now: number): SourceHold[] {
+    const out: SourceHold[] = [];
+    for (const [reason, holds] of [['retry_after', this.throttledUntil], ['outage', this.outageHoldUntil]] as const) {
+      for (const [source, untilMs] of holds) if (untilMs > now) out.push({ source, reason, untilMs });
+    }
+    return out;
   }
 
   /**

@@ -9,14 +9,14 @@ import type { ClaimedJob, JobQueue } from './JobQueue.js';
 import { JobRunner } from './JobRunner.js';
 import type { Pacer } from './Pacer.js';
 import { gatesKind, type HeldSources, type SourceGate } from './SourceGate.js';
-import { SourceHolds } from './SourceHolds.js';
+import { SourceHolds, type SourceHold } from './SourceHolds.js';
 import type { WorkSource } from './WorkSource.js';
 
 export { failedBeforeRequest, type BatchItemResult, type BatchJobHandler, type BatchOutcome, type HandlerResult, type JobHandler } from './JobHandler.js';
 export { UNFINISHED_LAST_ATTEMPT } from './JobRunner.js';
 export type { Pacer } from './Pacer.js';
 export type { HeldSources, SourceGate } from './SourceGate.js';
-export { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, OUTAGE_HOLD_MAX_MS } from './SourceHolds.js';
+export { OUTAGE_HOLD_AFTER, OUTAGE_HOLD_FIRST_MS, OUTAGE_HOLD_MAX_MS, type HoldReason, type SourceHold } from './SourceHolds.js';
 export type { WorkSource } from './WorkSource.js';
 
 /** How long a worker leaves its source alone after the source's run failed. */
@@ -108,6 +108,11 @@ export class Worker {
 
   private gated(kind: string): boolean {
     return gatesKind(this.opts.gatedKinds, kind);
+  }
+
+  /** The sources this worker holds at `now` (a Retry-After, the outage breaker): in its memory only, for the metrics and /readyz. */
+  heldSources(now: number): SourceHold[] {
+    return this.holds.held(now);
   }
 
   private get concurrency() {

@@ -7,7 +7,7 @@ import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
 import type { JobQueue } from '../queue/JobQueue.js';
-import { Worker, type WorkerOptions } from '../queue/Worker.js';
+import { Worker, type SourceHold, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
@@ -251,6 +251,11 @@ export class FanOut {
       total += ran;
       if (ran === 0 || total >= maxJobs) return total;
     }
+  }
+
+  /** The sinks their lanes hold at `now` (a consumer's Retry-After, the outage breaker), as sources `sink:<name>`. */
+  heldSources(now: number): SourceHold[] {
+    return this.lanes.flatMap((l) => l.worker.heldSources(now));
   }
 
   worker(sink: string): Worker | undefined {

@@ -41,4 +41,21 @@ describe('SourceHolds', () => {
     expect(h.release(['a'], 4_999)).toEqual(['b']);
     expect(h.throttled(5_000)).toEqual([]);
   });
+
+  it('held: each reason of a source apart (a Retry-After and the breaker can hold one source at once), until when, and not once passed', () => {
+    const h = new SourceHolds(logger);
+    h.throttle('a', 0, 60_000, logger);
+    for (let i = 0; i < OUTAGE_HOLD_AFTER; i++) h.holdForOutage('a', 0, logger);
+    h.throttle('b', 0, 5_000, logger);
+    expect(h.held(1_000)).toEqual([
+      { source: 'a', reason: 'retry_after', untilMs: 60_000 },
+      { source: 'b', reason: 'retry_after', untilMs: 5_000 },
+      { source: 'a', reason: 'outage', untilMs: OUTAGE_HOLD_FIRST_MS },
+    ]);
+    expect(h.held(OUTAGE_HOLD_FIRST_MS)).toEqual([{ source: 'a', reason: 'retry_after', untilMs: 60_000 }]);
+    h.wentThrough('a');
+    expect(h.held(0).map((x) => `${x.source}:${x.reason}`)).toEqual(['a:retry_after', 'b:retry_after']);
+    h.release(['a', 'b'], 0);
+    expect(h.held(0)).toEqual([]);
+  });
 });
