@@ -50,9 +50,12 @@ const REDACTED = '[redacted]';
  * (`sk-<segment>.<segment>`), a `whsec_` signing secret (spec 2.11), or a token after `Bearer` or
  * `Basic` (8 characters or more, a digit among them: not "Bearer token"). The text may name
  * another key than the one this read sent (the key it replaced after a rotation, a colleague's):
- * none goes to a log line or a `last_error` column.
+ * none goes to a log line or a `last_error` column. A key's first segment is a short name (at most
+ * 100 characters here): unbounded, each `sk-` of a long word was a match attempt that ran to the
+ * word's end looking for its dot, in time that grew with the square of the text (300 KB of `sk-`
+ * in an error detail held the event loop 30 s; a body may have 5 MB).
  */
-const CREDENTIAL = /\bsk-[^\s."'<>,;()[\]{}]+\.[^\s"'<>,;()[\]{}]+|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
+const CREDENTIAL = /\bsk-[^\s."'<>,;()[\]{}]{1,100}\.[^\s"'<>,;()[\]{}]+|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
 
 /**
  * A client for one source (base URL + key) of the hiring service's scoring

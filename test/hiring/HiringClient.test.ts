@@ -433,6 +433,18 @@ describe('the key stays secret', () => {
     expect(outcome.rawBody).toBe('you sent: Bearer [redacted]');
   });
 
+  it("a long error detail of many `sk-` words is redacted in one pass, not in time that grows with its square", async () => {
+    // Each `sk-` began a match attempt that ran to the end of the word looking for the dot:
+    // 300 KB of them took 30 s of the event loop (1 MB, the body limit allows 5, some 6 minutes).
+    const detail = 'sk-'.repeat(100_000);
+    const server = await serve((_req, res) => json(res, 400, [{ code: 'invalid_input', detail, attr: null }]));
+    const c = client(server);
+    const started = performance.now();
+    const outcome = expectKind(await c.getInterview(APP_ID), 'client_error');
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(outcome.errors[0]?.detail).toBe(detail);
+  }, 60_000);
+
   it('never shows the key when the client is printed or serialized', () => {
     const c = client('https://hiring.example/');
     expect(String(c)).toBe('HiringClient(https://hiring.example)');
