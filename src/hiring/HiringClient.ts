@@ -53,9 +53,12 @@ const REDACTED = '[redacted]';
  * none goes to a log line or a `last_error` column. A key's first segment is a short name (at most
  * 100 characters here): unbounded, each `sk-` of a long word was a match attempt that ran to the
  * word's end looking for its dot, in time that grew with the square of the text (300 KB of `sk-`
- * in an error detail held the event loop 30 s; a body may have 5 MB).
+ * in an error detail held the event loop 30 s; a body may have 5 MB). Not a key: an `sk-` inside a
+ * URL or a longer name (after `/`, `.`, `@` or `-`: `https://sk-eu.hiring.example`, a redirect's
+ * Location, came out `https://[redacted]`), nor one whose second segment is shorter than 8
+ * characters (a locale `sk-SK.UTF-8`, a version `sk-1.2`).
  */
-const CREDENTIAL = /\bsk-[^\s."'<>,;()[\]{}]{1,100}\.[^\s"'<>,;()[\]{}]+|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
+const CREDENTIAL = /(?<![\w/.@-])sk-[^\s."'<>,;()[\]{}]{1,100}\.[^\s"'<>,;()[\]{}]{8,}|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
 
 /**
  * A client for one source (base URL + key) of the hiring service's scoring
