@@ -3,6 +3,7 @@ import { sharedHttpClient, type HttpClient, type HttpResponse } from '../http/ht
 import { resourcePath } from './resourcePath.js';
 import type { HiringOutcome, HiringResource } from './types.js';
 import { resolveLocation } from '../util/httpTarget.js';
+import { redactCredentials } from '../util/redactCredentials.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -46,21 +47,6 @@ export interface HiringClient {
 const REDACTED = '[redacted]';
 
 /**
- * What looks like a credential in the service's text: a key of spec 5's form
- * (`sk-<segment>.<segment>`), a `whsec_` signing secret (spec 2.11), or a token after `Bearer` or
- * `Basic` (8 characters or more, a digit among them: not "Bearer token"). The text may name
- * another key than the one this read sent (the key it replaced after a rotation, a colleague's):
- * none goes to a log line or a `last_error` column. A key's first segment is a short name (at most
- * 100 characters here): unbounded, each `sk-` of a long word was a match attempt that ran to the
- * word's end looking for its dot, in time that grew with the square of the text (300 KB of `sk-`
- * in an error detail held the event loop 30 s; a body may have 5 MB). Not a key: an `sk-` inside a
- * URL or a longer name (after `/`, `.`, `@` or `-`: `https://sk-eu.hiring.example`, a redirect's
- * Location, came out `https://[redacted]`), nor one whose second segment is shorter than 8
- * characters (a locale `sk-SK.UTF-8`, a version `sk-1.2`).
- */
-const CREDENTIAL = /(?<![\w/.@-])sk-[^\s."'<>,;()[\]{}]{1,100}\.[^\s"'<>,;()[\]{}]{8,}|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
-
-/**
  * A client for one source (base URL + key) of the hiring service's scoring
  * reads. Every read resolves to a classified {@link HiringOutcome}; it only
  * rejects for programmer errors (unknown resource, empty or dot-segment id).
@@ -81,7 +67,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     'user-agent': options.userAgent ?? DEFAULT_USER_AGENT,
   };
   const scrub = (text: string): string =>
-    (text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text).replace(CREDENTIAL, (_m, scheme?: string) => (scheme === undefined ? REDACTED : `${scheme} ${REDACTED}`));
+    redactCredentials(text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text);
 
   async function fetchResource(
     resource: HiringResource,
