@@ -2,6 +2,7 @@ import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
 import { describeLocation } from '../util/httpTarget.js';
+import { redactCredentials } from '../util/redactCredentials.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
 
 /** One error object of spec 2.1. */
@@ -111,9 +112,9 @@ export class WebhooksApi {
         throw new NotTheApiError(`the service answered a redirect (${res.status}${location ? ` to ${describeLocation(location, url)}` : ''}); not followed: check HIRING_API_URL`);
       }
       // What the service wrote goes to a terminal or a CI log: without the key (a proxy may echo
-      // the Authorization header) and without candidates' addresses and numbers.
+      // the Authorization header), another key or secret it names, and candidates' addresses and numbers.
       const key = this.settings.apiKey;
-      const clean = (t: string) => redactPersonalData(key !== '' && t.includes(key) ? t.split(key).join('[redacted]') : t);
+      const clean = (t: string) => redactPersonalData(redactCredentials(key !== '' && t.includes(key) ? t.split(key).join('[redacted]') : t));
       const said = errors.map((e) => ({ code: clean(e.code), detail: clean(e.detail), attr: e.attr === null ? null : clean(e.attr) }));
       throw new ApiFailure(res.status, said, explain(res.status, said));
     }

@@ -30,28 +30,41 @@ export class NewerDatabaseError extends Error {
 }
 
 /**
- * A SQLite database with tables but no schema_migrations, which every database the receiver made
- * has from its first start: another program's (DATABASE_PATH naming the wrong file). Migrating it
- * would write the receiver's tables into that program's file, and serve on it.
+ * A SQLite database with tables but no schema_migrations of the receiver's, which every database
+ * the receiver made has from its first start (created alone, before migration 001's tables):
+ * another program's (DATABASE_PATH naming the wrong file). Migrating it would write the receiver's
+ * tables into that program's file, and serve on it. A schema_migrations of another tool
+ * (golang-migrate's, Rails', Ecto's, dbmate's) is no sign of the receiver's.
  */
 export class ForeignDatabaseError extends Error {
   constructor(readonly tables: readonly string[]) {
     const shown = tables.slice(0, 5).join(', ') + (tables.length > 5 ? `, and ${tables.length - 5} more` : '');
+    const why = tables.includes('schema_migrations')
+      ? `its schema_migrations table is not the receiver's (it lacks the columns ${RECEIVER_SCHEMA_MIGRATIONS.join(', ')}, which every database the receiver made has)`
+      : 'no schema_migrations table, which every database the receiver made has';
     super(
-      `it is not the receiver's database but another program's: it has tables (${shown}) and no schema_migrations table, which every database the receiver made has. ` +
+      `it is not the receiver's database but another program's: it has tables (${shown}) and ${why}. ` +
         'It was left as it was. Give the path of the receiver\'s database, or of a file that does not exist yet for a new one',
     );
     this.name = 'ForeignDatabaseError';
   }
 }
 
-/** The tables and views of a database that has no schema_migrations (empty for one that has it, or an empty file). */
+/** The columns schema_migrations has had since the receiver's first version (6cc46f0). */
+const RECEIVER_SCHEMA_MIGRATIONS = ['version', 'name', 'applied_at'] as const;
+
+/**
+ * The tables and views of a database that has no schema_migrations of the receiver's (empty for
+ * one that has it, or an empty file).
+ */
 function foreignTables(sqlite: BetterSqlite3.Database): string[] {
   const names = sqlite
     .prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
     .pluck()
     .all() as string[];
-  return names.includes('schema_migrations') ? [] : names;
+  if (!names.includes('schema_migrations')) return names;
+  const columns = sqlite.prepare("SELECT name FROM pragma_table_info('schema_migrations')").pluck().all() as string[];
+  return RECEIVER_SCHEMA_MIGRATIONS.every((c) => columns.includes(c)) ? [] : names;
 }
 
 /**

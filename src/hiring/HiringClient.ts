@@ -3,6 +3,7 @@ import { sharedHttpClient, type HttpClient, type HttpResponse } from '../http/ht
 import { resourcePath } from './resourcePath.js';
 import type { HiringOutcome, HiringResource } from './types.js';
 import { resolveLocation } from '../util/httpTarget.js';
+import { redactCredentials } from '../util/redactCredentials.js';
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -46,15 +47,6 @@ export interface HiringClient {
 const REDACTED = '[redacted]';
 
 /**
- * What looks like a credential in the service's text: a key of spec 5's form
- * (`sk-<segment>.<segment>`), a `whsec_` signing secret (spec 2.11), or a token after `Bearer` or
- * `Basic` (8 characters or more, a digit among them: not "Bearer token"). The text may name
- * another key than the one this read sent (the key it replaced after a rotation, a colleague's):
- * none goes to a log line or a `last_error` column.
- */
-const CREDENTIAL = /\bsk-[^\s."'<>,;()[\]{}]+\.[^\s"'<>,;()[\]{}]+|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
-
-/**
  * A client for one source (base URL + key) of the hiring service's scoring
  * reads. Every read resolves to a classified {@link HiringOutcome}; it only
  * rejects for programmer errors (unknown resource, empty or dot-segment id).
@@ -75,7 +67,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     'user-agent': options.userAgent ?? DEFAULT_USER_AGENT,
   };
   const scrub = (text: string): string =>
-    (text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text).replace(CREDENTIAL, (_m, scheme?: string) => (scheme === undefined ? REDACTED : `${scheme} ${REDACTED}`));
+    redactCredentials(text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text);
 
   async function fetchResource(
     resource: HiringResource,

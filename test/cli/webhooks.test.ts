@@ -308,6 +308,25 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it("prints the service's error text without another key or a signing secret it names (a rotated key, a colleague's)", async () => {
+    const other = 'sk-acme0002.colleaguesKeyValue00000000';
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    const api = createServer((req, res) => {
+      req.resume();
+      req.on('end', () =>
+        res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify([{ code: 'invalid_input', detail: `key ${other} was replaced; secret ${secret} is in use`, attr: null }])),
+      );
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    try {
+      const r = await cli(['webhooks', 'delete', 'wh_1'], { HIRING_API_URL: `http://127.0.0.1:${(api.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe('error: the service answered 400: invalid_input: key [redacted] was replaced; secret [redacted] is in use\n');
+    } finally {
+      api.close();
+    }
+  });
+
   it('a redirect (HIRING_API_URL http:// behind a 301 to https) is a clear error naming where it points, by its origin only, for every command', async () => {
     const requests: string[] = [];
     const api = createServer((req, res) => {

@@ -52,6 +52,31 @@ describe('a file that is not a database this build may write', () => {
     expect(readFileSync(path).equals(before)).toBe(true);
   });
 
+  it("another program's database with a schema_migrations table of its own (golang-migrate's, Rails'): refused, left as it was", async () => {
+    // golang-migrate's table: (version, dirty). Its version 3 passed for a receiver database at 3:
+    // serve turned the file into WAL mode and added compatible_from to that table before migration
+    // 001 failed on its missing name column. Rails' text versions were called "written by a newer
+    // version of the receiver".
+    for (const [name, table, row] of [
+      ['golang-migrate.db', 'CREATE TABLE schema_migrations (version uint64 NOT NULL PRIMARY KEY, dirty boolean NOT NULL)', 'INSERT INTO schema_migrations VALUES (3, 0)'],
+      ['rails.db', 'CREATE TABLE schema_migrations (version varchar NOT NULL PRIMARY KEY)', "INSERT INTO schema_migrations VALUES ('20240105120000')"],
+    ] as const) {
+      const path = join(dir, name);
+      const db = new BetterSqlite3(path);
+      db.exec(`${table}; ${row}; CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)`);
+      db.close();
+      const before = readFileSync(path);
+      const served = await serveOn(path);
+      expect(served.code).toBe(1);
+      expect(served.stderr).toMatch(/it is not the receiver's database but another program's: it has tables \(schema_migrations, users\) and its schema_migrations table is not the receiver's/);
+      expect(readFileSync(path).equals(before)).toBe(true);
+      const status = await cli(['status', '--database', path]);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toMatch(/another program's/);
+      expect(readFileSync(path).equals(before)).toBe(true);
+    }
+  });
+
   it("a backup of a newer version's database (rollback-journal mode): refused before anything is written, the file left as it was", async () => {
     const path = join(dir, 'newer.db');
     expect((await cli(['migrate', '--database', path])).code).toBe(0);

@@ -433,6 +433,36 @@ describe('the key stays secret', () => {
     expect(outcome.rawBody).toBe('you sent: Bearer [redacted]');
   });
 
+  it("a long error detail of many `sk-` words is redacted in one pass, not in time that grows with its square", async () => {
+    // Each `sk-` began a match attempt that ran to the end of the word looking for the dot:
+    // 300 KB of them took 30 s of the event loop (1 MB, the body limit allows 5, some 6 minutes).
+    const detail = 'sk-'.repeat(100_000);
+    const server = await serve((_req, res) => json(res, 400, [{ code: 'invalid_input', detail, attr: null }]));
+    const c = client(server);
+    const started = performance.now();
+    const outcome = expectKind(await c.getInterview(APP_ID), 'client_error');
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(outcome.errors[0]?.detail).toBe(detail);
+  }, 60_000);
+
+  it('text that only looks like a key keeps its words: a locale, a version, a URL; another key is still redacted', async () => {
+    const kept = ['unsupported locale sk-SK.UTF-8', 'runs on sk-1.2', 'see https://docs.example/keys/sk-format.html', 'moved to https://sk-eu.hiring.example/v2', 'task-3.1 and desk-2.0'];
+    const server = await serve((_req, res) =>
+      json(res, 400, [...kept.map((detail) => ({ code: 'invalid_input', detail, attr: null })), { code: 'invalid_input', detail: "key 'sk-other01.AnotherSecretValue99' was revoked", attr: null }]),
+    );
+    const outcome = expectKind(await client(server).getInterview(APP_ID), 'client_error');
+    expect(outcome.errors.map((e) => e.detail)).toEqual([...kept, "key '[redacted]' was revoked"]);
+  });
+
+  it("a redirect to a host whose name begins with sk- says that host, not [redacted]", async () => {
+    const location = 'https://sk-eu.hiring.example/api/v2/applications/x/interview';
+    const server = await serve((_req, res) => {
+      res.writeHead(308, { location });
+      res.end();
+    });
+    expect(expectKind(await client(server).getInterview(APP_ID), 'redirect').location).toBe(location);
+  });
+
   it('never shows the key when the client is printed or serialized', () => {
     const c = client('https://hiring.example/');
     expect(String(c)).toBe('HiringClient(https://hiring.example)');
