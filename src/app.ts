@@ -150,14 +150,22 @@ function buildReceiver(deps: AppDeps) {
   /** The sources the workers of this process hold now (a Retry-After, the outage breaker): in their memory, for /metrics and /readyz. */
   const heldSources = (now: number) => [...worker.heldSources(now), ...fanOut.heldSources(now)];
   // At 0 while not held only where the workers run: a `serve` with WORKER_CONCURRENCY=0 cannot
-  // know (the `work` process beside it reports them on WORK_METRICS_PORT).
-  const holdSeries = config.workerConcurrency > 0 ? [...config.sources.map((s) => s.name), ...config.sinks.map((s) => sinkJobKind(s.name))] : [];
+  // know (the `work` process beside it reports them on WORK_METRICS_PORT), nor its /readyz.
+  const runsWorkers = config.workerConcurrency > 0;
+  // Each for the reasons that can hold it: the outage breaker holds a source's reads only (the
+  // sinks' failures are never marked an outage), so a sink's `outage` series would be 0 for ever.
+  const holdSeries = runsWorkers
+    ? [
+        ...config.sources.flatMap((s) => [{ source: s.name, reason: 'retry_after' as const }, { source: s.name, reason: 'outage' as const }]),
+        ...config.sinks.map((s) => ({ source: sinkJobKind(s.name), reason: 'retry_after' as const })),
+      ]
+    : [];
   metrics.sourceHolds.read = () => {
     const now = clock.now();
-    return { now, holds: heldSources(now), sources: holdSeries };
+    return { now, holds: heldSources(now), series: holdSeries };
   };
 
-  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState, heldSources });
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState, ...(runsWorkers ? { heldSources } : {}) });
 
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();

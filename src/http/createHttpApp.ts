@@ -28,7 +28,11 @@ export interface HttpAppDeps {
   fileWatch: DatabaseFileWatch;
   /** Read by the routes: draining (set by stop) and storageFailure (set by the committer). */
   state: IngestState;
-  /** The sources this process's workers hold at a time (a Retry-After, the outage breaker), for /readyz. */
+  /**
+   * The sources this process's workers hold at a time (a Retry-After, the outage breaker), for
+   * /readyz; absent where no workers run (a `serve` with WORKER_CONCURRENCY=0), whose /readyz then
+   * has no `held_sources`: an empty list would say "none held" of holds in the `work` process.
+   */
   heldSources?: (now: number) => SourceHold[];
 }
 
@@ -36,7 +40,7 @@ export interface HttpAppDeps {
  * The receiver's Hono app (deliveries, /healthz and /readyz, /metrics unless METRICS_PORT), the
  * app of /metrics on METRICS_PORT when it is set, and the handler of their unhandled errors.
  */
-export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state, heldSources = () => [] }: HttpAppDeps) {
+export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state, heldSources }: HttpAppDeps) {
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
   const webhookHandler = createWebhookHandler({
     verifier: createVerifier(config.sources, clock),
@@ -65,13 +69,14 @@ export function createHttpApp({ config, database, clock, logger, metrics, commit
   // keeps its sink_state row (for `sinks list`), but is no longer this receiver's to report.
   const configuredSinks = new Set(config.sinks.map((s) => s.name));
   const disabledSinks = () => (disabledSinksStmt.all() as { sink: string }[]).filter((r) => configuredSinks.has(r.sink));
-  // Held by the workers of this process (in their memory: none in a `serve` with
+  // Held by the workers of this process (in their memory: not known to a `serve` with
   // WORKER_CONCURRENCY=0), reported like the pauses: the receiver still ingests meanwhile.
-  const held = () =>
-    heldSources(clock.now())
+  const held = (read: (now: number) => SourceHold[]) =>
+    read(clock.now())
       .sort((a, b) => a.source.localeCompare(b.source) || a.reason.localeCompare(b.reason))
       .map((h) => ({ source: h.source, reason: h.reason, until: isoTime(h.untilMs) }));
-  registerHealthRoutes(app, database, () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks(), held_sources: held() }), () => state.storageFailure, {
+  const extras = () => ({ paused_sources: pausedStmt.all(), disabled_sinks: disabledSinks(), ...(heldSources ? { held_sources: held(heldSources) } : {}) });
+  registerHealthRoutes(app, database, extras, () => state.storageFailure, {
     hold: lockHold,
     boundMs: config.writeTimeoutMs,
     clock,

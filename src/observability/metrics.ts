@@ -9,17 +9,16 @@ import type { HoldReason, SourceHold } from '../queue/SourceHolds.js';
 const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable', 'bad_request'];
 const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
-const HOLD_REASONS: readonly HoldReason[] = ['retry_after', 'outage'];
-
 /** The workers' holds of whole sources at a scrape (set by createApp once the workers exist). */
 export interface HoldsAtScrape {
   now: number;
   holds: SourceHold[];
   /**
-   * Whose series exist at 0 while not held: the sources and sinks (`sink:<name>`) of the workers
-   * that run in this process; none in a `serve` with WORKER_CONCURRENCY=0, which cannot know.
+   * The series at 0 while not held: the sources and sinks (`sink:<name>`) of the workers that run
+   * in this process, each with the reasons that can hold it; none in a `serve` with
+   * WORKER_CONCURRENCY=0, which cannot know.
    */
-  sources: readonly string[];
+  series: readonly { source: string; reason: HoldReason }[];
 }
 
 /** The series a `work` process updates (its WORK_METRICS_PORT serves these and Node's own). */
@@ -33,7 +32,7 @@ export function createMetrics(sources: readonly string[] = []) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const walBlockedSince: { at: number | null } = { at: null };
-  const sourceHolds: { read: () => HoldsAtScrape } = { read: () => ({ now: 0, holds: [], sources: [] }) };
+  const sourceHolds: { read: () => HoldsAtScrape } = { read: () => ({ now: 0, holds: [], series: [] }) };
   const metrics = {
     registry,
     deliveriesReceived: new Counter({
@@ -96,13 +95,13 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     sourceHoldLeft: new Gauge({
       name: 'receiver_source_hold_remaining_seconds',
-      help: "Seconds before the workers claim a held source's jobs again, by source (a sink's: sink:<name>) and reason (retry_after: the remote's Retry-After; outage: the outage breaker after 8 failures in a row); 0 while not held. Kept in the memory of the process running the workers",
+      help: "Seconds before the workers claim a held source's jobs again, by source (a sink's: sink:<name>) and reason (retry_after: the remote's Retry-After; outage: the outage breaker after 8 failed reads of the hiring API in a row, never a sink); 0 while not held. Kept in the memory of the process running the workers",
       labelNames: ['source', 'reason'] as const,
       registers: [registry],
       collect() {
         this.reset();
-        const { now, holds, sources } = sourceHolds.read();
-        for (const source of sources) for (const reason of HOLD_REASONS) this.set({ source, reason }, 0);
+        const { now, holds, series } = sourceHolds.read();
+        for (const { source, reason } of series) this.set({ source, reason }, 0);
         // Each worker holds its own sources (the fetcher the API's, a sink's lane its sink): one hold per series.
         for (const h of holds) this.set({ source: h.source, reason: h.reason }, Math.max(0, (h.untilMs - now) / 1000));
       },

@@ -253,7 +253,7 @@ export class FanOut {
     }
   }
 
-  /** The sinks their lanes hold at `now` (a consumer's Retry-After, the outage breaker), as sources `sink:<name>`. */
+  /** The sinks their lanes hold at `now` (a consumer's Retry-After: a delivery's failure is never an outage, so the breaker holds none), as sources `sink:<name>`. */
   heldSources(now: number): SourceHold[] {
     return this.lanes.flatMap((l) => l.worker.heldSources(now));
   }

@@ -59,7 +59,7 @@ describe('a source held by the workers shows in /metrics and /readyz', () => {
 
     // Nothing held: every configured source and sink, each reason, at 0.
     let text = await scrape();
-    for (const source of ['default', 'sink:crm']) for (const reason of ['retry_after', 'outage']) expect(left(text, source, reason)).toBe(0);
+    for (const [source, reason] of [['default', 'retry_after'], ['default', 'outage'], ['sink:crm', 'retry_after']] as const) expect(left(text, source, reason)).toBe(0);
     expect((await ready()).body).toMatchObject({ status: 'ready', held_sources: [] });
 
     // A read of the API (interview.completed) and a message to the sink (application.created).
@@ -76,7 +76,8 @@ describe('a source held by the workers shows in /metrics and /readyz', () => {
     expect(left(text, 'default', 'retry_after')).toBe(120);
     expect(left(text, 'sink:crm', 'retry_after')).toBe(300);
     expect(left(text, 'default', 'outage')).toBe(0);
-    expect(left(text, 'sink:crm', 'outage')).toBe(0);
+    // The outage breaker never holds a sink: no series that would read 0 for ever.
+    expect(left(text, 'sink:crm', 'outage')).toBeUndefined();
     // Held, not unready: deliveries are still accepted.
     expect(await ready()).toEqual({
       status: 200,
@@ -135,11 +136,39 @@ describe('a source held by the workers shows in /metrics and /readyz', () => {
     expect(left(text, 'default', 'outage')).toBe(0);
   });
 
-  it('a `serve` with WORKER_CONCURRENCY=0 reports no series: the holds are in the memory of the `work` process beside it, which it cannot know', async () => {
+  it("a sink's consumer failing over and over without Retry-After: the outage breaker (the hiring API's reads only) never holds the sink, and it has no `outage` series", async () => {
+    const clock = new ManualClock(Date.parse('2026-11-02T09:00:00Z'));
+    const consumer = await remote({ status: 503, headers: {} });
+    const { dir, cleanup } = tempDir('held-sinks-');
+    cleanups.push(cleanup);
+    const config = join(dir, 'config.json');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'http', url: `${consumer.url}/hook`, secret: newSecret() }] }));
+    const secret = newSecret();
+    const r = await receiver({ WEBHOOK_SECRET: secret, CONFIG_FILE: config, HIRING_API_URL: 'http://127.0.0.1:9', WORKER_CONCURRENCY: '1' }, clock);
+    await r.app.worker.stop();
+    await r.app.fanOut.halt();
+    // Twice OUTAGE_HOLD_AFTER messages to the sink, every one answered 503: each fails in a row.
+    for (let i = 0; i < 16; i++) {
+      const body = JSON.stringify(envelope({ event_type: 'application.created', created_at: new Date(clock.now()).toISOString() }));
+      expect((await postSigned(r.url, secret, body, { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    }
+    await r.app.worker.runUntilIdle();
+    await r.app.fanOut.runUntilIdle();
+    expect(consumer.requests.length).toBe(16);
+    const text = await (await fetch(`${r.url}/metrics`)).text();
+    expect(left(text, 'sink:crm', 'retry_after')).toBe(0);
+    expect(left(text, 'sink:crm', 'outage')).toBeUndefined();
+    expect(((await (await fetch(`${r.url}/readyz`)).json()) as { held_sources: unknown }).held_sources).toEqual([]);
+  });
+
+  it('a `serve` with WORKER_CONCURRENCY=0 reports no series and no held_sources in /readyz: the holds are in the memory of the `work` process beside it, which it cannot know', async () => {
     const r = await receiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' }, new ManualClock(Date.parse('2026-11-02T09:00:00Z')));
     const text = await (await fetch(`${r.url}/metrics`)).text();
     expect(text).toContain('# TYPE receiver_source_hold_remaining_seconds gauge');
     expect(text).not.toContain('receiver_source_hold_remaining_seconds{');
-    expect(await (await fetch(`${r.url}/readyz`)).json()).toMatchObject({ status: 'ready', held_sources: [] });
+    // Not an empty list, which would say "nothing held" while the `work` process holds a source.
+    const body = (await (await fetch(`${r.url}/readyz`)).json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ status: 'ready', paused_sources: [], disabled_sinks: [] });
+    expect(body).not.toHaveProperty('held_sources');
   });
 });
