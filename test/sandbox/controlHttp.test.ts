@@ -58,6 +58,26 @@ describe('control endpoints over HTTP', () => {
     expect((await control(`/deliveries?webhook_id=&event_id=${receiver.requests[0]!.body.id}`, 'GET')).body).toHaveLength(1);
   });
 
+  it('refuses insights with nothing to combine instead of inventing a score of 0 ("no")', async () => {
+    await subscribe(run, receiver);
+    const job = await control('/jobs', 'POST', { title: 'Picker' });
+    const id = (await control('/applications', 'POST', { job_id: job.body.id })).body.id;
+    // Insights combine the interview and the CV evaluation (spec 2.10, 6.4): with neither scored
+    // there is no score to report, so the instruction is refused and nothing changes.
+    const refused = await control(`/applications/${id}/insights`, 'POST', {});
+    expect([refused.status, refused.body]).toEqual([409, [{ code: 'conflict', detail: expect.stringContaining('nothing to combine'), attr: null }]]);
+    await control(`/applications/${id}/interview`, 'POST', { outcome: 'unreachable' });
+    expect((await control(`/applications/${id}/insights`, 'POST', {})).status).toBe(409);
+    expect((await run.api(`/api/v2/applications/${id}/insights`)).body).toEqual({ status: 'processing', reason: 'insights_pending', result: null });
+    // A score given by the test is used as given; a CV evaluation alone is enough to combine.
+    expect((await control(`/applications/${id}/insights`, 'POST', { overall_score: 1.5 })).body).toMatchObject({ overall_score: 1.5, hiring_recommendation: 'no' });
+    const other = (await control('/applications', 'POST', { job_id: job.body.id })).body.id;
+    await control(`/applications/${other}/cv-evaluation`, 'POST', { overall_score: 4.5 });
+    expect((await control(`/applications/${other}/insights`, 'POST', {})).body).toMatchObject({ overall_score: 4.5, hiring_recommendation: 'strong_yes' });
+    await control('/deliveries/wait', 'POST', {});
+    expect(receiver.requests.filter((r) => r.body.event_type === 'insights.completed').map((r) => r.body.payload.insights.overall_score)).toEqual([1.5, 4.5]);
+  });
+
   it('a wait that ends with deliveries still pending (the webhook is down) is 504 timeout, saying how many', async () => {
     const down = await startReceiver();
     await subscribe(run, down);

@@ -206,6 +206,11 @@ export class Lifecycle {
     this.refuseTerminal(app, 'insights', 'ready');
     const interview = app.scoring.interview.kind === 'ready' ? (app.scoring.interview.result as InterviewResult) : null;
     const cv = app.scoring['cv-evaluation'].kind === 'ready' ? (app.scoring['cv-evaluation'].result as CvEvaluationResult) : null;
+    // Insights combine the two scores (spec 2.10, 6.4). With neither (no CV evaluation, no graded
+    // interview) the mean of nothing would be a made-up 0 and a "no": refused unless the test gives one.
+    if (opts.overallScore === undefined && (interview?.overall_score ?? null) === null && cv === null) {
+      throw ApiError.of(409, 'conflict', `The insights of application ${app.id} have nothing to combine: no CV evaluation and no scored interview yet; complete one first, or give overall_score.`);
+    }
     const result = buildInsights(app.id, this.deps.clock.now(), interview, cv, opts.overallScore);
     app.scoring.insights = { kind: 'ready', readyAt: this.readyAt(), result };
     this.emit(app.organizationId, 'insights.completed', {

@@ -80,6 +80,7 @@ export function buildInsights(
   overallScore?: number,
 ): InsightsResult {
   const parts = [interview?.overall_score ?? null, cv?.overall_score ?? null].filter((s): s is number => s !== null);
+  // The lifecycle refuses insights with no part and no score given; 0 is only a type-level fallback.
   const score = round2(overallScore ?? (parts.length === 0 ? 0 : parts.reduce((a, b) => a + b, 0) / parts.length));
   return {
     id: newId(),
