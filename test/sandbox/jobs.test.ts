@@ -104,4 +104,17 @@ describe('jobs and pagination (spec 2.2, 2.6, 4.2, 4.6, 8)', () => {
     const invalid = await run.api('/api/v2/jobs', { method: 'POST', headers, body: {} });
     expect([invalid.status, invalid.body[0].code]).toEqual([409, 'idempotency_key_conflict']);
   });
+
+  it('4.6: a body nested 20,000 levels deep is answered the same with an Idempotency-Key as without (not a 500)', async () => {
+    const deep = `${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)}`;
+    const post = (headers: Record<string, string>) =>
+      fetch(`${run.url}/api/v2/jobs`, { method: 'POST', headers: { authorization: `Bearer ${globex}`, 'content-type': 'application/json', ...headers }, body: `{"title":"Deep","extra":${deep}}` });
+    const without = await post({});
+    const withKey = await post({ 'Idempotency-Key': 'job-deep-1' });
+    expect(withKey.status, await withKey.clone().text()).toBe(without.status);
+    expect(withKey.status).toBe(201);
+    // The same body again under the key: replayed, so its fingerprint was made.
+    const again = await post({ 'Idempotency-Key': 'job-deep-1' });
+    expect(again.headers.get('idempotent-replay')).toBe('true');
+  });
 });

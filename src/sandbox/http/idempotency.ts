@@ -8,14 +8,35 @@ interface StoredResponse {
   body: unknown;
 }
 
-/** Key order must not make "the same body" different. */
+type Part = { text: string } | { value: unknown };
+
+/**
+ * Key order must not make "the same body" different. Walked with a stack of its own, not by
+ * recursion: a body JSON.parse accepts may nest tens of thousands of levels, and a recursive walk
+ * overflowed on it (a 500 for a create that, without the key, is answered 201).
+ */
 function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  const out: string[] = [];
+  const todo: Part[] = [{ value }];
+  const push = (parts: Part[]) => {
+    for (let i = parts.length - 1; i >= 0; i--) todo.push(parts[i]!);
+  };
+  for (let part = todo.pop(); part !== undefined; part = todo.pop()) {
+    if ('text' in part) {
+      out.push(part.text);
+      continue;
+    }
+    const v = part.value;
+    if (Array.isArray(v)) {
+      push([{ text: '[' }, ...v.flatMap((x, i): Part[] => (i === 0 ? [{ value: x }] : [{ text: ',' }, { value: x }])), { text: ']' }]);
+    } else if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      push([{ text: '{' }, ...entries.flatMap(([k, x], i): Part[] => [{ text: `${i === 0 ? '' : ','}${JSON.stringify(k)}:` }, { value: x }]), { text: '}' }]);
+    } else {
+      out.push(String(JSON.stringify(v)));
+    }
   }
-  return JSON.stringify(value);
+  return out.join('');
 }
 
 /**
