@@ -101,6 +101,23 @@ describe('file sink', () => {
     expect(logs).toContainEqual(expect.objectContaining({ msg: 'file sink: the file was moved or removed while lines were written to it; writing them again to the new file' }));
   });
 
+  it('a name holding line or paragraph separators stays on one line for every line splitter, file and stdout alike', async () => {
+    const path = join(dir(), 'events.ndjson');
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }, { name: 'console', type: 'stdout' }] });
+    // Control characters, NEL, LINE and PARAGRAPH SEPARATOR, a non-Latin name, an emoji, an escape sequence.
+    const name = 'Zoë\u0000\u0007\t\u0085\u2028\u2029 名前 😀 \u001b[31m';
+    const e = envelope();
+    (e.payload as { candidate: { first_name: string } }).candidate.first_name = name;
+    await h.post(e);
+    await h.settle();
+    // What Python's str.splitlines() takes for line ends, not only '\n'.
+    const splitLines = (text: string) => text.split(/\r\n|[\n\r\u000b\u000c\u001c-\u001e\u0085\u2028\u2029]/).filter((l) => l !== '');
+    for (const text of [lines(path), `${h.stdout.lines.join('\n')}\n`]) {
+      const parsed = splitLines(text).map((l) => JSON.parse(l) as { id: string; payload: { candidate: { first_name: string } } });
+      expect(parsed.map((m) => [m.id, m.payload.candidate.first_name])).toEqual([[e.id, name]]);
+    }
+  });
+
   it('a torn last line left by a crash mid-write is removed at start and never appears as a message', async () => {
     const d = dir();
     const path = join(d, 'events.ndjson');
