@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -32,6 +32,11 @@ const dir = () => {
   const t = tempDir('file-sink-');
   cleanups.push(t.cleanup);
   return t.dir;
+};
+/** Opens the sink's real file, its writes going through `write` (to fail as a full disk does). */
+const openWithWrite = (write: (fh: SinkFile, buf: Buffer) => Promise<{ bytesWritten: number }>) => async (p: string): Promise<SinkFile> => {
+  const fh = await openAppend(p);
+  return sinkFileOf(fh, { write: (buf) => write(fh, buf) });
 };
 
 describe('file sink', () => {
@@ -101,6 +106,23 @@ describe('file sink', () => {
     expect(logs).toContainEqual(expect.objectContaining({ msg: 'file sink: the file was moved or removed while lines were written to it; writing them again to the new file' }));
   });
 
+  it('a name holding line or paragraph separators stays on one line for every line splitter, file and stdout alike', async () => {
+    const path = join(dir(), 'events.ndjson');
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }, { name: 'console', type: 'stdout' }] });
+    // Control characters, NEL, LINE and PARAGRAPH SEPARATOR, a non-Latin name, an emoji, an escape sequence.
+    const name = 'Zoë\u0000\u0007\t\u0085\u2028\u2029 名前 😀 \u001b[31m';
+    const e = envelope();
+    (e.payload as { candidate: { first_name: string } }).candidate.first_name = name;
+    await h.post(e);
+    await h.settle();
+    // What Python's str.splitlines() takes for line ends, not only '\n'.
+    const splitLines = (text: string) => text.split(/\r\n|[\n\r\u000b\u000c\u001c-\u001e\u0085\u2028\u2029]/).filter((l) => l !== '');
+    for (const text of [lines(path), `${h.stdout.lines.join('\n')}\n`]) {
+      const parsed = splitLines(text).map((l) => JSON.parse(l) as { id: string; payload: { candidate: { first_name: string } } });
+      expect(parsed.map((m) => [m.id, m.payload.candidate.first_name])).toEqual([[e.id, name]]);
+    }
+  });
+
   it('a torn last line left by a crash mid-write is removed at start and never appears as a message', async () => {
     const d = dir();
     const path = join(d, 'events.ndjson');
@@ -131,19 +153,14 @@ describe('file sink', () => {
     const path = join(dir(), 'e.ndjson');
     let failNext: 'enospc' | 'short' | null = null;
     // A real file whose next write puts half the bytes on disk, then fails as a full disk does.
-    const openFile = async (p: string): Promise<SinkFile> => {
-      const fh = await openAppend(p);
-      return sinkFileOf(fh, {
-        write: async (buf) => {
-          const mode = failNext;
-          failNext = null;
-          if (mode === null) return fh.write(buf);
-          const half = await fh.write(buf.subarray(0, Math.floor(buf.length / 2)));
-          if (mode === 'short') return { bytesWritten: half.bytesWritten };
-          throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-        },
-      });
-    };
+    const openFile = openWithWrite(async (fh, buf) => {
+      const mode = failNext;
+      failNext = null;
+      if (mode === null) return fh.write(buf);
+      const half = await fh.write(buf.subarray(0, Math.floor(buf.length / 2)));
+      if (mode === 'short') return { bytesWritten: half.bytesWritten };
+      throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    });
     const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
     await sink.deliver(msg('ok-1'), ctx);
     failNext = 'enospc';
@@ -157,6 +174,24 @@ describe('file sink', () => {
     await sink.deliver(msg('full'), ctx);
     await sink.close!();
     expect(lines(path)).toBe(`${JSON.stringify(msg('ok-1'))}\n${JSON.stringify(msg('full'))}\n`);
+  });
+
+  it('a full disk after the file was emptied in place (`: > file`, copytruncate) cuts back to the empty file, not to zero bytes where its lines were', async () => {
+    const path = join(dir(), 'e.ndjson');
+    let full = false;
+    // A short write, as on a full disk: the first 7 bytes land.
+    const openFile = openWithWrite(async (fh, buf) => (full ? fh.write(buf.subarray(0, 7)) : fh.write(buf)));
+    const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
+    await sink.deliver(msg('before-1'), ctx);
+    await sink.deliver(msg('before-2'), ctx);
+    truncateSync(path, 0);
+    full = true;
+    await expect(sink.deliver(msg('full'), ctx)).rejects.toBeInstanceOf(RetryableError);
+    expect(lines(path)).toBe('');
+    full = false;
+    await sink.deliver(msg('full'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('full'))}\n`);
   });
 
   it('when even the cut-back fails, the file is reopened and repaired before the next line', async () => {

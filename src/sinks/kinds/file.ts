@@ -95,7 +95,6 @@ export async function repairTornTail(file: SinkFile): Promise<{ size: number; dr
 export function createFileSink(options: FileSinkOptions, deps: { logger: Logger; openFile?: OpenSinkFile }): Sink {
   const openFile = deps.openFile ?? openAppend;
   let file: SinkFile | null = null;
-  let size = 0;
 
   /**
    * Whether the open file is no longer the one at the path: moved away by log rotation
@@ -126,7 +125,6 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
       if (repaired.dropped > 0) {
         deps.logger.warn({ path: options.path, bytes: repaired.dropped }, 'file sink: removed a torn last line left by an interrupted write');
       }
-      size = repaired.size;
     } catch (err) {
       await f.close().catch(() => {});
       throw err;
@@ -151,12 +149,14 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
   async function append(line: Buffer): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const f = await ensureOpen();
-      const before = size;
+      // The size the file has now, not the sum of what this sink wrote: the file may have been
+      // emptied meanwhile (`: > events.ndjson`, logrotate's copytruncate), and a cut back to a
+      // size it no longer has would fill the gap with zero bytes ahead of the next lines.
+      const before = (await f.stat()).size;
       try {
         const { bytesWritten } = await f.write(line);
         if (bytesWritten !== line.length) throw Object.assign(new Error(`short write: ${bytesWritten} of ${line.length} bytes (disk full?)`), { code: 'ESHORT' });
         await f.sync();
-        size = before + line.length;
       } catch (err) {
         try {
           await f.truncate(before);
