@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -189,6 +189,35 @@ describe('file sink', () => {
     await expect(sink.deliver(msg('full'), ctx)).rejects.toBeInstanceOf(RetryableError);
     expect(lines(path)).toBe('');
     full = false;
+    await sink.deliver(msg('full'), ctx);
+    await sink.close!();
+    expect(lines(path)).toBe(`${JSON.stringify(msg('full'))}\n`);
+  });
+
+  it('a full disk right after another writer appended a line cuts back only its own bytes, and a file emptied just before the write is not filled with zero bytes', async () => {
+    const path = join(dir(), 'e.ndjson');
+    const other = `${JSON.stringify(msg('other-writer'))}\n`;
+    // Between the sink's look at the file's size and its write: another process appends a whole
+    // line (a second receiver, an operator's `>>`), or the file is emptied in place. Then the
+    // write lands short, as on a full disk: the first 7 bytes only.
+    let before: (() => void) | null = null;
+    const openFile = openWithWrite(async (fh, buf) => {
+      const meanwhile = before;
+      before = null;
+      if (meanwhile === null) return fh.write(buf);
+      meanwhile();
+      return fh.write(buf.subarray(0, 7));
+    });
+    const sink = createFileSink({ path }, { logger: createLogger('silent'), openFile });
+    await sink.deliver(msg('mine-1'), ctx);
+    before = () => appendFileSync(path, other);
+    await expect(sink.deliver(msg('full'), ctx)).rejects.toBeInstanceOf(RetryableError);
+    // The other writer's line is kept (it was cut off with the torn bytes before the fix).
+    expect(lines(path)).toBe(`${JSON.stringify(msg('mine-1'))}\n${other}`);
+    before = () => truncateSync(path, 0);
+    await expect(sink.deliver(msg('full'), ctx)).rejects.toBeInstanceOf(RetryableError);
+    // Empty, not 7 bytes of the line and zero bytes up to the size the file had a moment before.
+    expect(readFileSync(path)).toEqual(Buffer.alloc(0));
     await sink.deliver(msg('full'), ctx);
     await sink.close!();
     expect(lines(path)).toBe(`${JSON.stringify(msg('full'))}\n`);

@@ -86,7 +86,7 @@ export async function repairTornTail(file: SinkFile): Promise<{ size: number; dr
 /**
  * Appends one NDJSON line per message. A line is written whole or not at all:
  * one write of the full line, and on any failure (ENOSPC, a short write) the
- * file is cut back to its size before the write; if even that fails, the
+ * bytes it left are cut off (see cutBack); if even that fails, the
  * handle is dropped and the torn tail is repaired when the file is reopened
  * (as at start-up after a crash). The line is fsynced before the delivery
  * counts as done. Writes of one sink are serialized (lines waiting meanwhile
@@ -140,6 +140,29 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
   }
 
   /**
+   * Undoes a failed write. What the file gained since `before` is cut off when it is all this
+   * write's (a prefix of `line`). Otherwise another writer appended in between (a second
+   * process, an operator's `>>`), or the file was emptied in place (`: > file`): a cut to
+   * `before` would take that writer's lines, or fill the file with zero bytes up to a size it
+   * no longer has. Then only a torn last line is cut off, as at open after a crash.
+   */
+  async function cutBack(f: SinkFile, before: number, line: Buffer): Promise<void> {
+    const { size } = await f.stat();
+    if (size === before) return;
+    const added = size - before;
+    if (size > before && added <= line.length) {
+      const buf = Buffer.alloc(added);
+      const { bytesRead } = await f.read(buf, 0, added, before);
+      if (bytesRead === added && buf.equals(line.subarray(0, added))) {
+        await f.truncate(before);
+        await f.sync();
+        return;
+      }
+    }
+    await repairTornTail(f);
+  }
+
+  /**
    * Writes the lines whole and fsyncs them. A rotation can move the file away between
    * ensureOpen's check and the write: the lines then went into the moved file, which logrotate's
    * `compress` may have read already and be deleting. So the path is checked once more after the
@@ -159,8 +182,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         await f.sync();
       } catch (err) {
         try {
-          await f.truncate(before);
-          await f.sync();
+          await cutBack(f, before, line);
         } catch {
           await drop(); // reopening repairs the tail
         }
