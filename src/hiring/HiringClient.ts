@@ -120,7 +120,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
       body: response.body,
       elapsedMs: elapsed(),
       now: now(),
-    });
+    }, scrub);
     const scrubbed = scrubOutcome(outcome, scrub);
     // Resolved (after the key is taken out) so that a relative Location is said by its origin,
     // like any other, in logs, last_error and the source's pause.

@@ -24,15 +24,20 @@ export interface ResponseSnapshot {
 /** Deepest nesting of arrays and objects kept from a scoring read; deeper is an invalid response. */
 export const MAX_RESULT_DEPTH = 1000;
 
-/** Classify one HTTP response of a scoring read into a {@link HiringOutcome}. Pure. */
-export function classifyResponse(snapshot: ResponseSnapshot): HiringOutcome {
+/**
+ * Classify one HTTP response of a scoring read into a {@link HiringOutcome}. Pure. `redact` is
+ * applied to the service's text before it is cut to what is kept (an error body's 500 characters,
+ * an unknown readiness reason's 300): a credential cut first kept its name and a few characters
+ * of its secret, which no longer looked like a credential to redact.
+ */
+export function classifyResponse(snapshot: ResponseSnapshot, redact: (text: string) => string = (t) => t): HiringOutcome {
   const { resource, status, elapsedMs, body } = snapshot;
   const base = { resource, elapsedMs };
 
   if (status >= 300 && status <= 399) {
     return { ...base, kind: 'redirect', status, location: snapshot.location };
   }
-  if (status >= 200 && status <= 299) return classifySuccess(snapshot);
+  if (status >= 200 && status <= 299) return classifySuccess(snapshot, redact);
   if (status < 400 || status > 599) {
     return {
       ...base,
@@ -45,7 +50,7 @@ export function classifyResponse(snapshot: ResponseSnapshot): HiringOutcome {
 
   // An oversized error body must not hide the status: it still decides.
   const parsed =
-    body !== null && body.kind === 'text' ? parseApiErrors(body.text) : { errors: [], rawBody: null };
+    body !== null && body.kind === 'text' ? parseApiErrors(redact(body.text)) : { errors: [], rawBody: null };
   const errorFields = { errors: parsed.errors, rawBody: parsed.rawBody };
   if (status === 401 || status === 403) return { ...base, ...errorFields, kind: 'unauthorized', status };
   if (status === 404) return { ...base, ...errorFields, kind: 'not_found', status };
@@ -60,7 +65,7 @@ export function classifyResponse(snapshot: ResponseSnapshot): HiringOutcome {
   return { ...base, ...errorFields, kind: 'client_error', status };
 }
 
-function classifySuccess(snapshot: ResponseSnapshot): HiringOutcome {
+function classifySuccess(snapshot: ResponseSnapshot, redact: (text: string) => string): HiringOutcome {
   const { resource, status, elapsedMs, body } = snapshot;
   const base = { resource, elapsedMs, kind: 'invalid_response' as const, status };
 
@@ -115,7 +120,7 @@ function classifySuccess(snapshot: ResponseSnapshot): HiringOutcome {
     // Not the result (there is none in it), and not known to be final: read again, as for
     // processing, and given up after RESULT_GIVE_UP_HOURS if it never changes.
     const reason = `readiness status ${JSON.stringify(envelope.sent)}, not one the spec lists${envelope.reason === null ? '' : ` (reason: ${envelope.reason})`}`;
-    return { resource, elapsedMs, kind: 'processing', status, reason: reason.slice(0, 300), unrecognized: envelope.sent };
+    return { resource, elapsedMs, kind: 'processing', status, reason: redact(reason).slice(0, 300), unrecognized: envelope.sent };
   }
   return { resource, elapsedMs, kind: 'unavailable', status, reason: envelope.reason };
 }

@@ -454,6 +454,30 @@ describe('the key stays secret', () => {
     expect(outcome.errors.map((e) => e.detail)).toEqual([...kept, "key '[redacted]' was revoked"]);
   });
 
+  it('a key the kept 500 characters of a body would cut is redacted whole first, not left with its name and a few secret characters', async () => {
+    // The body is cut to RAW_BODY_LIMIT (and an unknown readiness reason to 300) before the
+    // outcome was redacted: a key cut with fewer than 8 characters after its dot no longer looked
+    // like one, and `sk-test1234abcd.SECRETs` went to the log and last_error.
+    const echo = `api_key=${API_KEY} (echoed by the proxy)`;
+    const html = `${'x'.repeat(500 - 'api_key=sk-test1234abcd.SECRETs'.length)}${echo}`;
+    const said = 'readiness status "queued", not one the spec lists (reason: ';
+    const envelope = JSON.stringify({ status: 'queued', reason: `${'y'.repeat(300 - said.length - 'key sk-test1234abcd.SECRETs'.length)}key ${API_KEY}`, result: null });
+    const server = await serve((req, res) => {
+      if (req.url?.includes('interview')) {
+        res.writeHead(502, { 'content-type': 'text/html' });
+        res.end(html);
+      } else json(res, 200, JSON.parse(envelope));
+    });
+    const c = client(server);
+    const failed = expectKind(await c.getInterview(APP_ID), 'server_error');
+    const unknown = expectKind(await c.getInsights(APP_ID), 'processing');
+    for (const text of [failed.rawBody, unknown.reason]) {
+      expect(text).not.toContain('sk-test1234abcd');
+      expect(text).not.toContain('SECRET');
+      expect(text).toContain('[redacted]');
+    }
+  });
+
   it("a redirect to a host whose name begins with sk- says that host, not [redacted]", async () => {
     const location = 'https://sk-eu.hiring.example/api/v2/applications/x/interview';
     const server = await serve((_req, res) => {
