@@ -114,7 +114,7 @@ export class WebhooksApi {
       // What the service wrote goes to a terminal or a CI log: without the key (a proxy may echo
       // the Authorization header), another key or secret it names, and candidates' addresses and numbers.
       const key = this.settings.apiKey;
-      const clean = (t: string) => redactPersonalData(redactCredentials(key !== '' && t.includes(key) ? t.split(key).join('[redacted]') : t));
+      const clean = (t: string) => redactPersonalData(redactCredentials(t, key));
       const said = errors.map((e) => ({ code: clean(e.code), detail: clean(e.detail), attr: e.attr === null ? null : clean(e.attr) }));
       throw new ApiFailure(res.status, said, explain(res.status, said));
     }

@@ -44,8 +44,6 @@ export interface HiringClient {
   getLegacyInterview(applicationId: string, options?: RequestOptions): Promise<HiringOutcome>;
 }
 
-const REDACTED = '[redacted]';
-
 /**
  * A client for one source (base URL + key) of the hiring service's scoring
  * reads. Every read resolves to a classified {@link HiringOutcome}; it only
@@ -66,8 +64,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
     accept: 'application/json',
     'user-agent': options.userAgent ?? DEFAULT_USER_AGENT,
   };
-  const scrub = (text: string): string =>
-    redactCredentials(text.includes(apiKey) ? text.split(apiKey).join(REDACTED) : text);
+  const scrub = (text: string): string => redactCredentials(text, apiKey);
 
   async function fetchResource(
     resource: HiringResource,

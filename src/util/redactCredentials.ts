@@ -15,7 +15,12 @@ const REDACTED = '[redacted]';
  */
 const CREDENTIAL = /(?<![\w/.@-])sk-[^\s."'<>,;()[\]{}]{1,100}\.[^\s"'<>,;()[\]{}]{8,}|\bwhsec_[A-Za-z0-9+/=]+|\b(Bearer|Basic) +(?=[^\s"'<>,;()[\]{}]*\d)[^\s"'<>,;()[\]{}]{8,}/g;
 
-/** `text` with every credential CREDENTIAL finds replaced by `[redacted]` (`Bearer [redacted]` for a token after its scheme). */
-export function redactCredentials(text: string): string {
-  return text.replace(CREDENTIAL, (_m, scheme?: string) => (scheme === undefined ? REDACTED : `${scheme} ${REDACTED}`));
+/**
+ * `text` with every credential CREDENTIAL finds replaced by `[redacted]` (`Bearer [redacted]` for a
+ * token after its scheme), and first `ownKey`, the key the request sent, wherever it stands (a
+ * proxy echoing the Authorization header; inside a URL, where CREDENTIAL leaves an `sk-` alone).
+ */
+export function redactCredentials(text: string, ownKey = ''): string {
+  const withoutOwn = ownKey !== '' && text.includes(ownKey) ? text.split(ownKey).join(REDACTED) : text;
+  return withoutOwn.replace(CREDENTIAL, (_m, scheme?: string) => (scheme === undefined ? REDACTED : `${scheme} ${REDACTED}`));
 }
