@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { intArg } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
-import { databaseOption, examples, jsonOption } from './options.js';
+import { databaseOption, examples, jsonOption, listLimitOption } from './options.js';
 
 /** conflicts list and show. */
 export function addConflictsCommand(program: Command, { io, done }: CommandContext): void {
@@ -9,7 +8,7 @@ export function addConflictsCommand(program: Command, { io, done }: CommandConte
   cf.command('list')
     .description('conflicts, newest first')
     .addOption(databaseOption())
-    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(listLimitOption())
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver conflicts list']))
     .action((o) => done(import('../commands/conflicts.js').then((m) => m.runConflictsList(io, o))));

@@ -1,7 +1,7 @@
 import { type Command, Option } from 'commander';
-import { collect, intArg } from '../parseArgs.js';
+import { collect } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
-import { databaseOption, examples, interruptHelp, jsonOption, progressHelp, progressOption } from './options.js';
+import { databaseOption, examples, interruptHelp, jsonOption, listLimitOption, progressHelp, progressOption } from './options.js';
 
 /** dead-letters list, retry and discard. */
 export function addDeadLettersCommand(program: Command, { io, done }: CommandContext): void {
@@ -11,7 +11,7 @@ export function addDeadLettersCommand(program: Command, { io, done }: CommandCon
     .addOption(databaseOption())
     .option('--kind <kind>', 'only this job kind (process_event, fetch_result, sink:<name>)')
     .option('--source <name>', 'only this source')
-    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(listLimitOption())
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver dead-letters list', 'hiring-receiver dead-letters list --kind fetch_result --json']))
     .action((o) => done(import('../commands/deadLetters.js').then((m) => m.runDeadLettersList(io, o))));

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { intArg } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
-import { databaseOption, examples, jsonOption } from './options.js';
+import { databaseOption, examples, jsonOption, listLimitOption } from './options.js';
 
 /** quarantine list, show and replay. */
 export function addQuarantineCommand(program: Command, { io, done }: CommandContext): void {
@@ -9,7 +9,7 @@ export function addQuarantineCommand(program: Command, { io, done }: CommandCont
   q.command('list')
     .description('quarantined deliveries, newest first')
     .addOption(databaseOption())
-    .option('--limit <n>', 'at most n', intArg(1), 100)
+    .addOption(listLimitOption())
     .addOption(jsonOption())
     .addHelpText('after', examples(['hiring-receiver quarantine list']))
     .action((o) => done(import('../commands/quarantine.js').then((m) => m.runQuarantineList(io, o))));
