@@ -1,3 +1,4 @@
+import { redactCredentials } from '../util/redactCredentials.js';
 /** What a command writes to and reads from; the entry file passes the process's own. */
 export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -121,6 +122,15 @@ export function printTable(io: CliIo, headers: readonly string[], rows: readonly
 }
 
 /** "3 min", "2 h 5 min", "4 d": ages for people. */
+/**
+ * A stored `last_error` as the CLI shows it (table or --json): with every credential taken out.
+ * Errors are redacted before they are stored, but rows written by earlier versions (before
+ * redactCredentials, or by the one that cut the text before redacting it) may still hold a key.
+ */
+export function shownError<T extends string | null>(text: T): T {
+  return (text === null ? null : redactCredentials(text)) as T;
+}
+
 export function formatAge(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
   if (s < 60) return `${s} s`;

@@ -8,6 +8,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { ConfigError, loadConfig } from '../config/loadConfig.js';
 import { configFileTopProblems, readConfigJson } from '../config/configFile.js';
 import { databasePathOf } from './cliConfig.js';
+import { shownError } from './io.js';
 import type { Database } from '../db/schema.js';
 import { enableSink, sinkNamesInDatabase, sinkStatuses, type SinkStatus } from '../sinks/deliveryRecords.js';
 import { applySinkMaxAttempts, enqueueDeliveries, giveSinkMaxAttempts, preparedDeliveryWrites, sinkJobKind, type DeliveryWrites } from '../sinks/enqueueDeliveries.js';
@@ -100,7 +101,7 @@ export async function sinkRows(db: Kysely<Database>, sinks: readonly SinkConfig[
     out.push({
       ...r,
       configured: sinks.some((s) => s.name === r.name),
-      last_error: failed ? { error: failed.last_error!, status_code: failed.last_status_code, at: failed.last_attempt_at, event_id: failed.event_id } : null,
+      last_error: failed ? { error: shownError(failed.last_error!), status_code: failed.last_status_code, at: failed.last_attempt_at, event_id: failed.event_id } : null,
     });
   }
   return out;

@@ -6,7 +6,7 @@ import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
 import { saidStopped, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
-import { printJson, printRows, printUpToLimit, type CliIo } from '../io.js';
+import { printJson, printRows, printUpToLimit, shownError, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
 import { count, ofTotal, progressFor, type Progress } from '../progress.js';
 import { applySinkMaxAttempts, configuredSinks, disabledSinkWarnings, giveSinkMaxAttempts, sinkJobKind } from '../sinkOps.js';
@@ -38,7 +38,7 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
       .selectFrom('jobs')
       .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
       .where('id', 'in', deadLetterIds(database.db, { all: true, ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}) }));
-    const rows = await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit + 1).execute();
+    const rows = (await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit + 1).execute()).map((r) => ({ ...r, last_error: shownError(r.last_error) }));
     printUpToLimit(io, rows, o.limit, 'dead letters', (listed) =>
       printRows(io, o.json, listed, 'no dead letters', ['id', 'kind', 'event', 'source', 'attempts', 'dead since', 'last error'], (r) => [
         r.id,

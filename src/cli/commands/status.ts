@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { processingBacklog } from '../../handlers/foldNewEvents.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { formatAge, oneLine, printJson, printTable, type CliIo } from '../io.js';
+import { formatAge, oneLine, printJson, printTable, shownError, type CliIo } from '../io.js';
 import { configuredSinks, sinkRows, unlistedSinkState } from '../sinkOps.js';
 
 export interface StatusOptions {
@@ -96,7 +96,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
           oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
         },
         jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })), running_lease_expired: leaseExpired },
-        result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ?? null },
+        result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ? { ...latestFailure, last_error: shownError(latestFailure.last_error) } : null },
         results,
         dead_letters: jobsByState['dead'] ?? 0,
         quarantined: await count('quarantine'),
@@ -104,7 +104,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         applications: { total: Number(apps.total), needs_review: Number(apps.needs_review) },
         sinks: sinkList,
         paused_sources: paused,
-        oldest_pending_job: oldest ? { ...oldest, age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
+        oldest_pending_job: oldest ? { ...oldest, last_error: shownError(oldest.last_error), age_ms: Math.max(0, now - Date.parse(oldest.created_at)) } : null,
       };
       return { report, byType, backlog, oldest };
     });
@@ -145,7 +145,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(`applications   ${report.applications.total} (${report.applications.needs_review} ${report.applications.needs_review === 1 ? 'needs' : 'need'} review)`);
     io.out(
       `oldest pending ${
-        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${oldest.last_error ? ` (${oneLine(oldest.last_error)})` : ''}` : 'none'
+        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${report.oldest_pending_job!.last_error ? ` (${oneLine(report.oldest_pending_job!.last_error)})` : ''}` : 'none'
       }`,
     );
     io.out(`paused sources ${paused.length === 0 ? 'none' : paused.length}`);
