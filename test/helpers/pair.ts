@@ -81,7 +81,11 @@ export async function startPair(opts: { env?: Record<string, string>; startAt?: 
     },
     async restartReceiver(env = {}) {
       await receiver.app.stop();
-      receiver = await startReceiver({ ...baseEnv, DATABASE_PATH: `${firstDir}/receiver.db`, ...env }, { clock, http: countingHttp });
+      const next = await startReceiver({ ...baseEnv, DATABASE_PATH: `${firstDir}/receiver.db`, ...env }, { clock, http: countingHttp });
+      // startReceiver made a folder of its own for a database this one does not use: it was left
+      // behind, empty, at every restart. close() removes the database's folder, firstDir.
+      rmSync(dirname(next.dbPath), { recursive: true, force: true });
+      receiver = { ...next, dbPath: `${firstDir}/receiver.db`, close: () => next.app.stop() };
     },
     async close() {
       await receiver.close();
