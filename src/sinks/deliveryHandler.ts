@@ -11,6 +11,7 @@ import { adoptCycle, currentMessageIds, pairCycles, recordAttempt, recordAttempt
 import { sinkJobKind, type DeliveryPayload } from './enqueueDeliveries.js';
 import { InterruptedByStopError } from './interrupted.js';
 import { matchesSink } from './matchesSink.js';
+import { BATCH_BYTES, countWithin, storedMessageBytes } from './messageBytes.js';
 import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
 import type { SinkGate } from './SinkGate.js';
@@ -104,10 +105,20 @@ export function createDeliveryHandler(h: {
 
   return {
     maxJobs: Math.max(1, h.maxJobs),
-    async run(jobs) {
-      const eventIds = jobs.map((job) => (JSON.parse(job.payload) as DeliveryPayload).event_id);
+    async run(claimed) {
+      const claimedIds = claimed.map((job) => (JSON.parse(job.payload) as DeliveryPayload).event_id);
+      const results: BatchItemResult[] = new Array(claimed.length).fill(undefined);
+      // A batch is built and written within BATCH_BYTES of stored JSON: the jobs past it are put
+      // back at once, their attempt refunded, for the next claim (one job always goes).
+      let taken = claimed.length;
+      if (claimed.length > 1) {
+        const sizes = await storedMessageBytes(db, claimedIds);
+        taken = countWithin(claimedIds.map((id) => sizes.get(id)!), BATCH_BYTES);
+        for (let i = taken; i < claimed.length; i++) results[i] = { rescheduleAt: clock.now() };
+      }
+      const jobs = claimed.slice(0, taken);
+      const eventIds = claimedIds.slice(0, taken);
       const built = await buildMessages(db, eventIds);
-      const results: BatchItemResult[] = new Array(jobs.length).fill(undefined);
       const sending: number[] = [];
       const batch: Batch = [];
       const sentIdOfJob = new Map<number, string>();

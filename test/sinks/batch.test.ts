@@ -9,6 +9,7 @@ import { createDeliveryHandler } from '../../src/sinks/deliveryHandler.js';
 import { createFileSink, openAppend, type SinkFile } from '../../src/sinks/kinds/file.js';
 import type { SinkConfig } from '../../src/sinks/sinkConfig.js';
 import { SinkGate } from '../../src/sinks/SinkGate.js';
+import { BATCH_BYTES, countWithin } from '../../src/sinks/messageBytes.js';
 import type { DeliveryOutcome, Sink, SinkMessage } from '../../src/sinks/types.js';
 import { envelope, signDelivery } from '../helpers/signing.js';
 import { sinkFileOf, startHarness, type Harness } from './helpers.js';
@@ -32,12 +33,13 @@ const idsIn = (path: string) =>
  * (the app's own lanes are not started), and a Worker running those jobs with
  * the real batch handler over `sink` (a test double or a file sink on a fake file).
  */
-async function lane(sink: Sink, events: number, o: { maxJobs?: number; maxAttempts?: number } = {}) {
+async function lane(sink: Sink, events: number, o: { maxJobs?: number; maxAttempts?: number; notesBytes?: number } = {}) {
   h = await startHarness({ sinks: [{ name: 'x', type: 'stdout', max_attempts: o.maxAttempts ?? 25 }] });
   const harness = h;
   const posted: string[] = [];
   for (let i = 0; i < events; i++) {
     const e = envelope();
+    if (o.notesBytes) (e.payload as Record<string, unknown>).notes = 'n'.repeat(o.notesBytes);
     posted.push(e.id as string);
     await harness.post(e);
   }
@@ -195,6 +197,46 @@ describe('sink batches', () => {
       await sink.close!();
       dir.cleanup();
     }
+  });
+
+  it('a file sink batch of large messages is written in parts within BATCH_BYTES, each delivered at its first attempt', async () => {
+    // 12 messages of 900 KB: 10.5 MB, in one claim. Written at once, a claim of 256 messages with
+    // results of a few MB took the receiver to gigabytes and past V8's longest string.
+    const dir = (await import('../helpers/receiver.js')).tempDir('batch-file-');
+    const path = join(dir.dir, 'out.ndjson');
+    const writes: number[] = [];
+    const openFile = async (p: string): Promise<SinkFile> => {
+      const fh = await openAppend(p);
+      return sinkFileOf(fh, {
+        write: (buf) => {
+          writes.push(buf.length);
+          return fh.write(buf);
+        },
+      });
+    };
+    const sink = createFileSink({ path }, { logger, openFile });
+    try {
+      const l = await lane(sink, 12, { notesBytes: 900_000 });
+      await l.worker.runUntilIdle(); // the messages put back are claimed again
+      expect(writes.length).toBeGreaterThan(1);
+      // A message is its stored envelope and a few hundred bytes of the receiver's fields.
+      for (const bytes of writes) expect(bytes).toBeLessThanOrEqual(BATCH_BYTES + 12 * 1024);
+      expect(idsIn(path).sort()).toEqual([...l.posted].sort());
+      expect(l.deliveries().map((d) => [d.state, d.attempts])).toEqual(Array(12).fill(['delivered', 1]));
+      expect(l.jobs().map((j) => [j.state, j.attempts])).toEqual(Array(12).fill(['done', 1]));
+    } finally {
+      await sink.close!();
+      dir.cleanup();
+    }
+  }, 30_000);
+});
+
+describe('countWithin', () => {
+  it('takes sizes from the first while their sum fits, and always the first', () => {
+    expect(countWithin([3, 3, 3], 9)).toBe(3);
+    expect(countWithin([3, 3, 3], 8)).toBe(2);
+    expect(countWithin([10, 1], 8)).toBe(1);
+    expect(countWithin([], 8)).toBe(0);
   });
 });
 

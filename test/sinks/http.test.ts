@@ -347,6 +347,33 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect((await h.r.app.fanOut.status())[0]).toMatchObject({ name: 'a', dead: 1, failing: 0, pending: 0 });
   });
 
+  it('413 (the consumer refuses the size) is a dead letter at its first attempt, naming the size; not 25 attempts sending it again', async () => {
+    const { h, consumer } = await setup();
+    consumer.reply(() => ({ status: 413 }));
+    await h.post(envelope({ payload: { notes: 'n'.repeat(200_000) } }));
+    for (let i = 0; i < 5; i++) {
+      await h.settle();
+      h.clock.advance(60_000);
+    }
+    expect(consumer.received).toHaveLength(1);
+    const bytes = Buffer.byteLength(consumer.received[0]!.body);
+    const error = `HTTP 413: the consumer refuses a message of ${bytes} bytes (raise its body size limit, then dead-letters retry)`;
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'dead', attempts: 1, last_status_code: 413, last_error: error });
+    expect(jobOf(h, 'a')[0]).toMatchObject({ state: 'dead', attempts: 1, last_error: error });
+  });
+
+  it('413 with Retry-After (a limit the consumer says is passing) is retried', async () => {
+    const { h, consumer } = await setup();
+    consumer.reply((_r, n) => (n === 1 ? { status: 413, headers: { 'retry-after': '1' } } : { status: 200 }));
+    await h.post(envelope());
+    for (let i = 0; i < 5; i++) {
+      await h.settle();
+      h.clock.advance(60_000);
+    }
+    expect(consumer.received).toHaveLength(2);
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
+  });
+
   it('a token in the sink URL (path or query) never reaches the logs or sink_state, and a new token is a new target', async () => {
     const hookPath = '/hooks/T0123/tok-PATHSECRET?token=tok-QUERYSECRET';
     consumer = await startConsumer({ [hookPath]: SECRET_A });

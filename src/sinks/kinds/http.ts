@@ -2,7 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import { z } from 'zod';
 import { parseSecret, quotedProblem } from '../../config/parseSecret.js';
 import { HTTP_TOKEN, isPlainKey, KEY_NOT_SHOWN } from '../../config/parseOptions.js';
-import { PauseSourceError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
+import { PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../../hiring/errors.js';
 import { parseRetryAfter } from '../../hiring/parseRetryAfter.js';
 import { InterruptedByStopError } from '../interrupted.js';
 import { serializeMessage } from '../serializeMessage.js';
@@ -91,6 +91,12 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
         if (after !== null) {
           throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS), { throttlesSource: true }), status);
         }
+      }
+      if (status === 413 && res.header('retry-after') === null) {
+        // The consumer refuses the message's size: the same bytes meet the same refusal at every
+        // attempt (25 over about 14 h, each sending the whole message again). A dead letter at once,
+        // to retry once the consumer takes larger bodies.
+        throw withStatus(new PermanentError(`HTTP 413: the consumer refuses a message of ${Buffer.byteLength(body)} bytes (raise its body size limit, then dead-letters retry)`), status);
       }
       throw withStatus(new RetryableError(`HTTP ${status}`), status);
     },
