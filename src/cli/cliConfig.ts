@@ -11,7 +11,7 @@ import { CliError, UsageError } from './errors.js';
  *
  * | command | reads |
  * |---|---|
- * | status, replay, dead-letters, quarantine, conflicts, migrate, prune, backup, sinks | DATABASE_PATH (or --database); sinks from CONFIG_FILE when present |
+ * | status, replay, dead-letters, quarantine, conflicts, migrate, prune, backup, sinks, erase | DATABASE_PATH (or --database); sinks from CONFIG_FILE when present |
  * | webhooks | HIRING_API_URL + HIRING_API_KEY, or a CONFIG_FILE source (--source) |
  * | send | nothing required; WEBHOOK_SECRET and PORT as defaults |
  * | sandbox | SANDBOX_PORT, SANDBOX_HOST, SANDBOX_TIME_FACTOR, SANDBOX_MANUAL_CLOCK |

@@ -3,7 +3,7 @@ import { ageArg } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
 import { databaseOption, examples, interruptHelp, jsonOption, progressHelp, progressOption } from './options.js';
 
-/** migrate, prune and backup: the database file itself. */
+/** migrate, prune, backup and erase: the database file itself. */
 export function addDatabaseCommands(program: Command, { io, done }: CommandContext): void {
   program
     .command('migrate')
@@ -41,4 +41,21 @@ export function addDatabaseCommands(program: Command, { io, done }: CommandConte
         progressHelp('backup: 1,234 of 52,000 pages (2%), then checking and syncing the copy'),
     )
     .action((destination: string, o) => done(import('../commands/backup.js').then((m) => m.runBackup(io, destination, o))));
+
+  program
+    .command('erase')
+    .description("erase one candidate (a GDPR request): their applications, events and everything keyed by them, conflicts and quarantined bodies naming the address, their lines in the file sinks; then VACUUM and a WAL checkpoint, so no copy stays in the file")
+    .option('--email <address>', "the candidate's email (compared ignoring case); never printed")
+    .addOption(new Option('--application <id...>', 'also these applications, by id (a candidate without an email)'))
+    .option('--deleted-at-service', 'the applications not marked deleted here were checked to be gone at the service (a redelivery stored one again after an earlier erasure)')
+    .option('--finish', 'only the VACUUM and checkpoint, after an erasure whose checkpoint was held up by another process')
+    .addOption(databaseOption())
+    .option('--dry-run', 'say what would be erased (application ids, rows per table, file sink lines), change nothing')
+    .addOption(jsonOption())
+    .addHelpText(
+      'after',
+      examples(['hiring-receiver erase --email jane.doe@example.com --dry-run', 'hiring-receiver erase --email jane.doe@example.com', 'hiring-receiver erase --application 3f2c… --dry-run']) +
+        '\nFirst delete the applications at the service, wait 11 h after the last of their events (the service retries for that long), and stop every process that has the database open. It refuses (exit 1, nothing erased) otherwise: README "Personal data and erasure". Set CONFIG_FILE as the receiver has it, so its file sinks are rewritten too. Not reached: backups, Litestream replicas, what http and stdout sinks sent.',
+    )
+    .action((o) => done(import('../commands/erase.js').then((m) => m.runErase(io, o))));
 }

@@ -1,0 +1,320 @@
+import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type BetterSqlite3 from 'better-sqlite3';
+import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
+import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
+import { databasePathOf } from '../cliConfig.js';
+import { openCliDatabase } from '../cliDatabase.js';
+import { CliError, UsageError } from '../errors.js';
+import { printJson, type CliIo } from '../io.js';
+import { configuredSinks, type SinkConfig } from '../sinkOps.js';
+
+export interface EraseOptions {
+  database?: string;
+  email?: string;
+  application?: string[];
+  deletedAtService?: boolean;
+  finish?: boolean;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+/** The service retries a delivery for 10 h 50 min (spec 6.3: 6 attempts); a margin rounds it up. */
+export const SERVICE_RETRY_WINDOW_MS = 11 * 3_600_000;
+
+/** What erasing leaves alone: said by every run, so no operator takes the database for the whole of it. */
+const OUTSIDE = 'backups and Litestream replicas of the database, and what http and stdout sinks sent (their consumers keep it): erase it there';
+
+/**
+ * The tables in the order they are cleared (README, "Personal data and erasure"), each with the rows
+ * of the selection: @apps and @events are JSON arrays of ids, @address the lowercased address or null.
+ */
+const APPS = 'SELECT value FROM json_each(@apps)';
+const EVENTS = 'SELECT value FROM json_each(@events)';
+const NAMES_ADDRESS = (column: string) => `(@address IS NOT NULL AND instr(lower(${column}), @address) > 0)`;
+const TABLES: readonly (readonly [table: string, where: string])[] = [
+  ['applications', `id IN (${APPS})`],
+  ['application_status_history', `application_id IN (${APPS})`],
+  ['interview_results', `application_id IN (${APPS})`],
+  ['cv_evaluation_results', `application_id IN (${APPS})`],
+  ['insights_results', `application_id IN (${APPS})`],
+  ['legacy_interview_results', `application_id IN (${APPS})`],
+  ['application_events', `application_id IN (${APPS}) OR event_id IN (${EVENTS})`],
+  ['event_processing', `event_id IN (${EVENTS})`],
+  ['deliveries', `event_id IN (${EVENTS})`],
+  ['jobs', `event_id IN (${EVENTS})`],
+  ['event_conflicts', `event_id IN (${EVENTS}) OR ${NAMES_ADDRESS('envelope')}`],
+  // Bodies are BLOBs: LIKE never matches them where SQLite has LIKE_DOESNT_MATCH_BLOBS (Debian's).
+  ['quarantine', NAMES_ADDRESS('CAST(body AS TEXT)')],
+  ['events', `id IN (${EVENTS})`],
+];
+
+interface Selection {
+  applications: string[];
+  events: string[];
+  problems: string[];
+}
+
+/** SQLite's lower() changes ASCII letters only: the address is compared the same way everywhere. */
+const asciiLower = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+
+/** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
+function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number): Selection {
+  const apps = sqlite
+    .prepare(`SELECT id, deleted_at FROM applications WHERE lower(candidate_email) = @address OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
+    .all({ address, ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
+  const applications = apps.map((a) => a.id);
+  const events = sqlite
+    .prepare(
+      `SELECT id, received_at FROM events WHERE id IN (SELECT event_id FROM application_events WHERE application_id IN (${APPS}))
+         OR application_id IN (${APPS}) OR ${NAMES_ADDRESS('envelope')} ORDER BY received_at`,
+    )
+    .all({ apps: JSON.stringify(applications), address }) as { id: string; received_at: string }[];
+  const problems: string[] = [];
+  const missing = ids.filter((id) => !applications.includes(id));
+  for (const id of missing) problems.push(`no application has id ${JSON.stringify(id)}`);
+  if (applications.length === 0 && address !== null) problems.push('no application has the candidate email given (compared ignoring case)');
+  for (const a of apps) {
+    if (a.deleted_at === null && !o.deletedAtService) {
+      problems.push(
+        `application ${a.id} is not deleted at the service (no job_application.deleted stored): delete it there first, and let the receiver store the deletion; for one stored again by a redelivery after an earlier erasure, check that the service answers 404 for it, then add --deleted-at-service`,
+      );
+    }
+  }
+  const last = events.at(-1)?.received_at;
+  if (last !== undefined && Date.parse(last) > now - SERVICE_RETRY_WINDOW_MS) {
+    problems.push(
+      `the last of its events was stored at ${last}: the service may deliver it again (storing the candidate again) until ${new Date(Date.parse(last) + SERVICE_RETRY_WINDOW_MS).toISOString()}, the end of its retry window (11 h, spec 6.3); run it after that`,
+    );
+  }
+  // Events past the processing cursor are not folded yet: an application of theirs may not be in
+  // `applications`, nor their events in `application_events`, so the selection would miss them.
+  if (sqlite.prepare('SELECT EXISTS (SELECT 1 FROM events WHERE rowid > (SELECT last_event_rowid FROM processing_cursor))').pluck().get() === 1) {
+    problems.push('processing is not caught up (`status`): let the receiver process every event first');
+  }
+  return { applications, events: events.map((e) => e.id), problems };
+}
+
+/** Rows of each table the selection names: counted (dry run) or deleted. */
+function eachTable(sqlite: BetterSqlite3.Database, s: Selection, address: string | null, erase: boolean): Record<string, number> {
+  const params = { apps: JSON.stringify(s.applications), events: JSON.stringify(s.events), address };
+  const rows: Record<string, number> = {};
+  for (const [table, where] of TABLES) {
+    rows[table] = erase
+      ? sqlite.prepare(`DELETE FROM ${table} WHERE ${where}`).run(params).changes
+      : (sqlite.prepare(`SELECT COUNT(*) FROM ${table} WHERE ${where}`).pluck().get(params) as number);
+  }
+  return rows;
+}
+
+interface SinkFileResult {
+  sink: string;
+  path: string;
+  lines: number;
+  rotated: { path: string; lines: number }[];
+  not_touched: string[];
+}
+
+/** Compressions of a rotated copy this command cannot rewrite (gzip it can). */
+const UNREADABLE_COPY = /\.(bz2|xz|zst|lz4|lzma|z|zip|7z)$/i;
+
+/** Copies log rotation left beside a sink's file: its name with a suffix (events.ndjson.1, events.ndjson-20261127.gz). */
+function rotatedCopies(path: string): string[] {
+  const name = basename(path);
+  const folder = dirname(path);
+  if (!existsSync(folder)) return [];
+  return readdirSync(folder)
+    .filter((f) => f.length > name.length && f.startsWith(name) && /^[.\-_]/.test(f.slice(name.length)) && !f.includes('.rewrite-'))
+    .map((f) => join(folder, f))
+    .filter((f) => statSync(f).isFile())
+    .sort();
+}
+
+/** Takes the candidate's lines out of each file sink's file and its rotated copies. */
+function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): SinkFileResult[] {
+  const quoted = [...s.applications, ...s.events].map((id) => JSON.stringify(id));
+  const names = (line: string) => (address !== null && asciiLower(line).includes(address)) || quoted.some((q) => line.includes(q));
+  const results: SinkFileResult[] = [];
+  for (const sink of sinks) {
+    if (sink.type !== 'file') continue;
+    const path = (sink.options as { path: string }).path;
+    const result: SinkFileResult = { sink: sink.name, path, lines: 0, rotated: [], not_touched: [] };
+    try {
+      if (existsSync(path)) result.lines = rewriteWithoutLines(path, names, { dryRun });
+      for (const copy of rotatedCopies(path)) {
+        if (UNREADABLE_COPY.test(copy)) result.not_touched.push(copy);
+        else result.rotated.push({ path: copy, lines: rewriteWithoutLines(copy, names, { dryRun }) });
+      }
+    } catch (err) {
+      throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
+    }
+    results.push(result);
+  }
+  return results;
+}
+
+/**
+ * VACUUM writes a copy of the database in the temporary folder, then the whole copy into the WAL:
+ * about its size free in each. Refused before anything is erased, rather than stop after it.
+ */
+function noRoomForVacuum(io: CliIo, path: string): string | null {
+  const size = statSync(path).size;
+  const tmp = [io.env['SQLITE_TMPDIR'], io.env['TMPDIR'], '/var/tmp', '/usr/tmp', '/tmp'].find((d) => d !== undefined && d !== '' && existsSync(d)) ?? dirname(path);
+  const folders = [dirname(path), tmp];
+  const need = new Map<number, { folder: string; bytes: number }>();
+  for (const folder of folders) {
+    const dev = statSync(folder).dev;
+    const n = need.get(dev);
+    need.set(dev, { folder: n?.folder ?? folder, bytes: (n?.bytes ?? 0) + size });
+  }
+  for (const { folder, bytes } of need.values()) {
+    const fs = statfsSync(folder);
+    const free = fs.bavail * fs.bsize;
+    if (free < bytes) return `not enough free disk space for the VACUUM: it needs about ${Math.ceil(bytes / 1e6)} MB in ${folder} (the database is ${Math.ceil(size / 1e6)} MB), ${Math.floor(free / 1e6)} MB are free`;
+  }
+  return null;
+}
+
+/** VACUUM, then the WAL written back and truncated: until then, earlier copies of the rows remain. */
+function compact(sqlite: BetterSqlite3.Database, commandLine: string): string {
+  sqlite.exec('VACUUM');
+  const r = sqlite.prepare('PRAGMA wal_checkpoint(TRUNCATE)').raw().get() as number[];
+  const answer = r.join('|');
+  if (answer !== '0|0|0') {
+    throw new CliError(
+      `the checkpoint answered ${answer}, not 0|0|0: another process (a reader, an ingest-only \`serve\`) holds the database open, and the erased data may remain in its -wal file and in pages of the database file until they close; stop them, then run \`${commandLine}\`, which completes the VACUUM and checkpoint`,
+    );
+  }
+  return answer;
+}
+
+/**
+ * `erase`: one candidate out of the database (a GDPR request), the steps of README "Personal data
+ * and erasure" in one command. Refuses, erasing nothing, unless the applications are deleted at the
+ * service, the service's retry window has passed, processing is caught up and no process runs the
+ * workers; then, in one IMMEDIATE transaction with secure_delete on, takes the lines out of the
+ * file sinks' files and deletes the rows; then VACUUMs (deleted rows leave copies in pages still
+ * in use) and truncates the WAL. Prints application ids, never the address or the name.
+ */
+export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
+  const ids = o.application ?? [];
+  if (o.email === '') throw new UsageError('--email: the address is empty');
+  if (o.finish && (o.email !== undefined || ids.length > 0 || o.dryRun)) throw new UsageError('--finish takes no selection and no --dry-run: it completes the VACUUM and checkpoint of an earlier erasure');
+  if (!o.finish && o.email === undefined && ids.length === 0) throw new UsageError('say whose data to erase: --email <address>, or --application <id> for a candidate without one');
+  const address = o.email === undefined ? null : asciiLower(o.email.trim());
+  const path = databasePathOf(io.env, o.database);
+  const finishLine = `hiring-receiver erase --finish${o.database === undefined ? '' : ' --database <path>'}`;
+
+  const refused = (problems: string[]) => new CliError(problems.map((p) => `erase refused, nothing erased: ${p}`).join('\nerror: '));
+  const { sinks, problems: sinkProblems } = configuredSinks(io.env, path);
+  if (sinkProblems.length > 0 && !o.dryRun && !o.finish) throw refused(sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
+
+  let lock: WorkersLock | null = null;
+  if (!o.dryRun) {
+    // Held to the end: no `serve` or `work` starts its workers (nor writes a file sink) meanwhile.
+    try {
+      lock = acquireWorkersLock(path);
+    } catch (err) {
+      if (err instanceof WorkersRunningError) throw refused([`${err.message}; stop it (and every process that has the database open) first`]);
+      throw err;
+    }
+  }
+  try {
+    const room = o.dryRun ? null : noRoomForVacuum(io, path);
+    if (room) throw refused([room]);
+    const database = openCliDatabase(path, { readOnly: o.dryRun === true });
+    try {
+      const sqlite = database.sqlite;
+      if (o.finish) {
+        const checkpoint = compact(sqlite, finishLine);
+        if (o.json) printJson(io, { dry_run: false, vacuumed: true, checkpoint });
+        else io.out(`database compacted (VACUUM) and its WAL truncated (checkpoint ${checkpoint})`);
+        return 0;
+      }
+      const now = Date.now();
+      let s: Selection;
+      let rows: Record<string, number>;
+      let files: SinkFileResult[];
+      if (o.dryRun) {
+        ({ s, rows } = database.sqlite.transaction(() => {
+          const s = select(sqlite, address, ids, o, now);
+          return { s, rows: eachTable(sqlite, s, address, false) };
+        })());
+        s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
+        files = eraseFromSinkFiles(sinks, s, address, true);
+      } else {
+        sqlite.pragma('secure_delete = ON');
+        sqlite.exec('BEGIN IMMEDIATE');
+        try {
+          s = select(sqlite, address, ids, o, now);
+          if (s.problems.length > 0) throw refused(s.problems);
+          // The sink files first, while the selection is still in the database: a failure or a crash
+          // here leaves the rows, and the same command run again finds them and does the rest (a
+          // file already rewritten has no line left to take out).
+          try {
+            files = eraseFromSinkFiles(sinks, s, address, false);
+          } catch (err) {
+            io.err(`erase: stopped by the error below before the database: nothing erased from it (lines already taken out of a file sink stay out); run it again once it is fixed`);
+            throw err;
+          }
+          rows = eachTable(sqlite, s, address, true);
+          sqlite.exec('COMMIT');
+        } catch (err) {
+          if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
+          throw err;
+        }
+      }
+      let checkpoint: string | null = null;
+      if (!o.dryRun) {
+        try {
+          checkpoint = compact(sqlite, finishLine);
+        } catch (err) {
+          io.err(`erase: the candidate's rows are deleted (applications ${s.applications.join(', ')}) and the file sinks rewritten, but the file is not clean yet:`);
+          throw err;
+        }
+      }
+      report(io, o, s, rows, files, sinks, checkpoint);
+      if (s.problems.length > 0) {
+        for (const p of s.problems) io.err(`error: erase would be refused: ${p}`);
+        return 1;
+      }
+      return 0;
+    } finally {
+      await database.close();
+    }
+  } finally {
+    lock?.release();
+  }
+}
+
+function report(io: CliIo, o: EraseOptions, s: Selection, rows: Record<string, number>, files: SinkFileResult[], sinks: readonly SinkConfig[], checkpoint: string | null): void {
+  const others = sinks.filter((k) => k.type !== 'file').map((k) => `${k.type} sink ${k.name}`);
+  const notReached = `not reached: ${OUTSIDE}${others.length > 0 ? ` (here: ${others.join(', ')})` : ''}`;
+  const noSinkFiles = (io.env['CONFIG_FILE'] ?? '') === '' ? 'CONFIG_FILE is unset here, so no file sink was rewritten: give the command the receiver\'s CONFIG_FILE' : null;
+  if (o.json) {
+    printJson(io, {
+      dry_run: o.dryRun === true,
+      applications: s.applications,
+      events: s.events.length,
+      rows,
+      file_sinks: files,
+      vacuumed: checkpoint !== null,
+      checkpoint,
+      not_reached: notReached.replace(/^not reached: /, ''),
+      ...(o.dryRun ? { refused: s.problems } : {}),
+    });
+    if (noSinkFiles) io.err(`warning: ${noSinkFiles}`);
+    return;
+  }
+  const would = o.dryRun ? 'would erase' : 'erased';
+  io.out(`${would} ${s.applications.length} application${s.applications.length === 1 ? '' : 's'}: ${s.applications.join(', ') || '-'}`);
+  io.out(`rows ${o.dryRun ? 'to delete' : 'deleted'}: ${Object.entries(rows).map(([t, n]) => `${t} ${n}`).join(', ')}`);
+  for (const f of files) {
+    io.out(`file sink ${f.sink}: ${f.lines} line${f.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out of' : 'taken out of'} ${f.path}`);
+    for (const r of f.rotated) io.out(`  rotated copy ${r.path}: ${r.lines} line${r.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out' : 'taken out'}`);
+    for (const n of f.not_touched) io.out(`  rotated copy ${n}: not touched (compressed in a format this command does not rewrite): erase it by hand`);
+  }
+  if (noSinkFiles) io.err(`warning: ${noSinkFiles}`);
+  if (checkpoint !== null) io.out(`database compacted (VACUUM) and its WAL truncated (checkpoint ${checkpoint})`);
+  io.out(notReached);
+}

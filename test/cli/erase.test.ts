@@ -1,0 +1,199 @@
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { acquireWorkersLock } from '../../src/db/workersLock.js';
+import { startPair } from '../helpers/pair.js';
+import { tempDir } from '../helpers/receiver.js';
+import { postSigned } from '../helpers/signing.js';
+import { cli } from './helpers.js';
+
+// `hiring-receiver erase` on a database the receiver wrote (sandbox and receiver sharing a manual
+// clock), as the CLI child process an operator runs. It replaces README's manual procedure (five
+// steps and ~50 lines of SQL), which a walk showed an operator cannot be expected to follow by
+// hand: deleting the rows with secure_delete on left the name, email and phone in pages still in
+// use until a VACUUM, a quarantined BLOB body escapes LIKE, a checkpoint held up by a reader
+// leaves the data in the file, and the file sink's lines are to be taken out too.
+
+/** The bytes of the database and every file beside it (-wal, -shm, the workers lock). */
+function databaseFiles(dir: string): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const f of readdirSync(dir).filter((f) => f.startsWith('receiver.db')).sort()) files[f] = readFileSync(join(dir, f)).toString('latin1');
+  return files;
+}
+const databaseBytes = (dir: string) => Object.values(databaseFiles(dir)).join('\n');
+
+const ZELDA = { first_name: 'Zelda', last_name: 'Quixotewick', email: 'Zelda.Quixotewick@example.org', phone_number: '+15550199876' };
+const YOLANDA = { first_name: 'Yolanda', last_name: 'Vandersnoot', email: 'yolanda.vandersnoot@example.org', phone_number: '+15550177777' };
+const KEEPER = { first_name: 'Bartholomew', last_name: 'Keepme', email: 'bart.keepme@example.org', phone_number: '+15550111111' };
+const tracesOf = (who: typeof ZELDA) => (text: string) => [who.last_name, who.email, who.phone_number.slice(2)].filter((t) => text.toLowerCase().includes(t.toLowerCase()));
+const zeldaTraces = tracesOf(ZELDA);
+const yolandaTraces = tracesOf(YOLANDA);
+
+/** NODE_OPTIONS for a CLI child whose clock (Date.now) reads `at`. */
+const clockAt = (at: number) => ({ NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(`Date.now = () => ${at};`)}` });
+
+describe('hiring-receiver erase', () => {
+  it('refuses while a step is not done, then leaves none of the candidate in the database files or the file sink, keeps the others, and the receiver runs on', async () => {
+    const { dir: sinkDir, cleanup } = tempDir('erasure-');
+    onTestFinished(cleanup);
+    const config = join(sinkDir, 'config.json');
+    const sinkFile = join(sinkDir, 'events.ndjson');
+    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
+    // Two days ago: the service's retry window of every event has passed by the erasure (the CLI's own clock).
+    const p = await startPair({ env: { CONFIG_FILE: config }, startAt: Date.now() - 2 * 86_400_000 });
+    onTestFinished(() => p.close());
+    const c = p.sandbox.control;
+    const port = { PORT: new URL(p.receiver.url).port };
+    const job = c.createJob({ title: 'Forklift Operator' });
+    const z1 = c.createApplication({ jobId: job.id, candidate: ZELDA, externalId: 'ext-z1' });
+    const z2 = c.createApplication({ jobId: c.createJob({ title: 'Warehouse Lead' }).id, candidate: ZELDA, externalId: 'ext-z2' });
+    const y1 = c.createApplication({ jobId: job.id, candidate: YOLANDA, externalId: 'ext-y1' });
+    const keeper = c.createApplication({ jobId: job.id, candidate: KEEPER, externalId: 'ext-k1' });
+    for (const id of [z1.id, keeper.id]) {
+      c.setApplicationStatus(id, 'screened');
+      c.completeInterview(id);
+      c.completeCvEvaluation(id);
+    }
+    c.setApplicationStatus(z2.id, 'screened');
+    await p.settle();
+
+    // A signed delivery that could not be parsed, and one reusing a stored event's id with another body.
+    const signed = (body: string) => postSigned(p.receiver.url, p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) });
+    expect((await signed(`{"event_type":"application.created","payload":{"candidate":${JSON.stringify(ZELDA)}`)).status).toBe(200);
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    const created = sqlite.prepare("SELECT envelope FROM events WHERE application_id = ? AND event_type = 'application.created'").get(z1.id) as { envelope: string };
+    expect((await signed(JSON.stringify({ ...(JSON.parse(created.envelope) as object), created_at: '2026-01-01T00:00:00.000Z' }))).status).toBe(200);
+    expect(sqlite.prepare('SELECT (SELECT COUNT(*) FROM quarantine) + (SELECT COUNT(*) FROM event_conflicts) AS n').get()).toEqual({ n: 2 });
+
+    const dbPath = p.receiver.dbPath;
+    const dbDir = join(dbPath, '..');
+    const env = { DATABASE_PATH: dbPath, CONFIG_FILE: config };
+    const erase = (args: string[], extra: Record<string, string> = {}) => cli(['erase', ...args], { ...env, ...extra });
+
+    // Not deleted at the service yet: refused, nothing erased, each application named.
+    await p.receiver.app.stop();
+    const notDeleted = await erase(['--email', ZELDA.email, '--json']);
+    expect(notDeleted.code, notDeleted.stderr).toBe(1);
+    expect(notDeleted.stdout).toBe('');
+    expect(notDeleted.stderr).toContain(`error: erase refused, nothing erased: application ${z1.id} is not deleted at the service`);
+    expect(notDeleted.stderr).toContain(`application ${z2.id} is not deleted at the service`);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    // --deleted-at-service: the operator checked at the service (a redelivery re-created them); a dry run then sees no reason to refuse.
+    const checked = await erase(['--email', ZELDA.email, '--deleted-at-service', '--dry-run', '--json']);
+    expect(checked.code, checked.stderr).toBe(0);
+    expect(JSON.parse(checked.stdout)).toMatchObject({ dry_run: true, applications: [z1.id, z2.id].sort(), refused: [] });
+
+    await p.restartReceiver(port);
+    c.deleteApplication(z1.id);
+    c.deleteApplication(z2.id);
+    c.deleteApplication(y1.id);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    // An event stored and not processed yet (the workers run only when the test says).
+    c.setApplicationStatus(keeper.id, 'interviewed');
+    await p.sandbox.control.idle();
+    await p.receiver.app.stop();
+    const notCaughtUp = await erase(['--email', ZELDA.email]);
+    expect(notCaughtUp.code).toBe(1);
+    expect(notCaughtUp.stderr).toContain('error: erase refused, nothing erased: processing is not caught up');
+    await p.restartReceiver(port);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const lastStored = p.clock.now();
+    await p.receiver.app.stop();
+
+    // Within the service's retry window by the CLI's clock: refused, the end of the window named.
+    const inWindow = await erase(['--email', ZELDA.email], clockAt(lastStored + 3_600_000));
+    expect(inWindow.code).toBe(1);
+    expect(inWindow.stderr).toMatch(/error: erase refused, nothing erased: the last of its events was stored at \S+: the service may deliver it again .* until \S+Z/);
+    // A process running the workers: refused.
+    const workers = acquireWorkersLock(dbPath);
+    const locked = await erase(['--email', ZELDA.email]).finally(() => workers.release());
+    expect(locked.code).toBe(1);
+    expect(locked.stderr).toContain('error: erase refused, nothing erased: another process is already running the workers of');
+    // No such candidate, no such application id: refused.
+    const nobody = await erase(['--email', 'nobody@example.org', '--application', 'no-such-app']);
+    expect(nobody.code).toBe(1);
+    expect(nobody.stderr).toContain('no application has id "no-such-app"');
+    expect(nobody.stderr).toContain('no application has the candidate email given');
+    expect((await erase([])).code).toBe(2);
+
+    // --dry-run: what would go, and not one byte changed.
+    const sinkBefore = readFileSync(sinkFile, 'utf8');
+    // Copies log rotation left beside it: a plain one is rewritten too, a bzip2 one is named as not touched.
+    writeFileSync(`${sinkFile}.1`, sinkBefore, { mode: 0o640 });
+    writeFileSync(`${sinkFile}.2.bz2`, 'BZh9');
+    const fileBefore = readFileSync(dbPath);
+    const dry = await erase(['--email', ZELDA.email.toUpperCase(), '--dry-run', '--json']);
+    expect(dry.code, dry.stderr).toBe(0);
+    const plan = JSON.parse(dry.stdout) as {
+      applications: string[];
+      rows: Record<string, number>;
+      file_sinks: { lines: number; rotated: { path: string; lines: number }[]; not_touched: string[] }[];
+      refused: string[];
+    };
+    expect(plan.applications).toEqual([z1.id, z2.id].sort());
+    expect(plan.rows).toMatchObject({ applications: 2, interview_results: 1, cv_evaluation_results: 1, event_conflicts: 1, quarantine: 1 });
+    expect(plan.rows['events']).toBeGreaterThan(4);
+    expect(plan.file_sinks[0]!.lines).toBeGreaterThan(4);
+    expect(plan.file_sinks[0]!.rotated).toEqual([{ path: `${sinkFile}.1`, lines: plan.file_sinks[0]!.lines }]);
+    expect(plan.file_sinks[0]!.not_touched).toEqual([`${sinkFile}.2.bz2`]);
+    expect(plan.refused).toEqual([]);
+    // The database file byte for byte (a read-only open may leave an empty -wal and its -shm beside it, as `status` does).
+    expect(readFileSync(dbPath).equals(fileBefore)).toBe(true);
+    expect(databaseFiles(dbDir)['receiver.db-wal'] ?? '').toBe('');
+    expect(readFileSync(sinkFile, 'utf8')).toBe(sinkBefore);
+    expect(zeldaTraces(dry.stdout + dry.stderr)).toEqual([]);
+
+    // A reader holding a snapshot: the rows go, but the checkpoint cannot write the file clean: an
+    // error that says so and how to finish.
+    const reader = new Database(dbPath, { readonly: true });
+    reader.exec('BEGIN');
+    reader.prepare('SELECT COUNT(*) FROM events').get();
+    const heldUp = await erase(['--email', ZELDA.email]);
+    reader.exec('COMMIT');
+    reader.close();
+    expect(heldUp.code).toBe(1);
+    expect(heldUp.stderr).toContain(`erase: the candidate's rows are deleted (applications ${[z1.id, z2.id].sort().join(', ')}) and the file sinks rewritten, but the file is not clean yet:`);
+    expect(heldUp.stderr).toMatch(/error: the checkpoint answered [\d|]+, not 0\|0\|0: another process .* holds the database open, .* run `hiring-receiver erase --finish`/);
+    const finished = await erase(['--finish']);
+    expect(finished.code, finished.stderr).toBe(0);
+    expect(finished.stdout).toContain('(checkpoint 0|0|0)');
+    expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
+    const sinkAfter = readFileSync(sinkFile, 'utf8');
+    expect(zeldaTraces(sinkAfter)).toEqual([]);
+    expect(sinkAfter).toContain(KEEPER.last_name);
+    expect(statSync(sinkFile).mode & 0o777).toBe(0o600);
+    expect(readFileSync(`${sinkFile}.1`, 'utf8')).toBe(sinkAfter);
+    expect(statSync(`${sinkFile}.1`).mode & 0o777).toBe(0o640);
+    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson', 'events.ndjson.1', 'events.ndjson.2.bz2']);
+
+    // A candidate selected by application id alone (no email given): erased in one run, exit 0.
+    expect(yolandaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    const byId = await erase(['--application', y1.id]);
+    expect(byId.code, byId.stderr).toBe(0);
+    expect(byId.stdout).toContain(`erased 1 application: ${y1.id}`);
+    expect(byId.stdout).toContain('database compacted (VACUUM) and its WAL truncated (checkpoint 0|0|0)');
+    expect(byId.stdout).toMatch(/^not reached: backups and Litestream replicas/m);
+    expect(byId.stdout).toContain(`rotated copy ${sinkFile}.2.bz2: not touched`);
+    expect(yolandaTraces(byId.stdout + byId.stderr)).toEqual([]);
+    expect(yolandaTraces(databaseBytes(dbDir))).toEqual([]);
+    expect(yolandaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
+    // Done once: a second run finds nothing to erase.
+    expect((await erase(['--email', ZELDA.email])).stderr).toContain('no application has the candidate email given');
+
+    // The receiver runs on: the other candidate's application is whole, and folds its next event.
+    await p.restartReceiver(port);
+    c.setApplicationStatus(keeper.id, 'hired');
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    const rows = p.receiver.app.database.ingestSqlite.prepare('SELECT id, status, candidate_email FROM applications ORDER BY id').all();
+    expect(rows).toEqual([{ id: keeper.id, status: 'hired', candidate_email: KEEPER.email }]);
+    const results = p.receiver.app.database.ingestSqlite
+      .prepare("SELECT (SELECT COUNT(*) FROM interview_results WHERE state = 'ready') AS interviews, (SELECT COUNT(*) FROM events WHERE application_id <> ?) AS others")
+      .get(keeper.id);
+    expect(results).toEqual({ interviews: 1, others: 0 });
+    expect(readFileSync(sinkFile, 'utf8').split('\n').filter((l) => l.includes('"hired"'))).toHaveLength(1);
+  }, 120_000);
+});
