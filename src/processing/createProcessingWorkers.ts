@@ -72,7 +72,10 @@ export function createProcessingWorkers({ config, queue, pauses, clock, logger, 
       if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
     },
     onJobSettled,
-    onClockStepBack: (now, stepMs) => movePollsBack(processing, now, stepMs),
+    onClockStepBack: async (now, stepMs) => {
+      await movePollsBack(processing, now, stepMs);
+      await pauses.moveBack(now, stepMs);
+    },
     concurrency: Math.max(1, config.workerConcurrency),
     pacer,
     handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },

@@ -86,26 +86,42 @@ describe('the wall clock steps back while the receiver runs (NTP)', () => {
     expect(db.prepare('SELECT is_eligible FROM interview_results WHERE application_id = ?').get(app.id)).toEqual({ is_eligible: 1 });
   });
 
-  it("a source the service asked to wait (429, Retry-After) is read again when the wait is over, not a step later", async () => {
+  /**
+   * The first read of an interview's result answers `fault`, then the clock steps back two hours;
+   * 30 s steps of real time (at most `maxMs`) until the second read. The reads' statuses, and when
+   * the second came after the step.
+   */
+  async function secondReadAfterStep(fault: { status: number; headers?: Record<string, string> }, maxMs: number) {
     pair = await startPair({ startAt: Date.parse('2026-11-02T11:00:00Z') });
     const p = pair;
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.injectFault({ target: 'interview', applicationId: app.id, status: 429, headers: { 'Retry-After': '600' } });
+    c.injectFault({ target: 'interview', applicationId: app.id, ...fault });
     c.completeInterview(app.id);
     await p.settle();
-    const path = `/api/v2/applications/${app.id}/interview`;
-    const reads = () => p.calls.filter((x) => x.path === path);
-    expect(reads().map((r) => r.status)).toEqual([429]);
+    const reads = () => p.calls.filter((x) => x.path === `/api/v2/applications/${app.id}/interview`);
+    expect(reads()).toHaveLength(1);
     const steppedAt = p.clock.now() - HOURS_2;
     p.clock.set(steppedAt);
-    // 15 minutes of real time in 30 s steps: the wait is 600 s and its jitter (a minute at most).
-    for (let i = 0; i < 30 && reads().length < 2; i++) {
+    for (let i = 0; i < maxMs / 30_000 && reads().length < 2; i++) {
       p.clock.advance(30_000);
       await p.settle();
     }
-    expect(reads().map((r) => r.status)).toEqual([429, 200]);
-    expect(reads()[1]!.at - steppedAt).toBeGreaterThanOrEqual(600_000);
-    expect(reads()[1]!.at - steppedAt).toBeLessThanOrEqual(690_000);
+    return { statuses: reads().map((r) => r.status), secondAfter: reads()[1] ? reads()[1]!.at - steppedAt : null };
+  }
+
+  it('a source the service asked to wait (429, Retry-After) is read again when the wait is over, not a step later', async () => {
+    // The wait is 600 s and its jitter (a minute at most).
+    const { statuses, secondAfter } = await secondReadAfterStep({ status: 429, headers: { 'Retry-After': '600' } }, 15 * 60_000);
+    expect(statuses).toEqual([429, 200]);
+    expect(secondAfter).toBeGreaterThanOrEqual(600_000);
+    expect(secondAfter).toBeLessThanOrEqual(690_000);
+  });
+
+  it('a source paused on a refused key is probed a period (5 min) after its last probe, not a step later', async () => {
+    // The key works again after that one 401.
+    const { statuses, secondAfter } = await secondReadAfterStep({ status: 401 }, 10 * 60_000);
+    expect(statuses).toEqual([401, 200]);
+    expect(secondAfter).toBeLessThanOrEqual(5 * 60_000 + 30_000);
   });
 });
