@@ -23,7 +23,9 @@ export class LogThrottle {
     const now = this.clock.now();
     const last = this.groups.get(group);
     const sameKey = last !== undefined && last.key === key;
-    if (sameKey && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
+    // A last line "after now": the wall clock went back since, and how long ago it was cannot be
+    // told. Said now, or the failure stayed at debug until the clock was past that line again.
+    if (sameKey && now >= last.atMs && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
       last.since++;
       last.total++;
       return { loud: false, since: last.since, previous: 0 };
