@@ -44,7 +44,8 @@ export class LogThrottle {
     const now = this.clock.now();
     const out: { group: string; key: string; since: number; total: number }[] = [];
     for (const [name, g] of this.groups) {
-      if ((group !== undefined && name !== group) || g.since === 0 || now - g.atMs < minAgeMs) continue;
+      // A last line after now (the clock went back): its age cannot be told, so its count is said.
+      if ((group !== undefined && name !== group) || g.since === 0 || (now >= g.atMs && now - g.atMs < minAgeMs)) continue;
       out.push({ group: name, key: g.key, since: g.since, total: g.total });
       g.since = 0;
       g.atMs = now;

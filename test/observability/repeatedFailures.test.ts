@@ -257,6 +257,21 @@ describe('a sink whose consumer is down past its retries', () => {
   });
 });
 
+describe('a burst of dead letters when the wall clock steps back', () => {
+  it('has its count said after the step (its last line\'s age cannot be told), not an hour later when the clock is past that line again', async () => {
+    const { clock, post, rec } = await sinkReceiver(() => ({ status: 500 }), { max_attempts: 1 });
+    const more = () => rec.logs.lines.filter((l) => l.msg === 'more jobs dead-lettered alike (each is in dead-letters list)');
+    for (let i = 0; i < 3; i++) await post();
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
+    expect(more()).toHaveLength(0);
+    // NTP steps the clock back an hour.
+    clock.set(clock.now() - 3_600_000);
+    await rec.app.fanOut.runUntilIdle();
+    expect(more()).toEqual([expect.objectContaining({ level: 50, sink: 'crm', dead_lettered_since_last_line: 2 })]);
+  });
+});
+
 describe('a sink whose consumer keeps asking to slow down', () => {
   it('logs its deliveries failing alike once a minute, though each answer counts its Retry-After down', async () => {
     // A rate limiter's 429: the seconds left of its window, a different number at each request.
