@@ -1,4 +1,4 @@
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import type { Database, ResultState } from '../db/schema.js';
 import { isDecisionError, PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
@@ -122,7 +122,9 @@ function createRead(ctx: ProcessingContext) {
 
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
-    if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at) {
+    // A result fetched "after now" was fetched before the wall clock went back: it says nothing of
+    // whether it is newer than this event (a re-score announced since would keep the old result).
+    if (!askAgain && FINAL.has(row.state) && row.fetched_at !== null && row.fetched_at >= event.received_at && row.fetched_at <= nowIso) {
       await ctx.db.transaction().execute(async (trx) => {
         await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });
         dropAnsweredDeadReads(ctx, trx, job.id, p.event_id, row.state);
@@ -267,6 +269,23 @@ function createRead(ctx: ProcessingContext) {
       }
     }
   };
+}
+
+/**
+ * The wall clock stepped back by `stepMs` (Worker's onClockStepBack): the result reads' poll times
+ * after `nowMs` were taken on the old clock and move back by the step, so the 30 s spacing counts
+ * from when each poll was, not a step later. Each table is walked (last_polled_at has no index):
+ * once per step.
+ */
+export async function movePollsBack(ctx: ProcessingContext, nowMs: number, stepMs: number): Promise<void> {
+  const shift = `-${(stepMs / 1000).toFixed(3)} seconds`;
+  for (const table of Object.values(RESULT_TABLE)) {
+    await ctx.db
+      .updateTable(table)
+      .set({ last_polled_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', last_polled_at, ${shift})` })
+      .where('last_polled_at', '>', new Date(nowMs).toISOString())
+      .execute();
+  }
 }
 
 const outageOf = <E extends Error>(err: E): E & { outage: true } => Object.assign(err, { outage: true as const });

@@ -23,7 +23,9 @@ export class LogThrottle {
     const now = this.clock.now();
     const last = this.groups.get(group);
     const sameKey = last !== undefined && last.key === key;
-    if (sameKey && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
+    // A last line "after now": the wall clock went back since, and how long ago it was cannot be
+    // told. Said now, or the failure stayed at debug until the clock was past that line again.
+    if (sameKey && now >= last.atMs && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
       last.since++;
       last.total++;
       return { loud: false, since: last.since, previous: 0 };
@@ -42,7 +44,8 @@ export class LogThrottle {
     const now = this.clock.now();
     const out: { group: string; key: string; since: number; total: number }[] = [];
     for (const [name, g] of this.groups) {
-      if ((group !== undefined && name !== group) || g.since === 0 || now - g.atMs < minAgeMs) continue;
+      // A last line after now (the clock went back): its age cannot be told, so its count is said.
+      if ((group !== undefined && name !== group) || g.since === 0 || (now >= g.atMs && now - g.atMs < minAgeMs)) continue;
       out.push({ group: name, key: g.key, since: g.since, total: g.total });
       g.since = 0;
       g.atMs = now;

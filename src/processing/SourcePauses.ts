@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
 import { insertElseUpdate } from '../db/sqliteHelpers.js';
@@ -39,6 +39,15 @@ export class SourcePauses implements SourceGate {
       }
     }
     return held;
+  }
+
+  /** The wall clock stepped back by `stepMs` (Worker's onClockStepBack): each probe is due a period after the last, not a step later. */
+  async moveBack(nowMs: number, stepMs: number): Promise<void> {
+    await this.db
+      .updateTable('source_pauses')
+      .set({ probe_after: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', probe_after, ${`-${(stepMs / 1000).toFixed(3)} seconds`})` })
+      .where('probe_after', '>', new Date(nowMs).toISOString())
+      .execute();
   }
 
   /** The probe's job sent no request: the next claim probes again (it would otherwise wait a period). */

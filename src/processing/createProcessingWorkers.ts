@@ -1,5 +1,5 @@
 import type { Config } from '../config/loadConfig.js';
-import { createFetchDeadLetterHandler, createFetchResultHandler } from '../handlers/fetchResult.js';
+import { createFetchDeadLetterHandler, createFetchResultHandler, movePollsBack } from '../handlers/fetchResult.js';
 import { createNewEventFolder } from '../handlers/foldNewEvents.js';
 import { createProcessEventHandler, PROCESS_EVENT_BATCH } from '../handlers/processEvent.js';
 import type { ProcessingContext } from '../handlers/ProcessingContext.js';
@@ -72,6 +72,10 @@ export function createProcessingWorkers({ config, queue, pauses, clock, logger, 
       if (job.kind === JobKind.fetchResult) await fetchDeadLetter(job, error);
     },
     onJobSettled,
+    onClockStepBack: async (now, stepMs) => {
+      await movePollsBack(processing, now, stepMs);
+      await pauses.moveBack(now, stepMs);
+    },
     concurrency: Math.max(1, config.workerConcurrency),
     pacer,
     handlers: { [JobKind.fetchResult]: createFetchResultHandler(processing) },

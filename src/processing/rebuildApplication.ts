@@ -24,6 +24,18 @@ interface SortableEvent {
  */
 const timeOf = (e: SortableEvent): string => isoUtc(e.created_at) ?? e.received_at;
 
+/**
+ * The order key of an event's time: timeOf with the digits of its created_at's fraction past the
+ * milliseconds (…00.123456Z: "456"), padded to nanoseconds. timeOf (what is stored) keeps
+ * milliseconds, as every stored time does; cut there, changes microseconds apart were a tie that
+ * the ids broke, so the earlier could win. An offset moves whole minutes, not these digits.
+ */
+const instantOf = (e: SortableEvent): string => {
+  const iso = isoUtc(e.created_at);
+  const beyondMs = iso === null ? '' : (/\.\d{3}(\d{1,6})/.exec(e.created_at!)?.[1] ?? '');
+  return `${(iso ?? e.received_at).slice(0, -1)}${beyondMs.padEnd(6, '0')}Z`;
+};
+
 /** RFC 3339 / ISO 8601 shapes only: `Date.parse` alone takes "1" or "Nov 1, 2026", some in local time. */
 const DATE_TIME = /^(\d{4}-\d\d-\d\d)(?:[Tt ](\d\d:\d\d(?::\d\d(?:\.\d+)?)?)([Zz]|[+-]\d\d:?\d\d)?)?$/;
 
@@ -36,10 +48,15 @@ function isoUtc(value: string | null): string | null {
   const m = value === null ? null : DATE_TIME.exec(value.trim());
   if (!m) return null;
   const [, date, time, offset] = m;
+  // Date.parse rolls a day the month does not have over (30 February is 2 March): not a date.
+  const [y, mo, d] = date!.split('-').map(Number) as [number, number, number];
+  if (mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo)) return null;
   const zone = offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset.toUpperCase();
   const t = Date.parse(time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${zone}`);
   return Number.isFinite(t) ? new Date(t).toISOString() : null;
 }
+const daysIn = (year: number, month: number): number =>
+  month === 2 ? (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31;
 const toStatus = (e: SortableEvent) => str(obj(e.payload?.application)?.status);
 const fromStatus = (e: SortableEvent) => str(e.payload?.previous_status);
 
@@ -55,7 +72,7 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
   const sameInstant = new Map<string, T[]>();
   for (const e of events) {
     if (e.event_type !== 'application.status_changed') continue;
-    const instant = timeOf(e);
+    const instant = instantOf(e);
     const group = sameInstant.get(instant) ?? [];
     group.push(e);
     sameInstant.set(instant, group);
@@ -78,8 +95,8 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
     };
     group.forEach(depthOf);
   }
-  // timeOf is normalized ISO UTC, so comparing it as text compares instants.
-  const keys = new Map(events.map((e) => [e, [timeOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const]));
+  // instantOf is normalized ISO UTC of one length, so comparing it as text compares instants.
+  const keys = new Map(events.map((e) => [e, [instantOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const]));
   return events.sort((a, b) => {
     const ka = keys.get(a)!;
     const kb = keys.get(b)!;

@@ -102,6 +102,40 @@ export class JobQueue {
     return rows as ClaimedJob[];
   }
 
+  /**
+   * The latest time the database holds of the receiver's clock (the newest event's arrival, the
+   * newest finished job of `kinds`; each one index read), or null. A worker starting with its clock
+   * before it finds the clock stepped back while the receiver was stopped.
+   */
+  async latestRecordedTime(kinds: readonly string[]): Promise<number | null> {
+    const times: (string | null | undefined)[] = [
+      (await this.db.selectFrom('events').select((eb) => eb.fn.max('received_at').as('at')).executeTakeFirst())?.at,
+    ];
+    for (const kind of kinds) {
+      times.push((await this.db.selectFrom('jobs').select((eb) => eb.fn.max('run_at').as('at')).where('state', '=', 'done').where('kind', '=', kind).executeTakeFirst())?.at);
+    }
+    const ms = times.filter((t): t is string => typeof t === 'string').map((t) => Date.parse(t)).filter(Number.isFinite);
+    return ms.length > 0 ? Math.max(...ms) : null;
+  }
+
+  /**
+   * The wall clock stepped back by `stepMs` (NTP setting right a clock that ran fast): pending jobs
+   * of `kinds` due after `nowMs` were scheduled on the old clock, so they move back by the step and
+   * keep the wait they had left. Left as they were, each waited the step on top (two hours of
+   * result reads and retries held after a two-hour step).
+   */
+  async movePendingBack(kinds: readonly string[], nowMs: number, stepMs: number): Promise<number> {
+    if (kinds.length === 0 || !(stepMs > 0)) return 0;
+    const r = await this.db
+      .updateTable('jobs')
+      .set({ run_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', run_at, ${`-${(stepMs / 1000).toFixed(3)} seconds`})` })
+      .where('state', '=', 'pending')
+      .where('kind', 'in', kinds)
+      .where('run_at', '>', iso(nowMs))
+      .executeTakeFirst();
+    return Number(r.numUpdatedRows);
+  }
+
   private guarded(job: ClaimedJob) {
     return this.db.updateTable('jobs').where('id', '=', job.id).where('lease_token', '=', job.lease_token).where('state', '=', 'running');
   }

@@ -48,6 +48,11 @@ export class SourceHolds {
     this.throttledUntil.set(source, Math.max(this.throttledUntil.get(source) ?? 0, now + told));
   }
 
+  /** The wall clock stepped back by `stepMs`: each hold ends when it would have, not a step later. */
+  moveBack(stepMs: number): void {
+    for (const holds of [this.throttledUntil, this.outageHoldUntil]) for (const [source, until] of holds) holds.set(source, until - stepMs);
+  }
+
   /** A job of the source went through: its run of outage failures, and the breaker's hold, end. */
   wentThrough(source: string): void {
     this.outageFailures.delete(source);

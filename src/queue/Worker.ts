@@ -21,6 +21,8 @@ export type { WorkSource } from './WorkSource.js';
 
 /** How long a worker leaves its source alone after the source's run failed. */
 const SOURCE_RETRY_MS = 1000;
+/** A clock reading this much below the latest one is the wall clock stepping back (NTP slews small offsets, and steps larger ones: ntpd from 128 ms). */
+export const CLOCK_STEP_BACK_MS = 1000;
 
 export interface WorkerOptions {
   queue: JobQueue;
@@ -51,6 +53,11 @@ export interface WorkerOptions {
   /** Run in each tick besides the claim, in units of this worker's batch size. */
   source?: WorkSource;
   /**
+   * The wall clock stepped back by `stepMs` (seen at a claim): after this worker's pending jobs and
+   * holds, what else its work scheduled on the old clock moves back too (the result reads' poll times).
+   */
+  onClockStepBack?: (nowMs: number, stepMs: number) => Promise<void>;
+  /**
    * The source of every job this worker runs (a sink's lane: `sink:<name>`). While it is blocked
    * (the sink disabled, or throttled by a Retry-After) no claim is tried: a claim that leaves it
    * out walks the kind's whole due backlog, every poll.
@@ -79,6 +86,8 @@ export class Worker {
   private sourceRetryAt = 0;
   /** Sources held by a Retry-After or the outage breaker. */
   private readonly holds: SourceHolds;
+  /** The latest reading of the clock at a claim, to see it step back. */
+  private lastClaimAt = -Infinity;
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -278,6 +287,12 @@ export class Worker {
    */
   private async claim(limit: number, polled = false): Promise<ClaimedJob[]> {
     const now = this.opts.clock.now();
+    // The first claim compares with the database: the clock may have stepped back while stopped.
+    if (this.lastClaimAt === -Infinity) this.lastClaimAt = (await this.opts.queue.latestRecordedTime(this.kinds)) ?? now;
+    const stepMs = this.lastClaimAt - now;
+    // Taken before the moves: one that fails is not done again (moved twice, a wait would end early).
+    this.lastClaimAt = now;
+    if (stepMs > CLOCK_STEP_BACK_MS) await this.clockSteppedBack(now, stepMs);
     this.deadLetters.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
@@ -311,6 +326,20 @@ export class Worker {
       for (const source of held.probes) if (!probed.has(source)) await this.runner.probeAgain(source);
     }
     return jobs;
+  }
+
+  /**
+   * Everything this worker scheduled on the wall clock before it stepped back moves back with it:
+   * its pending jobs (their run_at), its holds, and its owner's (onClockStepBack). The step is
+   * measured between two claims, so it is at most the real one: a wait is never cut short by it.
+   * A step forward cannot be told from time passing (a suspended host): waits then end early.
+   */
+  private async clockSteppedBack(now: number, stepMs: number): Promise<void> {
+    const moved = await this.opts.queue.movePendingBack(this.kinds, now, stepMs);
+    this.holds.moveBack(stepMs);
+    this.sourceRetryAt -= stepMs;
+    await this.opts.onClockStepBack?.(now, stepMs);
+    this.opts.logger.warn({ step_ms: stepMs, jobs_moved: moved, kinds: this.kinds }, "the wall clock went back: the jobs and waits scheduled on it before keep the wait they had left");
   }
 
   /** Claimed jobs as they run: batches of one kind up to its handler's maxJobs, other jobs one by one. */

@@ -79,8 +79,8 @@ describe('a failure the workers meet at every poll', () => {
 });
 
 describe('processing new events failing at every turn', () => {
-  it('is logged once, then once a minute with a count, and its end at info', async () => {
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+  /** A receiver on `clock` whose folds of new events all fail (a trigger another process made), once the first has. */
+  async function foldsFailing(clock: ManualClock) {
     const secret = newSecret();
     r = await startReceiver({ WEBHOOK_SECRET: secret }, { clock });
     // Another process makes moving the processing cursor fail: every fold of new events rolls back.
@@ -92,6 +92,12 @@ describe('processing new events failing at every turn', () => {
     const failed = (level?: number) => logs.filter((l) => l.msg === 'processing new events failed; will retry' && (level === undefined || l.level === level));
     await until('the first failure', () => failed().length === 1);
     expect(failed(50)).toHaveLength(1);
+    return { holder, logs, failed };
+  }
+
+  it('is logged once, then once a minute with a count, and its end at info', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const { holder, logs, failed } = await foldsFailing(clock);
     expect(failed(50)[0]).toMatchObject({ err: 'cursor refused', code: 'SQLITE_CONSTRAINT_TRIGGER' });
 
     // Tried again a second later (the receiver's clock), each time alike: at debug.
@@ -122,6 +128,20 @@ describe('processing new events failing at every turn', () => {
     await until('processing to work again', () => logs.some((l) => l.msg === 'processing new events works again'));
     expect(logs.find((l) => l.msg === 'processing new events works again')).toMatchObject({ level: 30, failures: 7 });
     expect(failed()).toHaveLength(7);
+  });
+
+  it('is said at its level again after the wall clock stepped back, not at debug until the clock is past its last line', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const { failed } = await foldsFailing(clock);
+    // The clock steps back an hour (NTP). The fold is tried again a second on (the receiver's clock):
+    // how long since the last line cannot be told from a clock that went back, so it is said at its
+    // level, not at debug for the hour until the clock is past that line's time again.
+    clock.set(clock.now() - 3_600_000);
+    for (let i = 0; i < 10 && failed().length < 2; i++) {
+      clock.advance(1_100);
+      await until('the next failure', () => failed().length >= 2, 1_000).catch(() => undefined);
+    }
+    expect(failed(50)).toHaveLength(2);
   });
 });
 
@@ -234,6 +254,21 @@ describe('a sink whose consumer is down past its retries', () => {
     expect(dead(50)).toHaveLength(3);
     expect(more()).toHaveLength(2);
     expect(more()[1]).toMatchObject({ dead_lettered_since_last_line: 2, dead_lettered_in_run: 12 });
+  });
+});
+
+describe('a burst of dead letters when the wall clock steps back', () => {
+  it('has its count said after the step (its last line\'s age cannot be told), not an hour later when the clock is past that line again', async () => {
+    const { clock, post, rec } = await sinkReceiver(() => ({ status: 500 }), { max_attempts: 1 });
+    const more = () => rec.logs.lines.filter((l) => l.msg === 'more jobs dead-lettered alike (each is in dead-letters list)');
+    for (let i = 0; i < 3; i++) await post();
+    await rec.app.worker.runUntilIdle();
+    await rec.app.fanOut.runUntilIdle();
+    expect(more()).toHaveLength(0);
+    // NTP steps the clock back an hour.
+    clock.set(clock.now() - 3_600_000);
+    await rec.app.fanOut.runUntilIdle();
+    expect(more()).toEqual([expect.objectContaining({ level: 50, sink: 'crm', dead_lettered_since_last_line: 2 })]);
   });
 });
 

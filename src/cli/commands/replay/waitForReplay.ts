@@ -42,7 +42,8 @@ export async function waitForReplay(
   stop?: StopRequest,
 ): Promise<Waited> {
   const total = replayed.length + pairs.length;
-  const deadline = Date.now() + o.timeout * 1000;
+  // On a clock that never goes back: on the wall clock, NTP stepping it back an hour made the wait an hour longer.
+  const deadline = performance.now() + o.timeout * 1000;
   const bar = io.isTTY && !o.json && total > 0 ? startBar(io.stderr, 'waiting   [{bar}] {value}/{total} finished', total, stop) : null;
   const firstJob = replayed.reduce((min, r) => Math.min(min, r.job), Number.MAX_SAFE_INTEGER);
   // What is still read at each count: an item done for good is counted once and left out of the
@@ -62,9 +63,9 @@ export async function waitForReplay(
       if (done + failed >= total) return { done, failed };
       if (stop?.signal.aborted) return { done, failed, unfinished: total - done - failed, interrupted: true };
       // Counted and said by the caller (in --json too), then exit 1.
-      if (Date.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
+      if (performance.now() > deadline) return { done, failed, unfinished: total - done - failed, timed_out: true };
       // Not past the deadline: the last count is the one just after it, as with a short pause.
-      const pause = Math.min(waitPollMs(step.followed), deadline + 1 - Date.now());
+      const pause = Math.min(waitPollMs(step.followed), deadline + 1 - performance.now());
       await pauseFor(Math.max(0, pause), stop?.signal);
     }
   } finally {
