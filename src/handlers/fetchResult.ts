@@ -313,14 +313,15 @@ async function finish(
  * result) or a retry of one of them got the result, so they are no longer work for an operator.
  * Left, they held the dead-letter alert for good, and a later `dead-letters retry --all` read the
  * result again. A read that gives up again leaves them. As a sink's answered dead letters
- * (dropAnsweredDeadLetters). Through jobs_event (its literal kind term).
+ * (dropAnsweredDeadLetters). Through jobs_event (its literal kind term, and `+state`: see
+ * NOT_PROCESS_EVENT in eventJobs.ts; without it, every dead read was walked for each read settled).
  */
 function dropAnsweredDeadReads(ctx: ProcessingContext, trx: Transaction<Database>, jobId: number, eventId: string, state: ResultState): void {
   if (state !== 'ready' && state !== 'unavailable') return;
   directStatements(ctx.sqlite, trx).run(ANSWERED_DEAD_READS, eventId, jobId);
 }
 
-const ANSWERED_DEAD_READS = `DELETE FROM jobs WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'dead' AND id <> ?`;
+export const ANSWERED_DEAD_READS = `DELETE FROM jobs WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND +state = 'dead' AND id <> ?`;
 
 /**
  * The dead letter of a read and what follows it (given_up and the settle, the handler above) are
