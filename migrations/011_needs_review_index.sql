@@ -1,0 +1,11 @@
+-- compatible-from: 8
+-- README's example query for the candidates to review ("All ineligible candidates this week":
+-- needs_review = 1 and updated_at since a time) read every row of applications, as would any
+-- reader's query of the kind: 32 ms warm and 0.86 s with the page cache cold at 150,000
+-- applications (a year at 20,000 events a day has about a million). This index holds only the
+-- applications that need review, by updated_at, so the query reads those of the period alone
+-- (0.23 ms on that database). Processing writes it when it rebuilds such an application (an
+-- entry near the index's end: updated_at is the rebuild's time); ingest never does. A reader's
+-- query uses it when it says `needs_review = 1` literally. An older build runs on as before (an
+-- index only).
+CREATE INDEX applications_needs_review ON applications (updated_at) WHERE needs_review = 1;
