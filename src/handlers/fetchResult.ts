@@ -362,10 +362,14 @@ const NO_OPEN_READ = (alias: string) =>
  * The candidates first (dead reads whose event still awaits its result: few), then the checks on
  * them: the newest dead read of its event, no read of it open. Checked per dead read instead, the
  * sweep walked every dead read's checks (seconds at 10,000 dead reads and 10,000 open folds).
+ * The candidates are found from the events awaiting a result (event_processing_awaiting, migration
+ * 011: only those), each one's dead reads through jobs_event (CROSS JOIN keeps that order, `+state`
+ * keeps jobs_kind_ready out): from the dead reads, it walked every one of them at each sweep, on
+ * the event loop (237 ms with 50,000 dead reads; 0.02 ms this way).
  */
 const STRANDED_DEAD_READS = `WITH candidates AS MATERIALIZED (
-    SELECT j.* FROM jobs j JOIN event_processing ep ON ep.event_id = j.event_id
-    WHERE j.state = 'dead' AND j.kind = '${JobKind.fetchResult}' AND ep.state = 'awaiting_result'
+    SELECT j.* FROM event_processing ep CROSS JOIN jobs j ON j.event_id = ep.event_id
+    WHERE ep.state = 'awaiting_result' AND j.kind <> '${JobKind.processEvent}' AND j.kind = '${JobKind.fetchResult}' AND +j.state = 'dead'
   )
   SELECT c.* FROM candidates c
   WHERE c.id = (SELECT MAX(d.id) FROM jobs d WHERE d.event_id = c.event_id AND d.kind <> '${JobKind.processEvent}' AND d.kind = '${JobKind.fetchResult}' AND d.state = 'dead')
