@@ -182,9 +182,13 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   );
 }
 
-/** The event's result reads not started yet (taken out, with their payloads). */
-const REPLACE_WAITING_READ = `DELETE FROM jobs
-  WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND state = 'pending'
+/**
+ * The event's result reads not started yet (taken out, with their payloads). Through jobs_event:
+ * `+state`, or SQLite walked every waiting read (jobs_kind_ready) in each fold of a result event,
+ * under the write lock: 69 ms a fold with 50,000 reads waiting (a paused source, an outage).
+ */
+export const REPLACE_WAITING_READ = `DELETE FROM jobs
+  WHERE event_id = ? AND kind <> '${JobKind.processEvent}' AND kind = '${JobKind.fetchResult}' AND +state = 'pending'
   RETURNING payload`;
 
 function parseObject(text: string): JsonRecord {

@@ -12,6 +12,14 @@ import { JobKind } from './jobKinds.js';
  * folds and replays make them). SQLite uses a partial index only when the query repeats its
  * condition literally, hence `kind <> 'process_event'` here. Open process_event jobs are found
  * by (state, kind) through jobs_kind_ready: there are only a few.
+ *
+ * A lookup by event that also says `kind = ?` and `state = 'dead'` (or `'pending'`) writes the
+ * state with a unary plus (`+state`). Without it SQLite, which has no statistics here (no
+ * ANALYZE), counts two equalities on jobs_kind_ready (state, kind, run_at) as better than one on
+ * jobs_event, and walks every job of that state and kind for the event's few rows. Measured with
+ * 200,000 dead letters of a sink and 50,000 reads waiting (a year's database, 2.4 million jobs):
+ * a sink batch's dropAnsweredDeadLetters 345 ms → 0.45 ms, DELETE_DEAD_JOBS 251 → 0.013 ms, each
+ * under the write lock. `state IN (...)` does not need it: SQLite already takes jobs_event there.
  */
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
@@ -33,7 +41,7 @@ const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ?
  */
 const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
   lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
-const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND state = 'dead' AND id <> @id`;
+const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND +state = 'dead' AND id <> @id`;
 const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
 const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
@@ -103,12 +111,12 @@ export interface ReusableJob {
 
 /**
  * The dead jobs of these events' (event, kind) pairs, deleted: their delivery has just been made
- * by a newer job of the pair (the deliveries row says so). Raw SQL on jobs_event, one statement
- * per chunk: it runs with every completed batch of a sink.
+ * by a newer job of the pair (the deliveries row says so). Raw SQL on jobs_event (`+state`: see
+ * NOT_PROCESS_EVENT), one statement per chunk: it runs with every completed batch of a sink.
  */
 export async function dropAnsweredDeadLetters(db: Kysely<Database> | Transaction<Database>, kind: string, eventIds: readonly string[]): Promise<void> {
   for (const chunk of inChunks(eventIds)) {
-    await sql`DELETE FROM jobs WHERE event_id IN (${sql.join(chunk)}) AND kind = ${kind} AND ${sql.raw(NOT_PROCESS_EVENT)} AND state = 'dead'`.execute(db);
+    await sql`DELETE FROM jobs WHERE event_id IN (${sql.join(chunk)}) AND kind = ${kind} AND ${sql.raw(NOT_PROCESS_EVENT)} AND +state = 'dead'`.execute(db);
   }
 }
 
@@ -137,7 +145,8 @@ export async function reviveDeadJob(db: Kysely<Database> | Transaction<Database>
     .where('id', '=', id)
     .where('state', '=', 'dead')
     .execute();
-  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where('state', '=', 'dead').where('id', '<>', id).execute();
+  // `+state`: through jobs_event, not every dead job of the kind (see NOT_PROCESS_EVENT).
+  await db.deleteFrom('jobs').where('event_id', '=', eventId).where('kind', '=', kind).where(jobsByEventTerm).where(sql<string>`+state`, '=', 'dead').where('id', '<>', id).execute();
 }
 
 /** A job of this kind for this event that is still to run (pending or running), if any. */

@@ -193,7 +193,7 @@ describe('CLI on a database of another schema version', () => {
       const db = olderDatabase(dir);
       const r = await cli(['replay', '--all', '--database', db]);
       expect(r.code).toBe(1);
-      expect(r.stderr).toBe(`error: the database at ${db} is at schema version 7, this build needs 10: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates\n`);
+      expect(r.stderr).toBe(`error: the database at ${db} is at schema version 7, this build needs 11: stop the receiver running on it (an older version), then run \`migrate\`, or start the new version, which migrates\n`);
       const sqlite = new BetterSqlite3(db, { readonly: true });
       expect(sqlite.pragma('journal_mode', { simple: true })).toBe('delete');
       sqlite.close();
@@ -232,11 +232,11 @@ describe('CLI on a database of another schema version', () => {
       running.release();
       const done = await cli(['migrate', '--database', db]);
       expect(done.code, done.stderr).toBe(0);
-      expect(done.stdout).toBe(`${db}: applied migrations 8, 9, 10; schema version 10\n`);
+      expect(done.stdout).toBe(`${db}: applied migrations 8, 9, 10, 11; schema version 11\n`);
       // Nothing to apply: said beside a running receiver, without the lock.
       const again = acquireWorkersLock(db);
       try {
-        expect((await cli(['migrate', '--database', db])).stdout).toBe(`${db} is up to date (schema version 10)\n`);
+        expect((await cli(['migrate', '--database', db])).stdout).toBe(`${db} is up to date (schema version 11)\n`);
       } finally {
         again.release();
       }

@@ -35,6 +35,7 @@ const RELEASED: Record<string, string> = {
   '008_undigested_index': '4521fb2c0d7fafda794f13546d1ce7c49467e60a219105b0ec6bf5d656fd4706',
   '009_result_state_indexes': '8ce78f07ca9778c77b8c47a4dc839042075bc9944c31e92886acba3c1bdb5372',
   '010_quarantine_delivery_index': '38807f35017093c60fdaadb4765cb56351a4e6dfc7751a7f019d555cd671f517',
+  '011_review_and_awaiting_indexes': '19efa8926fabc38c72a1c9dd6f9395e7cb0c877f041b79eb02924c968971e2fa',
 };
 
 /** Migration 007 as commit 0a7ff40 released it, before result_digest was added to the file. */
@@ -55,7 +56,7 @@ describe('migrations', () => {
     const columns = () => sqlite.prepare("SELECT name FROM pragma_table_info('event_processing')").pluck().all();
     expect(columns()).not.toContain('result_digest');
 
-    expect(migrate(sqlite)).toEqual([8, 9, 10]);
+    expect(migrate(sqlite)).toEqual([8, 9, 10, 11]);
     expect(columns()).toContain('result_digest');
     expect(sqlite.prepare('SELECT event_id, revision, result_digest FROM event_processing').all()).toEqual([{ event_id: 'evt_1', revision: 1, result_digest: null }]);
     // A database with the whole of 007 is left as it is.

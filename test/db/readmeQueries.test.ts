@@ -39,4 +39,12 @@ describe("the README's example queries", () => {
     const history = queries.find((q) => /one application/.test(q.title))!;
     expect((db.prepare(history.sql).all() as { id: string }[]).map((r) => r.id)).toEqual(['e-offset', 'e-mid', 'e-late']);
   });
+
+  it('each reads through an index, not every row of a table (they grow for years: see "What grows")', () => {
+    const db = scratchDatabase().sqlite;
+    for (const q of exampleQueries()) {
+      const plan = (db.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).all() as { detail: string }[]).map((r) => r.detail).join(' | ');
+      expect({ query: q.title, plan }).toEqual({ query: q.title, plan: expect.not.stringMatching(/\bSCAN (?!CONSTANT ROW)/) });
+    }
+  });
 });

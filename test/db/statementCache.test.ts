@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { withStatementCache } from '../../src/db/statementCache.js';
+import { recordPrepared } from '../helpers/recordPrepared.js';
 
 interface Db {
   t: { id: number; v: string };
@@ -16,12 +17,7 @@ afterEach(async () => {
 function open(max?: number) {
   raw = new BetterSqlite3(':memory:');
   raw.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
-  const prepared: string[] = [];
-  const prepare = raw.prepare.bind(raw);
-  raw.prepare = ((source: string) => {
-    prepared.push(source);
-    return prepare(source);
-  }) as typeof raw.prepare;
+  const prepared = recordPrepared(raw);
   db = new Kysely<Db>({ dialect: new SqliteDialect({ database: withStatementCache(raw, max) }) });
   return prepared;
 }

@@ -1,0 +1,55 @@
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import { migrate } from '../../src/db/migrate.js';
+import type { Database } from '../../src/db/schema.js';
+import { ANSWERED_DEAD_READS } from '../../src/handlers/fetchResult.js';
+import { REPLACE_WAITING_READ } from '../../src/handlers/processEvent.js';
+import { dropAnsweredDeadLetters, preparedJobWrites, reviveDeadJob } from '../../src/queue/JobQueue.js';
+import { recordPrepared } from '../helpers/recordPrepared.js';
+import { tempDir } from '../helpers/receiver.js';
+
+let close = () => {};
+afterEach(() => close());
+
+/** A database at the latest migration, and every statement prepared on its connection. */
+function migrated(): { sqlite: BetterSqlite3.Database; db: Kysely<Database>; prepared: string[] } {
+  const t = tempDir('jobs-by-event-');
+  const sqlite = new BetterSqlite3(join(t.dir, 'r.db'));
+  migrate(sqlite);
+  const prepared = recordPrepared(sqlite);
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  close = () => {
+    sqlite.close();
+    t.cleanup();
+  };
+  return { sqlite, db, prepared };
+}
+
+const planOf = (sqlite: BetterSqlite3.Database, source: string) => {
+  const named = [...new Set([...source.matchAll(/@(\w+)/g)].map((m) => m[1]!))];
+  const stmt = sqlite.prepare(`EXPLAIN QUERY PLAN ${source}`);
+  const params = named.length > 0 ? [Object.fromEntries(named.map((n) => [n, null]))] : Array<null>((source.match(/\?/g) ?? []).length).fill(null);
+  return (stmt.all(...params) as { detail: string }[]).map((r) => r.detail).join(' | ');
+};
+
+/** The statements that delete one event's dead or waiting jobs of a kind. */
+const byEventWithState = (prepared: string[]) => prepared.filter((s) => /^delete from "?jobs"? where "?event_id"?/i.test(s.trim()));
+
+describe("one event's dead or waiting jobs are found through jobs_event, not by walking every job of their state and kind", () => {
+  it('the deletes of answered dead letters, superseded dead jobs and replaced waiting reads', async () => {
+    const { sqlite, db, prepared } = migrated();
+    // The ones each path prepares: a revived dead job (prepared and kysely), a sink batch's answered
+    // dead letters, and the handlers' own statements.
+    preparedJobWrites(sqlite).reviveDeadJob(1, 'evt_1', 'sink:crm', 25, Date.parse('2026-11-21T10:00:00.000Z'));
+    await reviveDeadJob(db, 1, 'evt_1', 'sink:crm', 25, Date.parse('2026-11-21T10:00:00.000Z'));
+    await dropAnsweredDeadLetters(db, 'sink:crm', ['evt_1', 'evt_2']);
+    const statements = [...byEventWithState(prepared), ANSWERED_DEAD_READS, REPLACE_WAITING_READ];
+    expect(statements).toHaveLength(5);
+    for (const source of statements) {
+      const plan = planOf(sqlite, source);
+      expect({ source, plan }).toEqual({ source, plan: expect.stringMatching(/^SEARCH jobs USING INDEX jobs_event \(event_id=\?\)$/) });
+    }
+  });
+});
