@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -131,5 +131,20 @@ describe('hiring-receiver erase: what it selects', () => {
       expect(r.stderr).toContain('--email');
     }
     expect(joansData(w)).toEqual(before);
+  }, 60_000);
+
+  it('rewrites the file a symlinked sink path points to, and leaves the link in place', async () => {
+    const w = await world((d) => {
+      mkdirSync(join(d, 'real'));
+      symlinkSync(join(d, 'real', 'events.ndjson'), join(d, 'events.ndjson'));
+      return { sinkFile: join(d, 'real', 'events.ndjson'), configured: join(d, 'events.ndjson') };
+    });
+    await w.p.receiver.app.stop();
+    expect(readFileSync(w.sinkFile, 'utf8')).toContain(AN.last_name);
+    const r = await cli(['erase', '--email', AN.email], w.env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(w.sinkFile, 'utf8')).not.toContain(AN.last_name);
+    expect(readFileSync(w.sinkFile, 'utf8')).toContain(JOAN.last_name);
+    expect(lstatSync(join(w.sinkFile, '..', '..', 'events.ndjson')).isSymbolicLink()).toBe(true);
   }, 60_000);
 });
