@@ -1,4 +1,4 @@
-import { closeSync, fchmodSync, fchownSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, fchmodSync, fchownSync, fsyncSync, openSync, readFileSync, readSync, realpathSync, renameSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { syncFolderSync } from './syncFolder.js';
@@ -11,10 +11,14 @@ const NEWLINE = 0x0a;
  * newline; the last one may have none), and returns how many. Nothing is written when none is
  * dropped, or with `dryRun`. Otherwise the kept lines go to a temporary file beside it with the
  * file's mode and owner, which is fsynced and renamed over it, then the folder fsynced: a crash at
- * any point leaves either the old file or the new one whole, never a torn or a lost one. A name
+ * any point leaves either the old file or the new one whole, never a torn or a lost one. A symlink
+ * is followed: the file it names is rewritten, the link stays. A name
  * ending in `.gz` (a rotated copy logrotate compressed) is read and written gzipped.
  */
-export function rewriteWithoutLines(path: string, drop: (line: string) => boolean, opts: { dryRun?: boolean } = {}): number {
+export function rewriteWithoutLines(configured: string, drop: (line: string) => boolean, opts: { dryRun?: boolean } = {}): number {
+  // The file a symlink names: renamed over, the link itself would become the new file, and the
+  // file it named (that the receiver appends to through it) would keep every line.
+  const path = realpathSync(configured);
   const st = statSync(path);
   if (path.endsWith('.gz')) {
     const { kept, dropped } = filterBuffer(gunzipSync(readFileSync(path)), drop);

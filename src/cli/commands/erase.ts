@@ -2,6 +2,7 @@ import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
+import { looksLikeAddress, namesAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -27,11 +28,14 @@ const OUTSIDE = 'backups and Litestream replicas of the database, and what http 
 
 /**
  * The tables in the order they are cleared (README, "Personal data and erasure"), each with the rows
- * of the selection: @apps and @events are JSON arrays of ids, @address the lowercased address or null.
+ * of the selection: @apps and @events are JSON arrays of ids. A text names the candidate through the
+ * SQL functions `withMatchers` gives the connection: the address as a whole address (a substring
+ * test, `instr`, took `joan@…`'s rows for `an@…`'s, and missed `an\u0040…`), or a selected id.
  */
 const APPS = 'SELECT value FROM json_each(@apps)';
 const EVENTS = 'SELECT value FROM json_each(@events)';
-const NAMES_ADDRESS = (column: string) => `(@address IS NOT NULL AND instr(lower(${column}), @address) > 0)`;
+const NAMES_ADDRESS = (column: string) => `erase_names_address(${column}) = 1`;
+const NAMES_CANDIDATE = (column: string) => `erase_names_candidate(${column}, @apps, @events) = 1`;
 const TABLES: readonly (readonly [table: string, where: string])[] = [
   ['applications', `id IN (${APPS})`],
   ['application_status_history', `application_id IN (${APPS})`],
@@ -43,9 +47,10 @@ const TABLES: readonly (readonly [table: string, where: string])[] = [
   ['event_processing', `event_id IN (${EVENTS})`],
   ['deliveries', `event_id IN (${EVENTS})`],
   ['jobs', `event_id IN (${EVENTS})`],
-  ['event_conflicts', `event_id IN (${EVENTS}) OR ${NAMES_ADDRESS('envelope')}`],
-  // Bodies are BLOBs: LIKE never matches them where SQLite has LIKE_DOESNT_MATCH_BLOBS (Debian's).
-  ['quarantine', NAMES_ADDRESS('CAST(body AS TEXT)')],
+  ['event_conflicts', `event_id IN (${EVENTS}) OR ${NAMES_CANDIDATE('envelope')}`],
+  // Bodies are BLOBs (LIKE never matches them where SQLite has LIKE_DOESNT_MATCH_BLOBS, Debian's):
+  // the function reads them as text. A candidate chosen by --application alone is named by its id.
+  ['quarantine', NAMES_CANDIDATE('body')],
   ['events', `id IN (${EVENTS})`],
 ];
 
@@ -55,8 +60,28 @@ interface Selection {
   problems: string[];
 }
 
-/** SQLite's lower() changes ASCII letters only: the address is compared the same way everywhere. */
-const asciiLower = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase());
+/** A stored value as text: a quarantined body is bytes (UTF-8 mostly; one with NULs may be UTF-16). */
+function asText(v: unknown): string {
+  if (Buffer.isBuffer(v)) return v.includes(0) ? `${v.toString('utf8')}\n${v.toString('utf16le')}` : v.toString('utf8');
+  return typeof v === 'string' ? v : String(v);
+}
+
+/** Whether a line or a value names the candidate: the address, or a selected id as a JSON string. */
+function candidateMatcher(address: string | null, ids: readonly string[]): (text: string) => boolean {
+  const quoted = ids.map((id) => JSON.stringify(id));
+  return (text) => (address !== null && namesAddress(text, address)) || quoted.some((q) => text.includes(q));
+}
+
+/** The SQL functions of NAMES_ADDRESS and NAMES_CANDIDATE, on this connection. */
+function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): void {
+  sqlite.function('erase_names_address', { deterministic: true }, (v: unknown) => (v !== null && address !== null && namesAddress(asText(v), address) ? 1 : 0));
+  let cached: { key: string; names: (text: string) => boolean } | null = null;
+  sqlite.function('erase_names_candidate', { deterministic: true }, (v: unknown, apps: unknown, events: unknown) => {
+    const key = `${String(apps)}\n${String(events)}`;
+    if (cached?.key !== key) cached = { key, names: candidateMatcher(address, [...(JSON.parse(String(apps)) as string[]), ...(JSON.parse(String(events)) as string[])]) };
+    return v !== null && cached.names(asText(v)) ? 1 : 0;
+  });
+}
 
 /** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
 function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number): Selection {
@@ -132,8 +157,7 @@ function rotatedCopies(path: string): string[] {
 
 /** Takes the candidate's lines out of each file sink's file and its rotated copies. */
 function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): SinkFileResult[] {
-  const quoted = [...s.applications, ...s.events].map((id) => JSON.stringify(id));
-  const names = (line: string) => (address !== null && asciiLower(line).includes(address)) || quoted.some((q) => line.includes(q));
+  const names = candidateMatcher(address, [...s.applications, ...s.events]);
   const results: SinkFileResult[] = [];
   for (const sink of sinks) {
     if (sink.type !== 'file') continue;
@@ -201,7 +225,9 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
   if (o.email === '') throw new UsageError('--email: the address is empty');
   if (o.finish && (o.email !== undefined || ids.length > 0 || o.dryRun)) throw new UsageError('--finish takes no selection and no --dry-run: it completes the VACUUM and checkpoint of an earlier erasure');
   if (!o.finish && o.email === undefined && ids.length === 0) throw new UsageError('say whose data to erase: --email <address>, or --application <id> for a candidate without one');
-  const address = o.email === undefined ? null : asciiLower(o.email.trim());
+  const address = o.email === undefined ? null : o.email.trim().toLowerCase();
+  // Not printed: the address is personal data too.
+  if (address !== null && !looksLikeAddress(address)) throw new UsageError('--email: not an email address (a name, one @ and a domain, no spaces): a part of one would match other candidates too');
   const path = databasePathOf(io.env, o.database);
   const finishLine = `hiring-receiver erase --finish${o.database === undefined ? '' : ' --database <path>'}`;
 
@@ -225,6 +251,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
     const database = openCliDatabase(path, { readOnly: o.dryRun === true });
     try {
       const sqlite = database.sqlite;
+      withMatchers(sqlite, address);
       if (o.finish) {
         const checkpoint = compact(sqlite, finishLine);
         if (o.json) printJson(io, { dry_run: false, vacuumed: true, checkpoint });

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { looksLikeAddress, namesAddress } from '../../src/util/namesAddress.js';
+
+describe('namesAddress', () => {
+  const names = (text: string) => namesAddress(text, 'an@example.org');
+
+  it('finds the address as a whole, ignoring case, beside punctuation, mailto: and a sentence end', () => {
+    for (const text of ['{"email":"an@example.org"}', 'AN@Example.ORG', '<mailto:an@example.org>', 'write to an@example.org.', 'an@example.org', '(an@example.org,x)']) {
+      expect(names(text), text).toBe(true);
+    }
+  });
+
+  it('does not take a longer address for it', () => {
+    for (const text of ['joan@example.org', 'jo.an@example.org', 'x_an@example.org', 'an@example.org.uk', 'an@example.organic', 'an@example.org-x.com', 'x+an@example.org']) {
+      expect(names(text), text).toBe(false);
+    }
+  });
+
+  it('finds it escaped by JSON or in a URL', () => {
+    for (const text of ['an\\u0040example\\u002eorg', '"an\\u0040EXAMPLE.org"', 'https://crm.example/find?q=an%40example.org&x=1', 'line one\\nan@example.org', 'an%40example%2Eorg']) {
+      expect(names(text), text).toBe(true);
+    }
+    // An escaped newline is not a letter of the name before it.
+    expect(names('\\njoan@example.org')).toBe(false);
+  });
+
+  it('knows an address from a fragment of one', () => {
+    expect(['an@example.org', 'a@b'].every(looksLikeAddress)).toBe(true);
+    expect(['', ' ', '.org', 'example.org', '@example.org', 'an@', 'an @example.org', 'a@b@c'].some(looksLikeAddress)).toBe(false);
+  });
+});
