@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -146,5 +146,34 @@ describe('hiring-receiver erase: what it selects', () => {
     expect(readFileSync(w.sinkFile, 'utf8')).not.toContain(AN.last_name);
     expect(readFileSync(w.sinkFile, 'utf8')).toContain(JOAN.last_name);
     expect(lstatSync(join(w.sinkFile, '..', '..', 'events.ndjson')).isSymbolicLink()).toBe(true);
+  }, 60_000);
+
+  it("refuses, erasing nothing, when a file sink's file is not where CONFIG_FILE says from here (a relative path read from another folder)", async () => {
+    const w = await world();
+    await w.p.receiver.app.stop();
+    const moved = `${w.sinkFile}.elsewhere`;
+    renameSync(w.sinkFile, moved);
+    const before = joansData({ ...w, sinkFile: moved });
+    const r = await cli(['erase', '--email', AN.email], w.env);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/erase refused, nothing erased: file sink archive: .*events\.ndjson does not exist here, yet \d+ messages were delivered to it/);
+    // Nothing erased: the database and the file where it really is are as they were.
+    expect(dbText(w.p.receiver.dbPath)).toContain(AN.last_name);
+    expect(joansData({ ...w, sinkFile: moved })).toEqual(before);
+    expect(readFileSync(moved, 'utf8')).toContain(AN.last_name);
+    // The file back in its place: the same command erases.
+    renameSync(moved, w.sinkFile);
+    const again = await cli(['erase', '--email', AN.email], w.env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(w.sinkFile, 'utf8')).not.toContain(AN.last_name);
+  }, 60_000);
+
+  it('says how to finish an earlier erase that stopped before its VACUUM when the candidate is gone already', async () => {
+    const w = await world();
+    await w.p.receiver.app.stop();
+    expect((await cli(['erase', '--email', AN.email], w.env)).code).toBe(0);
+    const again = await cli(['erase', '--email', AN.email], w.env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('hiring-receiver erase --finish');
   }, 60_000);
 });

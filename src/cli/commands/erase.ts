@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
 import { looksLikeAddress, namesAddress } from '../../util/namesAddress.js';
@@ -84,7 +84,7 @@ function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): v
 }
 
 /** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
-function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number): Selection {
+function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number, sinks: readonly SinkConfig[]): Selection {
   const apps = sqlite
     .prepare(`SELECT id, deleted_at FROM applications WHERE lower(candidate_email) = @address OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
     .all({ address, ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
@@ -98,7 +98,21 @@ function select(sqlite: BetterSqlite3.Database, address: string | null, ids: rea
   const problems: string[] = [];
   const missing = ids.filter((id) => !applications.includes(id));
   for (const id of missing) problems.push(`no application has id ${JSON.stringify(id)}`);
-  if (applications.length === 0 && address !== null) problems.push('no application has the candidate email given (compared ignoring case)');
+  if (applications.length === 0 && address !== null) {
+    problems.push('no application has the candidate email given (compared ignoring case; if an earlier `erase` of this candidate stopped before its VACUUM, `hiring-receiver erase --finish` completes it)');
+  }
+  // A file sink's file not found here (a relative path read from another working folder, a moved
+  // file) would be "0 lines taken out" while its lines stay where the receiver writes them.
+  for (const sink of sinks) {
+    const path = sink.type === 'file' ? (sink.options as { path: string }).path : null;
+    if (path === null || existsSync(path)) continue;
+    const delivered = sqlite.prepare("SELECT COUNT(*) FROM deliveries WHERE sink = ? AND state = 'delivered'").pluck().get(sink.name) as number;
+    if (delivered > 0) {
+      problems.push(
+        `file sink ${sink.name}: ${resolve(path)} does not exist here, yet ${delivered} message${delivered === 1 ? ' was' : 's were'} delivered to it: run erase in the receiver's working folder (a relative path is read from the current one) with the CONFIG_FILE it uses`,
+      );
+    }
+  }
   for (const a of apps) {
     if (a.deleted_at === null && !o.deletedAtService) {
       problems.push(
@@ -264,7 +278,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       let files: SinkFileResult[];
       if (o.dryRun) {
         ({ s, rows } = database.sqlite.transaction(() => {
-          const s = select(sqlite, address, ids, o, now);
+          const s = select(sqlite, address, ids, o, now, sinks);
           return { s, rows: eachTable(sqlite, s, address, false) };
         })());
         s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
@@ -273,7 +287,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
         sqlite.pragma('secure_delete = ON');
         sqlite.exec('BEGIN IMMEDIATE');
         try {
-          s = select(sqlite, address, ids, o, now);
+          s = select(sqlite, address, ids, o, now, sinks);
           if (s.problems.length > 0) throw refused(s.problems);
           // The sink files first, while the selection is still in the database: a failure or a crash
           // here leaves the rows, and the same command run again finds them and does the rest (a
