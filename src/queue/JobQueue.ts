@@ -120,18 +120,27 @@ export class JobQueue {
 
   /**
    * The wall clock stepped back by `stepMs` (NTP setting right a clock that ran fast): pending jobs
-   * of `kinds` due after `nowMs` were scheduled on the old clock, so they move back by the step and
-   * keep the wait they had left. Left as they were, each waited the step on top (two hours of
-   * result reads and retries held after a two-hour step).
+   * of `kinds` due after `nowMs` and scheduled after it (updated_at, the time run_at was set) were
+   * scheduled on the old clock, so they move back by the step and keep the wait they had left.
+   * Left as they were, each waited the step on top (two hours of result reads and retries held
+   * after a two-hour step). updated_at moves with run_at: a step seen again (a restart while the
+   * events received before it are still dated ahead) then moves nothing twice. A job scheduled on
+   * the clock as it is now is not moved: moved, a Retry-After told since the step (or a job in
+   * flight at it) ran a step early, at once after a two-hour step.
    */
   async movePendingBack(kinds: readonly string[], nowMs: number, stepMs: number): Promise<number> {
     if (kinds.length === 0 || !(stepMs > 0)) return 0;
+    const shift = `-${(stepMs / 1000).toFixed(3)} seconds`;
     const r = await this.db
       .updateTable('jobs')
-      .set({ run_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', run_at, ${`-${(stepMs / 1000).toFixed(3)} seconds`})` })
+      .set({
+        run_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', run_at, ${shift})`,
+        updated_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', updated_at, ${shift})`,
+      })
       .where('state', '=', 'pending')
       .where('kind', 'in', kinds)
       .where('run_at', '>', iso(nowMs))
+      .where('updated_at', '>', iso(nowMs))
       .executeTakeFirst();
     return Number(r.numUpdatedRows);
   }

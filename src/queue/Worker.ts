@@ -332,6 +332,8 @@ export class Worker {
    * Everything this worker scheduled on the wall clock before it stepped back moves back with it:
    * its pending jobs (their run_at), its holds, and its owner's (onClockStepBack). The step is
    * measured between two claims, so it is at most the real one: a wait is never cut short by it.
+   * At the first claim it is measured against the database, whose rows written before a step
+   * already handled stay dated ahead: only jobs scheduled after now move (movePendingBack).
    * A step forward cannot be told from time passing (a suspended host): waits then end early.
    */
   private async clockSteppedBack(now: number, stepMs: number): Promise<void> {

@@ -15,16 +15,7 @@ const HOURS_2 = 2 * 3_600_000;
  * the receiver runs. `step()` moves both by 10 s of real time and lets everything due run.
  */
 async function readsAfterClockStepsBack(opts: { whileStopped?: boolean } = {}) {
-  pair = await startPair({ startAt: Date.parse('2026-11-02T11:00:00Z') });
-  const p = pair;
-  const c = p.sandbox.control;
-  c.setResultDelay(6 * 3_600_000);
-  const app = c.createApplication({ jobId: c.createJob({}).id });
-  c.completeInterview(app.id);
-  await p.settle();
-  const path = `/api/v2/applications/${app.id}/interview`;
-  const reads = () => p.calls.filter((x) => x.path === path);
-  expect(reads()).toHaveLength(1);
+  const { p, c, app, reads } = await firstReadStillProcessing();
   const steppedAt = p.clock.now() - HOURS_2;
   p.clock.set(steppedAt);
   if (opts.whileStopped) await p.restartReceiver();
@@ -36,6 +27,20 @@ async function readsAfterClockStepsBack(opts: { whileStopped?: boolean } = {}) {
     readsAt.push(...reads().slice(1 + readsAt.length).map((r) => r.at - steppedAt));
   }
   return { readsAt, app, c, p, reads };
+}
+
+/** At 11:00 on the fast clock, an interview is completed and its result's first read says it is still processing. */
+async function firstReadStillProcessing() {
+  pair = await startPair({ startAt: Date.parse('2026-11-02T11:00:00Z') });
+  const p = pair;
+  const c = p.sandbox.control;
+  c.setResultDelay(6 * 3_600_000);
+  const app = c.createApplication({ jobId: c.createJob({}).id });
+  c.completeInterview(app.id);
+  await p.settle();
+  const reads = () => p.calls.filter((x) => x.path === `/api/v2/applications/${app.id}/interview`);
+  expect(reads()).toHaveLength(1);
+  return { p, c, app, reads };
 }
 
 describe('the wall clock steps back while the receiver runs (NTP)', () => {
@@ -116,6 +121,29 @@ describe('the wall clock steps back while the receiver runs (NTP)', () => {
     expect(statuses).toEqual([429, 200]);
     expect(secondAfter).toBeGreaterThanOrEqual(600_000);
     expect(secondAfter).toBeLessThanOrEqual(690_000);
+  });
+
+  it('a receiver restarted after a step it handled moves nothing again: a Retry-After the service gave since is waited out', async () => {
+    const { p, c, app, reads } = await firstReadStillProcessing();
+    // The step, seen and handled by the running receiver; its next read is answered 429, Retry-After 600.
+    p.clock.set(p.clock.now() - HOURS_2);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 429, headers: { 'Retry-After': '600' } });
+    for (let i = 0; i < 10 && reads().length < 2; i++) {
+      p.clock.advance(10_000);
+      await p.settle();
+    }
+    expect(reads().map((r) => r.status)).toEqual([200, 429]);
+    const throttledAt = reads()[1]!.at;
+    // A minute later the receiver is restarted (a deploy): the event it received before the step
+    // is still dated two hours ahead of the clock, which is no new step.
+    p.clock.advance(60_000);
+    await p.restartReceiver();
+    for (let i = 0; i < 30 && reads().length < 3; i++) {
+      await p.settle();
+      if (reads().length < 3) p.clock.advance(30_000);
+    }
+    expect(reads()).toHaveLength(3);
+    expect(reads()[2]!.at - throttledAt).toBeGreaterThanOrEqual(600_000);
   });
 
   it('a source paused on a refused key is probed a period (5 min) after its last probe, not a step later', async () => {
