@@ -114,7 +114,11 @@ export function createDeliveryHandler(h: {
       if (claimed.length > 1) {
         const sizes = await storedMessageBytes(db, claimedIds);
         taken = countWithin(claimedIds.map((id) => sizes.get(id)!), BATCH_BYTES);
-        for (let i = taken; i < claimed.length; i++) results[i] = { rescheduleAt: clock.now() };
+        // Unsent: nothing learnt of the sink (untested), and the error of its last attempt kept.
+        for (let i = taken; i < claimed.length; i++) {
+          const lastError = claimed[i]!.last_error;
+          results[i] = { rescheduleAt: clock.now(), untested: true, ...(lastError === null ? {} : { note: lastError }) };
+        }
       }
       const jobs = claimed.slice(0, taken);
       const eventIds = claimedIds.slice(0, taken);

@@ -217,6 +217,12 @@ describe('sink batches', () => {
     const sink = createFileSink({ path }, { logger, openFile });
     try {
       const l = await lane(sink, 12, { notesBytes: 900_000 });
+      // Put back unsent, a job keeps the error of its last attempt (status and sinks list show it) and its attempts.
+      l.h.r.app.database.ingestSqlite.prepare("UPDATE jobs SET last_error = 'HTTP 503 (an earlier attempt)' WHERE kind = 'sink:x'").run();
+      await l.worker.runUntilIdle(12); // one claim of the 12
+      const putBack = l.jobs().filter((j) => j.state === 'pending');
+      expect(putBack.length).toBeGreaterThan(0);
+      expect(putBack.map((j) => [j.last_error, j.attempts])).toEqual(putBack.map(() => ['HTTP 503 (an earlier attempt)', 0]));
       await l.worker.runUntilIdle(); // the messages put back are claimed again
       expect(writes.length).toBeGreaterThan(1);
       // A message is its stored envelope and a few hundred bytes of the receiver's fields.
