@@ -176,4 +176,19 @@ describe('hiring-receiver erase: what it selects', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('hiring-receiver erase --finish');
   }, 60_000);
+
+  it('refuses without CONFIG_FILE when the candidate\'s events went to sinks, unless --without-sink-files says to erase the database alone', async () => {
+    const w = await world();
+    await w.p.receiver.app.stop();
+    const noConfig = { DATABASE_PATH: w.env.DATABASE_PATH! };
+    const r = await cli(['erase', '--email', AN.email], noConfig);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("erase refused, nothing erased: CONFIG_FILE is unset here, and the candidate's events went to the sinks archive");
+    expect(dbText(w.p.receiver.dbPath)).toContain(AN.last_name);
+    const alone = await cli(['erase', '--email', AN.email, '--without-sink-files'], noConfig);
+    expect(alone.code, alone.stderr).toBe(0);
+    expect(dbText(w.p.receiver.dbPath)).not.toContain(AN.last_name);
+    // The file sink was not rewritten, as asked: its lines are the operator's to take out.
+    expect(readFileSync(w.sinkFile, 'utf8')).toContain(AN.last_name);
+  }, 60_000);
 });

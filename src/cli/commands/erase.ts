@@ -18,6 +18,8 @@ export interface EraseOptions {
   finish?: boolean;
   dryRun?: boolean;
   json?: boolean;
+  /** Erase without CONFIG_FILE although the events went to sinks: their file sinks' lines are taken out by hand. */
+  withoutSinkFiles?: boolean;
 }
 
 /** The service retries a delivery for 10 h 50 min (spec 6.3: 6 attempts); a margin rounds it up. */
@@ -84,7 +86,7 @@ function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): v
 }
 
 /** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
-function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number, sinks: readonly SinkConfig[]): Selection {
+function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number, sinks: readonly SinkConfig[] | null): Selection {
   const apps = sqlite
     .prepare(`SELECT id, deleted_at FROM applications WHERE lower(candidate_email) = @address OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
     .all({ address, ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
@@ -101,9 +103,20 @@ function select(sqlite: BetterSqlite3.Database, address: string | null, ids: rea
   if (applications.length === 0 && address !== null) {
     problems.push('no application has the candidate email given (compared ignoring case; if an earlier `erase` of this candidate stopped before its VACUUM, `hiring-receiver erase --finish` completes it)');
   }
+  // Without CONFIG_FILE no sink is known here, and sinks are configured nowhere else: events that
+  // went to sinks mean the receiver has one (a file sink's lines would stay, the database erased,
+  // and a run with CONFIG_FILE afterwards finds no application to take its lines by).
+  if (sinks === null && !o.withoutSinkFiles) {
+    const sent = sqlite.prepare(`SELECT DISTINCT sink FROM deliveries WHERE event_id IN (${EVENTS}) ORDER BY sink`).pluck().all({ events: JSON.stringify(events.map((e) => e.id)) }) as string[];
+    if (sent.length > 0) {
+      problems.push(
+        `CONFIG_FILE is unset here, and the candidate's events went to the sinks ${sent.join(', ')}: give erase the receiver's CONFIG_FILE, so that its file sinks' lines are taken out too, or add --without-sink-files to erase the database alone (then take the lines out of each file sink's file yourself)`,
+      );
+    }
+  }
   // A file sink's file not found here (a relative path read from another working folder, a moved
   // file) would be "0 lines taken out" while its lines stay where the receiver writes them.
-  for (const sink of sinks) {
+  for (const sink of sinks ?? []) {
     const path = sink.type === 'file' ? (sink.options as { path: string }).path : null;
     if (path === null || existsSync(path)) continue;
     const delivered = sqlite.prepare("SELECT COUNT(*) FROM deliveries WHERE sink = ? AND state = 'delivered'").pluck().get(sink.name) as number;
@@ -278,7 +291,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       let files: SinkFileResult[];
       if (o.dryRun) {
         ({ s, rows } = database.sqlite.transaction(() => {
-          const s = select(sqlite, address, ids, o, now, sinks);
+          const s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
           return { s, rows: eachTable(sqlite, s, address, false) };
         })());
         s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
@@ -287,7 +300,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
         sqlite.pragma('secure_delete = ON');
         sqlite.exec('BEGIN IMMEDIATE');
         try {
-          s = select(sqlite, address, ids, o, now, sinks);
+          s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
           if (s.problems.length > 0) throw refused(s.problems);
           // The sink files first, while the selection is still in the database: a failure or a crash
           // here leaves the rows, and the same command run again finds them and does the rest (a

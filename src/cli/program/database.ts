@@ -49,6 +49,7 @@ export function addDatabaseCommands(program: Command, { io, done }: CommandConte
     .addOption(new Option('--application <id...>', 'also these applications, by id (a candidate without an email)'))
     .option('--deleted-at-service', 'the applications not marked deleted here were checked to be gone at the service (a redelivery stored one again after an earlier erasure)')
     .option('--finish', 'only the VACUUM and checkpoint, after an erasure whose checkpoint was held up by another process')
+    .option('--without-sink-files', 'erase although CONFIG_FILE is unset and the candidate\'s events went to sinks: the database alone (take the lines out of the file sinks yourself)')
     .addOption(databaseOption())
     .option('--dry-run', 'say what would be erased (application ids, rows per table, file sink lines), change nothing')
     .addOption(jsonOption())
