@@ -161,6 +161,16 @@ export function createMetrics(sources: readonly string[] = []) {
       help: 'Size of the SQLite write-ahead log file (its high-water mark); about 128 MiB at most, so steady growth means a reader holds an old snapshot or checkpoints cannot keep up',
       registers: [registry],
     }),
+    filesystemAvail: new Gauge({
+      name: 'receiver_database_filesystem_avail_bytes',
+      help: 'Bytes this process may still write on the filesystem that holds the database (statfs of its folder, as df shows them): when none are left, ingest commits fail with SQLITE_FULL and deliveries are answered 503',
+      registers: [registry],
+    }),
+    filesystemSize: new Gauge({
+      name: 'receiver_database_filesystem_size_bytes',
+      help: 'Size of the filesystem that holds the database (statfs of its folder)',
+      registers: [registry],
+    }),
     unprocessedEvents: new Gauge({
       name: 'receiver_events_unprocessed',
       help: 'Stored events that processing has not taken yet (past the processing cursor)',
