@@ -7,7 +7,7 @@ import type { HoldReason, SourceHold } from '../queue/SourceHolds.js';
  * a single refused delivery or failed commit would never fire the alert.
  */
 const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable', 'bad_request'];
-const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
+const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'database_replaced', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The workers' holds of whole sources at a scrape (set by createApp once the workers exist). */
 export interface HoldsAtScrape {
