@@ -87,7 +87,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
       timestamp: header('webhook-timestamp'),
       signature: header('webhook-signature'),
     });
-    if (!checked.ok) return reject(checked.status, checked.reason, checked.message);
+    if (!checked.ok) return reject(checked.status, checked.reason, checked.message, checked.fields);
 
     let body: Buffer;
     try {
