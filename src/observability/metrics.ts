@@ -43,7 +43,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     ingestDuration: new Histogram({
       name: 'receiver_ingest_duration_seconds',
-      help: 'Time from request start to answer on POST /webhooks',
+      help: 'Time from request start to answer on POST /webhooks, for deliveries whose signature verified (refused ones are not timed)',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
