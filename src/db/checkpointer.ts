@@ -116,8 +116,17 @@ function checkpoint() {
     noteBlocked(false, r);
   }
 }
+// Ticks that failed since the last that went through: the first to go through after them says so.
+let failedTicks = 0;
 const timer = setInterval(() => {
-  try { checkpoint(); } catch (err) { parentPort.postMessage({ message: String(err && err.message), code: (err && err.code) || null }); }
+  try {
+    checkpoint();
+    if (failedTicks > 0) parentPort.postMessage({ recovered: failedTicks });
+    failedTicks = 0;
+  } catch (err) {
+    failedTicks++;
+    parentPort.postMessage({ message: String(err && err.message), code: (err && err.code) || null });
+  }
 }, workerData.intervalMs);
 parentPort.on('message', (m) => {
   if (m !== 'stop') return;
@@ -162,14 +171,19 @@ export interface WalBlocked {
   cause: 'reader' | 'writes' | null;
 }
 
-/** A checkpoint that failed (`stopped`: the checkpointer thread itself ended). */
+/**
+ * A checkpoint that failed (`stopped`: the checkpointer thread itself ended), or, with `recovered`
+ * (how many ticks had failed), the first that went through after failures: their end.
+ */
 export interface CheckpointProblem {
   message: string;
   code: string | null;
   stopped: boolean;
+  recovered?: number;
 }
 
-export const onStderr = (p: CheckpointProblem) => process.stderr.write(`wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`);
+export const onStderr = (p: CheckpointProblem) =>
+  process.stderr.write(p.recovered ? `wal checkpoints succeed again after ${p.recovered} failed\n` : `wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`);
 
 /**
  * The thread opens the database by its path once it has booted (tens of ms, more under load), after
@@ -193,8 +207,9 @@ export function startCheckpointer(
   // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
   // regardless; only the file grows until the next checkpoint. Reported to onProblem.
   worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
-  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked }) => {
+  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked } | { recovered: number }) => {
     if ('walBlocked' in m) onWalBlocked(m.walBlocked);
+    else if ('recovered' in m) onProblem({ message: 'checkpoints succeed again', code: null, stopped: false, recovered: m.recovered });
     else onProblem({ message: String(m.message), code: m.code, stopped: false });
   });
   worker.unref();

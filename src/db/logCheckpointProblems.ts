@@ -7,6 +7,12 @@ import { primarySqliteCode } from './sqliteHelpers.js';
 export function logCheckpointProblems(metrics: Metrics, logger: Logger): (p: CheckpointProblem) => void {
   let checkpointLogged = { code: '', atMs: 0, since: 0 };
   return (p) => {
+    // Their end, so the log says the WAL is being reset again (the counter only stops rising).
+    if (p.recovered) {
+      logger.info({ failed_checkpoints: p.recovered }, 'WAL checkpoints succeed again');
+      checkpointLogged = { code: '', atMs: 0, since: 0 };
+      return;
+    }
     // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, ...): a small set of series.
     const code = primarySqliteCode(p.code) ?? 'error';
     metrics.checkpointErrors.inc({ code });

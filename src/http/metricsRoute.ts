@@ -1,4 +1,5 @@
-import { statSync } from 'node:fs';
+import { statSync, statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Context } from 'hono';
 import type { Statement } from 'better-sqlite3';
 import type { Config } from '../config/loadConfig.js';
@@ -30,7 +31,20 @@ export function createMetricsRoute({ config, database, clock, metrics, pausedStm
     metrics.pausedSources.reset();
     for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
     for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
-    if (!sqlite.memory) metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
+    if (!sqlite.memory) {
+      metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
+      // The space left, before it runs out: a full disk otherwise shows only once checkpoints and
+      // commits fail. bavail, not bfree: the blocks this (unprivileged) process may use, as df says.
+      // Its folder gone (removed under the receiver, which /readyz says): no figure rather than no scrape.
+      try {
+        const fs = statfsSync(dirname(sqlite.name));
+        metrics.filesystemAvail.set(fs.bavail * fs.bsize);
+        metrics.filesystemSize.set(fs.blocks * fs.bsize);
+      } catch {
+        metrics.filesystemAvail.reset();
+        metrics.filesystemSize.reset();
+      }
+    }
     const backlog = await processingBacklog(database.db);
     metrics.unprocessedEvents.set(backlog.events);
     const nowMs = clock.now();

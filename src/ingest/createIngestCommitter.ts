@@ -3,6 +3,7 @@ import { DatabaseReplacedError, type DatabaseFileWatch } from '../db/DatabaseFil
 import type { OpenDatabase } from '../db/openDatabase.js';
 import { isSqliteBusy } from '../db/sqliteHelpers.js';
 import type { Logger } from '../observability/logger.js';
+import { RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Clock } from '../util/clock.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './eventStore.js';
@@ -33,6 +34,10 @@ export interface IngestCommitterDeps {
  */
 export function createIngestCommitter({ config, database, fileWatch, clock, logger, metrics, lockHold, state, onCommitted, onLockBusy }: IngestCommitterDeps) {
   const ingestWrite = createIngestWriter(database.ingestSqlite);
+  // A full disk fails every batch for as long as it lasts, each delivery already logged at error
+  // with its `storage_error`: this line says the cause and what to do when it starts or changes,
+  // then once a minute with a count, and its end at info.
+  const failures = new RepeatedFailureLog({ logger, clock, level: 'error', msg: 'ingest transaction failed', recovered: 'ingest transactions commit again' });
   return new GroupCommitter<IngestItem, IngestOutcome>({
     write: (items) => {
       if (fileWatch.problem !== null) throw new DatabaseReplacedError(fileWatch.problem);
@@ -48,6 +53,7 @@ export function createIngestCommitter({ config, database, fileWatch, clock, logg
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size, durationMs) => {
       state.storageFailure = null;
+      failures.succeeded();
       lockHold.obtained();
       database.ingestWait.committed();
       metrics.batchSize.observe(size);
@@ -68,7 +74,7 @@ export function createIngestCommitter({ config, database, fileWatch, clock, logg
         state.storageFailure = { code: (err as { code?: string }).code ?? 'error', atMs: clock.now() };
         // Not a held lock: this write failed otherwise (a full disk); storageFailure says so.
         lockHold.obtained();
-        logger.error({ batch: size, code: (err as { code?: string }).code, err: (err as Error).message }, 'ingest transaction failed');
+        failures.failed(err, { batch: size });
       }
     },
     onLockWaited: (waitedMs) => metrics.ingestLockWait.observe(waitedMs / 1000),

@@ -20,6 +20,8 @@ export type VerifyFailure = {
   status: 400 | 401;
   reason: 'missing_header' | 'malformed_header' | 'timestamp_out_of_tolerance' | 'no_valid_signature';
   message: string;
+  /** For the delivery's log line: what an operator needs to tell the cause (a clock off by how much). */
+  fields?: Record<string, number>;
 };
 export type VerifyResult = { ok: true; source: string; timestamp: number } | VerifyFailure;
 
@@ -91,7 +93,9 @@ export function createVerifier(sources: readonly SigningSource[], clock: Clock, 
     const ts = Number(timestamp);
     const nowSeconds = Math.floor(clock.now() / 1000);
     if (Math.abs(nowSeconds - ts) > toleranceSeconds) {
-      return fail(401, 'timestamp_out_of_tolerance', `webhook-timestamp is more than ${toleranceSeconds} seconds from the receiver's clock`);
+      // How far off, in the log: every delivery off by about the same (a clock more than 5 minutes
+      // wrong, here or at the service) reads apart from scattered ones (old deliveries replayed).
+      return { ...fail(401, 'timestamp_out_of_tolerance', `webhook-timestamp is more than ${toleranceSeconds} seconds from the receiver's clock`), fields: { receiver_clock_ahead_seconds: nowSeconds - ts } };
     }
     const candidates = entries
       .filter((e) => e.startsWith('v1,') && V1_SIGNATURE.test(e.slice(3)))

@@ -7,7 +7,7 @@ import type { HoldReason, SourceHold } from '../queue/SourceHolds.js';
  * a single refused delivery or failed commit would never fire the alert.
  */
 const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable', 'bad_request'];
-const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
+const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'database_replaced', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The workers' holds of whole sources at a scrape (set by createApp once the workers exist). */
 export interface HoldsAtScrape {
@@ -43,7 +43,7 @@ export function createMetrics(sources: readonly string[] = []) {
     }),
     ingestDuration: new Histogram({
       name: 'receiver_ingest_duration_seconds',
-      help: 'Time from request start to answer on POST /webhooks',
+      help: 'Time from request start to answer on POST /webhooks, for deliveries whose signature verified (refused ones are not timed)',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
@@ -159,6 +159,16 @@ export function createMetrics(sources: readonly string[] = []) {
     walBytes: new Gauge({
       name: 'receiver_sqlite_wal_bytes',
       help: 'Size of the SQLite write-ahead log file (its high-water mark); about 128 MiB at most, so steady growth means a reader holds an old snapshot or checkpoints cannot keep up',
+      registers: [registry],
+    }),
+    filesystemAvail: new Gauge({
+      name: 'receiver_database_filesystem_avail_bytes',
+      help: 'Bytes this process may still write on the filesystem that holds the database (statfs of its folder, as df shows them): when none are left, ingest commits fail with SQLITE_FULL and deliveries are answered 503',
+      registers: [registry],
+    }),
+    filesystemSize: new Gauge({
+      name: 'receiver_database_filesystem_size_bytes',
+      help: 'Size of the filesystem that holds the database (statfs of its folder)',
       registers: [registry],
     }),
     unprocessedEvents: new Gauge({

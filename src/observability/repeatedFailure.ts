@@ -1,6 +1,14 @@
-import { isSqliteBusy } from '../db/sqliteHelpers.js';
+import { isSqliteBusy, primarySqliteCode } from '../db/sqliteHelpers.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from './logger.js';
+
+/** What an operator does about SQLITE_FULL: the same words wherever a loop meets it. */
+export const FULL_DISK_HINT = 'the disk that holds DATABASE_PATH is full: free space on it (or grow the volume); nothing is lost meanwhile, deliveries are answered 503 and the service retries them';
+
+const isSqliteFull = (err: unknown): boolean => {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === 'string' && primarySqliteCode(code) === 'SQLITE_FULL';
+};
 
 /** How often a failure that keeps repeating is logged again at its level (in between: at debug). */
 export const REPEATED_FAILURE_LOG_MS = 60_000;
@@ -99,13 +107,15 @@ export class RepeatedFailureLog {
     this.throttle = new LogThrottle(o.clock);
   }
 
-  failed(err: unknown): void {
+  failed(err: unknown, extra: Record<string, unknown> = {}): void {
     const message = (err as Error)?.message ?? String(err);
     const code = (err as { code?: unknown })?.code;
     const fields = {
       err: message,
       ...(typeof code === 'string' ? { code } : {}),
       ...(isSqliteBusy(err) ? { hint: 'another process holds the database write lock (a CLI command such as replay or dead-letters retry, a `work` process, a tool with a write transaction open); the work waits until it is released' } : {}),
+      ...(isSqliteFull(err) ? { hint: FULL_DISK_HINT } : {}),
+      ...extra,
     };
     // Code and message: two failures with one code (SQLITE_ERROR) about different things are two errors.
     const noted = this.throttle.note('', `${typeof code === 'string' ? code : ''}\n${message}`);

@@ -1,4 +1,5 @@
 import type { Logger } from '../observability/logger.js';
+import { REPEATED_FAILURE_LOG_MS } from '../observability/repeatedFailure.js';
 
 /** Outage failures in a row of one source before its jobs are held (SourceHolds.holdForOutage). */
 export const OUTAGE_HOLD_AFTER = 8;
@@ -38,12 +39,34 @@ export class SourceHolds {
   /** The breaker's holds, apart from the 429's (throttledUntil): a job that goes through ends them. */
   private readonly outageHoldUntil = new Map<string, number>();
 
+  /**
+   * When each (reason, source)'s hold was last said at warn, and the holds said at debug since. A
+   * consumer or the service answering 429 with `Retry-After: 1` for hours starts a hold at every
+   * job tried after the last one ends: one warn line a second, per source. Said when the first
+   * starts, then once a minute with a count, until a job of the source goes through.
+   */
+  private readonly holdsSaid = new Map<string, { atMs: number; since: number }>();
+
   constructor(private readonly logger: Logger) {}
+
+  /** A new hold of `source` starts: said at warn (true), or at debug, counted for the next line. */
+  private sayHold(reason: HoldReason, source: string, now: number): { loud: boolean; fields: Record<string, number> } {
+    const key = `${reason}\0${source}`;
+    const last = this.holdsSaid.get(key);
+    // A line "after now": the clock went back; said now rather than hidden until it is past it again.
+    if (last && now >= last.atMs && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
+      last.since++;
+      return { loud: false, fields: {} };
+    }
+    this.holdsSaid.set(key, { atMs: now, since: 0 });
+    return { loud: true, fields: last && last.since > 0 ? { holds_since_last_line: last.since } : {} };
+  }
 
   /** The remote said to wait `told` ms (a Retry-After that throttles the source). */
   throttle(source: string, now: number, told: number, log: Logger): void {
     if ((this.throttledUntil.get(source) ?? 0) < now) {
-      log.warn({ source, wait_ms: told }, 'asked to slow down (Retry-After): none of this source\'s jobs run until the wait has passed');
+      const said = this.sayHold('retry_after', source, now);
+      log[said.loud ? 'warn' : 'debug']({ source, wait_ms: told, ...said.fields }, 'asked to slow down (Retry-After): none of this source\'s jobs run until the wait has passed');
     }
     this.throttledUntil.set(source, Math.max(this.throttledUntil.get(source) ?? 0, now + told));
   }
@@ -57,6 +80,9 @@ export class SourceHolds {
   wentThrough(source: string): void {
     this.outageFailures.delete(source);
     this.outageHoldUntil.delete(source);
+    // The next hold of the source is a new episode: said at once.
+    this.holdsSaid.delete(`retry_after\0${source}`);
+    this.holdsSaid.delete(`outage\0${source}`);
   }
 
   /**
@@ -112,7 +138,8 @@ export class SourceHolds {
     if (failures < OUTAGE_HOLD_AFTER) return failures;
     const holdMs = outageHoldMs(failures);
     if ((this.outageHoldUntil.get(source) ?? 0) < now) {
-      log.warn({ source, failures, hold_ms: holdMs }, 'the remote keeps failing: none of this source\'s jobs run until the hold has passed, then one tries again');
+      const said = this.sayHold('outage', source, now);
+      log[said.loud ? 'warn' : 'debug']({ source, failures, hold_ms: holdMs, ...said.fields }, 'the remote keeps failing: none of this source\'s jobs run until the hold has passed, then one tries again');
     }
     this.outageHoldUntil.set(source, Math.max(this.outageHoldUntil.get(source) ?? 0, now + holdMs));
     return failures;

@@ -52,6 +52,14 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
     // The vector's body has no envelope id: a verified delivery is quarantined, never dropped.
     else expect(await res.json()).toMatchObject({ outcome: 'quarantined' });
   });
+
+  it('logs how far the receiver\'s clock is from the refused timestamp, either way (a wrong clock is told from replayed deliveries)', async () => {
+    for (const offset of [400, -3600]) {
+      clock.set((REF.timestamp + offset) * 1000);
+      expect((await post(refHeaders())).status).toBe(401);
+      expect(r.logs.lines.at(-1)).toMatchObject({ msg: 'webhook delivery', outcome: 'rejected:timestamp_out_of_tolerance', receiver_clock_ahead_seconds: offset });
+    }
+  });
 });
 
 describe('malformed signatures and headers are refused and never stored', () => {

@@ -114,7 +114,8 @@ describe('METRICS_PORT', () => {
       for (const reason of ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable']) {
         expect(text).toContain(`receiver_deliveries_received_total{outcome="rejected:${reason}",source="unknown"} 0`);
       }
-      for (const reason of ['lock_timeout', 'SQLITE_FULL', 'SQLITE_IOERR']) expect(text).toContain(`receiver_storage_errors_total{reason="${reason}"} 0`);
+      // database_replaced too: the file deleted under the receiver fails every delivery after it, and the first must raise the rate.
+      for (const reason of ['lock_timeout', 'database_replaced', 'SQLITE_FULL', 'SQLITE_IOERR']) expect(text).toContain(`receiver_storage_errors_total{reason="${reason}"} 0`);
       // The quarantine alert's series, for the configured source.
       expect(text).toContain('receiver_deliveries_received_total{outcome="quarantined",source="default"} 0');
       // A refused delivery counts on the series that was there.
