@@ -589,6 +589,7 @@ describe('Worker', () => {
 
   it('a paused source that is also throttled keeps its probe for a claim that can use it', async () => {
     const gate = new SourcePauses(database.db, clock);
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now() + 5 * 60_000); // the read the pause holds
     await gate.pause('acme', 401, 'authentication_failed');
     const probeAt = (await gate.list())[0]!.probe_after;
     clock.advance(5 * 60_000 + 1); // the probe is due
