@@ -782,6 +782,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       const retried = await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--json'], env);
       expect(JSON.parse(retried.stdout)).toEqual({ dry_run: false, retried: 3 });
       expect(w.prepare("SELECT event_id, kind FROM jobs WHERE state = 'dead'").all()).toEqual([{ event_id: 'evt-globex', kind: 'sink:crm' }]);
+      // A --source no stored event has (a typo, `Acme` for `acme`) is said with the stored ones, not
+      // left as "no dead letters"; a stored source with none matched, or a sink's, says nothing.
+      const warning = 'warning: no stored event has source "Acme" (stored sources: acme, globex)\n';
+      for (const args of [['list'], ['list', '--json'], ['retry', '--dry-run'], ['retry'], ['discard', '--dry-run'], ['discard']]) {
+        const typo = await cli(['dead-letters', ...args, '--source', 'Acme'], env);
+        expect({ args, code: typo.code, stderr: typo.stderr }).toEqual({ args, code: 0, stderr: warning });
+      }
+      for (const source of ['acme', 'sink:other']) expect((await cli(['dead-letters', 'list', '--source', source], env)).stderr).toBe('');
     });
   });
 
