@@ -146,7 +146,7 @@ function defaultSource(env: Env, secretEnv: string, problems: string[]): SourceC
   return { name: 'default', signingKeys, apiUrl, apiKey };
 }
 
-/** Sources must be told apart: each name once, each signing key in one source only. */
+/** Sources must be told apart: each name once, each signing key and each API key in one source only. */
 function checkSourcesApart(sources: readonly SourceConfig[], problems: string[]): void {
   const seen = new Set<string>();
   for (const s of sources) {
@@ -165,6 +165,18 @@ function checkSourcesApart(sources: readonly SourceConfig[], problems: string[])
         );
       } else keyOwner.set(key.toString('base64'), s.name);
     }
+  }
+  // An API key reads its own organization's applications only: one pasted under a second source
+  // sent that source's every read with the other organization's key (404s, then dead letters).
+  const apiKeyOwner = new Map<string, string>();
+  for (const s of sources) {
+    if (s.apiKey === null) continue;
+    const owner = apiKeyOwner.get(s.apiKey);
+    if (owner !== undefined) {
+      problems.push(
+        `CONFIG_FILE: sources ${JSON.stringify(owner)} and ${JSON.stringify(s.name)} have the same API key; a key reads only its own organization's applications, and one organization is one source (its endpoints' secrets together in its \`secrets\`)`,
+      );
+    } else apiKeyOwner.set(s.apiKey, s.name);
   }
 }
 

@@ -120,6 +120,12 @@ function createRead(ctx: ProcessingContext) {
     const event = await ctx.db.selectFrom('events').select(['received_at']).where('id', '=', p.event_id).executeTakeFirst();
     if (!row || !event) throw failedBeforeRequest(new PermanentError(`nothing to fetch for event ${p.event_id}: result row or event missing`));
 
+    // Before any reuse of the row: a result read with another organization's key is not this event's.
+    // A source not configured is not judged here: its read pauses, as below (no sink can filter on it).
+    if (job.source !== null && row.source !== job.source && ctx.clients.has(job.source)) {
+      const foreign = await otherSourcesResult(ctx, job.source, p, row.source);
+      if (foreign) return foreign;
+    }
     // A replay, or an operator's retry of a dead letter, asks the service again.
     const askAgain = p.refetch === true || p.requeued_at !== undefined;
     // A result fetched "after now" was fetched before the wall clock went back: it says nothing of
@@ -269,6 +275,33 @@ function createRead(ctx: ProcessingContext) {
       }
     }
   };
+}
+
+/**
+ * An event of `source` names an application whose result row another source opened: the result
+ * tables are keyed by the service's application id alone. While that source is configured, the row
+ * is its organization's result, read with its key: this source's key would not read it (404, then
+ * a dead letter), or would read another application of the same id into it (two services), and a
+ * result reused from it would go to this source's sinks (a sink's `sources` filter then no filter
+ * at all). The event settles with no result instead (event_processing.resource NULL: its message
+ * carries `result: null`), said at warn. A source no longer configured (renamed or removed) leaves
+ * its rows to the source whose event reads them now. Returns undefined when the read goes on.
+ */
+async function otherSourcesResult(ctx: ProcessingContext, source: string, p: Payload, owner: string): Promise<HandlerResult | undefined> {
+  const table = RESULT_TABLE[p.resource];
+  if (!ctx.clients.has(owner)) {
+    await ctx.db.updateTable(table).set({ source }).where('application_id', '=', p.application_id).where('source', '=', owner).execute();
+    return undefined;
+  }
+  await ctx.db.transaction().execute(async (trx) => {
+    await trx.updateTable('event_processing').set({ resource: null }).where('event_id', '=', p.event_id).execute();
+    await settleEvent(ctx, trx, p.event_id, null);
+  });
+  ctx.logger?.warn(
+    { event_id: p.event_id, application_id: p.application_id, resource: p.resource, source, results_source: owner },
+    "an event names an application whose results another source reads (ids collide across organizations): not read with this source's key; its message carries no result",
+  );
+  return { untested: true };
 }
 
 /**

@@ -27,7 +27,13 @@ export class SourcePauses implements SourceGate {
     const held: HeldSources = { blocked: [], probes: [] };
     for (const r of rows) {
       if (Date.parse(r.probe_after) > now || alsoBlocked.includes(r.source)) held.blocked.push(r.source);
-      else {
+      else if (!(await this.hasWork(r.source))) {
+        // Nothing of the source waits any more (a source no longer configured whose reads were
+        // given up, then discarded or retried under another name): a pause with nothing to probe
+        // stayed in /readyz, `status` and receiver_source_paused until a restart. Its next job
+        // tries the source again, and pauses it again if it is still refused or not configured.
+        await this.db.deleteFrom('source_pauses').where('source', '=', r.source).where('probe_after', '=', r.probe_after).execute();
+      } else {
         // This claim takes the probe; the next one is a period on (kept in the database, so a
         // restart does not probe early; a failed probe sets it again from its own answer).
         await this.db
@@ -39,6 +45,12 @@ export class SourcePauses implements SourceGate {
       }
     }
     return held;
+  }
+
+  /** Whether a job of the source is pending or running (one walk of jobs_ready's pending and running rows at most, once a probe period). */
+  private async hasWork(source: string): Promise<boolean> {
+    const job = await this.db.selectFrom('jobs').select('id').where('state', 'in', ['pending', 'running']).where('source', '=', source).limit(1).executeTakeFirst();
+    return job !== undefined;
   }
 
   /** The wall clock stepped back by `stepMs` (Worker's onClockStepBack): each probe is due a period after the last, not a step later. */

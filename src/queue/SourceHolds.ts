@@ -76,6 +76,15 @@ export class SourceHolds {
     for (const holds of [this.throttledUntil, this.outageHoldUntil]) for (const [source, until] of holds) holds.set(source, until - stepMs);
   }
 
+  /**
+   * Sources whose latest outcome was an outage failure (a run of them not ended by a job that went
+   * through): the worker lets each have one job in flight at a time (Worker.claim), so a service
+   * that hangs or fails slowly takes one slot, not all of them, from the other sources' work.
+   */
+  failing(): string[] {
+    return [...this.outageFailures.keys()];
+  }
+
   /** A job of the source went through: its run of outage failures, and the breaker's hold, end. */
   wentThrough(source: string): void {
     this.outageFailures.delete(source);

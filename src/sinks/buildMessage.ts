@@ -72,15 +72,18 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
         .selectFrom('events')
         .leftJoin('event_processing', 'event_processing.event_id', 'events.id')
         .selectAll('events')
-        .select(['event_processing.revision', 'event_processing.result_digest'])
+        .select(['event_processing.revision', 'event_processing.result_digest', 'event_processing.resource'])
         .where('events.id', 'in', chunk)
         .execute()),
     );
   }
   // The application ids whose result each resource needs.
   const wanted = new Map<HiringResource, Set<string>>();
+  // An event settled with no resource has no result of its own: one whose application's results
+  // another source reads (fetchResult's otherSourcesResult) must not carry that organization's.
+  const resourceOf = (e: { event_type: string; resource: string | null; revision: number | null }) => (e.revision !== null && e.resource === null ? undefined : RESOURCE_OF_EVENT[e.event_type]);
   for (const e of events) {
-    const resource = RESOURCE_OF_EVENT[e.event_type];
+    const resource = resourceOf(e);
     if (resource && e.application_id) wanted.set(resource, (wanted.get(resource) ?? new Set()).add(e.application_id));
   }
   const results = new Map<string, ResultRow>(); // `${resource}\0${application_id}`
@@ -119,7 +122,7 @@ export async function buildMessages(db: Kysely<Database> | Transaction<Database>
     }
 
     let result: MessageResult | null = null;
-    const resource = RESOURCE_OF_EVENT[event.event_type];
+    const resource = resourceOf(event);
     const row = resource && event.application_id ? results.get(`${resource}\0${event.application_id}`) : undefined;
     if (resource && row) {
       if (row.state === 'processing') {

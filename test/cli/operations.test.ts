@@ -270,6 +270,29 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it("status says whose result reads are waiting and failing when several sources have some: one organization's API down beside another's reads waiting their turn", async () => {
+    await withOwnDatabase('reads-by-source.db', async (own, w) => {
+      const now = new Date().toISOString();
+      const seed = jobSeeder(w);
+      const job = (source: string, event_id: string, attempts: number, updated_at: string, last_error: string) =>
+        seed({ kind: 'fetch_result', source, event_id, state: 'pending', run_at: now, attempts, updated_at, last_error });
+      job('acme', 'evt-a1', 3, '2026-11-25T01:00:00.000Z', 'interview: HTTP 502');
+      job('acme', 'evt-a2', 2, '2026-11-25T02:00:00.000Z', 'interview: HTTP 503 error');
+      job('globex', 'evt-g1', 0, now, 'result still processing');
+      job('initech-old', 'evt-i1', 0, now, 'result still processing');
+      const json = JSON.parse((await cli(['status', '--json'], { DATABASE_PATH: own })).stdout) as { result_reads: { by_source: unknown } };
+      expect(json.result_reads.by_source).toEqual([
+        { source: 'acme', pending: 2, failing: 2, latest_failure_at: '2026-11-25T02:00:00.000Z' },
+        { source: 'globex', pending: 1, failing: 0, latest_failure_at: null },
+        { source: 'initech-old', pending: 1, failing: 0, latest_failure_at: null },
+      ]);
+      const plain = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(plain).toMatch(
+        /^result reads {3}4 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)\n {2}acme {9}2 waiting, 2 failing \(latest at 2026-11-25T02:00:00\.000Z\)\n {2}globex {7}1 waiting, 0 failing\n {2}initech-old {2}1 waiting, 0 failing\nresults /m,
+      );
+    });
+  });
+
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
     await withOwnDatabase('reads.db', async (own, w) => {
       const now = new Date().toISOString();
@@ -285,9 +308,10 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
         pending: 4,
         failing: 2,
         latest_failure: { last_error: 'interview: HTTP 503 error', updated_at: '2026-11-25T02:00:00.000Z' },
+        by_source: [{ source: 'default', pending: 4, failing: 2, latest_failure_at: '2026-11-25T02:00:00.000Z' }],
       });
       const plain = await cli(['status'], { DATABASE_PATH: own });
-      expect(plain.stdout).toMatch(/^result reads {3}4 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)$/m);
+      expect(plain.stdout).toMatch(/^result reads {3}4 waiting, 2 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)\nresults /m);
       // Results by final state, over the four result tables, with what to do about the given up ones.
       const result = w.prepare(`INSERT INTO interview_results (application_id, source, state, reason, first_requested_at, updated_at) VALUES (?, 'default', ?, ?, ?, ?)`);
       result.run('app-1', 'given_up', 'still processing after 168 h', now, now);
@@ -758,6 +782,14 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
       const retried = await cli(['dead-letters', 'retry', '--event', 'evt-acme', '--json'], env);
       expect(JSON.parse(retried.stdout)).toEqual({ dry_run: false, retried: 3 });
       expect(w.prepare("SELECT event_id, kind FROM jobs WHERE state = 'dead'").all()).toEqual([{ event_id: 'evt-globex', kind: 'sink:crm' }]);
+      // A --source no stored event has (a typo, `Acme` for `acme`) is said with the stored ones, not
+      // left as "no dead letters"; a stored source with none matched, or a sink's, says nothing.
+      const warning = 'warning: no stored event has source "Acme" (stored sources: acme, globex)\n';
+      for (const args of [['list'], ['list', '--json'], ['retry', '--dry-run'], ['retry'], ['discard', '--dry-run'], ['discard']]) {
+        const typo = await cli(['dead-letters', ...args, '--source', 'Acme'], env);
+        expect({ args, code: typo.code, stderr: typo.stderr }).toEqual({ args, code: 0, stderr: warning });
+      }
+      for (const source of ['acme', 'sink:other']) expect((await cli(['dead-letters', 'list', '--source', source], env)).stderr).toBe('');
     });
   });
 

@@ -192,6 +192,23 @@ describe('loadConfig', () => {
     expect(problems.join('\n')).not.toContain(shared.slice(6, 20));
   });
 
+  it("refuses one API key in two sources (WEBHOOK_SECRET's default included), without echoing it: the second source's reads would go out with the first organization's key", () => {
+    const file = JSON.stringify({
+      sources: [
+        { name: 'acme', secrets: [newSecret()], api_url: 'https://h.example', api_key: 'sk-acme.k3yOfAcme' },
+        { name: 'globex', secrets: [newSecret()], api_url: 'https://other.example', api_key: 'sk-acme.k3yOfAcme' },
+        { name: 'initech', secrets: [newSecret()], api_url: 'https://h.example', api_key: 'sk-default.k3y' },
+      ],
+    });
+    const problems = problemsOf({ CONFIG_FILE: '/c.json', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-default.k3y' }, { '/c.json': file });
+    const why = "a key reads only its own organization's applications, and one organization is one source (its endpoints' secrets together in its `secrets`)";
+    expect(problems).toEqual([
+      `CONFIG_FILE: sources "acme" and "globex" have the same API key; ${why}`,
+      `CONFIG_FILE: sources "default" and "initech" have the same API key; ${why}`,
+    ]);
+    expect(problems.join('\n')).not.toContain('k3y');
+  });
+
   it('names the path of a bad field in CONFIG_FILE, unknown keys included', () => {
     const problems = problemsOf(
       { CONFIG_FILE: '/c.json' },

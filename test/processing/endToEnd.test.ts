@@ -681,6 +681,13 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row("SELECT state, last_error FROM jobs WHERE kind = 'fetch_result'")).toEqual({ state: 'dead', last_error: missing });
     expect(row('SELECT state, reason FROM interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'given_up', reason: `fetch failed: ${missing}` });
     expect(row("SELECT state FROM event_processing WHERE resource = 'interview'")).toEqual({ state: 'settled' });
+    // Its read dead-lettered (the dead letter says so), nothing of the source waits: its pause ends
+    // at its next probe (it stayed in /readyz, `status` and receiver_source_paused until a restart).
+    pair.clock.advance(5 * 60_000 + 1);
+    await pair.settle();
+    expect(all("SELECT source FROM source_pauses WHERE source = 'gone'")).toEqual([]);
+    const ready = await (await fetch(`${pair.receiver.url}/readyz`)).json();
+    expect(ready).toMatchObject({ status: 'ready', paused_sources: [] });
   });
 
   it('retries 5xx with backoff and honours 429 Retry-After', async () => {

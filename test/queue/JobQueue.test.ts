@@ -420,7 +420,7 @@ describe('Worker', () => {
     expect(left).toEqual([]);
   });
 
-  it('a read that goes through ends the breaker\'s hold even when a probe beside it failed (the service coming back)', async () => {
+  it('the breaker\'s hold ends with the first read that goes through; a probe that fails holds the source again, one probe at a time (the service coming back)', async () => {
     let failNext = Number.POSITIVE_INFINITY;
     const q = new JobQueue(database.db, clock);
     const w = new Worker({
@@ -436,13 +436,18 @@ describe('Worker', () => {
     for (let i = 0; i < 30 && (await w.runUntilIdle()) > 0; i++) clock.advance(5 * 60_000);
     // Held now. The service comes back as the next two probes run: the first fails, the second is answered.
     failNext = 1;
-    clock.advance(5 * 60_000);
-    await w.runUntilIdle();
+    let tried = 0;
     const left = () => database.db.selectFrom('jobs').select('id').where('state', '<>', 'done').execute();
-    expect((await left()).length).toBeLessThan(40);
-    clock.advance(1000); // the failed probe's own backoff; no hold is left
-    await w.runUntilIdle();
+    clock.advance(5 * 60_000);
+    // A failing source runs one read at a time (Worker.claim): the probe fails alone, and holds it again.
+    const ranAfterHold = await w.runUntilIdle();
+    tried += ranAfterHold;
+    expect(ranAfterHold).toBe(1);
+    expect((await left()).length).toBe(40);
+    clock.advance(5 * 60_000); // the longest hold; the next probe is answered and ends it
+    tried += await w.runUntilIdle();
     expect(await left()).toEqual([]);
+    expect(tried).toBe(41);
   });
 
   it('a steady stream of kicks while a source is held does not put off the poll: another source\'s read is claimed within a poll or two', async () => {
@@ -584,6 +589,7 @@ describe('Worker', () => {
 
   it('a paused source that is also throttled keeps its probe for a claim that can use it', async () => {
     const gate = new SourcePauses(database.db, clock);
+    await enqueue(database.db, { kind: 'k', payload: {}, source: 'acme' }, clock.now() + 5 * 60_000); // the read the pause holds
     await gate.pause('acme', 401, 'authentication_failed');
     const probeAt = (await gate.list())[0]!.probe_after;
     clock.advance(5 * 60_000 + 1); // the probe is due

@@ -5,6 +5,7 @@ import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQ
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
 import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
+import { warnUnknownSource } from '../unknownSource.js';
 import { saidStopped, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
 import { printJson, printRows, printUpToLimit, shownError, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
@@ -39,6 +40,7 @@ export async function runDeadLettersList(io: CliIo, o: DeadLetterListOptions): P
       .select(['id', 'kind', 'event_id', 'source', 'attempts', 'max_attempts', 'last_error', 'created_at', 'finished_at'])
       .where('id', 'in', deadLetterIds(database.db, { all: true, ...(o.kind ? { kind: o.kind } : {}), ...(o.source ? { source: o.source } : {}) }));
     const rows = (await q.orderBy('finished_at', 'desc').orderBy('id', 'desc').limit(o.limit + 1).execute()).map((r) => ({ ...r, last_error: shownError(r.last_error) }));
+    if (rows.length === 0) warnUnknownSource(io, database.sqlite, o.source);
     printUpToLimit(io, rows, o.limit, 'dead letters', (listed) =>
       printRows(io, o.json, listed, 'no dead letters', ['id', 'kind', 'event', 'source', 'attempts', 'dead since', 'last error'], (r) => [
         r.id,
@@ -139,6 +141,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     else if (n > 0) io.out(`${verb} ${n} dead letter${n === 1 ? '' : 's'} (${discarded.map((k) => `${k.kind} ${k.n}`).join(', ')}); they will not run again; what they failed on stays in deliveries and the result tables`);
     // The only trace of an event processing never finished: not deleted.
     for (const k of kept) io.err(`kept job ${k.id} (${k.kind}): its event ${k.event_id ?? '(none)'} is not settled, and this dead letter is all that says so; retry it (dead-letters retry --id ${k.id}) or replay the event`);
+    if (n === 0 && kept.length === 0) warnUnknownSource(io, database.sqlite, o.source);
     // Ids named that matched no dead letter: a typo must not read as success (dry run included).
     sayNotDeadLetters(io, notDead, o);
     return notDead.length > 0 ? 1 : 0;
@@ -192,6 +195,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       const n = await queue.retryDeadLetters(filterOf(o, ids), { dryRun: true });
       if (o.json) printJson(io, { dry_run: true, retried: n, ...(notDead.length ? { not_dead_letters: notDead } : {}) });
       else io.out(n === 0 ? 'no dead letter matched; nothing would run again' : `${n} dead-lettered job${n === 1 ? '' : 's'} would run again (dry run: nothing changed)`);
+      if (n === 0) warnUnknownSource(io, database.sqlite, o.source);
       sayNotDeadLetters(io, notDead, o);
       return notDead.length > 0 ? 1 : 0;
     }
@@ -262,6 +266,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     progress.end();
     if (o.json) printJson(io, json());
     else io.out(n === 0 ? 'no dead letter matched; nothing to retry' : `${n} dead-lettered job${n === 1 ? '' : 's'} queued again (pending now; the receiver's workers run them)`);
+    if (n === 0) warnUnknownSource(io, database.sqlite, o.source);
     await sayAfter();
     return notDead.length > 0 ? 1 : 0;
   } finally {

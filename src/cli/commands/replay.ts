@@ -10,6 +10,7 @@ import { count, noProgress, progressFor, startBar, type Bar } from '../progress.
 import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSinkReplay, sinkWants, type DeliveryWrites, type SinkConfig } from '../sinkOps.js';
 import { BATCH, eventPages, selection, type EventSelection, type SelectedEvent } from './replay/eventPages.js';
 import { waitForReplay, type Waited } from './replay/waitForReplay.js';
+import { warnUnknownSource } from '../unknownSource.js';
 
 export interface ReplayOptions extends EventSelection {
   database?: string;
@@ -325,10 +326,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
     // A name that matches nothing at all is most likely a typo: said, not a silent "0 selected".
-    if (counts.selected === 0 && o.source && database.sqlite.prepare('SELECT 1 FROM events WHERE source = ? LIMIT 1').get(o.source) === undefined) {
-      const known = database.sqlite.prepare('SELECT DISTINCT source FROM events ORDER BY source').pluck().all() as string[];
-      io.err(`warning: no stored event has source ${JSON.stringify(o.source)} (stored sources: ${known.join(', ') || 'none'})`);
-    }
+    if (counts.selected === 0) warnUnknownSource(io, database.sqlite, o.source);
     // A type that no stored event has (`interview.complete` for interview.completed): named, with the stored ones.
     if (counts.selected === 0 && o.type?.length && !o.type.includes('*')) {
       const stored = database.sqlite.prepare('SELECT DISTINCT event_type FROM events ORDER BY event_type').pluck().all() as string[];

@@ -55,6 +55,16 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
         .where('kind', '=', 'fetch_result')
         .where('state', '=', 'pending')
         .executeTakeFirstOrThrow();
+      // The same by source: with several organizations, which one's reads are failing (its API
+      // down, its key refused) or waiting (a source removed from CONFIG_FILE).
+      const readsBySource = await db
+        .selectFrom('jobs')
+        .select(['source', (eb) => eb.fn.countAll<number>().as('pending'), sql<number>`COALESCE(SUM(${failing}), 0)`.as('failing'), sql<string | null>`MAX(CASE WHEN ${failing} THEN updated_at END)`.as('latest_failure_at')])
+        .where('kind', '=', 'fetch_result')
+        .where('state', '=', 'pending')
+        .groupBy('source')
+        .orderBy('source')
+        .execute();
       const latestFailure = await db
         .selectFrom('jobs')
         .select(['last_error', 'updated_at'])
@@ -96,7 +106,12 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
           oldest_waiting_age_ms: backlog.oldestReceivedAt ? Math.max(0, now - Date.parse(backlog.oldestReceivedAt)) : null,
         },
         jobs: { by_state: jobsByState, by_kind: byState.map((r) => ({ kind: r.kind, state: r.state, count: Number(r.n) })), running_lease_expired: leaseExpired },
-        result_reads: { pending: Number(reads.pending), failing: Number(reads.failing), latest_failure: latestFailure ? { ...latestFailure, last_error: shownError(latestFailure.last_error) } : null },
+        result_reads: {
+          pending: Number(reads.pending),
+          failing: Number(reads.failing),
+          latest_failure: latestFailure ? { ...latestFailure, last_error: shownError(latestFailure.last_error) } : null,
+          by_source: readsBySource.map((r) => ({ source: r.source, pending: Number(r.pending), failing: Number(r.failing), latest_failure_at: r.latest_failure_at })),
+        },
         results,
         dead_letters: jobsByState['dead'] ?? 0,
         quarantined: await count('quarantine'),
@@ -134,6 +149,14 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
           : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${oneLine(latestFailure.last_error ?? '')})` : ''}`
       }`,
     );
+    // By source when more than one has reads waiting (one alone is the line above).
+    const bySource = report.result_reads.by_source;
+    if (bySource.length > 1) {
+      const width = Math.max(...bySource.map((r) => oneLine(r.source ?? '(none)').length));
+      for (const r of bySource) {
+        io.out(`  ${oneLine(r.source ?? '(none)').padEnd(width)}  ${r.pending} waiting, ${r.failing} failing${r.latest_failure_at ? ` (latest at ${r.latest_failure_at})` : ''}`);
+      }
+    }
     io.out(
       `results        ready ${results['ready']}, processing ${results['processing']}, unavailable ${results['unavailable']}, given up ${results['given_up']}${
         (results['given_up'] ?? 0) > 0 ? '   (given up: `replay --application <id>` reads one again)' : ''
