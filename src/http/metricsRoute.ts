@@ -1,4 +1,4 @@
-import { statSync, statfsSync } from 'node:fs';
+import { realpathSync, statSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Context } from 'hono';
 import type { Statement } from 'better-sqlite3';
@@ -25,24 +25,28 @@ export function createMetricsRoute({ config, database, clock, metrics, pausedStm
   // Both on indexes (jobs_kind_ready, jobs_lease): a lookup, not a walk of the queue.
   const oldestDueStmt = database.ingestSqlite.prepare("SELECT MIN(run_at) FROM jobs WHERE state = 'pending' AND kind = ? AND run_at <= ?").pluck();
   const leasesExpiredStmt = database.ingestSqlite.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'running' AND lease_expires_at < ?").pluck();
+  // The file SQLite opened: a DATABASE_PATH that is a symlink (to a volume mounted elsewhere) has
+  // its -wal beside the file it points to, on that file's filesystem, not beside the link.
+  const opened = database.ingestSqlite.memory ? null : realPathOf(database.ingestSqlite.name);
   return async (c: Context) => {
     const sqlite = database.ingestSqlite;
     metrics.quarantined.set(sqlite.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number);
     metrics.pausedSources.reset();
     for (const s of config.sources) metrics.pausedSources.set({ source: s.name }, 0);
     for (const p of pausedStmt.all() as { source: string }[]) metrics.pausedSources.set({ source: p.source }, 1);
-    if (!sqlite.memory) {
-      metrics.walBytes.set(statSync(`${sqlite.name}-wal`, { throwIfNoEntry: false })?.size ?? 0);
+    if (opened !== null) {
+      metrics.walBytes.set(statSync(`${opened}-wal`, { throwIfNoEntry: false })?.size ?? 0);
       // The space left, before it runs out: a full disk otherwise shows only once checkpoints and
       // commits fail. bavail, not bfree: the blocks this (unprivileged) process may use, as df says.
-      // Its folder gone (removed under the receiver, which /readyz says): no figure rather than no scrape.
+      // Its folder gone (removed under the receiver, which /readyz says): NaN, no figure, rather than
+      // no scrape (reset() would say 0 bytes left, and a threshold on the bytes alone would fire).
       try {
-        const fs = statfsSync(dirname(sqlite.name));
+        const fs = statfsSync(dirname(opened));
         metrics.filesystemAvail.set(fs.bavail * fs.bsize);
         metrics.filesystemSize.set(fs.blocks * fs.bsize);
       } catch {
-        metrics.filesystemAvail.reset();
-        metrics.filesystemSize.reset();
+        metrics.filesystemAvail.set(Number.NaN);
+        metrics.filesystemSize.set(Number.NaN);
       }
     }
     const backlog = await processingBacklog(database.db);
@@ -72,4 +76,13 @@ export function createMetricsRoute({ config, database, clock, metrics, pausedStm
     }
     return c.text(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType });
   };
+}
+
+/** The path with its symlinks resolved, as SQLite opens it; the path itself if that cannot be told. */
+function realPathOf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
 }
