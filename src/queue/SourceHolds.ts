@@ -43,7 +43,8 @@ export class SourceHolds {
    * When each (reason, source)'s hold was last said at warn, and the holds said at debug since. A
    * consumer or the service answering 429 with `Retry-After: 1` for hours starts a hold at every
    * job tried after the last one ends: one warn line a second, per source. Said when the first
-   * starts, then once a minute with a count, until a job of the source goes through.
+   * starts, then once a minute with a count. Not started over when a job goes through: a rate
+   * limit lets some jobs through between its 429s, and each hold after one was said at warn again.
    */
   private readonly holdsSaid = new Map<string, { atMs: number; since: number }>();
 
@@ -89,9 +90,6 @@ export class SourceHolds {
   wentThrough(source: string): void {
     this.outageFailures.delete(source);
     this.outageHoldUntil.delete(source);
-    // The next hold of the source is a new episode: said at once.
-    this.holdsSaid.delete(`retry_after\0${source}`);
-    this.holdsSaid.delete(`outage\0${source}`);
   }
 
   /**
