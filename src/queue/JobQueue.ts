@@ -80,11 +80,13 @@ export class JobQueue {
       checkFirst?: boolean;
       /** Sources held like the blocked ones, except for one job each (of a gated kind): a paused source's probe. */
       probes?: readonly string[];
+      /** The same, their one job taken in its turn by run_at with the others' due jobs, not first (a failing source: Worker.claim). */
+      oneEach?: readonly string[];
     } = {},
   ): Promise<ClaimedJob[]> {
     const now = iso(this.clock.now());
     const token = randomUUID();
-    const candidates = claimCandidates(now, limit, blockedSources, opts.probes ?? [], kinds, gatedKinds);
+    const candidates = claimCandidates(now, limit, blockedSources, opts.probes ?? [], kinds, gatedKinds, opts.oneEach ?? []);
     if (opts.checkFirst && !(await sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.execute(this.db)).rows.length) return [];
     const rows = await this.db
       .updateTable('jobs')

@@ -312,21 +312,23 @@ export class Worker {
     if (held.released && held.released.length > 0) throttled = this.holds.release(held.released, now);
     if (this.opts.soleSource !== undefined && [...held.blocked, ...throttled].includes(this.opts.soleSource)) return [];
     // A source whose service is failing (an outage, not held yet or probed after a hold) runs one
-    // job at a time: held when one is in flight, else one job of it, as a paused source's probe.
+    // job at a time: held when one is in flight, else one job of it, in its turn by run_at (as a
+    // probe, first, it went before every other source's due read whenever one slot was free).
     // All at once, a service that hangs took every slot for its timeout (10 s) at each try, and
     // the other sources' reads waited: 30 reads of a source took 2.7 s instead of 0.7 s beside one
     // whose API failed after 1 s (8 failures to the breaker, 4 at a time).
     const failing = this.holds.failing().filter((s) => !held.blocked.includes(s) && !throttled.includes(s) && !held.probes.includes(s));
     const busy = failing.filter((s) => (this.inflightBySource.get(s) ?? 0) > 0);
     const blocked = [...held.blocked, ...throttled, ...busy];
-    const probes = [...held.probes, ...failing.filter((s) => !busy.includes(s))];
+    const oneEach = failing.filter((s) => !busy.includes(s));
+    const probes = held.probes;
     // A claim that leaves sources out walks their due jobs (7 ms at 45,000 held reads), and a
     // kick's claim takes the write lock: while the last one found nothing but held work, kicks
     // (one per fold) wait for the next poll, which looks with a read first. A claim with a
     // probe is never skipped: the probe's period has begun.
     const key = blocked.length > 0 ? blocked.join('\n') : null;
-    if (!polled && key !== null && probes.length === 0 && this.emptyWhileBlocked === key) return [];
-    const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled, probes });
+    if (!polled && key !== null && probes.length + oneEach.length === 0 && this.emptyWhileBlocked === key) return [];
+    const jobs = await this.opts.queue.claim(this.owner, limit, blocked, this.kinds, this.opts.gatedKinds, { checkFirst: polled, probes, oneEach });
     this.emptyWhileBlocked = jobs.length === 0 ? key : null;
     const probed = new Set<string>();
     for (const job of jobs) {
