@@ -294,8 +294,14 @@ async function otherSourcesResult(ctx: ProcessingContext, source: string, p: Pay
     return undefined;
   }
   await ctx.db.transaction().execute(async (trx) => {
-    await trx.updateTable('event_processing').set({ resource: null }).where('event_id', '=', p.event_id).execute();
-    await settleEvent(ctx, trx, p.event_id, null);
+    // Settled before with a result (a database from before results were kept apart: the other
+    // organization's, which its sinks were sent): that changes now, so its next revision goes out
+    // (a new webhook-id); its digest goes with the result. Else a replay said nothing, and a message
+    // sent again carried no result under the webhook-id that had carried the other one's.
+    const prior = await trx.selectFrom('event_processing').select(['state', 'resource']).where('event_id', '=', p.event_id).executeTakeFirst();
+    const hadResult = prior?.state === 'settled' && prior.resource !== null;
+    await trx.updateTable('event_processing').set({ resource: null, result_digest: null }).where('event_id', '=', p.event_id).execute();
+    await settleEvent(ctx, trx, p.event_id, null, { changed: hadResult });
   });
   ctx.logger?.warn(
     { event_id: p.event_id, application_id: p.application_id, resource: p.resource, source, results_source: owner },
