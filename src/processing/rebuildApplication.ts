@@ -49,7 +49,9 @@ function isoUtc(value: string | null): string | null {
   if (!m) return null;
   const [, date, time, offset] = m;
   // Date.parse rolls a day the month does not have over (30 February is 2 March): not a date.
-  const [y, mo, d] = date!.split('-').map(Number) as [number, number, number];
+  const y = Number(date!.slice(0, 4));
+  const mo = Number(date!.slice(5, 7));
+  const d = Number(date!.slice(8, 10));
   if (mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo)) return null;
   const zone = offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset.toUpperCase();
   const t = Date.parse(time === undefined ? `${date}T00:00:00Z` : `${date}T${time}${zone}`);
@@ -70,9 +72,11 @@ const fromStatus = (e: SortableEvent) => str(e.payload?.previous_status);
 function sortEvents<T extends SortableEvent>(events: T[]): T[] {
   const depth = new Map<string, number>();
   const sameInstant = new Map<string, T[]>();
+  // Each event's instant once: a fold sorts all of the application's events, at every fold.
+  const instants = new Map(events.map((e) => [e, instantOf(e)]));
   for (const e of events) {
     if (e.event_type !== 'application.status_changed') continue;
-    const instant = instantOf(e);
+    const instant = instants.get(e)!;
     const group = sameInstant.get(instant) ?? [];
     group.push(e);
     sameInstant.set(instant, group);
@@ -96,7 +100,7 @@ function sortEvents<T extends SortableEvent>(events: T[]): T[] {
     group.forEach(depthOf);
   }
   // instantOf is normalized ISO UTC of one length, so comparing it as text compares instants.
-  const keys = new Map(events.map((e) => [e, [instantOf(e), RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const]));
+  const keys = new Map(events.map((e) => [e, [instants.get(e)!, RANK[e.event_type] ?? 1, depth.get(e.id) ?? 0, e.id] as const]));
   return events.sort((a, b) => {
     const ka = keys.get(a)!;
     const kb = keys.get(b)!;
