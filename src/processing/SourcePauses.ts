@@ -53,12 +53,19 @@ export class SourcePauses implements SourceGate {
     return job !== undefined;
   }
 
-  /** The wall clock stepped back by `stepMs` (Worker's onClockStepBack): each probe is due a period after the last, not a step later. */
+  /**
+   * The wall clock stepped back by `stepMs` (Worker's onClockStepBack): each probe is due a period
+   * after the last, not a step later. Only a probe_after more than a period ahead was set on the
+   * old clock (each is set at most a period on): a restart within a step already handled sees the
+   * step again (events received before it are still dated ahead), and moving every probe_after
+   * after now then moved a pause made since back by the step too, probed at once at the restart.
+   * A pause made on the old clock less than a period ahead stays: probed at most a period from now.
+   */
   async moveBack(nowMs: number, stepMs: number): Promise<void> {
     await this.db
       .updateTable('source_pauses')
       .set({ probe_after: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', probe_after, ${`-${(stepMs / 1000).toFixed(3)} seconds`})` })
-      .where('probe_after', '>', new Date(nowMs).toISOString())
+      .where('probe_after', '>', new Date(nowMs + this.probeMs).toISOString())
       .execute();
   }
 

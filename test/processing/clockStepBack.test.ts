@@ -146,6 +146,37 @@ describe('the wall clock steps back while the receiver runs (NTP)', () => {
     expect(reads()[2]!.at - throttledAt).toBeGreaterThanOrEqual(600_000);
   });
 
+  it('a receiver restarted after a step it handled moves nothing again: a pause made since is probed a period after it, not at once', async () => {
+    const { p, c, app, reads } = await firstReadStillProcessing();
+    // The step, seen and handled by the running receiver; its next read is refused (401): the source pauses.
+    p.clock.set(p.clock.now() - HOURS_2);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 401 });
+    for (let i = 0; i < 10 && reads().length < 2; i++) {
+      p.clock.advance(10_000);
+      await p.settle();
+    }
+    expect(reads().map((r) => r.status)).toEqual([200, 401]);
+    const pausedAt = reads()[1]!.at;
+    c.clearFaults();
+    // Another interview is completed meanwhile: its read is due, held by the pause until the probe.
+    const other = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(other.id);
+    await p.settle();
+    const allReads = () => p.calls.filter((x) => x.path.startsWith('/api/v2/applications/') && x.path.endsWith('/interview'));
+    expect(allReads()).toHaveLength(2);
+    // A minute later the receiver is restarted (the event received before the step is still dated
+    // two hours ahead): the probe is still due 5 minutes after the pause.
+    p.clock.advance(60_000);
+    await p.restartReceiver();
+    for (let i = 0; i < 20 && allReads().length < 3; i++) {
+      await p.settle();
+      if (allReads().length < 3) p.clock.advance(30_000);
+    }
+    // The probe, then (the key works) the rest at once.
+    expect(allReads().length).toBeGreaterThanOrEqual(3);
+    expect(allReads()[2]!.at - pausedAt).toBeGreaterThanOrEqual(5 * 60_000);
+  });
+
   it('a source paused on a refused key is probed a period (5 min) after its last probe, not a step later', async () => {
     // The key works again after that one 401.
     const { statuses, secondAfter } = await secondReadAfterStep({ status: 401 }, 10 * 60_000);
