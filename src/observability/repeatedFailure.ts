@@ -25,10 +25,9 @@ export class LogThrottle {
   /**
    * `loud`: log this one at its level, with `since` (the failures of this key logged at debug
    * since its last such line) and, when the key changed, `previous` (those of the key before it,
-   * which no line will count now).
+   * which no line will count now). `now`: a caller that reads its own clock (SourceHolds) passes it.
    */
-  note(group: string, key: string): { loud: boolean; since: number; previous: number } {
-    const now = this.clock.now();
+  note(group: string, key: string, now = this.clock.now()): { loud: boolean; since: number; previous: number } {
     const last = this.groups.get(group);
     const sameKey = last !== undefined && last.key === key;
     // A last line "after now": the wall clock went back since, and how long ago it was cannot be

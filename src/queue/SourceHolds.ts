@@ -1,5 +1,6 @@
 import type { Logger } from '../observability/logger.js';
-import { REPEATED_FAILURE_LOG_MS } from '../observability/repeatedFailure.js';
+import { LogThrottle } from '../observability/repeatedFailure.js';
+import { systemClock } from '../util/clock.js';
 
 /** Outage failures in a row of one source before its jobs are held (SourceHolds.holdForOutage). */
 export const OUTAGE_HOLD_AFTER = 8;
@@ -45,22 +46,16 @@ export class SourceHolds {
    * job tried after the last one ends: one warn line a second, per source. Said when the first
    * starts, then once a minute with a count. Not started over when a job goes through: a rate
    * limit lets some jobs through between its 429s, and each hold after one was said at warn again.
+   * Every note passes the worker's own `now`: the throttle's clock is never read.
    */
-  private readonly holdsSaid = new Map<string, { atMs: number; since: number }>();
+  private readonly holdsSaid = new LogThrottle(systemClock);
 
   constructor(private readonly logger: Logger) {}
 
   /** A new hold of `source` starts: said at warn (true), or at debug, counted for the next line. */
   private sayHold(reason: HoldReason, source: string, now: number): { loud: boolean; fields: Record<string, number> } {
-    const key = `${reason}\0${source}`;
-    const last = this.holdsSaid.get(key);
-    // A line "after now": the clock went back; said now rather than hidden until it is past it again.
-    if (last && now >= last.atMs && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
-      last.since++;
-      return { loud: false, fields: {} };
-    }
-    this.holdsSaid.set(key, { atMs: now, since: 0 });
-    return { loud: true, fields: last && last.since > 0 ? { holds_since_last_line: last.since } : {} };
+    const said = this.holdsSaid.note(`${reason}\0${source}`, '', now);
+    return { loud: said.loud, fields: said.loud && said.since > 0 ? { holds_since_last_line: said.since } : {} };
   }
 
   /** The remote said to wait `told` ms (a Retry-After that throttles the source). */
