@@ -1,4 +1,5 @@
 import type BetterSqlite3 from 'better-sqlite3';
+import { sql, type RawBuilder } from 'kysely';
 
 const codeOf = (err: unknown): string => {
   const code = (err as { code?: unknown } | null)?.code;
@@ -92,4 +93,12 @@ export async function insertElseUpdate(
     if (await stands()) return false;
   }
   throw new Error(gone);
+}
+
+/**
+ * `column`, a stored ISO 8601 UTC time, moved back by `stepMs` in the same stored form: the times
+ * set on a wall clock that has since stepped back (Worker's clock step handling).
+ */
+export function isoMovedBack(column: string, stepMs: number): RawBuilder<string> {
+  return sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', ${sql.ref(column)}, ${`-${(stepMs / 1000).toFixed(3)} seconds`})`;
 }

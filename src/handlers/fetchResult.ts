@@ -1,5 +1,6 @@
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
+import { isoMovedBack } from '../db/sqliteHelpers.js';
 import type { Database, ResultState } from '../db/schema.js';
 import { isDecisionError, PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
 import { describeOutcome, NOT_FOUND_MARK, outcomeToError } from '../hiring/outcomeToError.js';
@@ -317,11 +318,10 @@ async function otherSourcesResult(ctx: ProcessingContext, source: string, p: Pay
  * once per step.
  */
 export async function movePollsBack(ctx: ProcessingContext, nowMs: number, stepMs: number): Promise<void> {
-  const shift = `-${(stepMs / 1000).toFixed(3)} seconds`;
   for (const table of Object.values(RESULT_TABLE)) {
     await ctx.db
       .updateTable(table)
-      .set({ last_polled_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', last_polled_at, ${shift})` })
+      .set({ last_polled_at: isoMovedBack('last_polled_at', stepMs) })
       .where('last_polled_at', '>', new Date(nowMs).toISOString())
       .execute();
   }

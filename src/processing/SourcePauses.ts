@@ -1,7 +1,7 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
-import { insertElseUpdate } from '../db/sqliteHelpers.js';
+import { insertElseUpdate, isoMovedBack } from '../db/sqliteHelpers.js';
 import type { HeldSources, SourceGate } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 
@@ -64,7 +64,7 @@ export class SourcePauses implements SourceGate {
   async moveBack(nowMs: number, stepMs: number): Promise<void> {
     await this.db
       .updateTable('source_pauses')
-      .set({ probe_after: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', probe_after, ${`-${(stepMs / 1000).toFixed(3)} seconds`})` })
+      .set({ probe_after: isoMovedBack('probe_after', stepMs) })
       .where('probe_after', '>', new Date(nowMs + this.probeMs).toISOString())
       .execute();
   }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import type { Database, JobsTable } from '../db/schema.js';
 import { immediateTransaction } from '../db/immediateTransaction.js';
-import { inChunks } from '../db/sqliteHelpers.js';
+import { inChunks, isoMovedBack } from '../db/sqliteHelpers.js';
 import { writeBatches, type BatchOutcome } from '../db/writeInBatches.js';
 import { isoTime as iso, type Clock } from '../util/clock.js';
 import { groupBy } from '../util/collections.js';
@@ -132,13 +132,9 @@ export class JobQueue {
    */
   async movePendingBack(kinds: readonly string[], nowMs: number, stepMs: number): Promise<number> {
     if (kinds.length === 0 || !(stepMs > 0)) return 0;
-    const shift = `-${(stepMs / 1000).toFixed(3)} seconds`;
     const r = await this.db
       .updateTable('jobs')
-      .set({
-        run_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', run_at, ${shift})`,
-        updated_at: sql<string>`strftime('%Y-%m-%dT%H:%M:%fZ', updated_at, ${shift})`,
-      })
+      .set({ run_at: isoMovedBack('run_at', stepMs), updated_at: isoMovedBack('updated_at', stepMs) })
       .where('state', '=', 'pending')
       .where('kind', 'in', kinds)
       .where('run_at', '>', iso(nowMs))
