@@ -37,9 +37,30 @@ export function rewriteWithoutLines(configured: string, drop: (line: string) => 
 
 const UNCHANGED = Symbol('unchanged');
 
+/**
+ * The lines of `data` from its start, each given to `drop` without its newline: kept ones to
+ * `keep`. Without `final`, a last line with no newline yet is left for the next chunk: returns
+ * where it starts (with `final`, it is a line too, and the return is data.length).
+ */
+function eachLine(data: Buffer, final: boolean, drop: (line: string) => boolean, keep: (line: Buffer) => void): { dropped: number; rest: number } {
+  let dropped = 0;
+  let start = 0;
+  while (start < data.length) {
+    const nl = data.indexOf(NEWLINE, start);
+    if (nl === -1 && !final) break;
+    const end = nl === -1 ? data.length : nl + 1;
+    const line = data.subarray(start, end);
+    if (drop(line.toString('utf8', 0, nl === -1 ? line.length : line.length - 1))) dropped++;
+    else keep(line);
+    start = end;
+  }
+  return { dropped, rest: start };
+}
+
 /** Reads `path` in chunks (a sink's file may be gigabytes), writing the kept lines to `out` (none: only counts). */
 function filterStream(path: string, drop: (line: string) => boolean, out: number | null): number {
   const fd = openSync(path, 'r');
+  const keep = out === null ? () => {} : (line: Buffer) => void writeSync(out, line);
   let dropped = 0;
   try {
     let carry = Buffer.alloc(0);
@@ -47,17 +68,10 @@ function filterStream(path: string, drop: (line: string) => boolean, out: number
     for (;;) {
       const n = readSync(fd, chunk, 0, CHUNK, null);
       const data = carry.length === 0 ? chunk.subarray(0, n) : Buffer.concat([carry, chunk.subarray(0, n)]);
-      let start = 0;
-      for (let nl = data.indexOf(NEWLINE, start); nl !== -1 || (n === 0 && start < data.length); nl = data.indexOf(NEWLINE, start)) {
-        const end = nl === -1 ? data.length : nl + 1;
-        const line = data.subarray(start, end);
-        if (drop(line.toString('utf8', 0, nl === -1 ? line.length : line.length - 1))) dropped++;
-        else if (out !== null) writeSync(out, line);
-        start = end;
-        if (nl === -1) break;
-      }
-      carry = Buffer.from(data.subarray(start));
+      const lines = eachLine(data, n === 0, drop, keep);
+      dropped += lines.dropped;
       if (n === 0) return dropped;
+      carry = Buffer.from(data.subarray(lines.rest));
     }
   } finally {
     closeSync(fd);
@@ -66,15 +80,7 @@ function filterStream(path: string, drop: (line: string) => boolean, out: number
 
 function filterBuffer(data: Buffer, drop: (line: string) => boolean): { kept: Buffer; dropped: number } {
   const parts: Buffer[] = [];
-  let dropped = 0;
-  for (let start = 0; start < data.length; ) {
-    const nl = data.indexOf(NEWLINE, start);
-    const end = nl === -1 ? data.length : nl + 1;
-    const line = data.subarray(start, end);
-    if (drop(line.toString('utf8', 0, nl === -1 ? line.length : line.length - 1))) dropped++;
-    else parts.push(line);
-    start = end;
-  }
+  const { dropped } = eachLine(data, true, drop, (line) => parts.push(line));
   return { kept: Buffer.concat(parts), dropped };
 }
 
