@@ -27,6 +27,8 @@ export interface Config {
   readonly databasePath: string;
   readonly logLevel: string;
   readonly maxBodyBytes: number;
+  /** Bytes of request bodies held at once over all requests (read, or read and not answered yet); past it, 503. */
+  readonly maxBodyBytesInFlight: number;
   /** How long a delivery may wait for SQLite's write lock before we answer 503. */
   readonly writeTimeoutMs: number;
   /** Whole-request deadline: a client trickling bytes is cut off after this. */
@@ -55,6 +57,9 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+
+/** MAX_BODY_BYTES_IN_FLIGHT's default (or MAX_BODY_BYTES when larger): 32 MiB. */
+export const DEFAULT_BODY_BYTES_IN_FLIGHT = 32 * 1024 * 1024;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -114,6 +119,11 @@ function serverSettings(env: Env, problems: string[]): ServerSettings {
     problems.push(`LOG_LEVEL: must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logLevel)}`);
   }
   const maxBodyBytes = intVar(env, 'MAX_BODY_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024, problems);
+  // At least one whole body of MAX_BODY_BYTES must fit, or such a delivery could never be read.
+  const maxBodyBytesInFlight = intVar(env, 'MAX_BODY_BYTES_IN_FLIGHT', Math.max(DEFAULT_BODY_BYTES_IN_FLIGHT, maxBodyBytes), 1024, 16 * 1024 ** 3, problems);
+  if (maxBodyBytesInFlight < maxBodyBytes) {
+    problems.push(`MAX_BODY_BYTES_IN_FLIGHT: must be at least MAX_BODY_BYTES (${maxBodyBytes}), or a delivery of that size could never be read; got ${maxBodyBytesInFlight}`);
+  }
   const writeTimeoutMs = intVar(env, 'WRITE_TIMEOUT_MS', 5000, 10, 60_000, problems);
   const requestTimeoutMs = intVar(env, 'REQUEST_TIMEOUT_MS', 30_000, 1000, 600_000, problems);
   const shutdownGraceMs = intVar(env, 'SHUTDOWN_GRACE_MS', 5000, 0, 600_000, problems);
@@ -128,6 +138,7 @@ function serverSettings(env: Env, problems: string[]): ServerSettings {
     databasePath,
     logLevel,
     maxBodyBytes,
+    maxBodyBytesInFlight,
     writeTimeoutMs,
     requestTimeoutMs,
     shutdownGraceMs,

@@ -6,6 +6,7 @@ import type { OpenDatabase } from '../db/openDatabase.js';
 import type { GroupCommitter } from '../ingest/GroupCommitter.js';
 import type { IngestItem, IngestOutcome } from '../ingest/eventStore.js';
 import type { IngestState } from '../ingest/IngestState.js';
+import { BodyBudget } from '../ingest/BodyBudget.js';
 import { createVerifier } from '../ingest/verifySignature.js';
 import { createWebhookHandler } from '../ingest/webhookRoute.js';
 import type { WriteLockHold } from '../ingest/WriteLockHold.js';
@@ -42,6 +43,8 @@ export interface HttpAppDeps {
  */
 export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state, heldSources }: HttpAppDeps) {
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
+  const bodyBudget = new BodyBudget(config.maxBodyBytesInFlight);
+  metrics.bodiesHeld.bytes = () => bodyBudget.inFlight;
   const webhookHandler = createWebhookHandler({
     verifier: createVerifier(config.sources, clock),
     committer,
@@ -49,6 +52,7 @@ export function createHttpApp({ config, database, clock, logger, metrics, commit
     logger,
     metrics,
     maxBodyBytes: config.maxBodyBytes,
+    bodyBudget,
     draining: () => state.draining,
   });
   // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { BodyHold } from './BodyBudget.js';
 
 export class BodyTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -7,13 +8,23 @@ export class BodyTooLargeError extends Error {
   }
 }
 
+/** The bytes of bodies held at once (BodyBudget) would pass their bound: refused with 503, the rest never read. */
+export class BodyBudgetExceededError extends Error {
+  constructor(readonly limit: number) {
+    super(`the receiver is already holding request bodies up to its limit of ${limit} bytes (MAX_BODY_BYTES_IN_FLIGHT)`);
+    this.name = 'BodyBudgetExceededError';
+  }
+}
+
 /**
  * Reads a Node request body up to `limit` bytes. A declared Content-Length
  * over the limit fails before any byte is read; a chunked body fails as soon
  * as the running total passes the limit, and the rest is never read (the
  * caller answers 413 with `Connection: close`, so the socket is dropped).
+ * With `hold`, each chunk is also taken from the receiver's BodyBudget; one that does not fit
+ * fails the read the same way (BodyBudgetExceededError, answered 503).
  */
-export function readNodeBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+export function readNodeBody(req: IncomingMessage, limit: number, hold?: BodyHold): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(new BodyTooLargeError(limit));
   return new Promise((resolve, reject) => {
@@ -31,6 +42,13 @@ export function readNodeBody(req: IncomingMessage, limit: number): Promise<Buffe
         cleanup();
         req.pause();
         reject(new BodyTooLargeError(limit));
+        return;
+      }
+      // Each chunk is counted as it arrives, not the declared length: what is held is what was sent.
+      if (hold && !hold.take(chunk.length)) {
+        cleanup();
+        req.pause();
+        reject(new BodyBudgetExceededError(hold.limit));
         return;
       }
       chunks.push(chunk);

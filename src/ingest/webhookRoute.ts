@@ -11,7 +11,8 @@ import { SaidOnce } from '../util/collections.js';
 import type { IngestItem, IngestOutcome } from './eventStore.js';
 import { StorageUnavailableError, type GroupCommitter } from './GroupCommitter.js';
 import { parseEnvelope } from './parseEnvelope.js';
-import { BodyTooLargeError, readNodeBody, readWebBody } from './readBody.js';
+import type { BodyBudget } from './BodyBudget.js';
+import { BodyBudgetExceededError, BodyTooLargeError, readNodeBody, readWebBody } from './readBody.js';
 import type { Verifier } from './verifySignature.js';
 
 export interface WebhookRouteDeps {
@@ -21,6 +22,12 @@ export interface WebhookRouteDeps {
   logger: Logger;
   metrics: Metrics;
   maxBodyBytes: number;
+  /**
+   * The bytes of bodies held at once over all requests (MAX_BODY_BYTES_IN_FLIGHT): a request's
+   * share is taken as its body is read and given back when its answer is sent or its connection
+   * closes. Node requests only (app.request in tests has no connection to close).
+   */
+  bodyBudget?: BodyBudget;
   /**
    * True once the receiver is stopping: answers then close their connection. Kept alive, the
    * connection was closed as soon as it was idle, and a next delivery the sender had written on
@@ -38,7 +45,7 @@ const headerValue = (v: string | string[] | undefined): string | undefined => (A
  * durably, and only then answer 2xx. Nothing here calls the hiring API or a sink.
  */
 export function createWebhookHandler(deps: WebhookRouteDeps) {
-  const { verifier, committer, clock, metrics, maxBodyBytes } = deps;
+  const { verifier, committer, clock, metrics, maxBodyBytes, bodyBudget } = deps;
   const logger = deliveryLogger(deps.logger);
   // Event types this version does not know, said once each at warn (a bounded few), so an
   // operator hears that the service sends a new one: every delivery is logged at info.
@@ -66,9 +73,13 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
         'webhook delivery',
       );
     };
-    const reject = (status: 400 | 401 | 413 | 503, error: string, message: string, fields: Record<string, unknown> = {}) => {
-      done(status === 503 ? 'unavailable' : `rejected:${error}`, status, fields);
-      const headers: Record<string, string> = status === 413 ? { Connection: 'close' } : {};
+    // A 503 is `unavailable` (the storage failed: logged at error), except a refusal of the request
+    // itself (`receiver_busy`), which is counted and logged at warn like the other rejections.
+    const reject = (status: 400 | 401 | 413 | 503, error: string, message: string, fields: Record<string, unknown> = {}, refused = false) => {
+      done(status === 503 && !refused ? 'unavailable' : `rejected:${error}`, status, fields);
+      // The rest of a body not read (over MAX_BODY_BYTES, or no room for it) is never read: the
+      // connection closes rather than parse it as a next request.
+      const headers: Record<string, string> = status === 413 || refused ? { Connection: 'close' } : {};
       if (status === 503) headers['Retry-After'] = '5';
       return c.json({ error, message }, status, headers);
     };
@@ -94,11 +105,21 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
 
     let body: Buffer;
     try {
+      let hold;
+      const outgoing = c.env?.outgoing;
+      if (incoming && outgoing && bodyBudget) {
+        hold = bodyBudget.holder();
+        // 'close' comes once the answer is sent, or the connection is gone without one.
+        outgoing.once('close', hold.release);
+      }
       body = incoming
-        ? await readNodeBody(incoming, maxBodyBytes)
+        ? await readNodeBody(incoming, maxBodyBytes, hold)
         : await readWebBody(c.req.raw.body, maxBodyBytes, header('content-length'));
     } catch (err) {
       if (err instanceof BodyTooLargeError) return reject(413, 'body_too_large', err.message);
+      if (err instanceof BodyBudgetExceededError) {
+        return reject(503, 'receiver_busy', `${err.message}: other requests' bodies are being read or handled; retry later`, {}, true);
+      }
       return reject(400, 'body_unreadable', 'the request body could not be read');
     }
 

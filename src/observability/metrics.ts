@@ -6,7 +6,7 @@ import type { HoldReason, SourceHold } from '../queue/SourceHolds.js';
  * appears only at its first increment has no earlier sample, so `rate()` over it stays empty and
  * a single refused delivery or failed commit would never fire the alert.
  */
-const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'body_unreadable', 'bad_request'];
+const REJECTION_REASONS = ['missing_header', 'malformed_header', 'timestamp_out_of_tolerance', 'no_valid_signature', 'body_too_large', 'receiver_busy', 'body_unreadable', 'bad_request'];
 const STORAGE_ERROR_REASONS = ['lock_timeout', 'shutdown', 'database_replaced', 'SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_READONLY', 'error'];
 
 /** The workers' holds of whole sources at a scrape (set by createApp once the workers exist). */
@@ -33,6 +33,7 @@ export function createMetrics(sources: readonly string[] = []) {
   collectDefaultMetrics({ register: registry });
   const walBlockedSince: { at: number | null } = { at: null };
   const sourceHolds: { read: () => HoldsAtScrape } = { read: () => ({ now: 0, holds: [], series: [] }) };
+  const bodiesHeld: { bytes: () => number } = { bytes: () => 0 };
   const metrics = {
     registry,
     deliveriesReceived: new Counter({
@@ -47,6 +48,16 @@ export function createMetrics(sources: readonly string[] = []) {
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
+    bodyBytesInFlight: new Gauge({
+      name: 'receiver_ingest_body_bytes_in_flight',
+      help: 'Bytes of request bodies on POST /webhooks held at the scrape (read so far, or read and not answered yet); at MAX_BODY_BYTES_IN_FLIGHT, more are refused with 503 (rejected:receiver_busy)',
+      registers: [registry],
+      collect() {
+        this.set(bodiesHeld.bytes());
+      },
+    }),
+    /** Where the gauge above reads the bytes held (set by createHttpApp). */
+    bodiesHeld,
     batchSize: new Histogram({
       name: 'receiver_group_commit_batch_size',
       help: 'Deliveries committed per ingest transaction',

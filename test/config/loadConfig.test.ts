@@ -155,6 +155,17 @@ describe('loadConfig', () => {
     expect(url('https://api.example/apis/v1x')).toBe('https://api.example/apis/v1x');
   });
 
+  it('bounds the bytes of bodies held at once: 32 MiB by default, never below MAX_BODY_BYTES', () => {
+    const at = (env: Record<string, string>) => loadConfig({ ...API, WEBHOOK_SECRET: newSecret(), ...env }).maxBodyBytesInFlight;
+    expect(at({})).toBe(32 * 1024 * 1024);
+    // A larger MAX_BODY_BYTES raises the default with it: such a body must fit.
+    expect(at({ MAX_BODY_BYTES: String(64 * 1024 * 1024) })).toBe(64 * 1024 * 1024);
+    expect(at({ MAX_BODY_BYTES_IN_FLIGHT: '2097152' })).toBe(2 * 1024 * 1024);
+    expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), MAX_BODY_BYTES_IN_FLIGHT: '524288' })).toEqual([
+      'MAX_BODY_BYTES_IN_FLIGHT: must be at least MAX_BODY_BYTES (1048576), or a delivery of that size could never be read; got 524288',
+    ]);
+  });
+
   it('gives the range for a negative number, and every missing setting of the default source at once', () => {
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), MAX_BODY_BYTES: '-1' })).toEqual(['MAX_BODY_BYTES: must be between 1024 and 67108864, got -1']);
     expect(problemsOf({ ...API, WEBHOOK_SECRET: newSecret(), PORT: '-0' })).toEqual(['PORT: must be an integer, got "-0"']);
