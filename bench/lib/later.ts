@@ -127,6 +127,10 @@ export interface ReplayResult {
   eventsPerSecond: number;
   /** CLI's queueing: first to last sink job created */
   queueS: number;
+  /** spawn of the CLI until its first sink job's created_at (its start: node, modules, the database) */
+  firstJobS: number;
+  /** spawn of the CLI until the first line in the sink file */
+  firstLineS: number;
   cliExitS: number;
   cliExit: number | null;
   cliSummary: unknown;
@@ -405,12 +409,14 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
   const la = loadAvg();
   const r2 = await startReceiver(ctx, 'replay-deliver', dbPath, { CONFIG_FILE: configPath });
   let lastLineAt = 0;
+  let firstLineAt = 0;
   const ids = new Set<string>();
   // The clock stops at the line that completes the set of N distinct event ids (delivery is at least once:
   // a retried delivery may write a line twice; duplicates are counted and reported).
   const t = tail(sinkPath, 5, (id, at) => {
     if (ids.has(id)) return;
     ids.add(id);
+    if (firstLineAt === 0) firstLineAt = at;
     lastLineAt = at;
   });
   try {
@@ -447,6 +453,9 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
     db.close();
     const queueS = q.a && q.b ? (Date.parse(q.b) - Date.parse(q.a)) / 1000 : NaN;
     const seconds = (lastLineAt - start) / 1000;
+    // Where the seconds went: the CLI's start (spawn → its first job), its queueing, and the sink lane after it.
+    const firstJobS = q.a ? (Date.parse(q.a) - start) / 1000 : NaN;
+    const firstLineS = firstLineAt ? (firstLineAt - start) / 1000 : NaN;
     return {
       status: 'measured',
       sinkConcurrency: ctx.sinkConcurrency ?? 'default',
@@ -456,6 +465,8 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
       seconds: Math.round(seconds * 1000) / 1000,
       eventsPerSecond: Math.round(n / seconds),
       queueS: Math.round(queueS * 1000) / 1000,
+      firstJobS: Math.round(firstJobS * 1000) / 1000,
+      firstLineS: Math.round(firstLineS * 1000) / 1000,
       cliExitS: Math.round(cliExitS * 1000) / 1000,
       cliExit: exit,
       cliSummary: summary,

@@ -150,9 +150,9 @@ function sinkTables(r: Results): string[] {
     ), '');
     const p = r.replay;
     lines.push(...table(
-      ['replay (`replay --all --sink <file> --wait`)', 'events', 'events/s', 'seconds to N lines', 'CLI queueing s', 'CLI exit s', 'distinct ids = N (lines, exit)', 'receiver peak RSS MB', 'load avg'],
+      ['replay (`replay --all --sink <file> --wait`)', 'events', 'events/s', 'seconds to N lines', 'CLI first job s', 'CLI queueing s', 'first line s', 'CLI exit s', 'distinct ids = N (lines, exit)', 'receiver peak RSS MB', 'load avg'],
       [[
-        `stored, settled events → file sink (concurrency ${String(p.sinkConcurrency)})`, fmt(p.events), fmt(p.eventsPerSecond), fmt(p.seconds, 2), fmt(p.queueS, 2), fmt(p.cliExitS, 2),
+        `stored, settled events → file sink (concurrency ${String(p.sinkConcurrency)})`, fmt(p.events), fmt(p.eventsPerSecond), fmt(p.seconds, 2), fmt(p.firstJobS, 2), fmt(p.queueS, 2), fmt(p.firstLineS, 2), fmt(p.cliExitS, 2),
         `${p.linesCheck} (${fmt(p.distinctIds)} ids, ${fmt(p.lines)} lines, exit ${String(p.cliExit)})`, fmt(p.peakRssMB, 1), p.loadAvg,
       ]],
     ), '');
