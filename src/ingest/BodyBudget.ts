@@ -26,7 +26,7 @@ export class BodyBudget {
     return {
       limit: this.limit,
       take: (bytes: number): boolean => {
-        // After release (the connection closed while a chunk was on its way): nothing to hold for.
+        // After release (the handler is done, and readNodeBody no longer listens): nothing to hold for.
         if (released) return true;
         if (this.held + bytes > this.limit) return false;
         this.held += bytes;

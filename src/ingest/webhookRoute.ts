@@ -11,7 +11,7 @@ import { SaidOnce } from '../util/collections.js';
 import type { IngestItem, IngestOutcome } from './eventStore.js';
 import { StorageUnavailableError, type GroupCommitter } from './GroupCommitter.js';
 import { parseEnvelope } from './parseEnvelope.js';
-import type { BodyBudget } from './BodyBudget.js';
+import type { BodyBudget, BodyHold } from './BodyBudget.js';
 import { BodyBudgetExceededError, BodyTooLargeError, readNodeBody, readWebBody } from './readBody.js';
 import type { Verifier } from './verifySignature.js';
 
@@ -24,8 +24,8 @@ export interface WebhookRouteDeps {
   maxBodyBytes: number;
   /**
    * The bytes of bodies held at once over all requests (MAX_BODY_BYTES_IN_FLIGHT): a request's
-   * share is taken as its body is read and given back when its answer is sent or its connection
-   * closes. Node requests only (app.request in tests has no connection to close).
+   * share is taken as its body is read and given back when the handler is done with it, however
+   * it ends. Node requests only (app.request in tests reads a web stream).
    */
   bodyBudget?: BodyBudget;
   /**
@@ -45,13 +45,32 @@ const headerValue = (v: string | string[] | undefined): string | undefined => (A
  * durably, and only then answer 2xx. Nothing here calls the hiring API or a sink.
  */
 export function createWebhookHandler(deps: WebhookRouteDeps) {
-  const { verifier, committer, clock, metrics, maxBodyBytes, bodyBudget } = deps;
+  const { bodyBudget } = deps;
   const logger = deliveryLogger(deps.logger);
   // Event types this version does not know, said once each at warn (a bounded few), so an
   // operator hears that the service sends a new one: every delivery is logged at info.
   const unknownTypesTold = new SaidOnce();
 
+  // A request's share of the budget is given back when the handler returns or throws, whatever
+  // the answer: every way out passes there (a closed connection fails the read, a commit waits at
+  // most WRITE_TIMEOUT_MS). Not at the response's 'close': a delivery pipelined behind one still
+  // unanswered has its answer queued, and Node 22 never closes a queued answer when the
+  // connection goes, so its bytes stayed taken for ever, and with them the room of later ones.
+  const handle = createDeliveryHandler(deps, logger, unknownTypesTold);
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
+    const hold = bodyBudget && c.env?.incoming ? bodyBudget.holder() : undefined;
+    try {
+      return await handle(c, hold);
+    } finally {
+      hold?.release();
+    }
+  };
+}
+
+/** The handler of one delivery; `hold` takes the bytes of its body from the BodyBudget as they are read. */
+function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTypesTold: SaidOnce) {
+  const { verifier, committer, clock, metrics, maxBodyBytes } = deps;
+  return async (c: Context<{ Bindings: Partial<HttpBindings> }>, hold: BodyHold | undefined) => {
     const started = performance.now();
     const incoming = c.env?.incoming;
     // On Node, the headers come straight from the IncomingMessage: c.req.header() would
@@ -105,13 +124,6 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
 
     let body: Buffer;
     try {
-      let hold;
-      const outgoing = c.env?.outgoing;
-      if (incoming && outgoing && bodyBudget) {
-        hold = bodyBudget.holder();
-        // 'close' comes once the answer is sent, or the connection is gone without one.
-        outgoing.once('close', hold.release);
-      }
       body = incoming
         ? await readNodeBody(incoming, maxBodyBytes, hold)
         : await readWebBody(c.req.raw.body, maxBodyBytes, header('content-length'));

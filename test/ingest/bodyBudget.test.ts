@@ -1,3 +1,4 @@
+import BetterSqlite3 from 'better-sqlite3';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
@@ -9,7 +10,7 @@ const KIB = 1024;
 const secret = newSecret();
 let r: TestReceiver;
 beforeAll(async () => {
-  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, MAX_BODY_BYTES: String(64 * KIB), MAX_BODY_BYTES_IN_FLIGHT: String(128 * KIB) });
+  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, MAX_BODY_BYTES: String(64 * KIB), MAX_BODY_BYTES_IN_FLIGHT: String(128 * KIB), WRITE_TIMEOUT_MS: '20000' });
 });
 afterAll(() => r.close());
 
@@ -36,21 +37,25 @@ const sized = (bytes: number) => {
   const text = JSON.stringify({ ...env, padding: 'x'.repeat(bytes) });
   return { id: env.id as string, d: signDelivery(secret, text) };
 };
+/** A delivery's headers: Content-Length `declared`, a well-formed signature that no key made. */
+const stallHead = (declared: number) =>
+  `POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n` +
+  `webhook-id: msg_stall\r\nwebhook-timestamp: ${Math.floor(Date.now() / 1000)}\r\nwebhook-signature: v1,AAAA\r\n\r\n`;
 /**
- * A client that sends a delivery's headers (Content-Length `declared`, a well-formed signature that
- * no key made) and `sent` bytes of its body, then stalls: what anyone can do without the secret.
+ * A client that sends those headers and `sent` bytes of the body, then stalls: what anyone can do
+ * without the secret. `before`: requests written first on the same connection.
  */
-const stall = (declared: number, sent: number) =>
+const stall = (declared: number, sent: number, before = '') =>
   new Promise<Socket>((resolve, reject) => {
     const s = connect(Number(new URL(r.url).port), '127.0.0.1', () => {
-      s.write(
-        `POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${declared}\r\n` +
-          `webhook-id: msg_stall\r\nwebhook-timestamp: ${Math.floor(Date.now() / 1000)}\r\nwebhook-signature: v1,AAAA\r\n\r\n`,
-      );
+      s.write(before + stallHead(declared));
       s.write(Buffer.alloc(sent, 'a'), () => resolve(s));
     });
     s.on('error', reject);
   });
+/** A signed delivery as raw HTTP/1.1, kept alive. */
+const rawDelivery = (d: { body: string; headers: Record<string, string> }) =>
+  `POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(d.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}Content-Length: ${Buffer.byteLength(d.body)}\r\n\r\n${d.body}`;
 
 describe('MAX_BODY_BYTES_IN_FLIGHT', () => {
   it('refuses a body that does not fit beside stalled ones with 503 receiver_busy, still takes one that fits, and takes it again once they are gone', async () => {
@@ -98,6 +103,30 @@ describe('MAX_BODY_BYTES_IN_FLIGHT', () => {
     answers.push((await post(sized(70 * KIB).d)).status);
     expect(new Set(answers)).toEqual(new Set([200, 401, 413]));
     // 40 answers of 40 KiB each, one after the other, in a budget of 128 KiB: none refused, nothing left held.
+    await untilInFlight(0);
+  });
+
+  it('gives back what a pipelined request held when its connection closes before the answer ahead of it is sent', async () => {
+    // The first delivery waits for the write lock (held here, within WRITE_TIMEOUT_MS); the second, written behind it on the same
+    // connection, is read while the first is unanswered, so its answer is queued behind the first.
+    // Node never closes a queued answer when the connection goes: given back at its 'close'
+    // only, the second's bytes stayed taken for ever (30 KiB of 128 here, at every such close).
+    const other = new BetterSqlite3(r.dbPath);
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const first = sized(1 * KIB);
+      const s = await stall(40 * KIB, 30 * KIB, rawDelivery(first.d));
+      await untilInFlight(30 * KIB + Buffer.byteLength(first.d.body));
+      s.destroy();
+      other.exec('ROLLBACK');
+      await untilInFlight(0);
+    } finally {
+      other.close();
+    }
+    // The whole budget is there again: two bodies of 60 KiB at once.
+    const held = [await stall(64 * KIB, 60 * KIB), await stall(64 * KIB, 60 * KIB)];
+    await untilInFlight(120 * KIB);
+    for (const s of held) s.destroy();
     await untilInFlight(0);
   });
 });
