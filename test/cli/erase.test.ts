@@ -33,16 +33,22 @@ const yolandaTraces = tracesOf(YOLANDA);
 /** NODE_OPTIONS for a CLI child whose clock (Date.now) reads `at`. */
 const clockAt = (at: number) => ({ NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(`Date.now = () => ${at};`)}` });
 
+/** A sandbox and a receiver with a file sink (`sinkFile` in `sinkDir`, in CONFIG_FILE `config`), both removed after the test. */
+async function pairWithFileSink() {
+  const { dir: sinkDir, cleanup } = tempDir('erasure-');
+  onTestFinished(cleanup);
+  const config = join(sinkDir, 'config.json');
+  const sinkFile = join(sinkDir, 'events.ndjson');
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
+  // Two days ago: the service's retry window of every event has passed by the erasure (the CLI's own clock).
+  const p = await startPair({ env: { CONFIG_FILE: config }, startAt: Date.now() - 2 * 86_400_000 });
+  onTestFinished(() => p.close());
+  return { p, sinkDir, sinkFile, config };
+}
+
 describe('hiring-receiver erase', () => {
   it('refuses while a step is not done, then leaves none of the candidate in the database files or the file sink, keeps the others, and the receiver runs on', async () => {
-    const { dir: sinkDir, cleanup } = tempDir('erasure-');
-    onTestFinished(cleanup);
-    const config = join(sinkDir, 'config.json');
-    const sinkFile = join(sinkDir, 'events.ndjson');
-    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
-    // Two days ago: the service's retry window of every event has passed by the erasure (the CLI's own clock).
-    const p = await startPair({ env: { CONFIG_FILE: config }, startAt: Date.now() - 2 * 86_400_000 });
-    onTestFinished(() => p.close());
+    const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
     const c = p.sandbox.control;
     const port = { PORT: new URL(p.receiver.url).port };
     const job = c.createJob({ title: 'Forklift Operator' });
@@ -196,4 +202,44 @@ describe('hiring-receiver erase', () => {
     expect(results).toEqual({ interviews: 1, others: 0 });
     expect(readFileSync(sinkFile, 'utf8').split('\n').filter((l) => l.includes('"hired"'))).toHaveLength(1);
   }, 120_000);
+});
+
+/**
+ * A receiver's database with each of `candidates`' applications made, deleted at the service and
+ * processed two days ago (every refusal cleared), its file sink's file beside it; the receiver
+ * stopped. `erase` runs the CLI child on it.
+ */
+async function erasable(candidates: (typeof ZELDA)[]) {
+  const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
+  const c = p.sandbox.control;
+  const job = c.createJob({ title: 'Forklift Operator' });
+  const apps = candidates.map((candidate, i) => c.createApplication({ jobId: job.id, candidate, externalId: `ext-${i}` }));
+  for (const a of apps) c.deleteApplication(a.id);
+  await p.settle();
+  await p.receiver.app.fanOut.runUntilIdle();
+  await p.receiver.app.stop();
+  const dbPath = p.receiver.dbPath;
+  const env = { DATABASE_PATH: dbPath, CONFIG_FILE: config };
+  return { p, apps, dbPath, dbDir: join(dbPath, '..'), sinkDir, sinkFile, env, erase: (args: string[]) => cli(['erase', ...args], env) };
+}
+
+describe('hiring-receiver erase: what a person means by the address, other processes, signals, compressed copies', () => {
+  it('takes a stored address with non-ASCII capitals or an ASCII domain for the one typed, and leaves a different address alone', async () => {
+    const JOSE = { ...ZELDA, last_name: 'Núñezquixote', email: 'JOSÉ.NÚÑEZ@XN--BCHER-KVA.EXAMPLE' };
+    const OTHER = { ...KEEPER, email: 'jose.nunez@bucher.example' };
+    const { apps, dbDir, sinkFile, erase } = await erasable([JOSE, OTHER]);
+    const jose = tracesOf(JOSE);
+    expect(jose(databaseBytes(dbDir)).length).toBeGreaterThan(0);
+    // SQLite's lower() folded A-Z only: `josÉ.nÚÑez@…` was not the address typed, and erase refused as if none had it.
+    const r = await erase(['--email', 'josé.núñez@bücher.example', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { applications: string[]; file_sinks: { lines: number }[] };
+    expect(result.applications).toEqual([apps[0]!.id]);
+    expect(result.file_sinks[0]!.lines).toBeGreaterThan(0);
+    expect(jose(databaseBytes(dbDir))).toEqual([]);
+    expect(jose(readFileSync(sinkFile, 'utf8'))).toEqual([]);
+    expect(readFileSync(sinkFile, 'utf8')).toContain(OTHER.email);
+    expect(tracesOf(OTHER)(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
 });

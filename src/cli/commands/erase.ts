@@ -2,7 +2,7 @@ import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
-import { looksLikeAddress, namesAddress } from '../../util/namesAddress.js';
+import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
@@ -36,6 +36,8 @@ const OUTSIDE = 'backups and Litestream replicas of the database, and what http 
  */
 const APPS = 'SELECT value FROM json_each(@apps)';
 const EVENTS = 'SELECT value FROM json_each(@events)';
+// Not SQLite's lower(), which folds A-Z only: `JOSÉ@…` stored was not `josé@…` typed (canonicalAddress).
+const SAME_ADDRESS = (column: string) => `erase_same_address(${column}) = 1`;
 const NAMES_ADDRESS = (column: string) => `erase_names_address(${column}) = 1`;
 const NAMES_CANDIDATE = (column: string) => `erase_names_candidate(${column}, @apps, @events) = 1`;
 const TABLES: readonly (readonly [table: string, where: string])[] = [
@@ -71,12 +73,15 @@ function asText(v: unknown): string {
 /** Whether a line or a value names the candidate: the address, or a selected id as a JSON string. */
 function candidateMatcher(address: string | null, ids: readonly string[]): (text: string) => boolean {
   const quoted = ids.map((id) => JSON.stringify(id));
-  return (text) => (address !== null && namesAddress(text, address)) || quoted.some((q) => text.includes(q));
+  const names = address === null ? () => false : addressMatcher(address);
+  return (text) => names(text) || quoted.some((q) => text.includes(q));
 }
 
-/** The SQL functions of NAMES_ADDRESS and NAMES_CANDIDATE, on this connection. */
+/** The SQL functions of SAME_ADDRESS, NAMES_ADDRESS and NAMES_CANDIDATE, on this connection. */
 function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): void {
-  sqlite.function('erase_names_address', { deterministic: true }, (v: unknown) => (v !== null && address !== null && namesAddress(asText(v), address) ? 1 : 0));
+  sqlite.function('erase_same_address', { deterministic: true }, (v: unknown) => (v !== null && address !== null && canonicalAddress(String(v)) === address ? 1 : 0));
+  const names = address === null ? null : addressMatcher(address);
+  sqlite.function('erase_names_address', { deterministic: true }, (v: unknown) => (v !== null && names !== null && names(asText(v)) ? 1 : 0));
   let cached: { key: string; names: (text: string) => boolean } | null = null;
   sqlite.function('erase_names_candidate', { deterministic: true }, (v: unknown, apps: unknown, events: unknown) => {
     const key = `${String(apps)}\n${String(events)}`;
@@ -88,8 +93,8 @@ function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): v
 /** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
 function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number, sinks: readonly SinkConfig[] | null): Selection {
   const apps = sqlite
-    .prepare(`SELECT id, deleted_at FROM applications WHERE lower(candidate_email) = @address OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
-    .all({ address, ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
+    .prepare(`SELECT id, deleted_at FROM applications WHERE ${SAME_ADDRESS('candidate_email')} OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
+    .all({ ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
   const applications = apps.map((a) => a.id);
   const events = sqlite
     .prepare(
@@ -252,7 +257,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
   if (o.email === '') throw new UsageError('--email: the address is empty');
   if (o.finish && (o.email !== undefined || ids.length > 0 || o.dryRun)) throw new UsageError('--finish takes no selection and no --dry-run: it completes the VACUUM and checkpoint of an earlier erasure');
   if (!o.finish && o.email === undefined && ids.length === 0) throw new UsageError('say whose data to erase: --email <address>, or --application <id> for a candidate without one');
-  const address = o.email === undefined ? null : o.email.trim().toLowerCase();
+  const address = o.email === undefined ? null : canonicalAddress(o.email);
   // Not printed: the address is personal data too.
   if (address !== null && !looksLikeAddress(address)) throw new UsageError('--email: not an email address (a name, one @ and a domain, no spaces): a part of one would match other candidates too');
   const path = databasePathOf(io.env, o.database);
