@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
+import { freePort, idleReceiverEnv, runTs, waitForHttp } from '../helpers/childServer.js';
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
@@ -152,20 +153,24 @@ describe('hiring-receiver erase', () => {
     expect(readFileSync(sinkFile, 'utf8')).toBe(sinkBefore);
     expect(zeldaTraces(dry.stdout + dry.stderr)).toEqual([]);
 
-    // A reader holding a snapshot: the rows go, but the checkpoint cannot write the file clean: an
-    // error that says so and how to finish.
+    // A reader holding a snapshot: refused before anything is erased. `--finish` (which does not
+    // check first) is held up by it: an error that says so and how to finish.
     const reader = new Database(dbPath, { readonly: true });
     reader.exec('BEGIN');
     reader.prepare('SELECT COUNT(*) FROM events').get();
     const heldUp = await erase(['--email', ZELDA.email]);
+    const finishHeldUp = await erase(['--finish']);
     reader.exec('COMMIT');
     reader.close();
     expect(heldUp.code).toBe(1);
-    expect(heldUp.stderr).toContain(`erase: the candidate's rows are deleted (applications ${[z1.id, z2.id].sort().join(', ')}) and the file sinks rewritten, but the file is not clean yet:`);
-    expect(heldUp.stderr).toMatch(/error: the checkpoint answered [\d|]+, not 0\|0\|0: another process .* holds the database open, .* run `hiring-receiver erase --finish`/);
-    const finished = await erase(['--finish']);
-    expect(finished.code, finished.stderr).toBe(0);
-    expect(finished.stdout).toContain('(checkpoint 0|0|0)');
+    expect(heldUp.stderr).toContain('error: erase refused, nothing erased: another process has the database open');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    expect(finishHeldUp.code).toBe(1);
+    expect(finishHeldUp.stderr).toMatch(/error: the checkpoint answered [\d|]+, not 0\|0\|0: another process .* holds the database open, .* run `hiring-receiver erase --finish`/);
+    const erased = await erase(['--email', ZELDA.email]);
+    expect(erased.code, erased.stderr).toBe(0);
+    expect(erased.stdout).toContain(`erased 2 applications: ${[z1.id, z2.id].sort().join(', ')}`);
+    expect(erased.stdout).toContain('(checkpoint 0|0|0)');
     expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
     const sinkAfter = readFileSync(sinkFile, 'utf8');
     expect(zeldaTraces(sinkAfter)).toEqual([]);
@@ -240,6 +245,26 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(jose(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readFileSync(sinkFile, 'utf8')).toContain(OTHER.email);
     expect(tracesOf(OTHER)(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
+  it('refuses while an ingest-only serve (no workers lock) has the database open, erasing nothing', async () => {
+    const { dbPath, dbDir, erase } = await erasable([ZELDA]);
+    const port = await freePort();
+    const serve = runTs('src/cli/main.ts', ['serve'], idleReceiverEnv(dbPath, 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXR0ZXN0c2VjcmV0', { PORT: String(port), LOG_LEVEL: 'warn' }));
+    onTestFinished(async () => {
+      serve.proc.kill('SIGTERM');
+      await serve.exited;
+    });
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, serve);
+    const r = await erase(['--email', ZELDA.email]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('error: erase refused, nothing erased: another process has the database open (a `serve`, also one with WORKER_CONCURRENCY=0');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    serve.proc.kill('SIGTERM');
+    expect((await serve.exited).code).toBe(0);
+    const after = await erase(['--email', ZELDA.email]);
+    expect(after.code, after.stderr).toBe(0);
+    expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
   }, 60_000);
 
 });

@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { openElsewhere } from '../../db/openElsewhere.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
 import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
@@ -276,6 +277,15 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       if (err instanceof WorkersRunningError) throw refused([`${err.message}; stop it (and every process that has the database open) first`]);
       throw err;
     }
+  }
+  // Not only the workers: an ingest-only `serve` (WORKER_CONCURRENCY=0) takes no workers lock, and
+  // it (or a reader) stores the candidate again, or keeps the erased rows in the -wal and in pages
+  // of the file (the checkpoint at the end could only say so, after the rows were deleted).
+  if (!o.dryRun && !o.finish && openElsewhere(path)) {
+    lock?.release();
+    throw refused([
+      'another process has the database open (a `serve`, also one with WORKER_CONCURRENCY=0, which takes no workers lock, or a reader: sqlite3, Litestream, another hiring-receiver command): stop every process that has it open first',
+    ]);
   }
   try {
     const room = o.dryRun ? null : noRoomForVacuum(io, path);
