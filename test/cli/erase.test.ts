@@ -1,5 +1,7 @@
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createGzip, gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
@@ -128,12 +130,12 @@ describe('hiring-receiver erase', () => {
 
     // --dry-run: what would go, and not one byte changed.
     const sinkBefore = readFileSync(sinkFile, 'utf8');
-    // Copies log rotation left beside it: a plain one is rewritten too, a bzip2 one is named as not touched.
+    // Copies log rotation left beside it: a plain one is rewritten too; a bzip2 one, which erase cannot rewrite, is a reason to refuse.
     writeFileSync(`${sinkFile}.1`, sinkBefore, { mode: 0o640 });
     writeFileSync(`${sinkFile}.2.bz2`, 'BZh9');
     const fileBefore = readFileSync(dbPath);
     const dry = await erase(['--email', ZELDA.email.toUpperCase(), '--dry-run', '--json']);
-    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.code, dry.stderr).toBe(1);
     const plan = JSON.parse(dry.stdout) as {
       applications: string[];
       rows: Record<string, number>;
@@ -146,7 +148,10 @@ describe('hiring-receiver erase', () => {
     expect(plan.file_sinks[0]!.lines).toBeGreaterThan(4);
     expect(plan.file_sinks[0]!.rotated).toEqual([{ path: `${sinkFile}.1`, lines: plan.file_sinks[0]!.lines }]);
     expect(plan.file_sinks[0]!.not_touched).toEqual([`${sinkFile}.2.bz2`]);
-    expect(plan.refused).toEqual([]);
+    expect(plan.refused).toEqual([expect.stringContaining(`file sink archive: the rotated copy ${sinkFile}.2.bz2 is compressed in a format this command does not rewrite`)]);
+    // As the line says: the copy decompressed (here: the same lines, plain).
+    rmSync(`${sinkFile}.2.bz2`);
+    writeFileSync(`${sinkFile}.2`, sinkBefore);
     // The database file byte for byte (a read-only open may leave an empty -wal and its -shm beside it, as `status` does).
     expect(readFileSync(dbPath).equals(fileBefore)).toBe(true);
     expect(databaseFiles(dbDir)['receiver.db-wal'] ?? '').toBe('');
@@ -177,8 +182,9 @@ describe('hiring-receiver erase', () => {
     expect(sinkAfter).toContain(KEEPER.last_name);
     expect(statSync(sinkFile).mode & 0o777).toBe(0o600);
     expect(readFileSync(`${sinkFile}.1`, 'utf8')).toBe(sinkAfter);
+    expect(readFileSync(`${sinkFile}.2`, 'utf8')).toBe(sinkAfter);
     expect(statSync(`${sinkFile}.1`).mode & 0o777).toBe(0o640);
-    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson', 'events.ndjson.1', 'events.ndjson.2.bz2']);
+    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson', 'events.ndjson.1', 'events.ndjson.2']);
 
     // A candidate selected by application id alone (no email given): erased in one run, exit 0.
     expect(yolandaTraces(databaseBytes(dbDir))).toHaveLength(3);
@@ -187,7 +193,7 @@ describe('hiring-receiver erase', () => {
     expect(byId.stdout).toContain(`erased 1 application: ${y1.id}`);
     expect(byId.stdout).toContain('database compacted (VACUUM) and its WAL truncated (checkpoint 0|0|0)');
     expect(byId.stdout).toMatch(/^not reached: backups and Litestream replicas/m);
-    expect(byId.stdout).toContain(`rotated copy ${sinkFile}.2.bz2: not touched`);
+    expect(byId.stdout).toMatch(new RegExp(`rotated copy ${sinkFile}\\.2: [1-9]\\d* lines? taken out`));
     expect(yolandaTraces(byId.stdout + byId.stderr)).toEqual([]);
     expect(yolandaTraces(databaseBytes(dbDir))).toEqual([]);
     expect(yolandaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
@@ -267,4 +273,37 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
   }, 60_000);
 
+  it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {
+    const { dbDir, sinkFile, erase, env } = await erasable([ZELDA, KEEPER]);
+    const lines = readFileSync(sinkFile, 'utf8');
+    const filler = `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`;
+    // 200 MB of other candidates' lines, the candidate's among them: read whole, the copy took 700 MB.
+    const gz = `${sinkFile}.1.gz`;
+    await pipeline(
+      async function* () {
+        yield lines;
+        for (let i = 0; i < 200; i++) yield filler.repeat(1000);
+        yield lines;
+      },
+      createGzip({ level: 1 }),
+      createWriteStream(gz),
+    );
+    writeFileSync(`${sinkFile}.2.bz2`, 'BZh9');
+    const refused = await erase(['--email', ZELDA.email]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`error: erase refused, nothing erased: file sink archive: the rotated copy ${sinkFile}.2.bz2 is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it`);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    rmSync(`${sinkFile}.2.bz2`);
+    // The child's peak resident memory, said on stderr at its exit.
+    const rss = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));`;
+    const r = await cli(['erase', '--email', ZELDA.email, '--json'], { ...env, NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(rss)}` }, 50_000);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { file_sinks: { lines: number; rotated: { path: string; lines: number }[] }[] };
+    expect(result.file_sinks[0]!.rotated).toEqual([{ path: gz, lines: 2 * result.file_sinks[0]!.lines }]);
+    const maxRssMb = Number(/maxrss (\d+)/.exec(r.stderr)![1]) / 1024;
+    expect(maxRssMb).toBeLessThan(200);
+    const after = readFileSync(sinkFile, 'utf8');
+    expect(zeldaTraces(after)).toEqual([]);
+    expect(gunzipSync(readFileSync(gz)).toString() === after + filler.repeat(200_000) + after).toBe(true);
+  }, 90_000);
 });

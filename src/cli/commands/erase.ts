@@ -188,8 +188,22 @@ function rotatedCopies(path: string): string[] {
     .sort();
 }
 
+/** Rotated copies of the file sinks' files compressed in a format this command cannot rewrite: a reason to refuse each. */
+function unreadableCopies(sinks: readonly SinkConfig[]): string[] {
+  const problems: string[] = [];
+  for (const sink of sinks) {
+    if (sink.type !== 'file') continue;
+    for (const copy of rotatedCopies((sink.options as { path: string }).path).filter((c) => UNREADABLE_COPY.test(c))) {
+      problems.push(
+        `file sink ${sink.name}: the rotated copy ${copy} is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it (\`bunzip2 <file>\`, \`unxz <file>\`), run erase again, which then takes them out of it too, and compress it again if you wish`,
+      );
+    }
+  }
+  return problems;
+}
+
 /** Takes the candidate's lines out of each file sink's file and its rotated copies. */
-function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): SinkFileResult[] {
+async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): Promise<SinkFileResult[]> {
   const names = candidateMatcher(address, [...s.applications, ...s.events]);
   const results: SinkFileResult[] = [];
   for (const sink of sinks) {
@@ -197,10 +211,10 @@ function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address:
     const path = (sink.options as { path: string }).path;
     const result: SinkFileResult = { sink: sink.name, path, lines: 0, rotated: [], not_touched: [] };
     try {
-      if (existsSync(path)) result.lines = rewriteWithoutLines(path, names, { dryRun });
+      if (existsSync(path)) result.lines = await rewriteWithoutLines(path, names, { dryRun });
       for (const copy of rotatedCopies(path)) {
         if (UNREADABLE_COPY.test(copy)) result.not_touched.push(copy);
-        else result.rotated.push({ path: copy, lines: rewriteWithoutLines(copy, names, { dryRun }) });
+        else result.rotated.push({ path: copy, lines: await rewriteWithoutLines(copy, names, { dryRun }) });
       }
     } catch (err) {
       throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
@@ -310,18 +324,20 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
           return { s, rows: eachTable(sqlite, s, address, false) };
         })());
         s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
-        files = eraseFromSinkFiles(sinks, s, address, true);
+        s.problems.push(...unreadableCopies(sinks));
+        files = await eraseFromSinkFiles(sinks, s, address, true);
       } else {
         sqlite.pragma('secure_delete = ON');
         sqlite.exec('BEGIN IMMEDIATE');
         try {
           s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
+          s.problems.push(...unreadableCopies(sinks));
           if (s.problems.length > 0) throw refused(s.problems);
           // The sink files first, while the selection is still in the database: a failure or a crash
           // here leaves the rows, and the same command run again finds them and does the rest (a
           // file already rewritten has no line left to take out).
           try {
-            files = eraseFromSinkFiles(sinks, s, address, false);
+            files = await eraseFromSinkFiles(sinks, s, address, false);
           } catch (err) {
             io.err(`erase: stopped by the error below before the database: nothing erased from it (lines already taken out of a file sink stay out); run it again once it is fixed`);
             throw err;
@@ -381,7 +397,7 @@ function report(io: CliIo, o: EraseOptions, s: Selection, rows: Record<string, n
   for (const f of files) {
     io.out(`file sink ${f.sink}: ${f.lines} line${f.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out of' : 'taken out of'} ${f.path}`);
     for (const r of f.rotated) io.out(`  rotated copy ${r.path}: ${r.lines} line${r.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out' : 'taken out'}`);
-    for (const n of f.not_touched) io.out(`  rotated copy ${n}: not touched (compressed in a format this command does not rewrite): erase it by hand`);
+    for (const n of f.not_touched) io.out(`  rotated copy ${n}: not rewritten (compressed in a format this command does not rewrite): decompress it, then run erase`);
   }
   if (noSinkFiles) io.err(`warning: ${noSinkFiles}`);
   if (checkpoint !== null) io.out(`database compacted (VACUUM) and its WAL truncated (checkpoint ${checkpoint})`);
