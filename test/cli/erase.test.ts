@@ -1,4 +1,4 @@
-import { createWriteStream, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGzip, gunzipSync } from 'node:zlib';
@@ -9,7 +9,7 @@ import { freePort, idleReceiverEnv, runTs, waitForHttp } from '../helpers/childS
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
-import { cli } from './helpers.js';
+import { cli, until } from './helpers.js';
 
 // `hiring-receiver erase` on a database the receiver wrote (sandbox and receiver sharing a manual
 // clock), as the CLI child process an operator runs. It replaces README's manual procedure (five
@@ -271,6 +271,32 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     const after = await erase(['--email', ZELDA.email]);
     expect(after.code, after.stderr).toBe(0);
     expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
+  }, 60_000);
+
+  it('Ctrl-C or SIGTERM while a file sink\'s file is rewritten: its temporary copy removed, the file unchanged, nothing erased, exit 130 or 143', async () => {
+    const { dbPath, dbDir, sinkDir, sinkFile, env } = await erasable([ZELDA, KEEPER]);
+    // Other candidates' lines after the candidate's: about 64 MB, 64 reads of 1 MiB, each a turn where the signal is taken.
+    appendFileSync(sinkFile, `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`.repeat(64_000));
+    const before = readFileSync(sinkFile);
+    for (const [signal, status] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+      const child = runTs('src/cli/main.ts', ['erase', '--email', ZELDA.email], env);
+      const temp = join(sinkDir, `.events.ndjson.rewrite-${child.proc.pid}`);
+      await until(() => existsSync(temp), 'the temporary copy of the sink file', 20_000);
+      child.proc.kill(signal);
+      const { code } = await child.exited;
+      const stderr = child.stderr.join('');
+      expect(code, stderr).toBe(status);
+      expect(stderr).toContain(`erase: stopped by ${signal} while taking the candidate's lines out of ${sinkFile}: stopped there, its temporary copy removed and ${sinkFile} left unchanged; nothing erased from the database`);
+      expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+      expect(readFileSync(sinkFile).equals(before)).toBe(true);
+      expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+      expect(existsSync(`${dbPath}-wal`) ? statSync(`${dbPath}-wal`).size : 0).toBe(0);
+    }
+    // Run again to its end: the erasure done.
+    const again = await cli(['erase', '--email', ZELDA.email], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
+    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
   }, 60_000);
 
   it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {

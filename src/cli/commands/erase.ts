@@ -7,7 +7,8 @@ import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/n
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { CliError, UsageError } from '../errors.js';
+import { CliError, exitBySignal, UsageError } from '../errors.js';
+import { stopOnInterrupt, type StopRequest } from '../onInterrupt.js';
 import { printJson, type CliIo } from '../io.js';
 import { configuredSinks, type SinkConfig } from '../sinkOps.js';
 
@@ -203,25 +204,39 @@ function unreadableCopies(sinks: readonly SinkConfig[]): string[] {
 }
 
 /** Takes the candidate's lines out of each file sink's file and its rotated copies. */
-async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): Promise<SinkFileResult[]> {
+async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean, stop?: StopRequest): Promise<SinkFileResult[]> {
   const names = candidateMatcher(address, [...s.applications, ...s.events]);
   const results: SinkFileResult[] = [];
   for (const sink of sinks) {
     if (sink.type !== 'file') continue;
     const path = (sink.options as { path: string }).path;
     const result: SinkFileResult = { sink: sink.name, path, lines: 0, rotated: [], not_touched: [] };
+    let at = path;
     try {
-      if (existsSync(path)) result.lines = await rewriteWithoutLines(path, names, { dryRun });
+      if (existsSync(path)) result.lines = await rewriteWithoutLines(path, names, { dryRun, stop });
       for (const copy of rotatedCopies(path)) {
+        at = copy;
         if (UNREADABLE_COPY.test(copy)) result.not_touched.push(copy);
-        else result.rotated.push({ path: copy, lines: await rewriteWithoutLines(copy, names, { dryRun }) });
+        else result.rotated.push({ path: copy, lines: await rewriteWithoutLines(copy, names, { dryRun, stop }) });
       }
     } catch (err) {
+      const by = stop?.by();
+      if (by !== undefined) throw new Interrupted(by, at);
       throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
     }
     results.push(result);
   }
   return results;
+}
+
+/** Ctrl-C (SIGINT) or SIGTERM while a file sink's file was rewritten: its temporary copy is removed, the file left as it was. */
+class Interrupted extends Error {
+  constructor(
+    readonly by: NodeJS.Signals,
+    readonly path: string,
+  ) {
+    super(`stopped by ${by} while taking the candidate's lines out of ${path}`);
+  }
 }
 
 /**
@@ -301,6 +316,10 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       'another process has the database open (a `serve`, also one with WORKER_CONCURRENCY=0, which takes no workers lock, or a reader: sqlite3, Litestream, another hiring-receiver command): stop every process that has it open first',
     ]);
   }
+  // Ctrl-C (SIGINT) or SIGTERM stops the rewrite of a file sink's file at its next chunk, its
+  // temporary copy removed: ended at once by the signal, that copy (the other candidates' lines)
+  // stayed beside the file. The database steps after it are synchronous and run to their end.
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   try {
     const room = o.dryRun ? null : noRoomForVacuum(io, path);
     if (room) throw refused([room]);
@@ -337,8 +356,15 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
           // here leaves the rows, and the same command run again finds them and does the rest (a
           // file already rewritten has no line left to take out).
           try {
-            files = await eraseFromSinkFiles(sinks, s, address, false);
+            files = await eraseFromSinkFiles(sinks, s, address, false, stop);
           } catch (err) {
+            if (err instanceof Interrupted) {
+              sqlite.exec('ROLLBACK');
+              io.err(
+                `erase: ${err.message}: stopped there, its temporary copy removed and ${err.path} left unchanged; nothing erased from the database (lines already taken out of an earlier file stay out); run it again to erase the candidate`,
+              );
+              return exitBySignal(err.by);
+            }
             io.err(`erase: stopped by the error below before the database: nothing erased from it (lines already taken out of a file sink stay out); run it again once it is fixed`);
             throw err;
           }
@@ -359,6 +385,8 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
         }
       }
       report(io, o, s, rows, files, sinks, checkpoint);
+      const late = stop?.by();
+      if (late !== undefined) io.err(`erase: ${late} came once the file sinks were rewritten: the erasure went on to its end (above)`);
       if (s.problems.length > 0) {
         for (const p of s.problems) io.err(`error: erase would be refused: ${p}`);
         return 1;
@@ -368,6 +396,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       await database.close();
     }
   } finally {
+    stop?.off();
     lock?.release();
   }
 }
