@@ -1,12 +1,15 @@
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createGzip, gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
+import { freePort, idleReceiverEnv, runTs, waitForHttp } from '../helpers/childServer.js';
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
-import { cli } from './helpers.js';
+import { cli, until } from './helpers.js';
 
 // `hiring-receiver erase` on a database the receiver wrote (sandbox and receiver sharing a manual
 // clock), as the CLI child process an operator runs. It replaces README's manual procedure (five
@@ -33,16 +36,22 @@ const yolandaTraces = tracesOf(YOLANDA);
 /** NODE_OPTIONS for a CLI child whose clock (Date.now) reads `at`. */
 const clockAt = (at: number) => ({ NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(`Date.now = () => ${at};`)}` });
 
+/** A sandbox and a receiver with a file sink (`sinkFile` in `sinkDir`, in CONFIG_FILE `config`), both removed after the test. */
+async function pairWithFileSink() {
+  const { dir: sinkDir, cleanup } = tempDir('erasure-');
+  onTestFinished(cleanup);
+  const config = join(sinkDir, 'config.json');
+  const sinkFile = join(sinkDir, 'events.ndjson');
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
+  // Two days ago: the service's retry window of every event has passed by the erasure (the CLI's own clock).
+  const p = await startPair({ env: { CONFIG_FILE: config }, startAt: Date.now() - 2 * 86_400_000 });
+  onTestFinished(() => p.close());
+  return { p, sinkDir, sinkFile, config };
+}
+
 describe('hiring-receiver erase', () => {
   it('refuses while a step is not done, then leaves none of the candidate in the database files or the file sink, keeps the others, and the receiver runs on', async () => {
-    const { dir: sinkDir, cleanup } = tempDir('erasure-');
-    onTestFinished(cleanup);
-    const config = join(sinkDir, 'config.json');
-    const sinkFile = join(sinkDir, 'events.ndjson');
-    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'archive', type: 'file', path: sinkFile }] }));
-    // Two days ago: the service's retry window of every event has passed by the erasure (the CLI's own clock).
-    const p = await startPair({ env: { CONFIG_FILE: config }, startAt: Date.now() - 2 * 86_400_000 });
-    onTestFinished(() => p.close());
+    const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
     const c = p.sandbox.control;
     const port = { PORT: new URL(p.receiver.url).port };
     const job = c.createJob({ title: 'Forklift Operator' });
@@ -121,12 +130,12 @@ describe('hiring-receiver erase', () => {
 
     // --dry-run: what would go, and not one byte changed.
     const sinkBefore = readFileSync(sinkFile, 'utf8');
-    // Copies log rotation left beside it: a plain one is rewritten too, a bzip2 one is named as not touched.
+    // Copies log rotation left beside it: a plain one is rewritten too; a bzip2 one, which erase cannot rewrite, is a reason to refuse.
     writeFileSync(`${sinkFile}.1`, sinkBefore, { mode: 0o640 });
     writeFileSync(`${sinkFile}.2.bz2`, 'BZh9');
     const fileBefore = readFileSync(dbPath);
     const dry = await erase(['--email', ZELDA.email.toUpperCase(), '--dry-run', '--json']);
-    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.code, dry.stderr).toBe(1);
     const plan = JSON.parse(dry.stdout) as {
       applications: string[];
       rows: Record<string, number>;
@@ -139,35 +148,43 @@ describe('hiring-receiver erase', () => {
     expect(plan.file_sinks[0]!.lines).toBeGreaterThan(4);
     expect(plan.file_sinks[0]!.rotated).toEqual([{ path: `${sinkFile}.1`, lines: plan.file_sinks[0]!.lines }]);
     expect(plan.file_sinks[0]!.not_touched).toEqual([`${sinkFile}.2.bz2`]);
-    expect(plan.refused).toEqual([]);
+    expect(plan.refused).toEqual([expect.stringContaining(`file sink archive: the rotated copy ${sinkFile}.2.bz2 is compressed in a format this command does not rewrite`)]);
+    // As the line says: the copy decompressed (here: the same lines, plain).
+    rmSync(`${sinkFile}.2.bz2`);
+    writeFileSync(`${sinkFile}.2`, sinkBefore);
     // The database file byte for byte (a read-only open may leave an empty -wal and its -shm beside it, as `status` does).
     expect(readFileSync(dbPath).equals(fileBefore)).toBe(true);
     expect(databaseFiles(dbDir)['receiver.db-wal'] ?? '').toBe('');
     expect(readFileSync(sinkFile, 'utf8')).toBe(sinkBefore);
     expect(zeldaTraces(dry.stdout + dry.stderr)).toEqual([]);
 
-    // A reader holding a snapshot: the rows go, but the checkpoint cannot write the file clean: an
-    // error that says so and how to finish.
+    // A reader holding a snapshot: refused before anything is erased. `--finish` (which does not
+    // check first) is held up by it: an error that says so and how to finish.
     const reader = new Database(dbPath, { readonly: true });
     reader.exec('BEGIN');
     reader.prepare('SELECT COUNT(*) FROM events').get();
     const heldUp = await erase(['--email', ZELDA.email]);
+    const finishHeldUp = await erase(['--finish']);
     reader.exec('COMMIT');
     reader.close();
     expect(heldUp.code).toBe(1);
-    expect(heldUp.stderr).toContain(`erase: the candidate's rows are deleted (applications ${[z1.id, z2.id].sort().join(', ')}) and the file sinks rewritten, but the file is not clean yet:`);
-    expect(heldUp.stderr).toMatch(/error: the checkpoint answered [\d|]+, not 0\|0\|0: another process .* holds the database open, .* run `hiring-receiver erase --finish`/);
-    const finished = await erase(['--finish']);
-    expect(finished.code, finished.stderr).toBe(0);
-    expect(finished.stdout).toContain('(checkpoint 0|0|0)');
+    expect(heldUp.stderr).toContain('error: erase refused, nothing erased: another process has the database open');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    expect(finishHeldUp.code).toBe(1);
+    expect(finishHeldUp.stderr).toMatch(/error: the checkpoint answered [\d|]+, not 0\|0\|0: another process .* holds the database open, .* run `hiring-receiver erase --finish`/);
+    const erased = await erase(['--email', ZELDA.email]);
+    expect(erased.code, erased.stderr).toBe(0);
+    expect(erased.stdout).toContain(`erased 2 applications: ${[z1.id, z2.id].sort().join(', ')}`);
+    expect(erased.stdout).toContain('(checkpoint 0|0|0)');
     expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
     const sinkAfter = readFileSync(sinkFile, 'utf8');
     expect(zeldaTraces(sinkAfter)).toEqual([]);
     expect(sinkAfter).toContain(KEEPER.last_name);
     expect(statSync(sinkFile).mode & 0o777).toBe(0o600);
     expect(readFileSync(`${sinkFile}.1`, 'utf8')).toBe(sinkAfter);
+    expect(readFileSync(`${sinkFile}.2`, 'utf8')).toBe(sinkAfter);
     expect(statSync(`${sinkFile}.1`).mode & 0o777).toBe(0o640);
-    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson', 'events.ndjson.1', 'events.ndjson.2.bz2']);
+    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson', 'events.ndjson.1', 'events.ndjson.2']);
 
     // A candidate selected by application id alone (no email given): erased in one run, exit 0.
     expect(yolandaTraces(databaseBytes(dbDir))).toHaveLength(3);
@@ -176,7 +193,7 @@ describe('hiring-receiver erase', () => {
     expect(byId.stdout).toContain(`erased 1 application: ${y1.id}`);
     expect(byId.stdout).toContain('database compacted (VACUUM) and its WAL truncated (checkpoint 0|0|0)');
     expect(byId.stdout).toMatch(/^not reached: backups and Litestream replicas/m);
-    expect(byId.stdout).toContain(`rotated copy ${sinkFile}.2.bz2: not touched`);
+    expect(byId.stdout).toMatch(new RegExp(`rotated copy ${sinkFile}\\.2: [1-9]\\d* lines? taken out`));
     expect(yolandaTraces(byId.stdout + byId.stderr)).toEqual([]);
     expect(yolandaTraces(databaseBytes(dbDir))).toEqual([]);
     expect(yolandaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
@@ -196,4 +213,123 @@ describe('hiring-receiver erase', () => {
     expect(results).toEqual({ interviews: 1, others: 0 });
     expect(readFileSync(sinkFile, 'utf8').split('\n').filter((l) => l.includes('"hired"'))).toHaveLength(1);
   }, 120_000);
+});
+
+/**
+ * A receiver's database with each of `candidates`' applications made, deleted at the service and
+ * processed two days ago (every refusal cleared), its file sink's file beside it; the receiver
+ * stopped. `erase` runs the CLI child on it.
+ */
+async function erasable(candidates: (typeof ZELDA)[]) {
+  const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
+  const c = p.sandbox.control;
+  const job = c.createJob({ title: 'Forklift Operator' });
+  const apps = candidates.map((candidate, i) => c.createApplication({ jobId: job.id, candidate, externalId: `ext-${i}` }));
+  for (const a of apps) c.deleteApplication(a.id);
+  await p.settle();
+  await p.receiver.app.fanOut.runUntilIdle();
+  await p.receiver.app.stop();
+  const dbPath = p.receiver.dbPath;
+  const env = { DATABASE_PATH: dbPath, CONFIG_FILE: config };
+  return { p, apps, dbPath, dbDir: join(dbPath, '..'), sinkDir, sinkFile, env, erase: (args: string[]) => cli(['erase', ...args], env) };
+}
+
+describe('hiring-receiver erase: what a person means by the address, other processes, signals, compressed copies', () => {
+  it('takes a stored address with non-ASCII capitals or an ASCII domain for the one typed, and leaves a different address alone', async () => {
+    const JOSE = { ...ZELDA, last_name: 'Núñezquixote', email: 'JOSÉ.NÚÑEZ@XN--BCHER-KVA.EXAMPLE' };
+    const OTHER = { ...KEEPER, email: 'jose.nunez@bucher.example' };
+    const { apps, dbDir, sinkFile, erase } = await erasable([JOSE, OTHER]);
+    const jose = tracesOf(JOSE);
+    expect(jose(databaseBytes(dbDir)).length).toBeGreaterThan(0);
+    // SQLite's lower() folded A-Z only: `josÉ.nÚÑez@…` was not the address typed, and erase refused as if none had it.
+    const r = await erase(['--email', 'josé.núñez@bücher.example', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { applications: string[]; file_sinks: { lines: number }[] };
+    expect(result.applications).toEqual([apps[0]!.id]);
+    expect(result.file_sinks[0]!.lines).toBeGreaterThan(0);
+    expect(jose(databaseBytes(dbDir))).toEqual([]);
+    expect(jose(readFileSync(sinkFile, 'utf8'))).toEqual([]);
+    expect(readFileSync(sinkFile, 'utf8')).toContain(OTHER.email);
+    expect(tracesOf(OTHER)(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
+  it('refuses while an ingest-only serve (no workers lock) has the database open, erasing nothing', async () => {
+    const { dbPath, dbDir, erase } = await erasable([ZELDA]);
+    const port = await freePort();
+    const serve = runTs('src/cli/main.ts', ['serve'], idleReceiverEnv(dbPath, 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXR0ZXN0c2VjcmV0', { PORT: String(port), LOG_LEVEL: 'warn' }));
+    onTestFinished(async () => {
+      serve.proc.kill('SIGTERM');
+      await serve.exited;
+    });
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, serve);
+    const r = await erase(['--email', ZELDA.email]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain('error: erase refused, nothing erased: another process has the database open (a `serve`, also one with WORKER_CONCURRENCY=0');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    serve.proc.kill('SIGTERM');
+    expect((await serve.exited).code).toBe(0);
+    const after = await erase(['--email', ZELDA.email]);
+    expect(after.code, after.stderr).toBe(0);
+    expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
+  }, 60_000);
+
+  it('Ctrl-C or SIGTERM while a file sink\'s file is rewritten: its temporary copy removed, the file unchanged, nothing erased, exit 130 or 143', async () => {
+    const { dbPath, dbDir, sinkDir, sinkFile, env } = await erasable([ZELDA, KEEPER]);
+    // Other candidates' lines after the candidate's: about 64 MB, 64 reads of 1 MiB, each a turn where the signal is taken.
+    appendFileSync(sinkFile, `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`.repeat(64_000));
+    const before = readFileSync(sinkFile);
+    for (const [signal, status] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+      const child = runTs('src/cli/main.ts', ['erase', '--email', ZELDA.email], env);
+      const temp = join(sinkDir, `.events.ndjson.rewrite-${child.proc.pid}`);
+      await until(() => existsSync(temp), 'the temporary copy of the sink file', 20_000);
+      child.proc.kill(signal);
+      const { code } = await child.exited;
+      const stderr = child.stderr.join('');
+      expect(code, stderr).toBe(status);
+      expect(stderr).toContain(`erase: stopped by ${signal} while taking the candidate's lines out of ${sinkFile}: stopped there, its temporary copy removed and ${sinkFile} left unchanged; nothing erased from the database`);
+      expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+      expect(readFileSync(sinkFile).equals(before)).toBe(true);
+      expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+      expect(existsSync(`${dbPath}-wal`) ? statSync(`${dbPath}-wal`).size : 0).toBe(0);
+    }
+    // Run again to its end: the erasure done.
+    const again = await cli(['erase', '--email', ZELDA.email], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
+    expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+  }, 60_000);
+
+  it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {
+    const { dbDir, sinkFile, erase, env } = await erasable([ZELDA, KEEPER]);
+    const lines = readFileSync(sinkFile, 'utf8');
+    const filler = `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`;
+    // 200 MB of other candidates' lines, the candidate's among them: read whole, the copy took 700 MB.
+    const gz = `${sinkFile}.1.gz`;
+    await pipeline(
+      async function* () {
+        yield lines;
+        for (let i = 0; i < 200; i++) yield filler.repeat(1000);
+        yield lines;
+      },
+      createGzip({ level: 1 }),
+      createWriteStream(gz),
+    );
+    writeFileSync(`${sinkFile}.2.bz2`, 'BZh9');
+    const refused = await erase(['--email', ZELDA.email]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`error: erase refused, nothing erased: file sink archive: the rotated copy ${sinkFile}.2.bz2 is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it`);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    rmSync(`${sinkFile}.2.bz2`);
+    // The child's peak resident memory, said on stderr at its exit.
+    const rss = `process.on('exit', () => process.stderr.write('maxrss ' + process.resourceUsage().maxRSS + '\\n'));`;
+    const r = await cli(['erase', '--email', ZELDA.email, '--json'], { ...env, NODE_OPTIONS: `--import data:text/javascript,${encodeURIComponent(rss)}` }, 50_000);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { file_sinks: { lines: number; rotated: { path: string; lines: number }[] }[] };
+    expect(result.file_sinks[0]!.rotated).toEqual([{ path: gz, lines: 2 * result.file_sinks[0]!.lines }]);
+    const maxRssMb = Number(/maxrss (\d+)/.exec(r.stderr)![1]) / 1024;
+    expect(maxRssMb).toBeLessThan(200);
+    const after = readFileSync(sinkFile, 'utf8');
+    expect(zeldaTraces(after)).toEqual([]);
+    expect(gunzipSync(readFileSync(gz)).toString() === after + filler.repeat(200_000) + after).toBe(true);
+  }, 90_000);
 });

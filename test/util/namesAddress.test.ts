@@ -24,6 +24,17 @@ describe('namesAddress', () => {
     expect(names('\\njoan@example.org')).toBe(false);
   });
 
+  it('takes Unicode capitals, composed or not, and either form of an internationalized domain for the same address, and no other', () => {
+    const jose = (text: string) => namesAddress(text, 'josé@bücher.example');
+    for (const text of ['JOSÉ@BÜCHER.EXAMPLE', 'jose\u0301@bu\u0308cher.example', '"JOS\\u00c9@xn--bcher-kva.example"', 'jos%C3%A9%40B%C3%BCcher.example', 'José@XN--BCHER-KVA.EXAMPLE']) {
+      expect(jose(text), text).toBe(true);
+    }
+    for (const text of ['jose@bucher.example', 'joséé@bücher.example', 'ajosé@bücher.example', 'josé@bücher.example.org']) {
+      expect(jose(text), text).toBe(false);
+    }
+    expect(namesAddress('MARÍA@EXAMPLE.ORG', 'maría@example.org')).toBe(true);
+  });
+
   it('knows an address from a fragment of one', () => {
     expect(['an@example.org', 'a@b'].every(looksLikeAddress)).toBe(true);
     expect(['', ' ', '.org', 'example.org', '@example.org', 'an@', 'an @example.org', 'a@b@c'].some(looksLikeAddress)).toBe(false);

@@ -1,12 +1,14 @@
 import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
+import { openElsewhere } from '../../db/openElsewhere.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
-import { looksLikeAddress, namesAddress } from '../../util/namesAddress.js';
+import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
-import { CliError, UsageError } from '../errors.js';
+import { CliError, exitBySignal, UsageError } from '../errors.js';
+import { stopOnInterrupt, type StopRequest } from '../onInterrupt.js';
 import { printJson, type CliIo } from '../io.js';
 import { configuredSinks, type SinkConfig } from '../sinkOps.js';
 
@@ -36,6 +38,8 @@ const OUTSIDE = 'backups and Litestream replicas of the database, and what http 
  */
 const APPS = 'SELECT value FROM json_each(@apps)';
 const EVENTS = 'SELECT value FROM json_each(@events)';
+// Not SQLite's lower(), which folds A-Z only: `JOSÉ@…` stored was not `josé@…` typed (canonicalAddress).
+const SAME_ADDRESS = (column: string) => `erase_same_address(${column}) = 1`;
 const NAMES_ADDRESS = (column: string) => `erase_names_address(${column}) = 1`;
 const NAMES_CANDIDATE = (column: string) => `erase_names_candidate(${column}, @apps, @events) = 1`;
 const TABLES: readonly (readonly [table: string, where: string])[] = [
@@ -71,12 +75,15 @@ function asText(v: unknown): string {
 /** Whether a line or a value names the candidate: the address, or a selected id as a JSON string. */
 function candidateMatcher(address: string | null, ids: readonly string[]): (text: string) => boolean {
   const quoted = ids.map((id) => JSON.stringify(id));
-  return (text) => (address !== null && namesAddress(text, address)) || quoted.some((q) => text.includes(q));
+  const names = address === null ? () => false : addressMatcher(address);
+  return (text) => names(text) || quoted.some((q) => text.includes(q));
 }
 
-/** The SQL functions of NAMES_ADDRESS and NAMES_CANDIDATE, on this connection. */
+/** The SQL functions of SAME_ADDRESS, NAMES_ADDRESS and NAMES_CANDIDATE, on this connection. */
 function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): void {
-  sqlite.function('erase_names_address', { deterministic: true }, (v: unknown) => (v !== null && address !== null && namesAddress(asText(v), address) ? 1 : 0));
+  sqlite.function('erase_same_address', { deterministic: true }, (v: unknown) => (v !== null && address !== null && canonicalAddress(String(v)) === address ? 1 : 0));
+  const names = address === null ? null : addressMatcher(address);
+  sqlite.function('erase_names_address', { deterministic: true }, (v: unknown) => (v !== null && names !== null && names(asText(v)) ? 1 : 0));
   let cached: { key: string; names: (text: string) => boolean } | null = null;
   sqlite.function('erase_names_candidate', { deterministic: true }, (v: unknown, apps: unknown, events: unknown) => {
     const key = `${String(apps)}\n${String(events)}`;
@@ -88,8 +95,8 @@ function withMatchers(sqlite: BetterSqlite3.Database, address: string | null): v
 /** The candidate's applications and events, and why erasing them now is refused (none: it may go on). */
 function select(sqlite: BetterSqlite3.Database, address: string | null, ids: readonly string[], o: EraseOptions, now: number, sinks: readonly SinkConfig[] | null): Selection {
   const apps = sqlite
-    .prepare(`SELECT id, deleted_at FROM applications WHERE lower(candidate_email) = @address OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
-    .all({ address, ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
+    .prepare(`SELECT id, deleted_at FROM applications WHERE ${SAME_ADDRESS('candidate_email')} OR id IN (SELECT value FROM json_each(@ids)) ORDER BY id`)
+    .all({ ids: JSON.stringify(ids) }) as { id: string; deleted_at: string | null }[];
   const applications = apps.map((a) => a.id);
   const events = sqlite
     .prepare(
@@ -182,26 +189,54 @@ function rotatedCopies(path: string): string[] {
     .sort();
 }
 
+/** Rotated copies of the file sinks' files compressed in a format this command cannot rewrite: a reason to refuse each. */
+function unreadableCopies(sinks: readonly SinkConfig[]): string[] {
+  const problems: string[] = [];
+  for (const sink of sinks) {
+    if (sink.type !== 'file') continue;
+    for (const copy of rotatedCopies((sink.options as { path: string }).path).filter((c) => UNREADABLE_COPY.test(c))) {
+      problems.push(
+        `file sink ${sink.name}: the rotated copy ${copy} is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it (\`bunzip2 <file>\`, \`unxz <file>\`), run erase again, which then takes them out of it too, and compress it again if you wish`,
+      );
+    }
+  }
+  return problems;
+}
+
 /** Takes the candidate's lines out of each file sink's file and its rotated copies. */
-function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean): SinkFileResult[] {
+async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, address: string | null, dryRun: boolean, stop?: StopRequest): Promise<SinkFileResult[]> {
   const names = candidateMatcher(address, [...s.applications, ...s.events]);
   const results: SinkFileResult[] = [];
   for (const sink of sinks) {
     if (sink.type !== 'file') continue;
     const path = (sink.options as { path: string }).path;
     const result: SinkFileResult = { sink: sink.name, path, lines: 0, rotated: [], not_touched: [] };
+    let at = path;
     try {
-      if (existsSync(path)) result.lines = rewriteWithoutLines(path, names, { dryRun });
+      if (existsSync(path)) result.lines = await rewriteWithoutLines(path, names, { dryRun, stop });
       for (const copy of rotatedCopies(path)) {
+        at = copy;
         if (UNREADABLE_COPY.test(copy)) result.not_touched.push(copy);
-        else result.rotated.push({ path: copy, lines: rewriteWithoutLines(copy, names, { dryRun }) });
+        else result.rotated.push({ path: copy, lines: await rewriteWithoutLines(copy, names, { dryRun, stop }) });
       }
     } catch (err) {
+      const by = stop?.by();
+      if (by !== undefined) throw new Interrupted(by, at);
       throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
     }
     results.push(result);
   }
   return results;
+}
+
+/** Ctrl-C (SIGINT) or SIGTERM while a file sink's file was rewritten: its temporary copy is removed, the file left as it was. */
+class Interrupted extends Error {
+  constructor(
+    readonly by: NodeJS.Signals,
+    readonly path: string,
+  ) {
+    super(`stopped by ${by} while taking the candidate's lines out of ${path}`);
+  }
 }
 
 /**
@@ -252,7 +287,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
   if (o.email === '') throw new UsageError('--email: the address is empty');
   if (o.finish && (o.email !== undefined || ids.length > 0 || o.dryRun)) throw new UsageError('--finish takes no selection and no --dry-run: it completes the VACUUM and checkpoint of an earlier erasure');
   if (!o.finish && o.email === undefined && ids.length === 0) throw new UsageError('say whose data to erase: --email <address>, or --application <id> for a candidate without one');
-  const address = o.email === undefined ? null : o.email.trim().toLowerCase();
+  const address = o.email === undefined ? null : canonicalAddress(o.email);
   // Not printed: the address is personal data too.
   if (address !== null && !looksLikeAddress(address)) throw new UsageError('--email: not an email address (a name, one @ and a domain, no spaces): a part of one would match other candidates too');
   const path = databasePathOf(io.env, o.database);
@@ -272,6 +307,19 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       throw err;
     }
   }
+  // Not only the workers: an ingest-only `serve` (WORKER_CONCURRENCY=0) takes no workers lock, and
+  // it (or a reader) stores the candidate again, or keeps the erased rows in the -wal and in pages
+  // of the file (the checkpoint at the end could only say so, after the rows were deleted).
+  if (!o.dryRun && !o.finish && openElsewhere(path)) {
+    lock?.release();
+    throw refused([
+      'another process has the database open (a `serve`, also one with WORKER_CONCURRENCY=0, which takes no workers lock, or a reader: sqlite3, Litestream, another hiring-receiver command): stop every process that has it open first',
+    ]);
+  }
+  // Ctrl-C (SIGINT) or SIGTERM stops the rewrite of a file sink's file at its next chunk, its
+  // temporary copy removed: ended at once by the signal, that copy (the other candidates' lines)
+  // stayed beside the file. The database steps after it are synchronous and run to their end.
+  const stop = o.dryRun ? undefined : stopOnInterrupt();
   try {
     const room = o.dryRun ? null : noRoomForVacuum(io, path);
     if (room) throw refused([room]);
@@ -295,19 +343,28 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
           return { s, rows: eachTable(sqlite, s, address, false) };
         })());
         s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
-        files = eraseFromSinkFiles(sinks, s, address, true);
+        s.problems.push(...unreadableCopies(sinks));
+        files = await eraseFromSinkFiles(sinks, s, address, true);
       } else {
         sqlite.pragma('secure_delete = ON');
         sqlite.exec('BEGIN IMMEDIATE');
         try {
           s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
+          s.problems.push(...unreadableCopies(sinks));
           if (s.problems.length > 0) throw refused(s.problems);
           // The sink files first, while the selection is still in the database: a failure or a crash
           // here leaves the rows, and the same command run again finds them and does the rest (a
           // file already rewritten has no line left to take out).
           try {
-            files = eraseFromSinkFiles(sinks, s, address, false);
+            files = await eraseFromSinkFiles(sinks, s, address, false, stop);
           } catch (err) {
+            if (err instanceof Interrupted) {
+              sqlite.exec('ROLLBACK');
+              io.err(
+                `erase: ${err.message}: stopped there, its temporary copy removed and ${err.path} left unchanged; nothing erased from the database (lines already taken out of an earlier file stay out); run it again to erase the candidate`,
+              );
+              return exitBySignal(err.by);
+            }
             io.err(`erase: stopped by the error below before the database: nothing erased from it (lines already taken out of a file sink stay out); run it again once it is fixed`);
             throw err;
           }
@@ -328,6 +385,8 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
         }
       }
       report(io, o, s, rows, files, sinks, checkpoint);
+      const late = stop?.by();
+      if (late !== undefined) io.err(`erase: ${late} came once the file sinks were rewritten: the erasure went on to its end (above)`);
       if (s.problems.length > 0) {
         for (const p of s.problems) io.err(`error: erase would be refused: ${p}`);
         return 1;
@@ -337,6 +396,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       await database.close();
     }
   } finally {
+    stop?.off();
     lock?.release();
   }
 }
@@ -366,7 +426,7 @@ function report(io: CliIo, o: EraseOptions, s: Selection, rows: Record<string, n
   for (const f of files) {
     io.out(`file sink ${f.sink}: ${f.lines} line${f.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out of' : 'taken out of'} ${f.path}`);
     for (const r of f.rotated) io.out(`  rotated copy ${r.path}: ${r.lines} line${r.lines === 1 ? '' : 's'} ${o.dryRun ? 'to take out' : 'taken out'}`);
-    for (const n of f.not_touched) io.out(`  rotated copy ${n}: not touched (compressed in a format this command does not rewrite): erase it by hand`);
+    for (const n of f.not_touched) io.out(`  rotated copy ${n}: not rewritten (compressed in a format this command does not rewrite): decompress it, then run erase`);
   }
   if (noSinkFiles) io.err(`warning: ${noSinkFiles}`);
   if (checkpoint !== null) io.out(`database compacted (VACUUM) and its WAL truncated (checkpoint ${checkpoint})`);
