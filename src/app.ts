@@ -24,6 +24,7 @@ import type { IngestState } from './ingest/IngestState.js';
 import { WriteLockHold } from './ingest/WriteLockHold.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { createMetrics } from './observability/metrics.js';
+import { RefusalLog } from './observability/RefusalLog.js';
 import { createProcessingContext } from './processing/createProcessingContext.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
 import { startWorkers, type WorkersLocks } from './processing/startWorkers.js';
@@ -69,7 +70,12 @@ interface RunState extends WorkersLocks {
   metricsServer: Server | null;
   /** The one stop (stopOnce), once stop() is called. */
   stopping: Promise<void> | null;
+  /** Says the counts of refused requests no later line carried (RefusalLog.sayUnsaid), from start() to stop(). */
+  refusalsTimer: NodeJS.Timeout | null;
 }
+
+/** How often the counts of refused requests are looked at: said 60 to 65 s after their kind's last line. */
+const REFUSAL_COUNTS_CHECK_MS = 5_000;
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
@@ -110,6 +116,7 @@ function buildReceiver(deps: AppDeps) {
     server: null,
     metricsServer: null,
     stopping: null,
+    refusalsTimer: null,
   };
   // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
   let checkpointProblem = (p: CheckpointProblem) =>
@@ -166,7 +173,10 @@ function buildReceiver(deps: AppDeps) {
     return { now, holds: heldSources(now), series: holdSeries };
   };
 
-  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state: ingestState, ...(runsWorkers ? { heldSources } : {}) });
+  // The lines of refused requests, throttled (RefusalLog): the counts of a flood that stopped are
+  // said by a timer while the receiver listens, and at its stop.
+  const refusals = new RefusalLog(logger, clock);
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state: ingestState, ...(runsWorkers ? { heldSources } : {}) });
 
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();
@@ -177,7 +187,7 @@ function buildReceiver(deps: AppDeps) {
 
   return {
     config, clock, logger, database, metrics, fileWatch, watchFile, stopWatchingFile, ingestState, committer,
-    queue, pauses, ownHttp, fanOut, processingShutdown, pacer, worker, app, metricsApp, onError, startStop, sweeps, reachableHost, run,
+    queue, pauses, ownHttp, fanOut, processingShutdown, pacer, worker, app, metricsApp, onError, startStop, sweeps, reachableHost, run, refusals,
   };
 }
 
@@ -242,12 +252,19 @@ async function startWorkMetrics(r: Receiver, port: number): Promise<string> {
 }
 
 async function listenMetrics(r: Receiver, metricsHono: Hono, port: number, portVar: string): Promise<string> {
-  const { config, logger, metrics, run, reachableHost } = r;
-  const m = await listen(metricsHono.fetch, port, portVar, { config, logger, metrics });
+  const { config, logger, metrics, run, reachableHost, refusals } = r;
+  const m = await listen(metricsHono.fetch, port, portVar, { config, logger, metrics, refusals });
+  // A `work` process listens here only (WORK_METRICS_PORT).
+  watchRefusals(r);
   m.requestTimeout = config.requestTimeoutMs;
   m.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
   run.metricsServer = m;
   return `http://${reachableHost}:${(m.address() as AddressInfo).port}/metrics`;
+}
+
+/** From a first listen to the stop: the counts of refused requests no later line carried, said (RefusalLog). */
+function watchRefusals(r: Receiver): void {
+  r.run.refusalsTimer ??= setInterval(() => r.refusals.sayUnsaid(), REFUSAL_COUNTS_CHECK_MS).unref();
 }
 
 /**
@@ -255,10 +272,10 @@ async function listenMetrics(r: Receiver, metricsHono: Hono, port: number, portV
  * touches the queue.
  */
 async function start(r: Receiver): Promise<{ port: number; url: string; metricsUrl: string }> {
-  const { app, config, logger, metrics, watchFile, stopWatchingFile, run, reachableHost } = r;
+  const { app, config, logger, metrics, watchFile, stopWatchingFile, run, reachableHost, refusals } = r;
   let s: Server;
   try {
-    s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics });
+    s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics, refusals });
   } catch (err) {
     run.earlyLock?.release();
     run.earlyLock = null;
@@ -269,6 +286,7 @@ async function start(r: Receiver): Promise<{ port: number; url: string; metricsU
   s.headersTimeout = Math.min(config.requestTimeoutMs, 20_000);
   s.keepAliveTimeout = 65_000;
   run.server = s;
+  watchRefusals(r);
   watchFile();
   try {
     await startMetrics(r);
@@ -277,6 +295,8 @@ async function start(r: Receiver): Promise<{ port: number; url: string; metricsU
     // Leave nothing running: the workers that did start, the servers with their connections,
     // a workers lock the workers never took over, and the file watch's timer (not unref'd).
     stopWatchingFile();
+    clearInterval(run.refusalsTimer ?? undefined);
+    run.refusalsTimer = null;
     run.earlyLock?.release();
     run.earlyLock = null;
     run.server = null;
@@ -335,6 +355,10 @@ async function stopOnce(r: Receiver): Promise<void> {
   const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
   await Promise.all([committer.drain(), metricsClosed]);
   clearTimeout(cutCommits);
+  // Nothing more is refused (the servers are closed): the counts no line said yet, said now.
+  clearInterval(run.refusalsTimer ?? undefined);
+  run.refusalsTimer = null;
+  r.refusals.sayUnsaid(0);
   const left = Math.max(0, graceEnds - performance.now());
   const abortReads = setTimeout(() => processingShutdown.abort(), left);
   sweeps.clearTimer();

@@ -12,6 +12,7 @@ import { createWebhookHandler } from '../ingest/webhookRoute.js';
 import type { WriteLockHold } from '../ingest/WriteLockHold.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RefusalLog } from '../observability/RefusalLog.js';
 import type { SourceHold } from '../queue/SourceHolds.js';
 import { isoTime, type Clock } from '../util/clock.js';
 import { registerHealthRoutes } from './healthRoutes.js';
@@ -24,6 +25,8 @@ export interface HttpAppDeps {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  /** Throttles the lines of refused deliveries (shared with the listener's refusals before routing). */
+  refusals: RefusalLog;
   committer: GroupCommitter<IngestItem, IngestOutcome>;
   lockHold: WriteLockHold;
   fileWatch: DatabaseFileWatch;
@@ -41,7 +44,7 @@ export interface HttpAppDeps {
  * The receiver's Hono app (deliveries, /healthz and /readyz, /metrics unless METRICS_PORT), the
  * app of /metrics on METRICS_PORT when it is set, and the handler of their unhandled errors.
  */
-export function createHttpApp({ config, database, clock, logger, metrics, committer, lockHold, fileWatch, state, heldSources }: HttpAppDeps) {
+export function createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state, heldSources }: HttpAppDeps) {
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
   const bodyBudget = new BodyBudget(config.maxBodyBytesInFlight);
   metrics.bodiesHeld.bytes = () => bodyBudget.inFlight;
@@ -51,6 +54,7 @@ export function createHttpApp({ config, database, clock, logger, metrics, commit
     clock,
     logger,
     metrics,
+    refusals,
     maxBodyBytes: config.maxBodyBytes,
     bodyBudget,
     draining: () => state.draining,

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { Config } from '../config/loadConfig.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RefusalLog } from '../observability/RefusalLog.js';
 import { requestListener } from './requestListener.js';
 
 /** What a listen uses: HOST and REQUEST_TIMEOUT_MS, and where a request refused before routing is said and counted. */
@@ -9,17 +10,23 @@ export interface ListenDeps {
   config: Pick<Config, 'host' | 'requestTimeoutMs'>;
   logger: Logger;
   metrics: Metrics;
+  /** Throttles the lines of requests refused before routing (anyone can send them): see RefusalLog. */
+  refusals: RefusalLog;
 }
 
 /** A server for `fetch` on HOST:port; an error names the setting (`portVar`) to change. */
-export function listen(fetch: Parameters<typeof requestListener>[0], port: number, portVar: string, { config, logger, metrics }: ListenDeps): Promise<Server> {
+export function listen(fetch: Parameters<typeof requestListener>[0], port: number, portVar: string, { config, logger, metrics, refusals }: ListenDeps): Promise<Server> {
   return new Promise<Server>((resolve, reject) => {
     const srv = createServer(
       // Node checks requestTimeout/headersTimeout only this often (default 30 s), so a
       // trickling client would otherwise outlive a shorter REQUEST_TIMEOUT_MS.
       { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
       requestListener(fetch, config.host, (message, method) => {
-        logger.warn({ status: 400, method }, `request refused before routing: ${message}`);
+        // Per port and message: a fixed few kinds, whatever the requests say.
+        const msg = `request refused before routing: ${message}`;
+        const counts = refusals.refused(`bad_request\n${portVar}\n${message}`, { status: 400, refused: msg, ...(portVar === 'PORT' ? {} : { port_setting: portVar }) });
+        if (counts === null) logger.debug({ status: 400, method }, msg);
+        else logger.warn({ status: 400, method, ...counts }, msg);
         // A POST is most likely a delivery (a proxy that rewrites Host breaks every one): counted
         // with the refused deliveries, so the "deliveries refused" alert sees it.
         if (method === 'POST' && portVar === 'PORT') metrics.deliveriesReceived.inc({ outcome: 'rejected:bad_request', source: 'unknown' });

@@ -5,6 +5,7 @@ import { DATABASE_REPLACED } from '../db/DatabaseFileWatch.js';
 import { primarySqliteCode } from '../db/sqliteHelpers.js';
 import { deliveryLogger, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RefusalLog } from '../observability/RefusalLog.js';
 import type { Clock } from '../util/clock.js';
 import { isCredentialHeader } from '../util/credentialHeaders.js';
 import { SaidOnce } from '../util/collections.js';
@@ -21,6 +22,8 @@ export interface WebhookRouteDeps {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  /** Where a refused delivery's line is throttled: a few a minute per reason at warn, the rest at debug. */
+  refusals: RefusalLog;
   maxBodyBytes: number;
   /**
    * The bytes of bodies held at once over all requests (MAX_BODY_BYTES_IN_FLIGHT): a request's
@@ -69,7 +72,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
 
 /** The handler of one delivery; `hold` takes the bytes of its body from the BodyBudget as they are read. */
 function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTypesTold: SaidOnce) {
-  const { verifier, committer, clock, metrics, maxBodyBytes } = deps;
+  const { verifier, committer, clock, metrics, refusals, maxBodyBytes } = deps;
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>, hold: BodyHold | undefined) => {
     const started = performance.now();
     const incoming = c.env?.incoming;
@@ -85,12 +88,19 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
       // as they like (a body trickled for REQUEST_TIMEOUT_MS), and timed here one such request
       // raised the "ingest latency" alert's p99 past 1 s. Refused ones are counted by outcome.
       if (!outcome.startsWith('rejected')) metrics.ingestDuration.observe(durationMs / 1000);
-      metrics.deliveriesReceived.inc({ outcome, source: (fields.source as string | undefined) ?? 'unknown' });
-      const level = outcome.startsWith('rejected') || outcome === 'quarantined' || outcome === 'conflict' ? 'warn' : 'info';
-      logger[outcome === 'unavailable' ? 'error' : level](
-        { outcome, status, delivery_id: deliveryId, duration_ms: Math.round(durationMs * 100) / 100, ...fields },
-        'webhook delivery',
-      );
+      const source = fields.source as string | undefined;
+      metrics.deliveriesReceived.inc({ outcome, source: source ?? 'unknown' });
+      const line = { outcome, status, delivery_id: deliveryId, duration_ms: Math.round(durationMs * 100) / 100, ...fields };
+      if (outcome.startsWith('rejected')) {
+        // Anyone can send these, as fast as they are answered: a few a minute per reason (and
+        // source, a configured name) at warn, the rest at debug and counted (RefusalLog).
+        const counts = refusals.refused(`${outcome}\n${source ?? ''}`, { outcome, status, ...(source ? { source } : {}) });
+        if (counts === null) logger.debug(line, 'webhook delivery');
+        else logger.warn({ ...line, ...counts }, 'webhook delivery');
+        return;
+      }
+      // The service's own deliveries (and storage failures): every one logged.
+      logger[outcome === 'unavailable' ? 'error' : outcome === 'quarantined' || outcome === 'conflict' ? 'warn' : 'info'](line, 'webhook delivery');
     };
     // A 503 is `unavailable` (the storage failed: logged at error), except a refusal of the request
     // itself (`receiver_busy`), which is counted and logged at warn like the other rejections.

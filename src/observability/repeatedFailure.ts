@@ -16,11 +16,16 @@ export const REPEATED_FAILURE_LOG_MS = 60_000;
 /**
  * Which failures to log at their level: per group (a loop, a source, a sink), the first one, one
  * whose key (its error) differs from the last, and then one a minute; the others at debug.
+ * `linesPerWindow` (1 unless said): the lines said at their level in each such minute, from its
+ * first (refused requests, RefusalLog: a few with their ids, then a count).
  */
 export class LogThrottle {
-  private readonly groups = new Map<string, { key: string; atMs: number; since: number; total: number }>();
+  private readonly groups = new Map<string, { key: string; atMs: number; lines: number; since: number; total: number }>();
 
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly linesPerWindow = 1,
+  ) {}
 
   /**
    * `loud`: log this one at its level, with `since` (the failures of this key logged at debug
@@ -33,11 +38,16 @@ export class LogThrottle {
     // A last line "after now": the wall clock went back since, and how long ago it was cannot be
     // told. Said now, or the failure stayed at debug until the clock was past that line again.
     if (sameKey && now >= last.atMs && now - last.atMs < REPEATED_FAILURE_LOG_MS) {
-      last.since++;
       last.total++;
+      // Within the minute's lines, none was at debug yet (since is 0): see unsaid.
+      if (last.lines < this.linesPerWindow) {
+        last.lines++;
+        return { loud: true, since: 0, previous: 0 };
+      }
+      last.since++;
       return { loud: false, since: last.since, previous: 0 };
     }
-    this.groups.set(group, { key, atMs: now, since: 0, total: (last?.total ?? 0) + 1 });
+    this.groups.set(group, { key, atMs: now, lines: 1, since: 0, total: (last?.total ?? 0) + 1 });
     return { loud: true, since: sameKey ? last.since : 0, previous: sameKey ? 0 : (last?.since ?? 0) };
   }
 
@@ -56,6 +66,7 @@ export class LogThrottle {
       out.push({ group: name, key: g.key, since: g.since, total: g.total });
       g.since = 0;
       g.atMs = now;
+      g.lines = 1;
     }
     return out;
   }

@@ -1,0 +1,129 @@
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { REFUSALS_LOGGED_PER_MINUTE } from '../../src/observability/RefusalLog.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
+
+const secret = newSecret();
+let r: TestReceiver | null = null;
+afterEach(async () => {
+  await r?.close();
+  r = null;
+});
+
+/** receiver_deliveries_received_total for an outcome (source "unknown" unless said), as /metrics says it now. */
+async function counted(url: string, outcome: string, source = 'unknown'): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`receiver_deliveries_received_total{outcome="${outcome}",source="${source}"} `));
+  return Number(line?.split(' ')[1] ?? 0);
+}
+
+type Line = Record<string, unknown>;
+const WARN = 40;
+const DEBUG = 20;
+/** The lines of refused requests of one kind (a delivery's outcome, or a message before routing), by level. */
+const refusedLines = (lines: Line[], match: (l: Line) => boolean) => ({
+  warn: lines.filter((l) => match(l) && l.level === WARN && !String(l.msg).startsWith('more requests refused')),
+  debug: lines.filter((l) => match(l) && l.level === DEBUG),
+  counts: lines.filter((l) => match(l) && String(l.msg).startsWith('more requests refused alike')),
+});
+/** Everything the warn lines of a kind counted: on a refusal's own line or on a count line. */
+const sumCounted = (lines: Line[]) => lines.reduce((n, l) => n + Number(l.refused_since_last_line ?? 0), 0);
+
+describe('refused requests are logged a few a minute per kind, counted exactly', () => {
+  it('a flood of forged deliveries: 5 lines at warn, the rest at debug, their count a minute later; every one in the metrics, and the genuine ones all logged', async () => {
+    const clock = new ManualClock(Date.now());
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret }, { clock });
+    const url = r.url;
+    const post = (d: { body: string; headers: Record<string, string> }) => fetch(`${url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body });
+    const seconds = () => Math.floor(clock.now() / 1000);
+    const forged = (i: number) => signDelivery(newSecret(), JSON.stringify(envelope()), { msgId: `msg_forged_${i}`, timestampSeconds: seconds() });
+    const N = 60;
+    // A burst, in waves of 20 at once, with a genuine delivery in each wave.
+    const genuine: string[] = [];
+    for (let wave = 0; wave < N / 20; wave++) {
+      const env = envelope();
+      genuine.push(env.id as string);
+      const answers = await Promise.all([
+        ...Array.from({ length: 20 }, (_, i) => post(forged(wave * 20 + i))),
+        post(signDelivery(secret, JSON.stringify(env), { timestampSeconds: seconds() })),
+      ]);
+      expect(answers.map((a) => a.status)).toEqual([...Array(20).fill(401), 200]);
+    }
+    // Another reason is another kind, with its own lines: 8 without the webhook-* headers.
+    for (let i = 0; i < 8; i++) {
+      expect((await fetch(`${url}/webhooks`, { method: 'POST', headers: { 'webhook-id': `msg_bare_${i}` }, body: '{}' })).status).toBe(400);
+    }
+
+    const isForged = (l: Line) => l.outcome === 'rejected:no_valid_signature';
+    const isBare = (l: Line) => l.outcome === 'rejected:missing_header';
+    let forgedLines = refusedLines(r.logs.lines, isForged);
+    expect(forgedLines.warn).toHaveLength(REFUSALS_LOGGED_PER_MINUTE);
+    // Logged as before: the delivery's id, the outcome, the status, at warn.
+    for (const l of forgedLines.warn) {
+      expect(l).toMatchObject({ msg: 'webhook delivery', status: 401, delivery_id: expect.stringMatching(/^msg_forged_\d+$/) });
+      expect(l).not.toHaveProperty('refused_since_last_line');
+    }
+    expect(forgedLines.debug).toHaveLength(N - REFUSALS_LOGGED_PER_MINUTE);
+    expect(refusedLines(r.logs.lines, isBare).warn).toHaveLength(REFUSALS_LOGGED_PER_MINUTE);
+    // Each counted, whatever its line.
+    expect(await counted(url, 'rejected:no_valid_signature')).toBe(N);
+    expect(await counted(url, 'rejected:missing_header')).toBe(8);
+    // The service's deliveries are never throttled.
+    const accepted = r.logs.lines.filter((l) => l.msg === 'webhook delivery' && l.outcome === 'accepted');
+    expect(accepted.map((l) => l.event_id).sort()).toEqual([...genuine].sort());
+    expect(accepted.every((l) => l.level === 30)).toBe(true);
+
+    // A minute later, the next forged one is at warn again and says how many were at debug
+    // meanwhile (or, had the receiver's timer looked first, a count line of its own did).
+    clock.advance(60_000);
+    expect((await post(forged(N))).status).toBe(401);
+    forgedLines = refusedLines(r.logs.lines, isForged);
+    expect(forgedLines.warn).toHaveLength(REFUSALS_LOGGED_PER_MINUTE + 1);
+    expect(sumCounted([...forgedLines.warn, ...forgedLines.counts])).toBe(N - REFUSALS_LOGGED_PER_MINUTE);
+    expect(forgedLines.warn.at(-1)).toMatchObject({ delivery_id: `msg_forged_${N}` });
+    expect(await counted(url, 'rejected:no_valid_signature')).toBe(N + 1);
+
+    // The flood of the other kind stopped: its count is said on a line of its own, by the
+    // receiver's timer or at the latest when it stops.
+    await r.close();
+    const logs = r.logs.lines;
+    r = null;
+    const bare = refusedLines(logs, isBare);
+    expect(bare.counts).toEqual([expect.objectContaining({ level: WARN, outcome: 'rejected:missing_header', status: 400, refused_since_last_line: 8 - REFUSALS_LOGGED_PER_MINUTE })]);
+    expect(sumCounted(bare.warn)).toBe(0);
+  });
+
+  it('requests that make no URL: a few lines a minute per message, every POST counted', async () => {
+    const clock = new ManualClock(Date.now());
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret }, { clock });
+    const { port } = new URL(r.url);
+    const raw = (host: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1');
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString()));
+        socket.on('end', () => resolve(text));
+        socket.on('error', reject);
+        socket.end(`POST /webhooks HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 2\r\n\r\n{}`);
+      });
+    const N = 30;
+    const answers = await Promise.all(Array.from({ length: N }, (_, i) => raw(`bad host ${i}`)));
+    expect(answers.every((a) => a.startsWith('HTTP/1.1 400 '))).toBe(true);
+    expect(await counted(r.url, 'rejected:bad_request')).toBe(N);
+    const isBad = (l: Line) => String(l.msg).startsWith('request refused before routing') || String(l.refused).startsWith('request refused before routing');
+    expect(refusedLines(r.logs.lines, isBad).warn).toHaveLength(REFUSALS_LOGGED_PER_MINUTE);
+    expect(refusedLines(r.logs.lines, isBad).debug).toHaveLength(N - REFUSALS_LOGGED_PER_MINUTE);
+
+    clock.advance(60_000);
+    await r.close();
+    const logs = r.logs.lines;
+    r = null;
+    const bad = refusedLines(logs, isBad);
+    expect(bad.counts).toEqual([expect.objectContaining({ level: WARN, status: 400, refused_since_last_line: N - REFUSALS_LOGGED_PER_MINUTE })]);
+    expect(String(bad.counts[0]?.refused)).toMatch(/^request refused before routing: the Host header/);
+    // Nothing a request said is in the logs: not its Host.
+    expect(JSON.stringify(logs)).not.toContain('bad host');
+  });
+});
