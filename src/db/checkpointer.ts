@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { CACHE_KIB } from './connectionSettings.js';
 import type { FileIdentity } from './openDatabase.js';
 
 /**
@@ -35,6 +36,9 @@ import type { FileIdentity } from './openDatabase.js';
  *     below the bound.
  * `journal_size_limit` on the writing connections then truncates a WAL file
  * left larger than `maxWalBytes` by a burst, at the rewinding writer's commit.
+ *
+ * Between ticks the thread also answers reads the receiver asks of it (OffLoopReads): the counts
+ * of a /metrics scrape, which walk an index, stall this thread rather than the event loop.
  */
 const CHECKPOINTER = `
 const { parentPort, workerData } = require('node:worker_threads');
@@ -47,6 +51,10 @@ if (String(st.dev) !== workerData.dev || String(st.ino) !== workerData.ino) {
   throw new Error('the database file at ' + workerData.path + ' is no longer the one the receiver opened (moved or replaced since): no checkpoints');
 }
 db.pragma('busy_timeout = ' + workerData.restartWaitMs);
+// The receiver's connections' page cache, not better-sqlite3's 16 MB, and emptied after each read
+// asked here (OffLoopReads, shrink_memory): the job counts of a scrape at 300,000 jobs filled it,
+// +17 MB RSS (120-124 -> 138-141 MB); with both, 116-127 MB, as without the reads.
+db.pragma('cache_size = -' + workerData.cacheKib);
 const pageSize = db.pragma('page_size', { simple: true });
 const maxFrames = Math.max(1, Math.floor(workerData.maxWalBytes / pageSize));
 const catchUpFrames = Math.min(1000, maxFrames);
@@ -128,7 +136,27 @@ const timer = setInterval(() => {
     parentPort.postMessage({ message: String(err && err.message), code: (err && err.code) || null });
   }
 }, workerData.intervalMs);
+// Reads the parent asks for (OffLoopReads): run here, between ticks, so that a statement that walks
+// a large range stalls this thread, not the event loop that answers deliveries. Read-only
+// statements only; each prepared once.
+const reads = new Map();
+function answer(m) {
+  try {
+    let st = reads.get(m.sql);
+    if (!st) {
+      st = db.prepare(m.sql);
+      if (!st.reader) throw new Error('not a read: ' + m.sql);
+      reads.set(m.sql, st);
+    }
+    const rows = st.all();
+    db.pragma('shrink_memory');
+    parentPort.postMessage({ read: { id: m.id, rows } });
+  } catch (err) {
+    parentPort.postMessage({ read: { id: m.id, error: String(err && err.message) } });
+  }
+}
 parentPort.on('message', (m) => {
+  if (m && m.read) return answer(m.read);
   if (m !== 'stop') return;
   clearInterval(timer);
   try { passive(); } catch {}
@@ -146,9 +174,11 @@ export interface CheckpointerOptions {
   restartWaitMs?: number;
   /** While the WAL cannot be reset (WalBlocked), how often the thread says so again. Default 60000. */
   blockedReportMs?: number;
+  /** How long a read asked of the thread (OffLoopReads) may take before the asker reads on its own connection. Default 2000. */
+  readAnswerMs?: number;
 }
 
-export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10, blockedReportMs: 60_000 };
+export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10, blockedReportMs: 60_000, readAnswerMs: 2000 };
 
 /**
  * The WAL is at or over `maxWalBytes` and the checkpoints cannot make the next writer start it
@@ -203,11 +233,13 @@ export function startCheckpointer(
 ): Worker {
   const driver = createRequire(import.meta.url).resolve('better-sqlite3');
   const identity = { dev: String(opened.dev), ino: String(opened.ino) };
-  const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, ...identity, ...opts } });
+  const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, cacheKib: CACHE_KIB, ...identity, ...opts } });
   // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
   // regardless; only the file grows until the next checkpoint. Reported to onProblem.
   worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
-  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked } | { recovered: number }) => {
+  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked } | { recovered: number } | { read: unknown }) => {
+    // Answers to reads are OffLoopReads' (its own listener).
+    if ('read' in m) return;
     if ('walBlocked' in m) onWalBlocked(m.walBlocked);
     else if ('recovered' in m) onProblem({ message: 'checkpoints succeed again', code: null, stopped: false, recovered: m.recovered });
     else onProblem({ message: String(m.message), code: m.code, stopped: false });

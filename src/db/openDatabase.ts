@@ -8,6 +8,7 @@ import { CHECKPOINT_DEFAULTS, onStderr, startCheckpointer, type CheckpointerOpti
 import { configure } from './connectionSettings.js';
 import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './ingestWaitSignal.js';
 import { migrate, readMigrations, refuseUnusable, type Migration } from './migrate.js';
+import { OffLoopReads } from './OffLoopReads.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
 import { ensureDirSync } from '../util/ensureDir.js';
@@ -31,6 +32,11 @@ export interface OpenDatabase {
    * (processing, here or in a `work` process) read it and let ingest go first.
    */
   readonly ingestWait: IngestWaitSignal;
+  /**
+   * Reads run on the checkpointer thread's connection, off the event loop (OffLoopReads): each
+   * answers null when there is no thread (a tool's open, `:memory:`) or it cannot answer in time.
+   */
+  readonly offLoop: OffLoopReads;
   /** The migrations this open applied (none when the schema was current, or with migrate: false). */
   readonly migrated: readonly number[];
   /**
@@ -232,6 +238,7 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
     sqlite,
     ingestSqlite: ingest,
     ingestWait: signal,
+    offLoop: new OffLoopReads(checkpointer, checkpoints.readAnswerMs),
     migrated,
     opened,
     async close() {

@@ -2,6 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { CACHE_KIB } from './connectionSettings.js';
 import { NO_INGEST_WAIT } from './ingestWaitSignal.js';
+import { OffLoopReads } from './OffLoopReads.js';
 import type { OpenDatabase } from './openDatabase.js';
 import { withStatementCache } from './statementCache.js';
 import type { Database } from './schema.js';
@@ -28,6 +29,7 @@ export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDa
     sqlite,
     ingestSqlite: sqlite,
     ingestWait: NO_INGEST_WAIT,
+    offLoop: new OffLoopReads(null, 0),
     migrated: [],
     opened: null,
     async close() {

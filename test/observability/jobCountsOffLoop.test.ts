@@ -1,0 +1,194 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { createApp } from '../../src/app.js';
+import type { CheckpointerOptions } from '../../src/db/checkpointer.js';
+import { loadConfig } from '../../src/config/loadConfig.js';
+import { openDatabase } from '../../src/db/openDatabase.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { cli } from '../cli/helpers.js';
+import { jobSeeder } from '../helpers/jobs.js';
+import { LogCapture, tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+
+const PAST = '2025-01-01T00:00:00.000Z';
+const KINDS = ['process_event', 'fetch_result', 'sink:hook'];
+
+/** A database file of the test's own, migrated, with a sink `hook` in its CONFIG_FILE. */
+function scratch() {
+  const t = tempDir('job-counts-');
+  const path = join(t.dir, 'r.db');
+  const configFile = join(t.dir, 'config.json');
+  writeFileSync(configFile, JSON.stringify({ sinks: [{ name: 'hook', type: 'file', path: join(t.dir, 'hook.ndjson') }] }));
+  onTestFinished(t.cleanup);
+  return { path, configFile };
+}
+
+/**
+ * A real receiver (no workers: the test makes every job change) listening on 127.0.0.1, on the
+ * database at `path`, opened with the checkpointer thread or without (`false`). `countsOnLoop`
+ * records each run of the job-count or quarantine-count statement on the receiver's own two
+ * connections (the loop).
+ */
+async function receiver(path: string, configFile: string, checkpointer: CheckpointerOptions | false) {
+  const config = loadConfig({
+    DATABASE_PATH: path,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'error',
+    HIRING_API_URL: 'http://127.0.0.1:9',
+    HIRING_API_KEY: 'sk-test.unused',
+    WORKER_CONCURRENCY: '0',
+    CONFIG_FILE: configFile,
+    WEBHOOK_SECRET: newSecret(),
+  });
+  const database = openDatabase(path, { checkpointer });
+  const countsOnLoop: string[] = [];
+  for (const conn of [database.sqlite, database.ingestSqlite]) {
+    const prepare = conn.prepare.bind(conn);
+    conn.prepare = ((source: string) => {
+      const st = prepare(source);
+      if (/GROUP BY state, kind|FROM quarantine$/.test(source)) {
+        const [all, get] = [st.all.bind(st), st.get.bind(st)];
+        st.all = ((...args: unknown[]) => {
+          countsOnLoop.push(source);
+          return all(...args);
+        }) as typeof st.all;
+        st.get = ((...args: unknown[]) => {
+          countsOnLoop.push(source);
+          return get(...args);
+        }) as typeof st.get;
+      }
+      return st;
+    }) as typeof conn.prepare;
+  }
+  const app = createApp({ config, database, logger: createLogger('error', new LogCapture()) });
+  const { url } = await app.start();
+  let stopped = false;
+  const stop = async () => {
+    if (!stopped) await app.stop();
+    stopped = true;
+  };
+  onTestFinished(stop);
+  /** receiver_jobs of one GET /metrics, as `state kind` -> n, and receiver_quarantined. */
+  const scrape = async () => {
+    const text = await (await fetch(`${url}/metrics`)).text();
+    const out: Record<string, number> = {};
+    for (const m of text.matchAll(/^receiver_jobs\{state="(\w+)",kind="([^"]+)"\} (\S+)$/gm)) out[`${m[1]} ${m[2]}`] = Number(m[3]);
+    out.quarantined = Number(/^receiver_quarantined (\S+)$/m.exec(text)?.[1]);
+    return out;
+  };
+  return { app, countsOnLoop, scrape, stop };
+}
+
+/** What receiver_jobs must say (every kind's pending, running and dead series, from a GROUP BY of the jobs now), and receiver_quarantined. */
+function expected(w: BetterSqlite3.Database): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const kind of KINDS) for (const state of ['pending', 'running', 'dead']) out[`${state} ${kind}`] = 0;
+  const rows = w.prepare("SELECT state, kind, COUNT(*) AS n FROM jobs WHERE state IN ('pending', 'running', 'dead') GROUP BY state, kind").all() as { state: string; kind: string; n: number }[];
+  for (const r of rows) out[`${r.state} ${r.kind}`] = r.n;
+  out.quarantined = w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get() as number;
+  return out;
+}
+
+/** Migrated by the CLI, with jobs of every state seeded through a connection of the test's own. */
+async function seeded(path: string) {
+  expect((await cli(['migrate'], { DATABASE_PATH: path })).code).toBe(0);
+  const w = new BetterSqlite3(path);
+  onTestFinished(() => {
+    w.close();
+  });
+  const seed = jobSeeder(w);
+  w.transaction(() => {
+    for (let i = 0; i < 3; i++) seed({ kind: 'process_event', event_id: `evt_p${i}`, state: 'pending', run_at: PAST });
+    for (let i = 0; i < 2; i++) seed({ kind: 'fetch_result', event_id: `evt_f${i}`, state: 'pending', run_at: PAST });
+    for (let i = 0; i < 4; i++) seed({ kind: 'sink:hook', event_id: `evt_d${i}`, state: 'dead', run_at: PAST, attempts: 8, last_error: 'HTTP 500' });
+    for (let i = 0; i < 5; i++) seed({ kind: 'process_event', event_id: `evt_x${i}`, state: 'done', run_at: PAST, finished_at: PAST });
+  })();
+  return w;
+}
+
+describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read on the checkpointer thread', () => {
+  it('is exact after every job change (the receiver\'s and the CLI\'s), and the count never runs on the receiver\'s connections', { timeout: 60_000 }, async () => {
+    const { path, configFile } = scratch();
+    const w = await seeded(path);
+    const r = await receiver(path, configFile, { intervalMs: 20 });
+    const env = { DATABASE_PATH: path, CONFIG_FILE: configFile };
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(expected(w)['pending process_event']).toBe(3);
+
+    w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', x'00')").run();
+    expect(await r.scrape()).toMatchObject({ quarantined: 1 });
+
+    // Inserted by another connection, claimed, finished and dead-lettered by the receiver's queue.
+    jobSeeder(w)({ kind: 'fetch_result', event_id: 'evt_f9', state: 'pending', run_at: PAST });
+    expect(await r.scrape()).toEqual(expected(w));
+    const claimed = await r.app.queue.claim('test', 3, [], ['process_event']);
+    expect(claimed).toHaveLength(3);
+    expect(await r.scrape()).toMatchObject({ 'running process_event': 3, 'pending process_event': 0 });
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(await r.app.queue.complete(claimed[0]!)).toBe(true);
+    expect(await r.app.queue.deadLetter(claimed[1]!, 'boom')).toBe(true);
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(expected(w)).toMatchObject({ 'running process_event': 1, 'dead process_event': 1 });
+
+    // The CLI as a child process: retry, discard, prune.
+    expect((await cli(['dead-letters', 'retry', '--kind', 'sink:hook'], env)).code).toBe(0);
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(expected(w)).toMatchObject({ 'pending sink:hook': 4, 'dead sink:hook': 0 });
+    const dead = jobSeeder(w)({ kind: 'sink:hook', event_id: 'evt_d9', state: 'dead', run_at: PAST, attempts: 8 });
+    expect(await r.scrape()).toMatchObject({ 'dead sink:hook': 1 });
+    expect((await cli(['dead-letters', 'discard', '--id', String(dead)], env)).code).toBe(0);
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(expected(w)['dead sink:hook']).toBe(0);
+    const pruned = await cli(['prune', '--older-than', '1h', '--json'], env);
+    expect(pruned.code).toBe(0);
+    // The five seeded long ago; the one finished above stays.
+    expect(w.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'done'").pluck().get()).toBe(1);
+    expect(await r.scrape()).toEqual(expected(w));
+
+    // Every one of those counts was read off the loop.
+    expect(expected(w).quarantined).toBe(1);
+    expect(r.countsOnLoop).toEqual([]);
+  });
+
+  it('counts on the loop, exact, while the thread cannot answer in time, and on the thread again once it can; and without a thread', { timeout: 60_000 }, async () => {
+    const { path, configFile } = scratch();
+    const w = await seeded(path);
+    // A RESTART checkpoint waits up to restartWaitMs for the write lock: with the test holding it,
+    // the thread is held for 10 s at a time, past readAnswerMs.
+    const r = await receiver(path, configFile, { intervalMs: 20, maxWalBytes: 64 * 1024, restartWaitMs: 10_000, readAnswerMs: 300 });
+    expect(await r.scrape()).toEqual(expected(w));
+    expect(r.countsOnLoop).toEqual([]);
+
+    // Past maxWalBytes (2 KB pages: each 4 KB body is three frames), then the write lock held.
+    const fill = w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    w.transaction(() => {
+      for (let i = 0; i < 60; i++) fill.run(Buffer.alloc(4096, i));
+    })();
+    jobSeeder(w)({ kind: 'sink:hook', event_id: 'evt_h1', state: 'pending', run_at: PAST });
+    w.exec('BEGIN IMMEDIATE');
+    let held: Record<string, number> | undefined;
+    for (let i = 0; i < 50 && r.countsOnLoop.length === 0; i++) held = await r.scrape();
+    expect(r.countsOnLoop.length).toBeGreaterThan(0);
+    w.exec('COMMIT');
+    expect(held).toEqual(expected(w));
+    expect(held).toMatchObject({ 'pending sink:hook': 1, quarantined: 60 });
+
+    // Released: the thread answers the read it was late with, then the next ones.
+    let onThread = false;
+    for (let i = 0; i < 50 && !onThread; i++) {
+      const n = r.countsOnLoop.length;
+      expect(await r.scrape()).toEqual(expected(w));
+      onThread = r.countsOnLoop.length === n;
+    }
+    expect(onThread).toBe(true);
+    await r.stop();
+
+    // No thread at all (the database opened without the checkpointer): on the loop, exact.
+    const bare = await receiver(path, configFile, false);
+    expect(await bare.scrape()).toEqual(expected(w));
+    expect(bare.countsOnLoop).toHaveLength(2);
+  });
+});
