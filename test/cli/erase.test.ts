@@ -220,13 +220,14 @@ describe('hiring-receiver erase', () => {
  * processed two days ago (every refusal cleared), its file sink's file beside it; the receiver
  * stopped. `erase` runs the CLI child on it.
  */
-async function erasable(candidates: (typeof ZELDA)[]) {
+async function erasable(candidates: (typeof ZELDA)[], meanwhile?: (p: Awaited<ReturnType<typeof startPair>>) => Promise<void>) {
   const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
   const c = p.sandbox.control;
   const job = c.createJob({ title: 'Forklift Operator' });
   const apps = candidates.map((candidate, i) => c.createApplication({ jobId: job.id, candidate, externalId: `ext-${i}` }));
   for (const a of apps) c.deleteApplication(a.id);
   await p.settle();
+  await meanwhile?.(p);
   await p.receiver.app.fanOut.runUntilIdle();
   await p.receiver.app.stop();
   const dbPath = p.receiver.dbPath;
@@ -251,6 +252,38 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(jose(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readFileSync(sinkFile, 'utf8')).toContain(OTHER.email);
     expect(tracesOf(OTHER)(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
+  it('takes out a quarantined body that spells the domain as typed on a Japanese keyboard (fullwidth letters, an ideographic full stop)', async () => {
+    const TARO = { first_name: 'Tarō', last_name: 'Yamadazawa', email: 'Tarō.Yamada@ｅｘａｍｐｌｅ。jp', phone_number: '+15550122222' };
+    // A signed delivery that could not be parsed: quarantined, named by the address alone (no id in it).
+    const { apps, dbDir, erase } = await erasable([TARO, KEEPER], async (p) => {
+      const body = `{"event_type":"application.created","payload":{"candidate":${JSON.stringify(TARO)}`;
+      expect((await postSigned(p.receiver.url, p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) })).status).toBe(200);
+    });
+    const taro = tracesOf(TARO);
+    const quarantined = () => {
+      const db = new Database(join(dbDir, 'receiver.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      } finally {
+        db.close();
+      }
+    };
+    expect(quarantined()).toBe(1);
+    // The row's address compared as a domain (`example.jp`) and the texts' as text: the row went, the
+    // body stayed, exit 0. The address as a person types it, then as it was stored.
+    for (const typed of ['tarō.yamada@example.jp', TARO.email]) {
+      const dry = await erase(['--email', typed, '--dry-run', '--json']);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(JSON.parse(dry.stdout)).toMatchObject({ applications: [apps[0]!.id], rows: { applications: 1, quarantine: 1 } });
+    }
+    const r = await erase(['--email', 'tarō.yamada@example.jp', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ applications: [apps[0]!.id], rows: { applications: 1, quarantine: 1 } });
+    expect(quarantined()).toBe(0);
+    expect(taro(databaseBytes(dbDir))).toEqual([]);
+    expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
   it('refuses while an ingest-only serve (no workers lock) has the database open, erasing nothing', async () => {
