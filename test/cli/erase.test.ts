@@ -1,7 +1,7 @@
 import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createGzip, gunzipSync } from 'node:zlib';
+import { brotliCompressSync, createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
@@ -330,6 +330,29 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(again.code, again.stderr).toBe(0);
     expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+  }, 60_000);
+
+  it('knows a rotated copy\'s compression by its bytes: a gzipped one not named .gz is rewritten, a brotli one refused', async () => {
+    const { dbDir, sinkFile, erase } = await erasable([ZELDA, KEEPER]);
+    const lines = readFileSync(sinkFile);
+    // Named by their suffix only, both were read as plain text: "0 lines taken out", exit 0, the candidate's lines kept.
+    writeFileSync(`${sinkFile}.1.GZ`, gzipSync(lines));
+    writeFileSync(`${sinkFile}.2.br`, brotliCompressSync(lines));
+    const refused = await erase(['--email', ZELDA.email]);
+    expect(refused.code, refused.stderr).toBe(1);
+    expect(refused.stderr).toContain(`error: erase refused, nothing erased: file sink archive: the rotated copy ${sinkFile}.2.br is compressed in a format this command does not rewrite`);
+    expect(refused.stderr).not.toContain('.1.GZ');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    rmSync(`${sinkFile}.2.br`);
+    const r = await erase(['--email', ZELDA.email, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { file_sinks: { lines: number; rotated: { path: string; lines: number }[] }[] };
+    expect(result.file_sinks[0]!.lines).toBeGreaterThan(0);
+    expect(result.file_sinks[0]!.rotated).toEqual([{ path: `${sinkFile}.1.GZ`, lines: result.file_sinks[0]!.lines }]);
+    const copy = gunzipSync(readFileSync(`${sinkFile}.1.GZ`)).toString();
+    expect(copy).toBe(readFileSync(sinkFile, 'utf8'));
+    expect(zeldaTraces(copy)).toEqual([]);
+    expect(copy).toContain(KEEPER.email);
   }, 60_000);
 
   it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {
