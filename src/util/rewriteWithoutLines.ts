@@ -42,7 +42,7 @@ export async function rewriteWithoutLines(configured: string, drop: (line: strin
   }
   await replaceFile(path, st, opts.stop, async (fd) => {
     const out = async (source: AsyncIterable<Buffer>) => {
-      for await (const b of source) writeSync(fd, b);
+      for await (const b of source) writeAll(fd, b);
     };
     await (gzipped ? pipeline(read(), createGunzip(), kept, createGzip(), out) : pipeline(read(), kept, out));
     // Nothing to take out: the file stays as it was (the temporary copy is removed).
@@ -52,6 +52,20 @@ export async function rewriteWithoutLines(configured: string, drop: (line: strin
 }
 
 const UNCHANGED = Symbol('unchanged');
+
+/**
+ * All of `data` to `fd`. write(2) may write less than it was given and say so by its count, not
+ * by an error (at a file size limit, a quota, a full disk): one writeSync per chunk dropped the
+ * rest of a chunk cut so, and a last one cut renamed a file short of the other candidates' last
+ * lines over the sink's. Written again from there, the next write fails with the cause.
+ */
+function writeAll(fd: number, data: Buffer): void {
+  for (let at = 0; at < data.length; ) {
+    const n = writeSync(fd, data, at);
+    if (n === 0) throw new Error(`wrote 0 of ${data.length - at} bytes`);
+    at += n;
+  }
+}
 
 const discard = async (source: AsyncIterable<Buffer>) => {
   for await (const _ of source);

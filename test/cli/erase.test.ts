@@ -1,11 +1,12 @@
 import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { brotliCompressSync, createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
-import { freePort, idleReceiverEnv, runTs, waitForHttp } from '../helpers/childServer.js';
+import { freePort, idleReceiverEnv, ROOT, runTs, TSX, waitForHttp } from '../helpers/childServer.js';
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
@@ -330,6 +331,30 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(again.code, again.stderr).toBe(0);
     expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+  }, 60_000);
+
+  it('leaves the sink file whole when the rewrite cannot write all of it (a write cut short at the file size limit)', async () => {
+    const { dbDir, sinkFile, env } = await erasable([ZELDA, KEEPER]);
+    const own = statSync(sinkFile).size;
+    expect(own).toBeLessThan(64 * 1024);
+    // The candidate's lines first, then 4.5 MiB of other candidates': the last write is about 0.5 MiB long.
+    appendFileSync(sinkFile, `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`.repeat(4700));
+    const before = readFileSync(sinkFile);
+    // A file size limit (RLIMIT_FSIZE; a quota or a full disk answer alike) inside that last write:
+    // write(2) writes what fits and returns that count, no error; the rest of the buffer was dropped.
+    const limit = before.length - 64 * 1024;
+    const child = spawn('prlimit', [`--fsize=${limit}`, '--', process.execPath, '--import', TSX, `${ROOT}src/cli/main.ts`, 'erase', '--email', ZELDA.email], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code, stderr).toBe(1);
+    expect(stderr).toContain(`error: file sink archive: cannot take the candidate's lines out of ${sinkFile}`);
+    expect(readFileSync(sinkFile).equals(before)).toBe(true);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
   it('knows a rotated copy\'s compression by its bytes: a gzipped one not named .gz is rewritten, a brotli one refused', async () => {
