@@ -357,7 +357,7 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
-  it('knows a rotated copy\'s compression by its bytes: a gzipped one not named .gz is rewritten, a brotli one refused', async () => {
+  it('knows a rotated copy\'s compression by its bytes: a gzipped one not named .gz is rewritten, a brotli one refused, a cut one named in the error', async () => {
     const { dbDir, sinkFile, erase } = await erasable([ZELDA, KEEPER]);
     const lines = readFileSync(sinkFile);
     // Named by their suffix only, both were read as plain text: "0 lines taken out", exit 0, the candidate's lines kept.
@@ -378,6 +378,12 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(copy).toBe(readFileSync(sinkFile, 'utf8'));
     expect(zeldaTraces(copy)).toEqual([]);
     expect(copy).toContain(KEEPER.email);
+    // A gzipped copy cut short (a crash while logrotate compressed it): the error names that copy, the database not erased.
+    writeFileSync(`${sinkFile}.3.gz`, gzipSync(lines).subarray(0, 40));
+    const corrupt = await erase(['--email', KEEPER.email]);
+    expect(corrupt.code, corrupt.stderr).toBe(1);
+    expect(corrupt.stderr).toContain(`error: file sink archive: cannot take the candidate's lines out of ${sinkFile}.3.gz: unexpected end of file`);
+    expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
   it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {

@@ -226,7 +226,8 @@ async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, ad
     } catch (err) {
       const by = stop?.by();
       if (by !== undefined) throw new Interrupted(by, at);
-      throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
+      // The file that failed, not the sink's path "or its rotated copies": a corrupt `.3.gz` among ten was the operator's to find.
+      throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${at}: ${(err as Error).message}`);
     }
     results.push(result);
   }
