@@ -1,11 +1,12 @@
 import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createGzip, gunzipSync } from 'node:zlib';
+import { brotliCompressSync, createGzip, gunzipSync, gzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
-import { freePort, idleReceiverEnv, runTs, waitForHttp } from '../helpers/childServer.js';
+import { freePort, idleReceiverEnv, ROOT, runTs, TSX, waitForHttp } from '../helpers/childServer.js';
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
@@ -220,13 +221,14 @@ describe('hiring-receiver erase', () => {
  * processed two days ago (every refusal cleared), its file sink's file beside it; the receiver
  * stopped. `erase` runs the CLI child on it.
  */
-async function erasable(candidates: (typeof ZELDA)[]) {
+async function erasable(candidates: (typeof ZELDA)[], meanwhile?: (p: Awaited<ReturnType<typeof startPair>>) => Promise<void>) {
   const { p, sinkDir, sinkFile, config } = await pairWithFileSink();
   const c = p.sandbox.control;
   const job = c.createJob({ title: 'Forklift Operator' });
   const apps = candidates.map((candidate, i) => c.createApplication({ jobId: job.id, candidate, externalId: `ext-${i}` }));
   for (const a of apps) c.deleteApplication(a.id);
   await p.settle();
+  await meanwhile?.(p);
   await p.receiver.app.fanOut.runUntilIdle();
   await p.receiver.app.stop();
   const dbPath = p.receiver.dbPath;
@@ -251,6 +253,38 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(jose(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readFileSync(sinkFile, 'utf8')).toContain(OTHER.email);
     expect(tracesOf(OTHER)(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
+  it('takes out a quarantined body that spells the domain as typed on a Japanese keyboard (fullwidth letters, an ideographic full stop)', async () => {
+    const TARO = { first_name: 'Tarō', last_name: 'Yamadazawa', email: 'Tarō.Yamada@ｅｘａｍｐｌｅ。jp', phone_number: '+15550122222' };
+    // A signed delivery that could not be parsed: quarantined, named by the address alone (no id in it).
+    const { apps, dbDir, erase } = await erasable([TARO, KEEPER], async (p) => {
+      const body = `{"event_type":"application.created","payload":{"candidate":${JSON.stringify(TARO)}`;
+      expect((await postSigned(p.receiver.url, p.secret, body, { timestampSeconds: Math.floor(p.clock.now() / 1000) })).status).toBe(200);
+    });
+    const taro = tracesOf(TARO);
+    const quarantined = () => {
+      const db = new Database(join(dbDir, 'receiver.db'), { readonly: true });
+      try {
+        return db.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
+      } finally {
+        db.close();
+      }
+    };
+    expect(quarantined()).toBe(1);
+    // The row's address compared as a domain (`example.jp`) and the texts' as text: the row went, the
+    // body stayed, exit 0. The address as a person types it, then as it was stored.
+    for (const typed of ['tarō.yamada@example.jp', TARO.email]) {
+      const dry = await erase(['--email', typed, '--dry-run', '--json']);
+      expect(dry.code, dry.stderr).toBe(0);
+      expect(JSON.parse(dry.stdout)).toMatchObject({ applications: [apps[0]!.id], rows: { applications: 1, quarantine: 1 } });
+    }
+    const r = await erase(['--email', 'tarō.yamada@example.jp', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ applications: [apps[0]!.id], rows: { applications: 1, quarantine: 1 } });
+    expect(quarantined()).toBe(0);
+    expect(taro(databaseBytes(dbDir))).toEqual([]);
+    expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
   it('refuses while an ingest-only serve (no workers lock) has the database open, erasing nothing', async () => {
@@ -297,6 +331,59 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(again.code, again.stderr).toBe(0);
     expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+  }, 60_000);
+
+  it('leaves the sink file whole when the rewrite cannot write all of it (a write cut short at the file size limit)', async () => {
+    const { dbDir, sinkFile, env } = await erasable([ZELDA, KEEPER]);
+    const own = statSync(sinkFile).size;
+    expect(own).toBeLessThan(64 * 1024);
+    // The candidate's lines first, then 4.5 MiB of other candidates': the last write is about 0.5 MiB long.
+    appendFileSync(sinkFile, `${JSON.stringify({ event: 'filler', pad: 'k'.repeat(1000) })}\n`.repeat(4700));
+    const before = readFileSync(sinkFile);
+    // A file size limit (RLIMIT_FSIZE; a quota or a full disk answer alike) inside that last write:
+    // write(2) writes what fits and returns that count, no error; the rest of the buffer was dropped.
+    const limit = before.length - 64 * 1024;
+    const child = spawn('prlimit', [`--fsize=${limit}`, '--', process.execPath, '--import', TSX, `${ROOT}src/cli/main.ts`, 'erase', '--email', ZELDA.email], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(code, stderr).toBe(1);
+    expect(stderr).toContain(`error: file sink archive: cannot take the candidate's lines out of ${sinkFile}`);
+    expect(readFileSync(sinkFile).equals(before)).toBe(true);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+  }, 60_000);
+
+  it('knows a rotated copy\'s compression by its bytes: a gzipped one not named .gz is rewritten, a brotli one refused, a cut one named in the error', async () => {
+    const { dbDir, sinkFile, erase } = await erasable([ZELDA, KEEPER]);
+    const lines = readFileSync(sinkFile);
+    // Named by their suffix only, both were read as plain text: "0 lines taken out", exit 0, the candidate's lines kept.
+    writeFileSync(`${sinkFile}.1.GZ`, gzipSync(lines));
+    writeFileSync(`${sinkFile}.2.br`, brotliCompressSync(lines));
+    const refused = await erase(['--email', ZELDA.email]);
+    expect(refused.code, refused.stderr).toBe(1);
+    expect(refused.stderr).toContain(`error: erase refused, nothing erased: file sink archive: the rotated copy ${sinkFile}.2.br is compressed in a format this command does not rewrite`);
+    expect(refused.stderr).not.toContain('.1.GZ');
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    rmSync(`${sinkFile}.2.br`);
+    const r = await erase(['--email', ZELDA.email, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const result = JSON.parse(r.stdout) as { file_sinks: { lines: number; rotated: { path: string; lines: number }[] }[] };
+    expect(result.file_sinks[0]!.lines).toBeGreaterThan(0);
+    expect(result.file_sinks[0]!.rotated).toEqual([{ path: `${sinkFile}.1.GZ`, lines: result.file_sinks[0]!.lines }]);
+    const copy = gunzipSync(readFileSync(`${sinkFile}.1.GZ`)).toString();
+    expect(copy).toBe(readFileSync(sinkFile, 'utf8'));
+    expect(zeldaTraces(copy)).toEqual([]);
+    expect(copy).toContain(KEEPER.email);
+    // A gzipped copy cut short (a crash while logrotate compressed it): the error names that copy, the database not erased.
+    writeFileSync(`${sinkFile}.3.gz`, gzipSync(lines).subarray(0, 40));
+    const corrupt = await erase(['--email', KEEPER.email]);
+    expect(corrupt.code, corrupt.stderr).toBe(1);
+    expect(corrupt.stderr).toContain(`error: file sink archive: cannot take the candidate's lines out of ${sinkFile}.3.gz: unexpected end of file`);
+    expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 
   it('streams a gzipped rotated copy (memory does not grow with it), and refuses while a bzip2 one may hold the candidate', async () => {

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const TSX = `${ROOT}node_modules/tsx/dist/loader.mjs`;
+export const TSX = `${ROOT}node_modules/tsx/dist/loader.mjs`;
 
 export interface Child {
   proc: ChildProcess;

@@ -35,6 +35,29 @@ describe('namesAddress', () => {
     expect(namesAddress('MARÍA@EXAMPLE.ORG', 'maría@example.org')).toBe(true);
   });
 
+  it('compares the domain written as a domain: fullwidth letters and dots, a soft hyphen, a trailing dot; not a longer one', () => {
+    const taro = (text: string) => namesAddress(text, 'tarō@example.jp');
+    for (const text of ['{"email":"tarō@ｅｘａｍｐｌｅ.jp"}', 'tarō@example。jp', 'TARŌ@ＥＸＡＭＰＬＥ．ＪＰ', 'tarō@exam\u00adple.jp', 'tarō@example.jp。', 'tarō@example.jp\u200e']) {
+      expect(taro(text), text).toBe(true);
+    }
+    for (const text of ['tarō@example.jp.co', 'tarō@example.jp。co', 'tarō@example.jp\u00adx', 'tarō@example.jp𠮷', 'tarō@ｅｘａｍｐｌｅ.jpn', 'tarō@example.jp-x.com', 'tarō@exampl.jp']) {
+      expect(taro(text), text).toBe(false);
+    }
+    expect(namesAddress('tarō@ｅｘａｍｐｌｅ.jp', 'tarō@ｅｘａｍｐｌｅ.jp')).toBe(true);
+  });
+
+  it('folds a final sigma, and takes a letter outside the BMP before the name for a letter', () => {
+    const cases: [text: string, address: string, names: boolean][] = [
+      ['mailto:ΑΣ@x.gr', 'ασ@x.gr', true],
+      ['mailto:Σ@x.gr', 'σ@x.gr', true],
+      ['𠮷田@example.jp', '田@example.jp', false],
+      ['"田@example.jp"', '田@example.jp', true],
+      ['"an@[192.0.2.1]"', 'an@[192.0.2.1]', true],
+      ['an@[192.0.2.10]', 'an@[192.0.2.1]', false],
+    ];
+    for (const [text, address, names] of cases) expect(namesAddress(text, address), text).toBe(names);
+  });
+
   it('knows an address from a fragment of one', () => {
     expect(['an@example.org', 'a@b'].every(looksLikeAddress)).toBe(true);
     expect(['', ' ', '.org', 'example.org', '@example.org', 'an@', 'an @example.org', 'a@b@c'].some(looksLikeAddress)).toBe(false);

@@ -3,6 +3,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { openElsewhere } from '../../db/openElsewhere.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
+import { copyFormat } from '../../util/copyFormat.js';
 import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
 import { databasePathOf } from '../cliConfig.js';
@@ -174,8 +175,11 @@ interface SinkFileResult {
   not_touched: string[];
 }
 
-/** Compressions of a rotated copy this command cannot rewrite (gzip it can). */
+/** Compressions of a rotated copy this command cannot rewrite (gzip it can), by name. */
 const UNREADABLE_COPY = /\.(bz2|xz|zst|lz4|lzma|z|zip|7z)$/i;
+
+/** A rotated copy this command cannot read lines from: compressed otherwise than with gzip, by its name or its bytes (copyFormat). */
+const unreadableCopy = (copy: string): boolean => UNREADABLE_COPY.test(copy) || copyFormat(copy) === 'other';
 
 /** Copies log rotation left beside a sink's file: its name with a suffix (events.ndjson.1, events.ndjson-20261127.gz). */
 function rotatedCopies(path: string): string[] {
@@ -194,7 +198,7 @@ function unreadableCopies(sinks: readonly SinkConfig[]): string[] {
   const problems: string[] = [];
   for (const sink of sinks) {
     if (sink.type !== 'file') continue;
-    for (const copy of rotatedCopies((sink.options as { path: string }).path).filter((c) => UNREADABLE_COPY.test(c))) {
+    for (const copy of rotatedCopies((sink.options as { path: string }).path).filter(unreadableCopy)) {
       problems.push(
         `file sink ${sink.name}: the rotated copy ${copy} is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it (\`bunzip2 <file>\`, \`unxz <file>\`), run erase again, which then takes them out of it too, and compress it again if you wish`,
       );
@@ -216,13 +220,14 @@ async function eraseFromSinkFiles(sinks: readonly SinkConfig[], s: Selection, ad
       if (existsSync(path)) result.lines = await rewriteWithoutLines(path, names, { dryRun, stop });
       for (const copy of rotatedCopies(path)) {
         at = copy;
-        if (UNREADABLE_COPY.test(copy)) result.not_touched.push(copy);
+        if (unreadableCopy(copy)) result.not_touched.push(copy);
         else result.rotated.push({ path: copy, lines: await rewriteWithoutLines(copy, names, { dryRun, stop }) });
       }
     } catch (err) {
       const by = stop?.by();
       if (by !== undefined) throw new Interrupted(by, at);
-      throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${path} or its rotated copies: ${(err as Error).message}`);
+      // The file that failed, not the sink's path "or its rotated copies": a corrupt `.3.gz` among ten was the operator's to find.
+      throw new CliError(`file sink ${sink.name}: cannot take the candidate's lines out of ${at}: ${(err as Error).message}`);
     }
     results.push(result);
   }
