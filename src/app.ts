@@ -355,10 +355,11 @@ async function stopOnce(r: Receiver): Promise<void> {
   const cutCommits = setTimeout(abandonCommits, Math.max(0, graceEnds - performance.now()));
   await Promise.all([committer.drain(), metricsClosed]);
   clearTimeout(cutCommits);
-  // Nothing more is refused (the servers are closed): the counts no line said yet, said now.
+  // The servers are closed: the counts no line said yet, said now (and a refusal still to come,
+  // a request whose connection the grace cut, at warn: RefusalLog.end).
   clearInterval(run.refusalsTimer ?? undefined);
   run.refusalsTimer = null;
-  r.refusals.sayUnsaid(0);
+  r.refusals.end();
   const left = Math.max(0, graceEnds - performance.now());
   const abortReads = setTimeout(() => processingShutdown.abort(), left);
   sweeps.clearTimer();

@@ -20,6 +20,8 @@ export class RefusalLog {
   private readonly throttle: LogThrottle;
   /** What each kind's count line names: one entry per kind, as bounded as the kinds. */
   private readonly kinds = new Map<string, Record<string, unknown>>();
+  /** Set by end(): no count line comes after it. */
+  private ended = false;
 
   constructor(
     private readonly logger: Logger,
@@ -34,6 +36,9 @@ export class RefusalLog {
    * were at debug since the kind's last warn line).
    */
   refused(kind: string, names: Record<string, unknown>): Record<string, number> | null {
+    // After the stop's count lines: no later line would say this one's count. A few only (the
+    // handlers of the connections the stop cut at SHUTDOWN_GRACE_MS): each at warn.
+    if (this.ended) return {};
     const noted = this.throttle.note(kind, '');
     if (!noted.loud) return null;
     if (!this.kinds.has(kind)) this.kinds.set(kind, names);
@@ -49,5 +54,16 @@ export class RefusalLog {
     for (const k of this.throttle.unsaid(minAgeMs)) {
       this.logger.warn({ ...this.kinds.get(k.group), refused_since_last_line: k.since }, 'more requests refused alike, logged at debug only');
     }
+  }
+
+  /**
+   * At the stop, once the servers are closed: every count not said yet, and each refusal after
+   * this at warn. A connection the stop cuts when SHUTDOWN_GRACE_MS passes ends its request's
+   * handler after the server's close, so its refusal (`body_unreadable`) can come after these
+   * counts: at debug, it was on no line at info or above.
+   */
+  end(): void {
+    this.ended = true;
+    this.sayUnsaid(0);
   }
 }

@@ -1,4 +1,4 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { REFUSALS_LOGGED_PER_MINUTE } from '../../src/observability/RefusalLog.js';
 import { ManualClock } from '../../src/util/clock.js';
@@ -125,5 +125,35 @@ describe('refused requests are logged a few a minute per kind, counted exactly',
     expect(String(bad.counts[0]?.refused)).toMatch(/^request refused before routing: the Host header/);
     // Nothing a request said is in the logs: not its Host.
     expect(JSON.stringify(logs)).not.toContain('bad host');
+  });
+  it('deliveries refused as the stop cuts their connections (SHUTDOWN_GRACE_MS): each on a warn line or in a count, none lost after the count lines of the stop', async () => {
+    r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '100' });
+    const { port } = new URL(r.url);
+    // Forged deliveries whose bodies never finish: 3 of their 100 bytes sent, then nothing.
+    const sockets: Socket[] = [];
+    const N = REFUSALS_LOGGED_PER_MINUTE + 3;
+    for (let i = 0; i < N; i++) {
+      const d = signDelivery(newSecret(), '{}', { msgId: `msg_cut_${i}` });
+      const head = Object.entries(d.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(`POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n${head}Content-Length: 100\r\n\r\n{"x`);
+      sockets.push(socket);
+    }
+    // Every one's handler is reading its body (their bytes are held) before the stop.
+    const inFlight = async () => Number(/^receiver_ingest_body_bytes_in_flight (\d+)/m.exec(await (await fetch(`${r!.url}/metrics`)).text())?.[1] ?? 0);
+    for (let i = 0; i < 200 && (await inFlight()) < 3 * N; i++) await new Promise((res) => setTimeout(res, 10));
+    expect(await inFlight()).toBe(3 * N);
+
+    // The grace passes, the connections are cut, and their handlers answer body_unreadable.
+    await r.close();
+    const logs = r.logs.lines;
+    r = null;
+    for (const s of sockets) s.destroy();
+    const isCut = (l: Line) => l.outcome === 'rejected:body_unreadable';
+    const cut = refusedLines(logs, isCut);
+    expect(cut.warn.length + cut.debug.length).toBe(N);
+    // Every one said: on its own warn line, or in the count of one.
+    expect(cut.warn.length + sumCounted([...cut.warn, ...cut.counts])).toBe(N);
   });
 });
