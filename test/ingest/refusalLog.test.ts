@@ -1,5 +1,7 @@
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { REFUSALS_LOGGED_PER_MINUTE } from '../../src/observability/RefusalLog.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
@@ -155,5 +157,56 @@ describe('refused requests are logged a few a minute per kind, counted exactly',
     expect(cut.warn.length + cut.debug.length).toBe(N);
     // Every one said: on its own warn line, or in the count of one.
     expect(cut.warn.length + sumCounted([...cut.warn, ...cut.counts])).toBe(N);
+  });
+  it("the counts' timer: one from the first listen (serve with METRICS_PORT, work on WORK_METRICS_PORT), cleared by the stop and by a start that fails", async () => {
+    // Every interval the receiver sets, and those it clears (its timers are unref'd: no handle shows them).
+    const set: NodeJS.Timeout[] = [];
+    const cleared = new Set<unknown>();
+    const realSet = globalThis.setInterval;
+    const realClear = globalThis.clearInterval;
+    vi.spyOn(globalThis, 'setInterval').mockImplementation(((fn: () => void, ms?: number) => {
+      const t = realSet(fn, ms);
+      set.push(t);
+      return t;
+    }) as typeof setInterval);
+    vi.spyOn(globalThis, 'clearInterval').mockImplementation(((t?: NodeJS.Timeout) => {
+      cleared.add(t);
+      realClear(t);
+    }) as typeof clearInterval);
+    const running = () => set.filter((t) => !cleared.has(t));
+    try {
+      // serve, its /metrics on a port of its own: two listens, one timer, none once stopped.
+      r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, METRICS_PORT: '0' });
+      expect(running()).toHaveLength(2); // the database file's watch, and the counts'
+      await r.close();
+      r = null;
+      expect(running()).toEqual([]);
+
+      // work: WORK_METRICS_PORT only, then the workers.
+      set.length = 0;
+      r = await startReceiver({ WORKER_CONCURRENCY: '1', WEBHOOK_SECRET: secret }, { listen: false });
+      await r.app.startWorkMetrics(0);
+      await r.app.startWorkers();
+      expect(running().length).toBeGreaterThan(0);
+      await r.close();
+      r = null;
+      expect(running()).toEqual([]);
+
+      // METRICS_PORT taken: the start fails after the webhook port listened, and leaves no timer.
+      const taken = createHttpServer();
+      await new Promise<void>((res) => taken.listen(0, '127.0.0.1', res));
+      try {
+        set.length = 0;
+        const failing = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, METRICS_PORT: String((taken.address() as AddressInfo).port) }, { listen: false });
+        await expect(failing.app.start()).rejects.toThrow(/METRICS_PORT/);
+        expect(set.length).toBeGreaterThan(0);
+        expect(running()).toEqual([]);
+        await failing.close();
+      } finally {
+        await new Promise((res) => taken.close(res));
+      }
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 });
