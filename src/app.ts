@@ -74,7 +74,7 @@ interface RunState extends WorkersLocks {
   refusalsTimer: NodeJS.Timeout | null;
 }
 
-/** How often the counts of refused requests are looked at: said 60 to 65 s after their kind's last line. */
+/** How often the counts of refused requests are looked at: said 60 to 65 s after the first line of their kind's minute. */
 const REFUSAL_COUNTS_CHECK_MS = 5_000;
 
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
