@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -190,5 +190,52 @@ describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read o
     const bare = await receiver(path, configFile, false);
     expect(await bare.scrape()).toEqual(expected(w));
     expect(bare.countsOnLoop).toHaveLength(2);
+  });
+
+  it('keeps checkpointing while scrapes keep the thread reading: the WAL stays near its bound', { timeout: 90_000 }, async () => {
+    const { path, configFile } = scratch();
+    const w = await seeded(path);
+    // Enough dead letters that each count takes the thread tens of ms.
+    const seed = jobSeeder(w);
+    w.transaction(() => {
+      for (let i = 0; i < 120_000; i++) seed({ kind: 'sink:hook', event_id: `evt_b${i}`, state: 'dead', run_at: PAST, attempts: 8 });
+    })();
+    w.pragma('wal_checkpoint(TRUNCATE)');
+    // Like the receiver's own connections: only the checkpointer checkpoints.
+    w.pragma('wal_autocheckpoint = 0');
+    const maxWalBytes = 1024 * 1024;
+    const r = await receiver(path, configFile, { intervalMs: 50, maxWalBytes });
+    expect(await r.scrape()).toEqual(expected(w));
+
+    // Eight scrapers back to back (two Prometheus replicas and a few curl loops, or anyone who
+    // reaches /metrics): the thread always has a count waiting.
+    let writing = true;
+    let scrapes = 0;
+    let scraped = () => {};
+    const scrapers = Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 2000 && writing; i++) {
+        await r.scrape();
+        scrapes++;
+        scraped();
+      }
+    });
+    // 24 MB written by another connection in 20 KB commits, ten between two scrapes' ends, the
+    // WAL's size watched after each.
+    const fill = w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    const body = Buffer.alloc(20_000, 1);
+    const until = performance.now() + 45_000;
+    let largest = 0;
+    for (let i = 0; i < 1200 && performance.now() < until; i++) {
+      fill.run(body);
+      largest = Math.max(largest, statSync(`${path}-wal`).size);
+      if (i % 10 === 9) await new Promise<void>((done) => (scraped = done));
+    }
+    writing = false;
+    await Promise.all(scrapers);
+    expect(scrapes).toBeGreaterThanOrEqual(120);
+    expect(r.countsOnLoop).toEqual([]);
+    // The bound, and what arrives between two ticks with a count between them; without a tick
+    // while reads were queued, 20 MB and more.
+    expect(largest / maxWalBytes).toBeLessThan(6);
   });
 });
