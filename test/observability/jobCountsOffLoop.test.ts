@@ -246,6 +246,22 @@ describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read o
     expect(r.logs.lines.filter((l) => l.msg === 'unhandled error')).toEqual([]);
   });
 
+  it('the thread runs only queries that write nothing: a DELETE ... RETURNING or a PRAGMA asked of it is refused (null)', { timeout: 60_000 }, async () => {
+    const { path } = scratch();
+    const w = await seeded(path);
+    w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', x'00')").run();
+    const database = openDatabase(path, { checkpointer: { intervalMs: 20 } });
+    onTestFinished(() => database.close());
+    expect(await database.offLoop.all('SELECT COUNT(*) AS n FROM quarantine')).toEqual([{ n: 1 }]);
+    // Each returns rows, as a query does (better-sqlite3's `reader`).
+    expect(await database.offLoop.all('DELETE FROM quarantine RETURNING id')).toBeNull();
+    expect(await database.offLoop.all('PRAGMA busy_timeout = 0')).toBeNull();
+    expect(await database.offLoop.all('PRAGMA journal_mode = DELETE')).toBeNull();
+    expect(w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get()).toBe(1);
+    // The thread's own lock wait is the one it was given (restartWaitMs, 10 by default).
+    expect(await database.offLoop.all('SELECT * FROM pragma_busy_timeout')).toEqual([{ timeout: 10 }]);
+  });
+
   it('keeps checkpointing while scrapes keep the thread reading: the WAL stays near its bound', { timeout: 90_000 }, async () => {
     const { path, configFile } = scratch();
     const w = await seeded(path);
