@@ -248,6 +248,12 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
         checkpointer.ref();
         checkpointer.postMessage('stop');
         await exited;
+        // Reads the thread answered before `stop` (OffLoopReads) can reach the loop together with
+        // its exit: their askers (a /metrics scrape whose connection the stop has cut) go on in
+        // the promise jobs after this one, on these connections. One turn of the loop lets them
+        // finish first; closed under them, the scrape logged "unhandled error: The database
+        // connection is not open".
+        await new Promise((next) => setImmediate(next));
       }
       try {
         ingest.close();

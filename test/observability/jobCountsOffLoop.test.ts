@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -31,7 +31,7 @@ function scratch() {
  * records each run of the job-count or quarantine-count statement on the receiver's own two
  * connections (the loop).
  */
-async function receiver(path: string, configFile: string, checkpointer: CheckpointerOptions | false) {
+async function receiver(path: string, configFile: string, checkpointer: CheckpointerOptions | false, env: Record<string, string> = {}) {
   const config = loadConfig({
     DATABASE_PATH: path,
     PORT: '0',
@@ -42,6 +42,7 @@ async function receiver(path: string, configFile: string, checkpointer: Checkpoi
     WORKER_CONCURRENCY: '0',
     CONFIG_FILE: configFile,
     WEBHOOK_SECRET: newSecret(),
+    ...env,
   });
   const database = openDatabase(path, { checkpointer });
   const countsOnLoop: string[] = [];
@@ -63,8 +64,9 @@ async function receiver(path: string, configFile: string, checkpointer: Checkpoi
       return st;
     }) as typeof conn.prepare;
   }
-  const app = createApp({ config, database, logger: createLogger('error', new LogCapture()) });
-  const { url } = await app.start();
+  const logs = new LogCapture();
+  const app = createApp({ config, database, logger: createLogger('error', logs) });
+  const { metricsUrl } = await app.start();
   let stopped = false;
   const stop = async () => {
     if (!stopped) await app.stop();
@@ -73,13 +75,13 @@ async function receiver(path: string, configFile: string, checkpointer: Checkpoi
   onTestFinished(stop);
   /** receiver_jobs of one GET /metrics, as `state kind` -> n, and receiver_quarantined. */
   const scrape = async () => {
-    const text = await (await fetch(`${url}/metrics`)).text();
+    const text = await (await fetch(metricsUrl)).text();
     const out: Record<string, number> = {};
     for (const m of text.matchAll(/^receiver_jobs\{state="(\w+)",kind="([^"]+)"\} (\S+)$/gm)) out[`${m[1]} ${m[2]}`] = Number(m[3]);
     out.quarantined = Number(/^receiver_quarantined (\S+)$/m.exec(text)?.[1]);
     return out;
   };
-  return { app, countsOnLoop, scrape, stop };
+  return { app, database, logs, metricsUrl, countsOnLoop, scrape, stop };
 }
 
 /** What receiver_jobs must say (every kind's pending, running and dead series, from a GROUP BY of the jobs now), and receiver_quarantined. */
@@ -190,5 +192,120 @@ describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read o
     const bare = await receiver(path, configFile, false);
     expect(await bare.scrape()).toEqual(expected(w));
     expect(bare.countsOnLoop).toHaveLength(2);
+  });
+
+  it('a scrape whose counts the thread answers as the receiver stops ends without touching the closed connections', { timeout: 60_000 }, async () => {
+    const { path, configFile } = scratch();
+    const w = await seeded(path);
+    // The thread held in a RESTART (as above), and reads that wait for it rather than time out.
+    const r = await receiver(path, configFile, { intervalMs: 20, maxWalBytes: 64 * 1024, restartWaitMs: 10_000, readAnswerMs: 20_000 }, { METRICS_PORT: '0' });
+    const asked: string[] = [];
+    const all = r.database.offLoop.all.bind(r.database.offLoop);
+    r.database.offLoop.all = (sql: string) => {
+      asked.push(sql);
+      return all(sql);
+    };
+    let closing = false;
+    const close = r.database.close.bind(r.database);
+    r.database.close = () => {
+      closing = true;
+      return close();
+    };
+    const until = async (done: () => boolean, what: string) => {
+      for (let i = 0; i < 1000 && !done(); i++) await new Promise((next) => setTimeout(next, 10));
+      expect(done(), what).toBe(true);
+    };
+
+    const fill = w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    w.transaction(() => {
+      for (let i = 0; i < 60; i++) fill.run(Buffer.alloc(4096, i));
+    })();
+    w.exec('BEGIN IMMEDIATE');
+    // Another connection's checkpoint finds the thread's under way (log -1): the thread is in its RESTART.
+    const probe = new BetterSqlite3(path);
+    onTestFinished(() => {
+      probe.close();
+    });
+    await until(() => (probe.pragma('wal_checkpoint(PASSIVE)') as { log: number }[])[0]!.log === -1, 'the thread in its RESTART');
+
+    const scraping = fetch(r.metricsUrl).then(
+      (res) => res.status,
+      () => 'cut',
+    );
+    await until(() => asked.length === 2, 'both counts asked of the thread');
+    // The stop cuts the scrape's connection (METRICS_PORT), then closes the database: `stop` is
+    // posted to the thread behind the two reads.
+    const stopping = r.stop();
+    await until(() => closing, 'the database closing');
+    w.exec('COMMIT');
+    // The loop held while the thread answers both reads and exits: the answers and the exit
+    // reach it together, as they do when the loop is busy at that moment.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+    await stopping;
+    expect(await scraping).toBe('cut');
+    expect(r.logs.lines.filter((l) => l.msg === 'unhandled error')).toEqual([]);
+  });
+
+  it('the thread runs only queries that write nothing: a DELETE ... RETURNING or a PRAGMA asked of it is refused (null)', { timeout: 60_000 }, async () => {
+    const { path } = scratch();
+    const w = await seeded(path);
+    w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', x'00')").run();
+    const database = openDatabase(path, { checkpointer: { intervalMs: 20 } });
+    onTestFinished(() => database.close());
+    expect(await database.offLoop.all('SELECT COUNT(*) AS n FROM quarantine')).toEqual([{ n: 1 }]);
+    // Each returns rows, as a query does (better-sqlite3's `reader`).
+    expect(await database.offLoop.all('DELETE FROM quarantine RETURNING id')).toBeNull();
+    expect(await database.offLoop.all('PRAGMA busy_timeout = 0')).toBeNull();
+    expect(await database.offLoop.all('PRAGMA journal_mode = DELETE')).toBeNull();
+    expect(w.prepare('SELECT COUNT(*) FROM quarantine').pluck().get()).toBe(1);
+    // The thread's own lock wait is the one it was given (restartWaitMs, 10 by default).
+    expect(await database.offLoop.all('SELECT * FROM pragma_busy_timeout')).toEqual([{ timeout: 10 }]);
+  });
+
+  it('keeps checkpointing while scrapes keep the thread reading: the WAL stays near its bound', { timeout: 90_000 }, async () => {
+    const { path, configFile } = scratch();
+    const w = await seeded(path);
+    // Enough dead letters that each count takes the thread tens of ms.
+    const seed = jobSeeder(w);
+    w.transaction(() => {
+      for (let i = 0; i < 120_000; i++) seed({ kind: 'sink:hook', event_id: `evt_b${i}`, state: 'dead', run_at: PAST, attempts: 8 });
+    })();
+    w.pragma('wal_checkpoint(TRUNCATE)');
+    // Like the receiver's own connections: only the checkpointer checkpoints.
+    w.pragma('wal_autocheckpoint = 0');
+    const maxWalBytes = 1024 * 1024;
+    const r = await receiver(path, configFile, { intervalMs: 50, maxWalBytes });
+    expect(await r.scrape()).toEqual(expected(w));
+
+    // Eight scrapers back to back (two Prometheus replicas and a few curl loops, or anyone who
+    // reaches /metrics): the thread always has a count waiting.
+    let writing = true;
+    let scrapes = 0;
+    let scraped = () => {};
+    const scrapers = Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 2000 && writing; i++) {
+        await r.scrape();
+        scrapes++;
+        scraped();
+      }
+    });
+    // 24 MB written by another connection in 20 KB commits, ten between two scrapes' ends, the
+    // WAL's size watched after each.
+    const fill = w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
+    const body = Buffer.alloc(20_000, 1);
+    const until = performance.now() + 45_000;
+    let largest = 0;
+    for (let i = 0; i < 1200 && performance.now() < until; i++) {
+      fill.run(body);
+      largest = Math.max(largest, statSync(`${path}-wal`).size);
+      if (i % 10 === 9) await new Promise<void>((done) => (scraped = done));
+    }
+    writing = false;
+    await Promise.all(scrapers);
+    expect(scrapes).toBeGreaterThanOrEqual(120);
+    expect(r.countsOnLoop).toEqual([]);
+    // The bound, and what arrives between two ticks with a count between them; without a tick
+    // while reads were queued, 20 MB and more.
+    expect(largest / maxWalBytes).toBeLessThan(6);
   });
 });
