@@ -126,9 +126,12 @@ function checkpoint() {
 }
 // Ticks that failed since the last that went through: the first to go through after them says so.
 let failedTicks = 0;
-let tickedAt = Date.now();
+// When the last tick ran, by the monotonic clock: told by Date.now, a wall clock set back (NTP
+// stepping a restored VM's clock, \`date -s\`) made every tick look not due for as long as the step,
+// and no checkpoint ran meanwhile (checkpointerClockBack.test.ts).
+let tickedAt = performance.now();
 function tick() {
-  tickedAt = Date.now();
+  tickedAt = performance.now();
   try {
     checkpoint();
     if (failedTicks > 0) parentPort.postMessage({ recovered: failedTicks });
@@ -141,7 +144,7 @@ function tick() {
 // A read (below) that ran a tick due meanwhile leaves the timer's next one out, so that the
 // RESTART backoff, counted in ticks, keeps its length in time.
 const timer = setInterval(() => {
-  if (Date.now() - tickedAt >= workerData.intervalMs / 2) tick();
+  if (performance.now() - tickedAt >= workerData.intervalMs / 2) tick();
 }, workerData.intervalMs);
 // Reads the parent asks for (OffLoopReads): run here, between ticks, so that a statement that walks
 // a large range stalls this thread, not the event loop that answers deliveries. Read-only
@@ -151,7 +154,7 @@ const timer = setInterval(() => {
 // a read first runs the tick that is due.
 const reads = new Map();
 function answer(m) {
-  if (Date.now() - tickedAt >= workerData.intervalMs) tick();
+  if (performance.now() - tickedAt >= workerData.intervalMs) tick();
   try {
     let st = reads.get(m.sql);
     if (!st) {

@@ -1,4 +1,4 @@
-import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -331,6 +331,46 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(again.code, again.stderr).toBe(0);
     expect(zeldaTraces(readFileSync(sinkFile, 'utf8'))).toEqual([]);
     expect(readdirSync(sinkDir).sort()).toEqual(['config.json', 'events.ndjson']);
+  }, 60_000);
+
+  it('erase --finish: Ctrl-C or SIGTERM ends it at once by that signal, not once its VACUUM is done (nothing to rewrite there)', async () => {
+    const { dir, cleanup } = tempDir('erase-finish-');
+    onTestFinished(cleanup);
+    const dbPath = join(dir, 'receiver.db');
+    expect((await cli(['migrate'], { DATABASE_PATH: dbPath })).code).toBe(0);
+    // Another connection holds the write lock: the VACUUM waits for it inside SQLite (its busy
+    // timeout, 5 s), where no signal handler runs. With one installed, the signal was taken only
+    // after that wait: the command went on (here to its SQLITE_BUSY, exit 1; on a large file
+    // through its whole VACUUM, exit 0), and said nothing of the signal.
+    const w = new Database(dbPath);
+    onTestFinished(() => {
+      if (w.inTransaction) w.exec('ROLLBACK');
+      w.close();
+    });
+    w.exec('BEGIN IMMEDIATE');
+    const hasOpen = (pid: number, path: string) => {
+      try {
+        return readdirSync(`/proc/${pid}/fd`).some((fd) => {
+          try {
+            return readlinkSync(`/proc/${pid}/fd/${fd}`) === path;
+          } catch {
+            return false;
+          }
+        });
+      } catch {
+        return false;
+      }
+    };
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const child = runTs('src/cli/main.ts', ['erase', '--finish'], { DATABASE_PATH: dbPath });
+      const killer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+      // The database open: the command is past the point where its handlers were installed, at its VACUUM.
+      await until(() => hasOpen(child.proc.pid!, dbPath), 'the command to open the database', 15_000);
+      child.proc.kill(signal);
+      const ended = await child.exited;
+      clearTimeout(killer);
+      expect({ ...ended, stderr: child.stderr.join('') }).toEqual({ code: null, signal, stderr: '' });
+    }
   }, 60_000);
 
   it('leaves the sink file whole when the rewrite cannot write all of it (a write cut short at the file size limit)', async () => {

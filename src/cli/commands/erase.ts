@@ -324,7 +324,10 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
   // Ctrl-C (SIGINT) or SIGTERM stops the rewrite of a file sink's file at its next chunk, its
   // temporary copy removed: ended at once by the signal, that copy (the other candidates' lines)
   // stayed beside the file. The database steps after it are synchronous and run to their end.
-  const stop = o.dryRun ? undefined : stopOnInterrupt();
+  // Not for --finish, which rewrites no file: a handler there only held the signal until its
+  // VACUUM was done (or failed), then dropped it, exit 0 and not a word; ended at once, as
+  // before, the VACUUM is rolled back whole.
+  const stop = o.dryRun || o.finish ? undefined : stopOnInterrupt();
   try {
     const room = o.dryRun ? null : noRoomForVacuum(io, path);
     if (room) throw refused([room]);
