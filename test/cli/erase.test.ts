@@ -1,4 +1,4 @@
-import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -423,6 +423,13 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     const corrupt = await erase(['--email', KEEPER.email]);
     expect(corrupt.code, corrupt.stderr).toBe(1);
     expect(corrupt.stderr).toContain(`error: file sink archive: cannot take the candidate's lines out of ${sinkFile}.3.gz: unexpected end of file`);
+    expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
+    // A rotated copy that cannot be read at all (a symlink to nothing): its sink is named, as for a rewrite that fails.
+    rmSync(`${sinkFile}.3.gz`);
+    symlinkSync(join(dbDir, 'gone'), `${sinkFile}.4`);
+    const dangling = await erase(['--email', KEEPER.email]);
+    expect(dangling.code, dangling.stderr).toBe(1);
+    expect(dangling.stderr).toContain(`error: file sink archive: cannot read the rotated copies of ${sinkFile}: ENOENT`);
     expect(tracesOf(KEEPER)(databaseBytes(dbDir))).toHaveLength(3);
   }, 60_000);
 

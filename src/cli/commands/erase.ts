@@ -198,7 +198,15 @@ function unreadableCopies(sinks: readonly SinkConfig[]): string[] {
   const problems: string[] = [];
   for (const sink of sinks) {
     if (sink.type !== 'file') continue;
-    for (const copy of rotatedCopies((sink.options as { path: string }).path).filter(unreadableCopy)) {
+    const path = (sink.options as { path: string }).path;
+    let unreadable: string[];
+    try {
+      unreadable = rotatedCopies(path).filter(unreadableCopy);
+    } catch (err) {
+      // A rotated copy that cannot be read (a dangling symlink, no permission): said with its sink, as a rewrite's failure is.
+      throw new CliError(`file sink ${sink.name}: cannot read the rotated copies of ${path}: ${(err as Error).message}`);
+    }
+    for (const copy of unreadable) {
       problems.push(
         `file sink ${sink.name}: the rotated copy ${copy} is compressed in a format this command does not rewrite (only gzip), and may hold the candidate's lines: decompress it (\`bunzip2 <file>\`, \`unxz <file>\`), run erase again, which then takes them out of it too, and compress it again if you wish`,
       );
@@ -394,7 +402,10 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       }
       report(io, o, s, rows, files, sinks, checkpoint);
       const late = stop?.by();
-      if (late !== undefined) io.err(`erase: ${late} came once the file sinks were rewritten: the erasure went on to its end (above)`);
+      if (late !== undefined) {
+        const when = files.length > 0 ? 'once the file sinks were rewritten' : 'during the database steps';
+        io.err(`erase: ${late} came ${when}: the erasure went on to its end (above)`);
+      }
       if (s.problems.length > 0) {
         for (const p of s.problems) io.err(`error: erase would be refused: ${p}`);
         return 1;
