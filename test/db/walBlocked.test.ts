@@ -23,6 +23,23 @@ function openWithCheckpointer(opts: { maxWalBytes: number; blockedReportMs: numb
   return { path, database };
 }
 
+/**
+ * Runs a write on a connection of busy_timeout 0 (the ingest connection), retrying the SQLITE_BUSY
+ * of the checkpointer's RESTART, or of its look at the write lock (causeOf), holding the write lock
+ * for a moment, as the ingest committer does on its own timer.
+ */
+async function retryingBusy<T>(write: () => T): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      return write();
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  }
+  throw new Error('the write lock stayed busy');
+}
+
 const gauge = async (metrics: ReturnType<typeof createMetrics>) =>
   Number(/^receiver_sqlite_wal_blocked_seconds (\S+)$/m.exec(await metrics.registry.metrics())?.[1]);
 
@@ -46,18 +63,7 @@ describe('a reader holding an old snapshot on the database', () => {
     const commit = ingest.transaction((n: number) => {
       for (let i = 0; i < n; i++) insert.run(Buffer.alloc(4096, i));
     });
-    /** Commits, retrying the SQLITE_BUSY of a RESTART holding the write lock (as the ingest committer does). */
-    const commitRetrying = async (n: number) => {
-      for (let i = 0; i < 200; i++) {
-        try {
-          return commit.immediate(n);
-        } catch (err) {
-          if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
-          await new Promise((r) => setTimeout(r, 2));
-        }
-      }
-      throw new Error('the write lock stayed busy');
-    };
+    const commitRetrying = (n: number) => retryingBusy(() => commit.immediate(n));
     const waitFor = async (what: () => boolean) => {
       for (let i = 0; i < 250 && !what(); i++) {
         await commitRetrying(1);
@@ -174,7 +180,7 @@ describe('a reader holding an old snapshot on the database', () => {
       // nothing more is committed: every frame can be copied, and only the newer reader stops the reset.
       older.prepare('BEGIN').run();
       older.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
-      for (let i = 0; i < 100; i++) insert.run(Buffer.alloc(4096, i));
+      for (let i = 0; i < 100; i++) await retryingBusy(() => insert.run(Buffer.alloc(4096, i)));
       newer.prepare('BEGIN').run();
       newer.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
       older.prepare('COMMIT').run();
