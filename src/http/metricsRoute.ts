@@ -1,4 +1,4 @@
-import { realpathSync, statSync, statfsSync } from 'node:fs';
+import { statSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Context } from 'hono';
 import type { Statement } from 'better-sqlite3';
@@ -9,6 +9,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { JobKind } from '../queue/jobKinds.js';
 import { oldestUndeliveredAgeMs, sinkDisabled } from '../sinks/deliveryRecords.js';
 import type { Clock } from '../util/clock.js';
+import { realPathOf } from '../util/realPath.js';
 
 export interface MetricsRouteDeps {
   config: Config;
@@ -89,11 +90,3 @@ export function createMetricsRoute({ config, database, clock, metrics, pausedStm
   };
 }
 
-/** The path with its symlinks resolved, as SQLite opens it; the path itself if that cannot be told. */
-function realPathOf(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
-  }
-}
