@@ -13,9 +13,6 @@ export function canonicalAddress(address: string): string {
   return `${a.slice(0, at + 1)}${canonicalDomain(a.slice(at + 1))}`;
 }
 
-/** Whether two addresses are the same one (canonicalAddress). */
-export const sameAddress = (a: string, b: string): boolean => canonicalAddress(a) === canonicalAddress(b);
-
 /**
  * Whether a text names the email `address`: as a whole address, not as the end of a longer one
  * (`an@example.org` is not named by `joan@example.org`, nor by `an@example.org.uk`), ignoring case

@@ -308,7 +308,10 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
 
   const refused = (problems: string[]) => new CliError(problems.map((p) => `erase refused, nothing erased: ${p}`).join('\nerror: '));
   const { sinks, problems: sinkProblems } = configuredSinks(io.env, path);
-  if (sinkProblems.length > 0 && !o.dryRun && !o.finish) throw refused(sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
+  const sinkRefusals = sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`);
+  if (sinkRefusals.length > 0 && !o.dryRun && !o.finish) throw refused(sinkRefusals);
+  // The sinks select() checks the candidate's deliveries against: none known without CONFIG_FILE.
+  const knownSinks = (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks;
 
   let lock: WorkersLock | null = null;
   if (!o.dryRun) {
@@ -355,17 +358,17 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
       let files: SinkFileResult[];
       if (o.dryRun) {
         ({ s, rows } = database.sqlite.transaction(() => {
-          const s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
+          const s = select(sqlite, address, ids, o, now, knownSinks);
           return { s, rows: eachTable(sqlite, s, address, false) };
         })());
-        s.problems.push(...sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`));
+        s.problems.push(...sinkRefusals);
         s.problems.push(...unreadableCopies(sinks));
         files = await eraseFromSinkFiles(sinks, s, address, true);
       } else {
         sqlite.pragma('secure_delete = ON');
         sqlite.exec('BEGIN IMMEDIATE');
         try {
-          s = select(sqlite, address, ids, o, now, (io.env['CONFIG_FILE'] ?? '') === '' ? null : sinks);
+          s = select(sqlite, address, ids, o, now, knownSinks);
           s.problems.push(...unreadableCopies(sinks));
           if (s.problems.length > 0) throw refused(s.problems);
           // The sink files first, while the selection is still in the database: a failure or a crash
