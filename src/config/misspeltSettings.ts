@@ -14,7 +14,8 @@ export const SETTINGS = [
  * Variables whose name is one or two letters from a setting's (WORKER_CONCURENCY, WEBHOOK_SECRETS),
  * or is a setting's in other letter case (webhook_secret): a typo leaves that setting at its default
  * without a word. Only names of 8 letters and more are compared by distance (HOME is two letters
- * from HOST).
+ * from HOST), and only with settings within two letters of their length (no closer distance is
+ * possible otherwise): every variable of the environment is compared, at every start and command.
  */
 export function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: string; near: string }[] {
   const known = new Set<string>([...SETTINGS, ...named]);
@@ -22,7 +23,7 @@ export function misspeltSettings(env: Env, named: ReadonlySet<string>): { name: 
   for (const name of Object.keys(env)) {
     if (known.has(name)) continue;
     const upper = name.toUpperCase();
-    const near = SETTINGS.find((s) => s === upper) ?? (name.length < 8 ? undefined : SETTINGS.find((s) => s.length >= 8 && editDistance(upper, s) <= 2));
+    const near = SETTINGS.find((s) => s === upper) ?? (name.length < 8 ? undefined : SETTINGS.find((s) => s.length >= 8 && Math.abs(s.length - upper.length) <= 2 && editDistance(upper, s) <= 2));
     if (near) out.push({ name, near });
   }
   return out;

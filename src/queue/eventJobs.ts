@@ -24,12 +24,24 @@ import { JobKind } from './jobKinds.js';
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
 /**
- * The job a new cycle of an (event, kind) pair reuses, in one lookup: its pending job (a running
- * one may be sending an older state: the pair then gets a job of its own after it), else its
- * newest dead one (see REVIVE_DEAD_JOB); none means a new job.
+ * The jobs a new cycle of an (event, kind) pair may reuse: its pending job (a running one may be
+ * sending an older state: the pair then gets a job of its own after it), else its newest dead one
+ * (see REVIVE_DEAD_JOB); none means a new job. A pair has a handful of rows at most, so they are
+ * read whole and pickReusable chooses: an `ORDER BY state = 'pending' DESC, id DESC LIMIT 1`
+ * sorted them in a temp b-tree, which took 14-15 µs per lookup against 3.7-4.4 µs for this
+ * (5,000 lookups on a replayed bench database), a quarter of a replay's queueing.
  */
-const REUSABLE_JOB = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')
-  ORDER BY state = 'pending' DESC, id DESC LIMIT 1`;
+const REUSABLE_JOBS = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')`;
+
+/** Of a pair's pending and dead jobs, the one a new cycle reuses: the pending one, else the newest dead one. */
+export function pickReusable(rows: readonly ReusableJob[]): ReusableJob | undefined {
+  let pick: ReusableJob | undefined;
+  for (const r of rows) {
+    if (r.state === 'pending') return { id: r.id, state: r.state };
+    if (pick === undefined || r.id > pick.id) pick = r;
+  }
+  return pick && { id: pick.id, state: pick.state };
+}
 /**
  * A new cycle for an (event, kind) pair whose job was dead-lettered (a replay, a new revision)
  * runs that job again rather than adding a second: the dead letter would otherwise stay listed
@@ -56,7 +68,7 @@ export const jobsByEventTerm = sql.raw<boolean>(NOT_PROCESS_EVENT);
  */
 export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   const open = sqlite.prepare<[string, string], number>(OPEN_JOB).pluck();
-  const reusable = sqlite.prepare<[string, string], ReusableJob>(REUSABLE_JOB);
+  const reusable = sqlite.prepare<[string, string], ReusableJob>(REUSABLE_JOBS);
   const restart = sqlite.prepare<[string, string, number]>(
     "UPDATE jobs SET run_at = ?, attempts = 0, last_error = NULL, updated_at = ? WHERE id = ? AND state = 'pending'",
   );
@@ -74,8 +86,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
       const id = kind === JobKind.processEvent ? openProcessEvent.get(eventId) : open.get(eventId, kind);
       return id === undefined ? undefined : { id };
     },
-    /** The job a new cycle of the pair reuses (see REUSABLE_JOB). */
-    findReusableJob: (eventId: string, kind: string): ReusableJob | undefined => reusable.get(eventId, kind),
+    /** The job a new cycle of the pair reuses (see REUSABLE_JOBS). */
+    findReusableJob: (eventId: string, kind: string): ReusableJob | undefined => pickReusable(reusable.all(eventId, kind)),
     /** A pending job starts over: due now, with all its attempts (see restartPendingJob). */
     restartPendingJob: (id: number, now: number): void => {
       restart.run(iso(now), iso(now), id);
@@ -120,20 +132,17 @@ export async function dropAnsweredDeadLetters(db: Kysely<Database> | Transaction
   }
 }
 
-/** The job a new cycle of an (event, kind) pair reuses (see REUSABLE_JOB). */
+/** The job a new cycle of an (event, kind) pair reuses (see REUSABLE_JOBS). */
 export async function findReusableJob(db: Kysely<Database> | Transaction<Database>, eventId: string, kind: string): Promise<ReusableJob | undefined> {
-  const row = await db
+  const rows = await db
     .selectFrom('jobs')
     .select(['id', 'state'])
     .where('event_id', '=', eventId)
     .where('kind', '=', kind)
     .where(jobsByEventTerm)
     .where('state', 'in', ['pending', 'dead'])
-    .orderBy(sql`state = 'pending'`, 'desc')
-    .orderBy('id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row as ReusableJob | undefined;
+    .execute();
+  return pickReusable(rows as ReusableJob[]);
 }
 
 /** The pair's dead job `id`, pending again for a new cycle; the pair's other dead jobs deleted (see REVIVE_DEAD_JOB). */

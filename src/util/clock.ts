@@ -19,5 +19,18 @@ export class ManualClock implements Clock {
   }
 }
 
-/** Epoch milliseconds as the ISO 8601 UTC text every table stores (comparable as strings). */
-export const isoTime = (ms: number): string => new Date(ms).toISOString();
+let lastMs = Number.NaN;
+let lastIso = '';
+/**
+ * Epoch milliseconds as the ISO 8601 UTC text every table stores (comparable as strings). The last
+ * one is kept: the writes of one batch share one `now` (a replay's 500 events, a sink batch's 256
+ * messages), each formatting it two or three times. A NaN (never equal to itself) always throws
+ * toISOString's RangeError, as before.
+ */
+export const isoTime = (ms: number): string => {
+  if (ms !== lastMs) {
+    lastIso = new Date(ms).toISOString();
+    lastMs = ms;
+  }
+  return lastIso;
+};
