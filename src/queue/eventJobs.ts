@@ -125,8 +125,14 @@ export interface ReusableJob {
  * The dead jobs of these events' (event, kind) pairs, deleted: their delivery has just been made
  * by a newer job of the pair (the deliveries row says so). Raw SQL on jobs_event (`+state`: see
  * NOT_PROCESS_EVENT), one statement per chunk: it runs with every completed batch of a sink.
+ * When the kind has no dead job at all (the usual case; one seek on jobs_kind_ready, in the
+ * caller's transaction), nothing is looked up per event: the delete's 256 seeks took 0.6 ms of
+ * each file sink batch's completion, under the write lock.
  */
 export async function dropAnsweredDeadLetters(db: Kysely<Database> | Transaction<Database>, kind: string, eventIds: readonly string[]): Promise<void> {
+  if (eventIds.length === 0) return;
+  const anyDead = await sql<{ one: number }>`SELECT 1 AS one FROM jobs WHERE state = 'dead' AND kind = ${kind} LIMIT 1`.execute(db);
+  if (anyDead.rows.length === 0) return;
   for (const chunk of inChunks(eventIds)) {
     await sql`DELETE FROM jobs WHERE event_id IN (${sql.join(chunk)}) AND kind = ${kind} AND ${sql.raw(NOT_PROCESS_EVENT)} AND +state = 'dead'`.execute(db);
   }

@@ -82,6 +82,33 @@ describe('the job a new delivery cycle of an (event, sink) pair reuses', () => {
   });
 });
 
+describe("a sink batch's answered dead letters", () => {
+  it('are looked for per event only when the sink has a dead job at all, and that check is one seek on jobs_kind_ready', async () => {
+    const { sqlite, db, prepared } = migrated();
+    const addJob = (eventId: string, kind: string, state: string) =>
+      sqlite
+        .prepare("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES (?, '{}', ?, ?, ?, '', 1, 1, '', '')")
+        .run(kind, eventId, kind, state);
+    const jobsOf = () => sqlite.prepare('SELECT event_id, kind, state FROM jobs ORDER BY id').all();
+    addJob('evt_1', 'sink:crm', 'done');
+    addJob('evt_1', 'sink:other', 'dead');
+    await dropAnsweredDeadLetters(db, 'sink:crm', ['evt_1']);
+    expect(prepared.filter((s) => /^delete/i.test(s.trim()))).toEqual([]);
+    const check = prepared.find((s) => /^select 1 as one from jobs/i.test(s.trim()))!;
+    expect(planOf(sqlite, check)).toBe('SEARCH jobs USING COVERING INDEX jobs_kind_ready (state=? AND kind=?)');
+    expect(jobsOf()).toHaveLength(2);
+    // With a dead letter of the sink: the batch's events' dead jobs of that sink go, no others.
+    addJob('evt_1', 'sink:crm', 'dead');
+    addJob('evt_2', 'sink:crm', 'dead');
+    await dropAnsweredDeadLetters(db, 'sink:crm', ['evt_1']);
+    expect(jobsOf()).toEqual([
+      { event_id: 'evt_1', kind: 'sink:crm', state: 'done' },
+      { event_id: 'evt_1', kind: 'sink:other', state: 'dead' },
+      { event_id: 'evt_2', kind: 'sink:crm', state: 'dead' },
+    ]);
+  });
+});
+
 describe("one event's dead or waiting jobs are found through jobs_event, not by walking every job of their state and kind", () => {
   it('the deletes of answered dead letters, superseded dead jobs and replaced waiting reads', async () => {
     const { sqlite, db, prepared } = migrated();
@@ -89,6 +116,8 @@ describe("one event's dead or waiting jobs are found through jobs_event, not by 
     // dead letters, and the handlers' own statements.
     preparedJobWrites(sqlite).reviveDeadJob(1, 'evt_1', 'sink:crm', 25, Date.parse('2026-11-21T10:00:00.000Z'));
     await reviveDeadJob(db, 1, 'evt_1', 'sink:crm', 25, Date.parse('2026-11-21T10:00:00.000Z'));
+    // The delete runs only when the kind has a dead job at all (one seek first): here it has.
+    sqlite.exec("INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES ('sink:crm', '{}', 'evt_3', 'sink:crm', 'dead', '', 1, 1, '', '')");
     await dropAnsweredDeadLetters(db, 'sink:crm', ['evt_1', 'evt_2']);
     const statements = [...byEventWithState(prepared), ANSWERED_DEAD_READS, REPLACE_WAITING_READ];
     expect(statements).toHaveLength(5);
