@@ -549,7 +549,7 @@ async function main() {
   }
   const stub = await start('hiring stub', ['bench/servers/hiringStub.mjs'], {}, undefined);
   stubUrl = stub.url;
-  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, opengen, ...(opts.sinkConcurrency === undefined ? {} : { sinkConcurrency: opts.sinkConcurrency }), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
+  const laterCtx = { root: ROOT, tmp, secret: secret.secret, stubUrl, log, opengen, receiverEnv: RECEIVER_ENV, ...(opts.sinkConcurrency === undefined ? {} : { sinkConcurrency: opts.sinkConcurrency }), ...(flags['cpu-prof'] ? { cpuProfDir: join(ROOT, 'bench/results/profiles') } : {}) };
   const results: Results = {
     when: new Date().toISOString(),
     machine,

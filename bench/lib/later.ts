@@ -63,6 +63,8 @@ export interface LaterContext {
   opengen: string | null;
   /** the file sink's `concurrency` in CONFIG_FILE; unset = the kind's default (512 for file: two batches of 256) */
   sinkConcurrency?: number;
+  /** `--receiver-env`: added to these rows' receivers' environments too (a row's own settings, such as its CONFIG_FILE, win) */
+  receiverEnv?: Record<string, string>;
 }
 
 const fileSink = (ctx: LaterContext, name: string, path: string) => ({
@@ -220,6 +222,7 @@ async function startReceiver(ctx: LaterContext, label: string, dbPath: string, e
       HIRING_API_URL: ctx.stubUrl,
       HIRING_API_KEY: 'sk-bench.benchkey',
       LOG_LEVEL: 'info',
+      ...ctx.receiverEnv,
       ...extra,
     },
   });

@@ -22,6 +22,13 @@ export interface BusyRetryOptions {
   ingestWaiting?: () => boolean;
   /** Longest a write lets ingest go first. Default 50 ms. */
   yieldMs?: number;
+  /**
+   * A write outside a transaction found the lock held by another connection, and is about to
+   * wait for it (IngestWaitSignal.workersWaiting: a `replay` lets it in between its batches).
+   */
+  writeWaiting?: () => void;
+  /** That write went through, or gave up (after writeWaiting only). */
+  writeThrough?: () => void;
 }
 
 type QueryCompile = Parameters<NonNullable<Driver['savepoint']>>[2];
@@ -154,18 +161,29 @@ function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions):
       if (retry.inTransaction()) return inner.executeQuery<R>(query);
       // Right before the write, holding the connection. Waiting before taking it instead, reads
       // included, measured about 1 ms worse at p99 at 2,500/s (bench/README.md, "Eighth round").
-      if (!READ_ONLY.test(query.sql)) await letIngestGoFirst(retry);
+      const write = !READ_ONLY.test(query.sql);
+      if (write) await letIngestGoFirst(retry);
       const deadline = performance.now() + retry.waitMs;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await inner.executeQuery<R>(query);
-        } catch (err) {
-          const left = deadline - performance.now();
-          // Only another connection's lock goes away by waiting; SQLITE_LOCKED is this connection's own.
-          if (!isLockHeldElsewhere(err) || retry.inTransaction() || left <= 0) throw err;
-          const delay = Math.min(DELAYS[attempt] ?? LAST_DELAY, left);
-          await new Promise((r) => setTimeout(r, delay));
+      let waited = false;
+      try {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            return await inner.executeQuery<R>(query);
+          } catch (err) {
+            const left = deadline - performance.now();
+            // Only another connection's lock goes away by waiting; SQLITE_LOCKED is this connection's own.
+            if (!isLockHeldElsewhere(err) || retry.inTransaction() || left <= 0) throw err;
+            if (write) {
+              // Said at each try, so it stays fresh (IngestWaitSignal's staleMs) through the longer delays.
+              retry.writeWaiting?.();
+              waited = true;
+            }
+            const delay = Math.min(DELAYS[attempt] ?? LAST_DELAY, left);
+            await new Promise((r) => setTimeout(r, delay));
+          }
         }
+      } finally {
+        if (waited) retry.writeThrough?.();
       }
     },
     streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {

@@ -24,6 +24,14 @@ export interface IngestWaitSignal {
   committed(): void;
   /** Whether an ingest commit is waiting now (it said so within the last `staleMs`). */
   isWaiting(nowMs: number): boolean;
+  /**
+   * A write of the workers (a sink batch's claim or completion, a fold) found the lock held by
+   * another connection at `nowMs`: said in the file's second slot (bytes 8-15), which a `replay`
+   * reads between its batches (see WaitSignalReader).
+   */
+  workersWaiting(nowMs: number): void;
+  /** That write went through (or gave up): the workers wait no more. */
+  workersThrough(): void;
   /** Why this process takes no part although it could (the file could not be opened); for a warning. */
   readonly unavailable?: string;
   close(): void;
@@ -33,7 +41,11 @@ export { INGEST_WAIT_SUFFIX } from './databaseFiles.js';
 const STALE_MS = 50;
 
 /** For ':memory:', and for connections that take no part (the CLI's): nothing to share. */
-export const NO_INGEST_WAIT: IngestWaitSignal = { waiting() {}, committed() {}, isWaiting: () => false, close() {} };
+export const NO_INGEST_WAIT: IngestWaitSignal = { waiting() {}, committed() {}, isWaiting: () => false, workersWaiting() {}, workersThrough() {}, close() {} };
+
+/** Byte offsets of the file's two slots: an ingest commit waiting, the workers waiting. */
+const INGEST_SLOT = 0;
+const WORKERS_SLOT = 8;
 
 /**
  * Opens (or creates) the signal file of the database at `databasePath`, which must exist. Like
@@ -65,13 +77,14 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   const file = fd;
   const buf = Buffer.alloc(8);
   // Whether the file may say "waiting": committed() writes only after a waiting() (and once at
-  // first, to clear what a killed process left), not once per commit.
+  // first, to clear what a killed process left), not once per commit. The same for the workers' slot.
   let said = true;
+  let workersSaid = true;
   let closed = false;
-  const write = (v: number) => {
+  const write = (v: number, slot = INGEST_SLOT) => {
     buf.writeDoubleLE(v, 0);
     try {
-      writeSync(file, buf, 0, 8, 0);
+      writeSync(file, buf, 0, 8, slot);
     } catch {
       // A full disk (the file's first block), an I/O error: nothing durable depends on these
       // 8 bytes, and this runs right after an ingest commit whose deliveries are still to be
@@ -94,10 +107,65 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
       const at = buf.readDoubleLE(0);
       return at > 0 && Math.abs(nowMs - at) < staleMs;
     },
+    workersWaiting(nowMs) {
+      if (closed) return;
+      write(nowMs, WORKERS_SLOT);
+      workersSaid = true;
+    },
+    workersThrough() {
+      if (closed || !workersSaid) return;
+      write(0, WORKERS_SLOT);
+      workersSaid = false;
+    },
     close() {
       if (closed) return;
       closed = true;
       closeSync(file);
+    },
+  };
+}
+
+/** What a process that writes no deliveries (the `replay` CLI) reads of the signal file. */
+export interface WaitSignalReader {
+  /** Whether an ingest commit or the workers of a running receiver wait for the write lock now (said within `staleMs`). */
+  othersWaiting(nowMs: number): boolean;
+  close(): void;
+}
+
+const NOBODY_WAITS: WaitSignalReader = { othersWaiting: () => false, close() {} };
+
+/**
+ * The signal file of the database at `databasePath`, opened to read only: none (nobody waits)
+ * when it does not exist (no receiver ever ran on this database with workers or ingest) or cannot
+ * be opened. Created by nobody here: a CLI command leaves the database's folder as it found it.
+ * A file of 8 bytes (written by a version before the workers' slot) has no workers' slot.
+ */
+export function openWaitSignalReader(databasePath: string, staleMs = STALE_MS): WaitSignalReader {
+  if (databasePath === ':memory:' || databasePath === '') return NOBODY_WAITS;
+  let fd: number;
+  try {
+    fd = openSync(`${realpathSync(databasePath)}${INGEST_WAIT_SUFFIX}`, constants.O_RDONLY);
+  } catch {
+    return NOBODY_WAITS;
+  }
+  const buf = Buffer.alloc(16);
+  let closed = false;
+  return {
+    othersWaiting(nowMs) {
+      if (closed) return false;
+      let n: number;
+      try {
+        n = readSync(fd, buf, 0, 16, 0);
+      } catch {
+        return false;
+      }
+      const fresh = (at: number) => at > 0 && Math.abs(nowMs - at) < staleMs;
+      return (n >= 8 && fresh(buf.readDoubleLE(INGEST_SLOT))) || (n >= 16 && fresh(buf.readDoubleLE(WORKERS_SLOT)));
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      closeSync(fd);
     },
   };
 }

@@ -218,6 +218,8 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
             inTransaction: () => sqlite.inTransaction,
             waitMs: busyTimeoutMs,
             ingestWaiting: () => signal.isWaiting(Date.now()),
+            writeWaiting: () => signal.workersWaiting(Date.now()),
+            writeThrough: () => signal.workersThrough(),
           })
         : new SqliteDialect(dialectConfig),
   });

@@ -1,9 +1,9 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import { INGEST_WAIT_SUFFIX, openIngestWaitSignal, type IngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
+import { INGEST_WAIT_SUFFIX, openIngestWaitSignal, openWaitSignalReader, type IngestWaitSignal, type WaitSignalReader } from '../../src/db/ingestWaitSignal.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { immediateTransaction } from '../../src/queue/JobQueue.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
@@ -109,6 +109,82 @@ describe('the ingest-wait signal between processes', () => {
     expect(database.ingestWait.unavailable).toMatch(/-ingest-wait: .*EISDIR/);
     await sql`INSERT INTO t (v) VALUES (1)`.execute(database.db);
     expect(count(database)).toBe(1);
+  });
+});
+
+describe("the workers' slot, which a replay reads between its batches", () => {
+  function reader(path: string, staleMs?: number): WaitSignalReader {
+    const r = openWaitSignalReader(path, staleMs);
+    opened.push(r);
+    return r;
+  }
+
+  it('says the workers wait to a reader until their write went through, forgets a stale one, and shows an ingest commit waiting too', () => {
+    const path = dbPath();
+    new BetterSqlite3(path).close();
+    const work = signal(path, 50);
+    const replay = reader(path, 50);
+    expect(replay.othersWaiting(1_000_000)).toBe(false);
+    work.workersWaiting(1_000_000);
+    expect(replay.othersWaiting(1_000_010)).toBe(true);
+    // A `work` killed while waiting never says it went through: the value stops counting.
+    expect(replay.othersWaiting(1_000_060)).toBe(false);
+    work.workersWaiting(1_000_100);
+    work.workersThrough();
+    expect(replay.othersWaiting(1_000_101)).toBe(false);
+    // The ingest slot is the first 8 bytes, as before; the workers' the next 8.
+    const serve = signal(path, 50);
+    serve.waiting(1_000_200);
+    expect(replay.othersWaiting(1_000_210)).toBe(true);
+    expect(work.isWaiting(1_000_210)).toBe(true);
+    serve.committed();
+    expect(replay.othersWaiting(1_000_211)).toBe(false);
+  });
+
+  it('a reader creates no file (nobody waits where no receiver ran), and reads a file of 8 bytes (an older receiver) as its ingest slot only', () => {
+    const path = dbPath();
+    new BetterSqlite3(path).close();
+    expect(reader(path).othersWaiting(Date.now())).toBe(false);
+    expect(existsSync(`${path}${INGEST_WAIT_SUFFIX}`)).toBe(false);
+    const older = Buffer.alloc(8);
+    older.writeDoubleLE(2_000_000, 0);
+    writeFileSync(`${path}${INGEST_WAIT_SUFFIX}`, older);
+    const r = reader(path, 50);
+    expect(r.othersWaiting(2_000_010)).toBe(true);
+    expect(r.othersWaiting(2_000_060)).toBe(false);
+    expect(reader(':memory:').othersWaiting(Date.now())).toBe(false);
+  });
+
+  it("a receiver's write that finds the lock held says so until it went through; a read never does", async () => {
+    const path = dbPath();
+    const database = open(path);
+    const replay = reader(path);
+    const other = new BetterSqlite3(path);
+    opened.push(other);
+    other.exec('BEGIN IMMEDIATE');
+    let released = false;
+    try {
+      const write = immediateTransaction(database.db, (t) => sql`INSERT INTO t (v) VALUES (1)`.execute(t), 0);
+      await until(() => replay.othersWaiting(Date.now()));
+      // Said again at each try, so it stays fresh while the write keeps waiting (stale after 50 ms).
+      await new Promise((r) => setTimeout(r, 120));
+      expect(replay.othersWaiting(Date.now())).toBe(true);
+      other.exec('COMMIT');
+      released = true;
+      await write;
+      expect(replay.othersWaiting(Date.now())).toBe(false);
+      expect(count(database)).toBe(1);
+    } finally {
+      if (!released) other.exec('ROLLBACK');
+    }
+    // A read while another connection writes: WAL readers do not wait, and nothing is said.
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      await sql`SELECT COUNT(*) FROM t`.execute(database.db);
+      expect(replay.othersWaiting(Date.now())).toBe(false);
+    } finally {
+      other.exec('ROLLBACK');
+    }
   });
 });
 

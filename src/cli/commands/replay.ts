@@ -11,6 +11,7 @@ import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSin
 import { BATCH, eventPages, selection, type EventSelection, type SelectedEvent } from './replay/eventPages.js';
 import { waitForReplay, type Waited } from './replay/waitForReplay.js';
 import { warnUnknownSource } from '../unknownSource.js';
+import { openWaitSignalReader, type WaitSignalReader } from '../../db/ingestWaitSignal.js';
 
 export interface ReplayOptions extends EventSelection {
   database?: string;
@@ -133,6 +134,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   // (see stoppedLine); a --wait ends at once. A dry run, which changes nothing, ends at once as before.
   const stop = o.dryRun ? undefined : stopOnInterrupt();
   let bar: Bar | null = null;
+  let waitSignal: WaitSignalReader | null = null;
   try {
     if (!o.dryRun) database.sqlite.pragma(`wal_autocheckpoint = ${replayAutocheckpointPages(database.sqlite.pragma('page_size', { simple: true }) as number)}`);
     const { db } = database;
@@ -168,6 +170,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
 
     // Prepared statements, not kysely: it compiled four statements per (event, sink), most of the CLI's time.
     const writes = preparedDeliveryWrites(database.sqlite);
+    waitSignal = o.dryRun ? null : openWaitSignalReader(databasePathOf(io.env, o.database));
     const jobs = preparedJobWrites(database.sqlite);
     // Whether an event has an open process_event job that is not this replay's (see openProcessEventJobs).
     const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
@@ -267,6 +270,8 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         // signal, and the stop came a batch late.
         for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
         if (batch.length < pageSize) break;
+        // A running receiver's writers that wait for the lock go first: see letWaitingWritersIn.
+        if (!o.dryRun) await letWaitingWritersIn(waitSignal);
       }
     } catch (err) {
       // A failure after batches committed (the write lock held past the busy timeout, a full disk):
@@ -343,6 +348,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     stop?.off();
     bar?.stop();
     progress.end();
+    waitSignal?.close();
     await database.close();
   }
 }
@@ -372,6 +378,25 @@ function stoppedLine(cause: string, counts: Counts, processing: boolean, last: S
     `replay: stopped part-way by ${cause}: ${countsParts(counts, processing, 'queued').join('; ')} before it (they stay queued); ` +
     `the last event it went through was received at ${last.received_at} (id ${oneLine(last.id)}): for the rest, run the same command with --after ${shellWord(`${last.received_at}/${last.id}`)}${rest}`
   );
+}
+
+/** Longest a replay holds its next batch back for a running receiver's waiting writers. */
+const LET_IN_MS = 30;
+
+/**
+ * Between two batches, while a running receiver's ingest commit or workers wait for the write
+ * lock (they say so in the database's `-ingest-wait` file: IngestWaitSignal), the replay waits on
+ * 1 ms timers until they got it, `LET_IN_MS` at most (longer than the workers' longest delay
+ * between two tries, 25 ms, so one of their tries falls in it). SQLite has one write lock and no
+ * queue: the replay took the lock again within a few ms of each commit, and the workers' tries on
+ * their timers missed those gaps, so the receiver delivered nothing of a replay until its last
+ * batch was queued, then all of it (bench/README.md, "Thirtieth round"). Letting them in, the
+ * deliveries run beside the queueing. Nothing waits when no receiver runs: one read of 16 bytes.
+ */
+async function letWaitingWritersIn(signal: WaitSignalReader | null): Promise<void> {
+  if (!signal?.othersWaiting(Date.now())) return;
+  const until = performance.now() + LET_IN_MS;
+  while (signal.othersWaiting(Date.now()) && performance.now() < until) await new Promise((r) => setTimeout(r, 1));
 }
 
 /**

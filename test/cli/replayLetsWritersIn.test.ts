@@ -1,0 +1,51 @@
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
+import { tempDir } from '../helpers/receiver.js';
+import { cli, withMigratedDatabase } from './helpers.js';
+
+const { dir, cleanup } = tempDir('receiver-cli-replay-yield-');
+afterAll(cleanup);
+
+/** Jobs a replay queues per transaction (replay/eventPages.ts BATCH), and how long it holds the next back at most (replay.ts LET_IN_MS). */
+const BATCH = 500;
+const LET_IN_MS = 30;
+
+describe('replay beside a running receiver whose writers wait for the lock', { timeout: 60_000 }, () => {
+  it('holds each next batch back while they say they wait (bounded), and queues everything', async () => {
+    await withMigratedDatabase(join(dir, 'yield.db'), async (path, w) => {
+      const events = 4 * BATCH;
+      const insert = w.prepare(
+        `INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope)
+         VALUES (?, 'application.created', 'default', ?, ?, ?, '{}')`,
+      );
+      const at = '2026-11-20T10:00:00.000Z';
+      w.transaction(() => {
+        for (let i = 0; i < events; i++) insert.run(`evt-${i}`, at, at, `msg_${i}`);
+      })();
+      // Every event folded already: `replay --all` queues a process_event job for each, 500 per transaction.
+      w.exec('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)');
+      // A running receiver's workers, retrying a write that keeps finding the lock held: they say
+      // so in the database's -ingest-wait file at each try, as BusyRetrySqliteDialect does.
+      const workers = openIngestWaitSignal(path);
+      workers.workersWaiting(Date.now());
+      const saying = setInterval(() => workers.workersWaiting(Date.now()), 5);
+      let r;
+      try {
+        r = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path });
+      } finally {
+        clearInterval(saying);
+        workers.workersThrough();
+        workers.close();
+      }
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: events, processing: { queued: events } });
+      // Each batch's jobs carry the time it began: the batches came LET_IN_MS apart at least (the
+      // CLI measures its wait on a monotonic clock, these are wall-clock milliseconds: one off).
+      const starts = (w.prepare("SELECT DISTINCT created_at FROM jobs WHERE kind = 'process_event' ORDER BY created_at").pluck().all() as string[]).map(Date.parse);
+      expect(starts).toHaveLength(events / BATCH);
+      const apart = starts.slice(1).map((t, i) => t - starts[i]!);
+      expect(apart.every((ms) => ms >= LET_IN_MS - 1), `batches apart by ${apart.join(', ')} ms`).toBe(true);
+    });
+  });
+});
