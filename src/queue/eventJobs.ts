@@ -24,7 +24,7 @@ import { JobKind } from './jobKinds.js';
 const NOT_PROCESS_EVENT = `kind <> '${JobKind.processEvent}'`;
 const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'running') LIMIT 1`;
 /**
- * The jobs a new cycle of an (event, kind) pair may reuse: its pending job (a running one may be
+ * The jobs a new cycle of an (event, kind) pair may reuse: its newest pending job (a running one may be
  * sending an older state: the pair then gets a job of its own after it), else its newest dead one
  * (see REVIVE_DEAD_JOB); none means a new job. A pair has a handful of rows at most, so they are
  * read whole and pickReusable chooses: an `ORDER BY state = 'pending' DESC, id DESC LIMIT 1`
@@ -33,12 +33,17 @@ const OPEN_JOB = `SELECT id FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_
  */
 const REUSABLE_JOBS = `SELECT id, state FROM jobs WHERE event_id = ? AND kind = ? AND ${NOT_PROCESS_EVENT} AND state IN ('pending', 'dead')`;
 
-/** Of a pair's pending and dead jobs, the one a new cycle reuses: the pending one, else the newest dead one. */
+/**
+ * Of a pair's pending and dead jobs, the one a new cycle reuses: the newest pending one, else the
+ * newest dead one, as the ORDER BY chose. A pair can have two pending jobs (a running one that went
+ * back to pending after the pair got its own); the rows come in no set order (jobs_event's gives
+ * the older first).
+ */
 export function pickReusable(rows: readonly ReusableJob[]): ReusableJob | undefined {
   let pick: ReusableJob | undefined;
   for (const r of rows) {
-    if (r.state === 'pending') return { id: r.id, state: r.state };
-    if (pick === undefined || r.id > pick.id) pick = r;
+    const better = pick === undefined || (r.state === pick.state ? r.id > pick.id : r.state === 'pending');
+    if (better) pick = r;
   }
   return pick && { id: pick.id, state: pick.state };
 }

@@ -80,6 +80,18 @@ describe('the job a new delivery cycle of an (event, sink) pair reuses', () => {
     addJob(sqlite, 'evt_1', 'sink:crm', 'dead');
     expect(await both('evt_1', 'sink:crm')).toEqual({ id: pending, state: 'pending' });
   });
+
+  it("is the pair's newest pending job when it has two (a running one rescheduled after the pair got its own), as the ORDER BY ... id DESC chose", async () => {
+    const { sqlite, db } = migrated();
+    const prepared = preparedJobWrites(sqlite);
+    // The older one was running when a new cycle gave the pair a job of its own, then failed and
+    // went back to pending (JobQueue.reschedule): the pair has two pending jobs.
+    addJob(sqlite, 'evt_1', 'sink:crm', 'pending');
+    const newer = addJob(sqlite, 'evt_1', 'sink:crm', 'pending');
+    addJob(sqlite, 'evt_1', 'sink:crm', 'dead');
+    expect(prepared.findReusableJob('evt_1', 'sink:crm')).toEqual({ id: newer, state: 'pending' });
+    expect(await findReusableJob(db, 'evt_1', 'sink:crm')).toEqual({ id: newer, state: 'pending' });
+  });
 });
 
 describe("a sink batch's answered dead letters", () => {
