@@ -144,8 +144,14 @@ export function openWaitSignalReader(databasePath: string, staleMs = STALE_MS): 
   if (databasePath === ':memory:' || databasePath === '') return NOBODY_WAITS;
   let fd: number;
   try {
-    fd = openSync(`${realpathSync(databasePath)}${INGEST_WAIT_SUFFIX}`, constants.O_RDONLY);
+    // O_NONBLOCK: a FIFO put there would otherwise hold the open (the replay, before its first
+    // batch) until something opened it to write. Only a regular file is read.
+    fd = openSync(`${realpathSync(databasePath)}${INGEST_WAIT_SUFFIX}`, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch {
+    return NOBODY_WAITS;
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
     return NOBODY_WAITS;
   }
   const buf = Buffer.alloc(16);

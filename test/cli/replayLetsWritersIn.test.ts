@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
@@ -46,6 +47,18 @@ describe('replay beside a running receiver whose writers wait for the lock', { t
       expect(starts).toHaveLength(events / BATCH);
       const apart = starts.slice(1).map((t, i) => t - starts[i]!);
       expect(apart.every((ms) => ms >= LET_IN_MS - 1), `batches apart by ${apart.join(', ')} ms`).toBe(true);
+    });
+  });
+
+  it('goes on when the -ingest-wait file is no regular file (a FIFO: opening it to read waited for a writer, for ever)', async () => {
+    await withMigratedDatabase(join(dir, 'fifo.db'), async (path, w) => {
+      const at = '2026-11-20T10:00:00.000Z';
+      w.prepare(`INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope) VALUES ('evt-1', 'application.created', 'default', ?, ?, 'msg_1', '{}')`).run(at, at);
+      w.exec('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)');
+      execFileSync('mkfifo', [`${path}-ingest-wait`]);
+      const r = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path }, 15_000);
+      expect({ code: r.code, signal: r.signal }, r.stderr).toEqual({ code: 0, signal: null });
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: 1, processing: { queued: 1 } });
     });
   });
 });
