@@ -80,6 +80,8 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   // first, to clear what a killed process left), not once per commit. The same for the workers' slot.
   let said = true;
   let workersSaid = true;
+  /** What this process last wrote in the workers' slot: only that is cleared (see workersThrough). */
+  let workersAt = 0;
   let closed = false;
   const write = (v: number, slot = INGEST_SLOT) => {
     buf.writeDoubleLE(v, 0);
@@ -110,12 +112,21 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     workersWaiting(nowMs) {
       if (closed) return;
       write(nowMs, WORKERS_SLOT);
+      workersAt = nowMs;
       workersSaid = true;
     },
     workersThrough() {
       if (closed || !workersSaid) return;
-      write(0, WORKERS_SLOT);
       workersSaid = false;
+      // A `serve` and a `work` on one database share the slot: when another process said it waits
+      // since this one did, its wait goes on, and zeroing the slot would hide it from a replay
+      // until its next try (up to 25 ms later, past the replay's look).
+      try {
+        if (readSync(file, buf, 0, 8, WORKERS_SLOT) === 8 && buf.readDoubleLE(0) !== workersAt) return;
+      } catch {
+        // Unreadable: cleared, as before.
+      }
+      write(0, WORKERS_SLOT);
     },
     close() {
       if (closed) return;

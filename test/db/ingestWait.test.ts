@@ -141,6 +141,26 @@ describe("the workers' slot, which a replay reads between its batches", () => {
     expect(replay.othersWaiting(1_000_211)).toBe(false);
   });
 
+  it("one process's write that went through leaves the slot to another's that still waits (a `serve` and a `work` on one database)", () => {
+    const path = dbPath();
+    new BetterSqlite3(path).close();
+    const serve = signal(path, 50);
+    const work = signal(path, 50);
+    const replay = reader(path, 50);
+    serve.workersWaiting(3_000_000);
+    work.workersWaiting(3_000_005);
+    // serve's write got the lock; work's still waits (and says so again at its next try only).
+    serve.workersThrough();
+    expect(replay.othersWaiting(3_000_010)).toBe(true);
+    work.workersThrough();
+    expect(replay.othersWaiting(3_000_011)).toBe(false);
+    // The last to say it waits is the one whose going through clears the slot.
+    work.workersWaiting(3_000_100);
+    serve.workersWaiting(3_000_105);
+    serve.workersThrough();
+    expect(replay.othersWaiting(3_000_110)).toBe(false);
+  });
+
   it('a reader creates no file (nobody waits where no receiver ran), and reads a file of 8 bytes (an older receiver) as its ingest slot only', () => {
     const path = dbPath();
     new BetterSqlite3(path).close();
