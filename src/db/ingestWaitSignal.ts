@@ -15,7 +15,9 @@ import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, r
  *
  * Eight bytes at offset 0 (a float64 of Unix ms), written and read with pwrite/pread on the
  * page cache: no fsync, nothing durable depends on it. A stale value (a `serve` killed while
- * waiting) stops counting after `staleMs`.
+ * waiting) stops counting after `staleMs`. Bytes 8-15, the workers' slot, say the same of a
+ * write of processing (workersWaiting / workersThrough), for a `replay`, which reads both
+ * between its batches (openWaitSignalReader); a file of 8 bytes (an older version's) has none.
  */
 export interface IngestWaitSignal {
   /** The ingest commit found the lock held by another connection at `nowMs`. */
@@ -25,9 +27,10 @@ export interface IngestWaitSignal {
   /** Whether an ingest commit is waiting now (it said so within the last `staleMs`). */
   isWaiting(nowMs: number): boolean;
   /**
-   * A write of the workers (a sink batch's claim or completion, a fold) found the lock held by
-   * another connection at `nowMs`: said in the file's second slot (bytes 8-15), which a `replay`
-   * reads between its batches (see WaitSignalReader).
+   * A write outside a transaction on this process's kysely connection (the workers': a sink
+   * batch's claim or completion, a fold; any other write there too) found the lock held by another
+   * connection at `nowMs`: said in the file's second slot (bytes 8-15), which a `replay` reads
+   * between its batches (see WaitSignalReader).
    */
   workersWaiting(nowMs: number): void;
   /** That write went through (or gave up): the workers wait no more. */
