@@ -1,0 +1,61 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+
+const { dir, cleanup } = tempDir('receiver-vendor-');
+afterAll(cleanup);
+
+/** `node scripts/bundle-vendor.mjs <dist>`, as `npm run build` runs it after tsc. */
+const bundle = (dist: string) => spawnSync(process.execPath, [`${ROOT}scripts/bundle-vendor.mjs`, dist], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+
+describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000 }, () => {
+  it('points every compiled import of them at the bundles, which work as the packages do', async () => {
+    const dist = join(dir, 'dist');
+    mkdirSync(join(dist, 'db'), { recursive: true });
+    // As tsc writes them: double quotes, one module at the top, one a folder down.
+    writeFileSync(
+      join(dist, 'main.js'),
+      'import { z } from "zod";\nimport { open } from "./db/open.js";\nexport const parsed = z.object({ n: z.number() }).parse({ n: 2 });\nexport const compiled = open();\n',
+    );
+    writeFileSync(
+      join(dist, 'db', 'open.js'),
+      'import { Kysely, SqliteAdapter, DummyDriver, SqliteIntrospector, SqliteQueryCompiler, sql } from "kysely";\n' +
+        'export function open() {\n' +
+        '  const db = new Kysely({ dialect: { createAdapter: () => new SqliteAdapter(), createDriver: () => new DummyDriver(), createIntrospector: (d) => new SqliteIntrospector(d), createQueryCompiler: () => new SqliteQueryCompiler() } });\n' +
+        '  return db.selectFrom("events").select(["id"]).where("id", "=", "evt_1").where(sql`rowid > ${3}`).compile().sql;\n' +
+        '}\n',
+    );
+    const r = bundle(dist);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/kysely, zod bundled in .*vendor; 2 modules point at them/);
+    expect(existsSync(join(dist, 'vendor', 'kysely.js')) && existsSync(join(dist, 'vendor', 'zod.js'))).toBe(true);
+    expect(readFileSync(join(dist, 'main.js'), 'utf8')).toContain('import { z } from "./vendor/zod.js";');
+    expect(readFileSync(join(dist, 'db', 'open.js'), 'utf8')).toContain('} from "../vendor/kysely.js";');
+    const m = (await import(pathToFileURL(join(dist, 'main.js')).href)) as { parsed: unknown; compiled: string };
+    expect(m.parsed).toEqual({ n: 2 });
+    expect(m.compiled).toBe('select "id" from "events" where "id" = ? and rowid > ?');
+  });
+
+  it('fails, naming the module, when one would still load a package of its own copy (a dynamic import)', () => {
+    const dist = join(dir, 'dynamic');
+    mkdirSync(dist, { recursive: true });
+    writeFileSync(join(dist, 'late.js'), 'export const load = () => import("zod");\n');
+    const r = bundle(dist);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe('bundle-vendor: still importing kysely or zod by name: late.js\n');
+  });
+
+  it('is the build\'s second step, here and in the Dockerfile\'s build stage', () => {
+    const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string>; devDependencies: Record<string, string> };
+    expect(pkg.scripts.build).toBe('tsc -p tsconfig.build.json && node scripts/bundle-vendor.mjs');
+    // The wasm build: the image's build stage installs without optional packages, esbuild's native binary among them.
+    expect(pkg.devDependencies).toHaveProperty('esbuild-wasm');
+    const dockerfile = readFileSync(`${ROOT}Dockerfile`, 'utf8');
+    expect(dockerfile.indexOf('COPY scripts/bundle-vendor.mjs ./scripts/bundle-vendor.mjs')).toBeGreaterThan(-1);
+    expect(dockerfile.indexOf('COPY scripts/bundle-vendor.mjs')).toBeLessThan(dockerfile.indexOf('RUN npm run build'));
+  });
+});
