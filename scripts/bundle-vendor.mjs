@@ -25,8 +25,11 @@ const dist = resolve(process.argv[2] ?? join(ROOT, 'dist'));
 const vendor = join(dist, 'vendor');
 
 for (const pkg of PACKAGES) {
+  // `export *` leaves a default export out: zod has one (`import z from 'zod'`), which the bundle
+  // without this line did not provide (a SyntaxError at the start of dist only, never under tsx).
+  const reexport = `export * from '${pkg}';\n` + ('default' in (await import(pkg)) ? `export { default } from '${pkg}';\n` : '');
   await build({
-    stdin: { contents: `export * from '${pkg}';\n`, resolveDir: ROOT, sourcefile: `vendor-${pkg}.js`, loader: 'js' },
+    stdin: { contents: reexport, resolveDir: ROOT, sourcefile: `vendor-${pkg}.js`, loader: 'js' },
     bundle: true,
     format: 'esm',
     platform: 'node',

@@ -49,6 +49,21 @@ describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000
     expect(r.stderr).toBe('bundle-vendor: still importing kysely or zod by name: late.js\n');
   });
 
+  it('exports every name the package does, zod\'s default export among them', async () => {
+    const dist = join(dir, 'names');
+    mkdirSync(dist, { recursive: true });
+    // Typechecks (zod declares its default export) and runs under tsx; from dist it needs the bundle's default.
+    writeFileSync(join(dist, 'main.js'), 'import z from "zod";\nexport const parsed = z.string().parse("a");\n');
+    const r = bundle(dist);
+    expect(r.status, r.stderr).toBe(0);
+    const m = (await import(pathToFileURL(join(dist, 'main.js')).href)) as { parsed: unknown };
+    expect(m.parsed).toBe('a');
+    for (const name of ['kysely', 'zod']) {
+      const bundled = Object.keys((await import(pathToFileURL(join(dist, 'vendor', `${name}.js`)).href)) as object).sort();
+      expect(bundled, name).toEqual(Object.keys((await import(name)) as object).sort());
+    }
+  });
+
   it('is the build\'s second step, here and in the Dockerfile\'s build stage', () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string>; devDependencies: Record<string, string> };
     expect(pkg.scripts.build).toBe('tsc -p tsconfig.build.json && node scripts/bundle-vendor.mjs');
