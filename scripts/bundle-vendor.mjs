@@ -17,6 +17,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ImportType, init, parse } from 'es-module-lexer';
 import { build } from 'esbuild-wasm';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -52,23 +53,46 @@ function modules(dir) {
   return out;
 }
 
-// tsc writes static imports as `from "name";` (and `import "name";`); src has no dynamic import of these.
-const bare = new RegExp(`(\\bfrom\\s*|\\bimport\\s*)(["'])(${PACKAGES.join('|')})\\2`, 'g');
+/** The relative path from `file` to the bundle of `pkg`. */
+function bundlePath(file, pkg) {
+  const target = relative(dirname(file), join(vendor, `${pkg}.js`)).split(sep).join('/');
+  return target.startsWith('.') ? target : `./${target}`;
+}
+
+/** `pkg` when `specifier` names one of PACKAGES or a path inside it (`zod/v4`), else undefined. */
+const packageOf = (specifier) => PACKAGES.find((p) => specifier === p || specifier.startsWith(`${p}/`));
+
+// The imports found by a lexer (es-module-lexer, what Vite rewrites bare imports with), not a
+// regular expression over the text: a string or a comment holding `from "zod"` or 'kysely' is
+// neither rewritten nor taken for an import, and `export * as x from`, a template literal's
+// dynamic import are seen as imports.
+await init;
+// A require of either (`require('zod')`, `createRequire(url)('zod')`): the lexer sees ES imports only.
+const required = new RegExp(`(?:\\brequire|\\))\\s*\\(\\s*(["'\`])(${PACKAGES.join('|')})(/[^"'\`]*)?\\1`);
 const left = [];
 let rewritten = 0;
 for (const file of modules(dist)) {
   const text = readFileSync(file, 'utf8');
-  const next = text.replace(bare, (_m, head, quote, pkg) => {
-    let target = relative(dirname(file), join(vendor, `${pkg}.js`)).split(sep).join('/');
-    if (!target.startsWith('.')) target = `./${target}`;
-    return `${head}${quote}${target}${quote}`;
-  });
+  const [imports] = parse(text, file);
+  let next = '';
+  let at = 0;
+  let stays = false;
+  for (const i of imports) {
+    const pkg = i.n === undefined ? undefined : packageOf(i.n);
+    if (pkg === undefined) continue;
+    // A static import or export-from of the package itself: `s`..`e` is its name, quotes excluded.
+    // Anything else (a dynamic import, a path inside the package) would load a second copy.
+    if (i.t === ImportType.Static && i.n === pkg && text.slice(i.s, i.e) === pkg) {
+      next += text.slice(at, i.s) + bundlePath(file, pkg);
+      at = i.e;
+    } else stays = true;
+  }
+  next += text.slice(at);
   if (next !== text) {
     writeFileSync(file, next);
     rewritten++;
   }
-  // Any other way of naming them (a dynamic import, a require) would load a second copy.
-  if (new RegExp(`(["'])(${PACKAGES.join('|')})(/[^"']*)?\\1`).test(next)) left.push(relative(dist, file));
+  if (stays || required.test(next)) left.push(relative(dist, file));
 }
 if (left.length > 0) {
   process.stderr.write(`bundle-vendor: still importing ${PACKAGES.join(' or ')} by name: ${left.join(', ')}\n`);

@@ -64,6 +64,41 @@ describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000
     }
   });
 
+  it('rewrites the imports only: strings and comments that name the packages stay as they are and pass', async () => {
+    const dist = join(dir, 'strings');
+    mkdirSync(dist, { recursive: true });
+    const source =
+      'import { z } from \'zod\';\n' +
+      'export { sql } from"kysely";\n' +
+      'export * as k from "kysely";\n' +
+      '// the rows come from "kysely", the schemas from \'zod\'\n' +
+      'export const hint = \'add it: import { z } from "zod"\';\n' +
+      'export const library = \'zod\';\n' +
+      'export const parsed = z.number().parse(1);\n';
+    writeFileSync(join(dist, 'main.js'), source);
+    const r = bundle(dist);
+    expect(r.status, r.stderr).toBe(0);
+    expect(readFileSync(join(dist, 'main.js'), 'utf8')).toBe(
+      source.replace("from 'zod';", "from './vendor/zod.js';").replace('from"kysely"', 'from"./vendor/kysely.js"').replace('k from "kysely"', 'k from "./vendor/kysely.js"'),
+    );
+    const m = (await import(pathToFileURL(join(dist, 'main.js')).href)) as { hint: string; library: string; parsed: unknown; sql: unknown; k: { sql: unknown } };
+    expect([m.hint, m.library, m.parsed]).toEqual(['add it: import { z } from "zod"', 'zod', 1]);
+    expect(m.k.sql).toBe(m.sql);
+  });
+
+  it('fails on every other way of loading them: a template literal\'s dynamic import, a path inside one, a require', () => {
+    const dist = join(dir, 'others');
+    mkdirSync(dist, { recursive: true });
+    writeFileSync(join(dist, 'tick.js'), 'export const load = () => import(`kysely`);\n');
+    writeFileSync(join(dist, 'sub.js'), 'export { z } from "zod/v4";\n');
+    writeFileSync(join(dist, 'req.js'), 'import { createRequire } from "node:module";\nexport const z = createRequire(import.meta.url)("zod");\n');
+    writeFileSync(join(dist, 'fine.js'), 'import { sql } from "kysely";\nexport { sql };\n');
+    const r = bundle(dist);
+    expect(r.status).toBe(1);
+    const [, named] = /^bundle-vendor: still importing kysely or zod by name: (.*)\n$/.exec(r.stderr) ?? [];
+    expect(named?.split(', ').sort()).toEqual(['req.js', 'sub.js', 'tick.js']);
+  });
+
   it('is the build\'s second step, here and in the Dockerfile\'s build stage', () => {
     const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { scripts: Record<string, string>; devDependencies: Record<string, string> };
     expect(pkg.scripts.build).toBe('tsc -p tsconfig.build.json && node scripts/bundle-vendor.mjs');
