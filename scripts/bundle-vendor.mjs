@@ -14,7 +14,8 @@
  * Usage: node scripts/bundle-vendor.mjs [dist folder, default dist]. Fails (exit 1) when a
  * compiled module still imports one of them by name afterwards.
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ImportType, init, parse } from 'es-module-lexer';
@@ -25,7 +26,29 @@ const PACKAGES = ['kysely', 'zod'];
 const dist = resolve(process.argv[2] ?? join(ROOT, 'dist'));
 const vendor = join(dist, 'vendor');
 
+/**
+ * What a bundle is made from: the package's version, esbuild's, and this script. A bundle whose
+ * `<pkg>.key` beside it says the same is kept: esbuild-wasm takes about 5 s for the two, and
+ * `npm start` builds before each start. Any change to one of the three makes it again.
+ */
+const scriptHash = createHash('sha256').update(readFileSync(fileURLToPath(import.meta.url))).digest('hex');
+const versionOf = (pkg) => JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+const keyOf = (pkg) => JSON.stringify({ package: `${pkg}@${versionOf(pkg)}`, esbuild: versionOf('esbuild-wasm'), script: scriptHash });
+const readOrNull = (path) => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
+};
+
+let kept = 0;
 for (const pkg of PACKAGES) {
+  const key = keyOf(pkg);
+  if (readOrNull(join(vendor, `${pkg}.key`)) === key && existsSync(join(vendor, `${pkg}.js`))) {
+    kept++;
+    continue;
+  }
   // `export *` leaves a default export out: zod has one (`import z from 'zod'`), which the bundle
   // without this line did not provide (a SyntaxError at the start of dist only, never under tsx).
   const reexport = `export * from '${pkg}';\n` + ('default' in (await import(pkg)) ? `export { default } from '${pkg}';\n` : '');
@@ -39,6 +62,7 @@ for (const pkg of PACKAGES) {
     legalComments: 'eof',
     logLevel: 'warning',
   });
+  writeFileSync(join(vendor, `${pkg}.key`), key);
 }
 
 /** The compiled modules: every .js under `dist` but the bundles. */
@@ -98,4 +122,4 @@ if (left.length > 0) {
   process.stderr.write(`bundle-vendor: still importing ${PACKAGES.join(' or ')} by name: ${left.join(', ')}\n`);
   process.exit(1);
 }
-process.stdout.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}; ${rewritten} modules point at them\n`);
+process.stdout.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}${kept > 0 ? ` (${kept === PACKAGES.length ? 'both' : kept} kept from the last build: same versions)` : ''}; ${rewritten} modules point at them\n`);

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000
   it('points every compiled import of them at the bundles, which work as the packages do', async () => {
     const dist = join(dir, 'dist');
     mkdirSync(join(dist, 'db'), { recursive: true });
-    // As tsc writes them: double quotes, one module at the top, one a folder down.
+    // One module at the top, one a folder down (tsc keeps the sources' quotes; these use double ones).
     writeFileSync(
       join(dist, 'main.js'),
       'import { z } from "zod";\nimport { open } from "./db/open.js";\nexport const parsed = z.object({ n: z.number() }).parse({ n: 2 });\nexport const compiled = open();\n',
@@ -38,6 +38,18 @@ describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000
     const m = (await import(pathToFileURL(join(dist, 'main.js')).href)) as { parsed: unknown; compiled: string };
     expect(m.parsed).toEqual({ n: 2 });
     expect(m.compiled).toBe('select "id" from "events" where "id" = ? and rowid > ?');
+
+    // The next build (tsc writes the bare imports again) keeps bundles made from the same versions
+    // and script, and makes one again when its key differs (a package upgraded).
+    writeFileSync(join(dist, 'main.js'), 'import { z } from "zod";\nexport const parsed = z.string().parse("x");\n');
+    const zodBefore = statSync(join(dist, 'vendor', 'zod.js')).mtimeMs;
+    writeFileSync(join(dist, 'vendor', 'kysely.key'), '{"package":"kysely@0.0.1"}');
+    const again = bundle(dist);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/bundled in .*vendor \(1 kept from the last build: same versions\); 1 modules point at them/);
+    expect(statSync(join(dist, 'vendor', 'zod.js')).mtimeMs).toBe(zodBefore);
+    expect(readFileSync(join(dist, 'vendor', 'kysely.key'), 'utf8')).toMatch(/^\{"package":"kysely@\d+\.\d+\.\d+","esbuild":"[^"]+","script":"[0-9a-f]{64}"\}$/);
+    expect(readFileSync(join(dist, 'main.js'), 'utf8')).toContain('from "./vendor/zod.js";');
   });
 
   it('fails, naming the module, when one would still load a package of its own copy (a dynamic import)', () => {
