@@ -17,7 +17,8 @@ import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, r
  * page cache: no fsync, nothing durable depends on it. A stale value (a `serve` killed while
  * waiting) stops counting after `staleMs`. Bytes 8-15, the workers' slot, say the same of a
  * write of processing (workersWaiting / workersThrough), for a `replay`, which reads both
- * between its batches (openWaitSignalReader); a file of 8 bytes (an older version's) has none.
+ * between its batches (openWaitSignalReader); a file of 8 bytes (an older version's) has none
+ * until a process of this version opens it, which extends it to 16.
  */
 export interface IngestWaitSignal {
   /** The ingest commit found the lock held by another connection at `nowMs`. */
@@ -49,6 +50,7 @@ export const NO_INGEST_WAIT: IngestWaitSignal = { waiting() {}, committed() {}, 
 /** Byte offsets of the file's two slots: an ingest commit waiting, the workers waiting. */
 const INGEST_SLOT = 0;
 const WORKERS_SLOT = 8;
+const FILE_BYTES = 16;
 
 /**
  * Opens (or creates) the signal file of the database at `databasePath`, which must exist. Like
@@ -67,12 +69,11 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     fd = openSync(`${real}${INGEST_WAIT_SUFFIX}`, constants.O_RDWR | constants.O_CREAT, mode);
     // A new file gets the umask's cut of `mode`; SQLite sets its own files back to the database's mode too.
     const created = fstatSync(fd);
-    if (created.size === 0) {
-      if ((created.mode & 0o777) !== mode) fchmodSync(fd, mode);
-      // Its 8 bytes from the start (0: nobody waiting). Extended, not written: another process
-      // that opened it meanwhile may already have said it is waiting.
-      ftruncateSync(fd, 8);
-    }
+    if (created.size === 0 && (created.mode & 0o777) !== mode) fchmodSync(fd, mode);
+    // Its 16 bytes, both slots, from the start (0: nobody waiting); an older version's 8 bytes
+    // get the workers' slot. Extended, not written: another process that opened it meanwhile
+    // may already have said it is waiting.
+    if (created.size < FILE_BYTES) ftruncateSync(fd, FILE_BYTES);
   } catch (err) {
     if (fd !== undefined) closeSync(fd);
     return { ...NO_INGEST_WAIT, unavailable: `${databasePath}${INGEST_WAIT_SUFFIX}: ${(err as Error).message}` };
@@ -80,9 +81,10 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   const file = fd;
   const buf = Buffer.alloc(8);
   // Whether the file may say "waiting": committed() writes only after a waiting() (and once at
-  // first, to clear what a killed process left), not once per commit. The same for the workers' slot.
+  // first, to clear what a killed process left), not once per commit. workersThrough() writes only
+  // after a workersWaiting(): what a killed process left in that slot stops counting after staleMs.
   let said = true;
-  let workersSaid = true;
+  let workersSaid = false;
   /** What this process last wrote in the workers' slot: only that is cleared (see workersThrough). */
   let workersAt = 0;
   let closed = false;

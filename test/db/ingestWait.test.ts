@@ -73,8 +73,8 @@ describe('the ingest-wait signal between processes', () => {
     new BetterSqlite3(path).close();
     const serve = signal(path, 50);
     const work = signal(path, 50);
-    // Its documented 8 bytes (0: nobody waiting) from the start.
-    expect(readFileSync(`${path}${INGEST_WAIT_SUFFIX}`)).toEqual(Buffer.alloc(8));
+    // Its documented 16 bytes (both slots 0: nobody waiting) from the start.
+    expect(readFileSync(`${path}${INGEST_WAIT_SUFFIX}`)).toEqual(Buffer.alloc(16));
     expect(work.isWaiting(1_000_000)).toBe(false);
     serve.waiting(1_000_000);
     expect(work.isWaiting(1_000_010)).toBe(true);
@@ -83,6 +83,19 @@ describe('the ingest-wait signal between processes', () => {
     serve.waiting(1_000_100);
     serve.committed();
     expect(work.isWaiting(1_000_101)).toBe(false);
+  });
+
+  it("extends an older version's file of 8 bytes to 16, its ingest slot as it was, and writes the workers' slot after it", () => {
+    const path = dbPath();
+    new BetterSqlite3(path).close();
+    const older = Buffer.alloc(8);
+    older.writeDoubleLE(1_000_000, 0);
+    writeFileSync(`${path}${INGEST_WAIT_SUFFIX}`, older);
+    const work = signal(path, 50);
+    expect(readFileSync(`${path}${INGEST_WAIT_SUFFIX}`)).toEqual(Buffer.concat([older, Buffer.alloc(8)]));
+    expect(work.isWaiting(1_000_010)).toBe(true);
+    work.workersWaiting(1_000_020);
+    expect(readFileSync(`${path}${INGEST_WAIT_SUFFIX}`).readDoubleLE(8)).toBe(1_000_020);
   });
 
   it('sits beside the real file with the database\'s permissions, as SQLite\'s -wal and -shm do', () => {
