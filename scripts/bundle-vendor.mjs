@@ -15,7 +15,7 @@
  * compiled module still imports one of them by name afterwards.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ImportType, init, parse } from 'es-module-lexer';
@@ -49,6 +49,9 @@ for (const pkg of PACKAGES) {
     kept++;
     continue;
   }
+  // The old key goes first: a build that fails or is stopped halfway leaves no key, where the old
+  // one would vouch for a half-written bundle once the versions are those of that key again.
+  rmSync(join(vendor, `${pkg}.key`), { force: true });
   // `export *` leaves a default export out: zod has one (`import z from 'zod'`), which the bundle
   // without this line did not provide (a SyntaxError at the start of dist only, never under tsx).
   const reexport = `export * from '${pkg}';\n` + ('default' in (await import(pkg)) ? `export { default } from '${pkg}';\n` : '');

@@ -52,6 +52,17 @@ describe('the build bundles kysely and zod into dist/vendor', { timeout: 180_000
     expect(readFileSync(join(dist, 'main.js'), 'utf8')).toContain('from "./vendor/zod.js";');
   });
 
+  it('leaves no key beside a bundle it failed to make again (the old key would vouch for what is there)', () => {
+    const dist = join(dir, 'failed');
+    mkdirSync(join(dist, 'vendor', 'zod.js'), { recursive: true });
+    writeFileSync(join(dist, 'main.js'), 'import { z } from "zod";\nexport const parsed = z.string().parse("x");\n');
+    // A key of other versions: the bundle is made again, and its output path is a folder.
+    writeFileSync(join(dist, 'vendor', 'zod.key'), '{"package":"zod@0.0.1"}');
+    const r = bundle(dist);
+    expect(r.status).not.toBe(0);
+    expect(existsSync(join(dist, 'vendor', 'zod.key'))).toBe(false);
+  });
+
   it('fails, naming the module, when one would still load a package of its own copy (a dynamic import)', () => {
     const dist = join(dir, 'dynamic');
     mkdirSync(dist, { recursive: true });
