@@ -97,14 +97,17 @@ await init;
 // A require of either (`require('zod')`, `createRequire(url)('zod')`): the lexer sees ES imports only.
 const required = new RegExp(`(?:\\brequire|\\))\\s*\\(\\s*(["'\`])(${PACKAGES.join('|')})(/[^"'\`]*)?\\1`);
 const left = [];
-let rewritten = 0;
+/** Modules that import a bundle: rewritten now, or by an earlier run on the same compiled output. */
+let pointing = 0;
 for (const file of modules(dist)) {
   const text = readFileSync(file, 'utf8');
   const [imports] = parse(text, file);
   let next = '';
   let at = 0;
   let stays = false;
+  let points = false;
   for (const i of imports) {
+    if (i.n !== undefined && PACKAGES.some((p) => i.n === bundlePath(file, p))) points = true;
     const pkg = i.n === undefined ? undefined : packageOf(i.n);
     if (pkg === undefined) continue;
     // A static import or export-from of the package itself: `s`..`e` is its name, quotes excluded.
@@ -112,17 +115,16 @@ for (const file of modules(dist)) {
     if (i.t === ImportType.Static && i.n === pkg && text.slice(i.s, i.e) === pkg) {
       next += text.slice(at, i.s) + bundlePath(file, pkg);
       at = i.e;
+      points = true;
     } else stays = true;
   }
   next += text.slice(at);
-  if (next !== text) {
-    writeFileSync(file, next);
-    rewritten++;
-  }
+  if (next !== text) writeFileSync(file, next);
+  if (points) pointing++;
   if (stays || required.test(next)) left.push(relative(dist, file));
 }
 if (left.length > 0) {
   process.stderr.write(`bundle-vendor: still importing ${PACKAGES.join(' or ')} by name: ${left.join(', ')}\n`);
   process.exit(1);
 }
-process.stdout.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}${kept > 0 ? ` (${kept === PACKAGES.length ? 'both' : kept} kept from the last build: same versions)` : ''}; ${rewritten} modules point at them\n`);
+process.stdout.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}${kept > 0 ? ` (${kept === PACKAGES.length ? 'both' : kept} kept from the last build: same versions)` : ''}; ${pointing} modules point at them\n`);
