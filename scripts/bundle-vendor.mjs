@@ -3,13 +3,14 @@
  * The second step of `npm run build`, after tsc: kysely and zod, each bundled into one file in
  * `<dist>/vendor/`, and every compiled module's `from "kysely"` / `from "zod"` pointed at it.
  *
- * Why: Node.js loads an ES module file by file. kysely is 263 files and zod 95, and importing
- * them took 121 ms and 63 ms of every start (the receiver's and each CLI command's: `replay`
- * loads about 510 modules before its first write), against 12 ms and 25 ms bundled (AMD EPYC
- * host, bench/README.md "Thirtieth round"). The bundles are the installed packages' own ESM
- * builds, unchanged (esbuild, no minification); the packages stay dependencies, for their types
- * and licences. esbuild-wasm, not esbuild: the Dockerfile's build stage installs with
- * --ignore-scripts --omit=optional, which leaves esbuild's native binary out.
+ * Why: Node.js loads an ES module file by file. kysely is 263 files and zod 95 (of the 514 that
+ * `replay` loads before its first write), and a bare import of them in a fresh node took 121 ms
+ * and 63 ms, against 12 ms and 25 ms bundled; the receiver answers `/healthz` 282-296 ms after
+ * its spawn against 345-370 ms, a 5,000-event `replay` with no receiver ends in 385-402 ms
+ * against 443-488 ms (AMD EPYC host, bench/README.md "Thirtieth round"). The bundles are the
+ * installed packages' own ESM builds, unchanged (esbuild, no minification); the packages stay
+ * dependencies, for their types and licences. esbuild-wasm, not esbuild: the Dockerfile's build
+ * stage installs with --ignore-scripts --omit=optional, which leaves esbuild's native binary out.
  *
  * Usage: node scripts/bundle-vendor.mjs [dist folder, default dist]. Fails (exit 1) when a
  * compiled module still imports one of them by name afterwards.
