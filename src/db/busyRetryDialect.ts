@@ -8,6 +8,7 @@ import {
   type TransactionSettings,
 } from 'kysely';
 import { isLockHeldElsewhere } from './sqliteHelpers.js';
+import { letWaitersGoFirst } from './ingestWaitSignal.js';
 
 export interface BusyRetryOptions {
   /** Whether the connection is inside a transaction now (better-sqlite3's `inTransaction`). */
@@ -146,10 +147,7 @@ const READ_ONLY = /^\s*select\b/i;
 
 /** While an ingest commit waits for the write lock (IngestWaitSignal), waits on 1 ms timers, `yieldMs` at most. */
 async function letIngestGoFirst(retry: BusyRetryOptions): Promise<void> {
-  const { ingestWaiting } = retry;
-  if (!ingestWaiting?.()) return;
-  const until = performance.now() + (retry.yieldMs ?? 50);
-  while (ingestWaiting() && performance.now() < until) await new Promise((r) => setTimeout(r, 1));
+  if (retry.ingestWaiting) await letWaitersGoFirst(retry.ingestWaiting, retry.yieldMs ?? 50);
 }
 
 function retryingConnection(inner: DatabaseConnection, retry: BusyRetryOptions): DatabaseConnection & { inner: DatabaseConnection } {

@@ -52,6 +52,20 @@ const INGEST_SLOT = 0;
 const WORKERS_SLOT = 8;
 const FILE_BYTES = 16;
 
+/** Whether a slot's value `at` says "waiting" at `nowMs`: set (not 0), and said within `staleMs` (either way: a clock step). */
+const saysWaiting = (at: number, nowMs: number, staleMs: number) => at > 0 && Math.abs(nowMs - at) < staleMs;
+
+/**
+ * While `waiting()` says so, waits on 1 ms timers, `boundMs` at most (the monotonic clock): how a
+ * writer lets those that said they wait for the lock go first. Processing's write before an
+ * ingest commit (BusyRetrySqliteDialect), a `replay` before its next batch (replay.ts).
+ */
+export async function letWaitersGoFirst(waiting: () => boolean, boundMs: number): Promise<void> {
+  if (!waiting()) return;
+  const until = performance.now() + boundMs;
+  while (waiting() && performance.now() < until) await new Promise((r) => setTimeout(r, 1));
+}
+
 /**
  * Opens (or creates) the signal file of the database at `databasePath`, which must exist. Like
  * SQLite's `-wal` and `-shm`, it sits beside the database's real path (symlinks resolved) and
@@ -111,8 +125,7 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
     },
     isWaiting(nowMs) {
       if (closed || readSync(file, buf, 0, 8, 0) < 8) return false;
-      const at = buf.readDoubleLE(0);
-      return at > 0 && Math.abs(nowMs - at) < staleMs;
+      return saysWaiting(buf.readDoubleLE(0), nowMs, staleMs);
     },
     workersWaiting(nowMs) {
       if (closed) return;
@@ -181,8 +194,7 @@ export function openWaitSignalReader(databasePath: string, staleMs = STALE_MS): 
       } catch {
         return false;
       }
-      const fresh = (at: number) => at > 0 && Math.abs(nowMs - at) < staleMs;
-      return (n >= 8 && fresh(buf.readDoubleLE(INGEST_SLOT))) || (n >= 16 && fresh(buf.readDoubleLE(WORKERS_SLOT)));
+      return (n >= 8 && saysWaiting(buf.readDoubleLE(INGEST_SLOT), nowMs, staleMs)) || (n >= 16 && saysWaiting(buf.readDoubleLE(WORKERS_SLOT), nowMs, staleMs));
     },
     close() {
       if (closed) return;

@@ -11,7 +11,7 @@ import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSin
 import { BATCH, eventPages, selection, type EventSelection, type SelectedEvent } from './replay/eventPages.js';
 import { waitForReplay, type Waited } from './replay/waitForReplay.js';
 import { warnUnknownSource } from '../unknownSource.js';
-import { openWaitSignalReader, type WaitSignalReader } from '../../db/ingestWaitSignal.js';
+import { letWaitersGoFirst, openWaitSignalReader, type WaitSignalReader } from '../../db/ingestWaitSignal.js';
 
 export interface ReplayOptions extends EventSelection {
   database?: string;
@@ -126,10 +126,11 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   // a terminal then), progress lines, as the other long commands show them.
   const withBar = io.isTTY && !o.dryRun && !o.json;
   const progress = withBar ? noProgress : progressFor(io, o.progress, { tty: Boolean(o.json) });
-  const targets = resolveTargetSinks(io, o.sink, databasePathOf(io.env, o.database));
+  const databasePath = databasePathOf(io.env, o.database);
+  const targets = resolveTargetSinks(io, o.sink, databasePath);
   const processing = o.processing ?? targets.length === 0;
   // A dry run changes nothing, the database's journal mode included (a backup stays as it is).
-  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  const database = openCliDatabase(databasePath, { readOnly: o.dryRun === true });
   // Ctrl-C or SIGTERM: the batch in flight commits, none after it, and where it stopped is said
   // (see stoppedLine); a --wait ends at once. A dry run, which changes nothing, ends at once as before.
   const stop = o.dryRun ? undefined : stopOnInterrupt();
@@ -170,7 +171,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
 
     // Prepared statements, not kysely: it compiled four statements per (event, sink), most of the CLI's time.
     const writes = preparedDeliveryWrites(database.sqlite);
-    waitSignal = o.dryRun ? null : openWaitSignalReader(databasePathOf(io.env, o.database));
+    waitSignal = o.dryRun ? null : openWaitSignalReader(databasePath);
     const jobs = preparedJobWrites(database.sqlite);
     // Whether an event has an open process_event job that is not this replay's (see openProcessEventJobs).
     const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
@@ -270,8 +271,9 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         // signal, and the stop came a batch late.
         for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
         if (batch.length < pageSize) break;
-        // A running receiver's writers that wait for the lock go first: see letWaitingWritersIn.
-        if (!o.dryRun) await letWaitingWritersIn(waitSignal);
+        // A running receiver's writers that wait for the lock go first: see LET_IN_MS. (None on a dry run.)
+        const signal = waitSignal;
+        if (signal) await letWaitersGoFirst(() => signal.othersWaiting(Date.now()), LET_IN_MS);
       }
     } catch (err) {
       // A failure after batches committed (the write lock held past the busy timeout, a full disk):
@@ -380,24 +382,17 @@ function stoppedLine(cause: string, counts: Counts, processing: boolean, last: S
   );
 }
 
-/** Longest a replay holds its next batch back for a running receiver's waiting writers. */
-const LET_IN_MS = 30;
-
 /**
- * Between two batches, while a running receiver's ingest commit or workers wait for the write
- * lock (they say so in the database's `-ingest-wait` file: IngestWaitSignal), the replay waits on
- * 1 ms timers until they got it, `LET_IN_MS` at most (longer than the workers' longest delay
- * between two tries, 25 ms, so one of their tries falls in it). SQLite has one write lock and no
- * queue: the replay took the lock again within a few ms of each commit, and the workers' tries on
- * their timers missed those gaps, so the receiver delivered nothing of a replay until its last
- * batch was queued, then all of it (bench/README.md, "Thirtieth round"). Letting them in, the
- * deliveries run beside the queueing. Nothing waits when no receiver runs: one read of 16 bytes.
+ * Longest a replay holds its next batch back, between two batches, while a running receiver's
+ * ingest commit or workers wait for the write lock (they say so in the database's `-ingest-wait`
+ * file: IngestWaitSignal): longer than the workers' longest delay between two tries, 25 ms, so
+ * one of their tries falls in it. SQLite has one write lock and no queue: the replay took the lock
+ * again within a few ms of each commit, and the workers' tries on their timers missed those gaps,
+ * so the receiver delivered nothing of a replay until its last batch was queued, then all of it
+ * (bench/README.md, "Thirtieth round"). Letting them in, the deliveries run beside the queueing.
+ * Nothing waits when no receiver runs: one read of 16 bytes.
  */
-async function letWaitingWritersIn(signal: WaitSignalReader | null): Promise<void> {
-  if (!signal?.othersWaiting(Date.now())) return;
-  const until = performance.now() + LET_IN_MS;
-  while (signal.othersWaiting(Date.now()) && performance.now() < until) await new Promise((r) => setTimeout(r, 1));
-}
+const LET_IN_MS = 30;
 
 /**
  * Runs `work` in a BEGIN IMMEDIATE transaction on the connection. Each batch
