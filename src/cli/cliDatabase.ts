@@ -5,8 +5,6 @@ import { openDatabase, type OpenDatabase } from '../db/openDatabase.js';
 import { openDatabaseReadOnly } from '../db/openDatabaseReadOnly.js';
 import { CliError } from './errors.js';
 
-export { betweenBatches } from '../db/sqliteHelpers.js';
-
 /**
  * Opens the receiver's database for an operator command, next to a running
  * server (WAL lets both work). Never creates a database and never migrates

@@ -58,7 +58,7 @@ const saysWaiting = (at: number, nowMs: number, staleMs: number) => at > 0 && Ma
 /**
  * While `waiting()` says so, waits on 1 ms timers, `boundMs` at most (the monotonic clock): how a
  * writer lets those that said they wait for the lock go first. Processing's write before an
- * ingest commit (BusyRetrySqliteDialect), a `replay` before its next batch (replay.ts).
+ * ingest commit (BusyRetrySqliteDialect), a CLI's bulk change before its next transaction (cli/batchPause.ts).
  */
 export async function letWaitersGoFirst(waiting: () => boolean, boundMs: number): Promise<void> {
   if (!waiting()) return;
@@ -158,10 +158,12 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
 export interface WaitSignalReader {
   /** Whether an ingest commit or the workers of a running receiver wait for the write lock now (said within `staleMs`). */
   othersWaiting(nowMs: number): boolean;
+  /** Whether the file was there to read (a regular file): false for NOBODY_WAITS. */
+  readonly present: boolean;
   close(): void;
 }
 
-const NOBODY_WAITS: WaitSignalReader = { othersWaiting: () => false, close() {} };
+const NOBODY_WAITS: WaitSignalReader = { othersWaiting: () => false, present: false, close() {} };
 
 /**
  * The signal file of the database at `databasePath`, opened to read only: none (nobody waits)
@@ -186,6 +188,7 @@ export function openWaitSignalReader(databasePath: string, staleMs = STALE_MS): 
   const buf = Buffer.alloc(16);
   let closed = false;
   return {
+    present: true,
     othersWaiting(nowMs) {
       if (closed) return false;
       let n: number;

@@ -4,7 +4,8 @@ import type { SinkConfig } from '../../sinks/sinkConfig.js';
 import { deadLetterIds, JobQueue, type DeadLetterFilter } from '../../queue/JobQueue.js';
 import { systemClock } from '../../util/clock.js';
 import { databasePathOf } from '../cliConfig.js';
-import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
+import { batchPause } from '../batchPause.js';
+import { openCliDatabase } from '../cliDatabase.js';
 import { warnUnknownSource } from '../unknownSource.js';
 import { saidStopped, sayHowFar, stoppedBySignal, UsageError } from '../errors.js';
 import { printJson, printRows, printUpToLimit, shownError, type CliIo } from '../io.js';
@@ -111,9 +112,11 @@ const filterOf = (o: DeadLetterRetryOptions, ids: number[]): DeadLetterFilter =>
 export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = [...new Set(chosenJobs(o, 'discard'))];
   const progress = progressFor(io, o.progress);
-  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  const path = databasePathOf(io.env, o.database);
+  const database = openCliDatabase(path, { readOnly: o.dryRun === true });
   // Ctrl-C or SIGTERM: the transaction in flight commits, none after it, and what it did is said.
   const stop = o.dryRun ? undefined : stopOnInterrupt();
+  const between = batchPause(path);
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
@@ -122,7 +125,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     const { discarded, kept, stopped } = await sayHowFar(
       io,
       progress,
-      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, signal: stop?.signal }),
+      () => queue.discardDeadLetters(filterOf(o, ids), { dryRun: o.dryRun === true, pause: between.pause, onBatch, signal: stop?.signal }),
       (n) => `dead-letters discard: stopped part-way by the error below: ${discardedSoFar(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
@@ -147,6 +150,7 @@ export async function runDeadLettersDiscard(io: CliIo, o: DeadLetterRetryOptions
     return notDead.length > 0 ? 1 : 0;
   } finally {
     stop?.off();
+    between.close();
     progress.end();
     await database.close();
   }
@@ -185,9 +189,11 @@ export async function markRetried(trx: Transaction<Database>, jobIds: readonly n
 export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions & { dryRun?: boolean }): Promise<number> {
   const ids = chosenJobs(o, 'retry');
   const progress = progressFor(io, o.progress);
-  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  const path = databasePathOf(io.env, o.database);
+  const database = openCliDatabase(path, { readOnly: o.dryRun === true });
   // As for discard: a signal stops it between two transactions, and what it did is said.
   const stop = o.dryRun ? undefined : stopOnInterrupt();
+  const between = batchPause(path);
   try {
     const queue = new JobQueue(database.db, systemClock);
     const notDead = await notDeadLetters(database.db, ids, o);
@@ -200,12 +206,12 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
       return notDead.length > 0 ? 1 : 0;
     }
     // Read first, not inside a transaction (which holds the write lock).
-    const { sinks, problems } = configuredSinks(io.env, databasePathOf(io.env, o.database));
+    const { sinks, problems } = configuredSinks(io.env, path);
     // Only the sinks whose deliveries this retry could have queued again.
     const retriedSinks = problems.length > 0 ? [] : o.kind === undefined ? sinks : sinks.filter((s) => sinkJobKind(s.name) === o.kind);
-    // In short transactions with a pause between them (as `prune`), so a running receiver's ingest
-    // commits get the write lock meanwhile; what else marks the retried jobs is done in each.
-    const pause = betweenBatches;
+    // In short transactions with a pause between them (as `prune`), so a running receiver's writers
+    // get the write lock meanwhile (batchPause); what else marks the retried jobs is done in each.
+    const pause = between.pause;
     const stampedAt = new Date().toISOString();
     const onBatch = bulkProgress(progress, 'retry');
     const queuedAgain = (k: number) => `${count(k)} dead-lettered job${k === 1 ? '' : 's'} queued again`;
@@ -271,6 +277,7 @@ export async function runDeadLettersRetry(io: CliIo, o: DeadLetterRetryOptions &
     return notDead.length > 0 ? 1 : 0;
   } finally {
     stop?.off();
+    between.close();
     progress.end();
     await database.close();
   }

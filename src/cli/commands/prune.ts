@@ -1,5 +1,6 @@
 import { pruneFinishedJobs } from '../../queue/pruneJobs.js';
-import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
+import { batchPause } from '../batchPause.js';
+import { openCliDatabase } from '../cliDatabase.js';
 import { databasePathOf } from '../cliConfig.js';
 import { saidStopped, sayHowFar, stoppedBySignal } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
@@ -17,14 +18,16 @@ export interface PruneOptions {
 
 /**
  * Deletes finished jobs older than --older-than (pruneFinishedJobs), next to a running receiver:
- * short transactions with a pause between them, so its ingest commits get the lock meanwhile.
+ * short transactions with a pause between them, so its writers get the lock meanwhile (batchPause).
  * SIGINT or SIGTERM stops it after the transaction in flight, saying how many it deleted (a dry
  * run, which changes nothing, is ended at once as before).
  */
 export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
   const progress = progressFor(io, o.progress);
-  const database = openCliDatabase(databasePathOf(io.env, o.database), { readOnly: o.dryRun === true });
+  const path = databasePathOf(io.env, o.database);
+  const database = openCliDatabase(path, { readOnly: o.dryRun === true });
   const stop = o.dryRun ? undefined : stopOnInterrupt();
+  const between = batchPause(path);
   try {
     const before = new Date(Date.now() - o.olderThan).toISOString();
     const onBatch = (deleted: number) => progress.report(() => `prune: ${count(deleted)} jobs deleted so far`);
@@ -32,7 +35,7 @@ export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
     const { written: jobs, stopped } = await sayHowFar(
       io,
       progress,
-      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: betweenBatches, onBatch, signal: stop?.signal }),
+      () => pruneFinishedJobs(database.db, before, { dryRun: o.dryRun === true, pause: between.pause, onBatch, signal: stop?.signal }),
       (n) => `prune: stopped part-way by the error below: ${jobsDeleted(n)} before it (they stay deleted); run it again for the rest`,
     );
     progress.end();
@@ -45,6 +48,7 @@ export async function runPrune(io: CliIo, o: PruneOptions): Promise<number> {
     return 0;
   } finally {
     stop?.off();
+    between.close();
     progress.end();
     await database.close();
   }

@@ -2,6 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { preparedJobWrites } from '../../queue/JobQueue.js';
 import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf, configProblems } from '../cliConfig.js';
+import { batchPause, TURNS_ONLY } from '../batchPause.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { exitBySignal, saidStopped, stoppedBySignal, UsageError } from '../errors.js';
 import { oneLine, printJson, shellWord, type CliIo } from '../io.js';
@@ -11,7 +12,6 @@ import { configuredSinks, disabledSinkWarnings, preparedDeliveryWrites, queueSin
 import { BATCH, eventPages, selection, type EventSelection, type SelectedEvent } from './replay/eventPages.js';
 import { waitForReplay, type Waited } from './replay/waitForReplay.js';
 import { warnUnknownSource } from '../unknownSource.js';
-import { letWaitersGoFirst, openWaitSignalReader, type WaitSignalReader } from '../../db/ingestWaitSignal.js';
 
 export interface ReplayOptions extends EventSelection {
   database?: string;
@@ -135,7 +135,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
   // (see stoppedLine); a --wait ends at once. A dry run, which changes nothing, ends at once as before.
   const stop = o.dryRun ? undefined : stopOnInterrupt();
   let bar: Bar | null = null;
-  let waitSignal: WaitSignalReader | null = null;
+  const between = o.dryRun ? TURNS_ONLY : batchPause(databasePath);
   try {
     if (!o.dryRun) database.sqlite.pragma(`wal_autocheckpoint = ${replayAutocheckpointPages(database.sqlite.pragma('page_size', { simple: true }) as number)}`);
     const { db } = database;
@@ -171,7 +171,6 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
 
     // Prepared statements, not kysely: it compiled four statements per (event, sink), most of the CLI's time.
     const writes = preparedDeliveryWrites(database.sqlite);
-    waitSignal = o.dryRun ? null : openWaitSignalReader(databasePath);
     const jobs = preparedJobWrites(database.sqlite);
     // Whether an event has an open process_event job that is not this replay's (see openProcessEventJobs).
     const openProcessing = processing ? openProcessEventJobs(database.sqlite) : null;
@@ -264,16 +263,12 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
         for (const l of lines) io.out(l);
         bar?.update(Math.min(barTotal, counts.selected));
         progress.report(() => `replay: ${count(counts.selected)} events selected so far`);
-        // The event loop's turn, for the Ctrl-C and SIGTERM handler (see stopOnInterrupt): the
-        // batches' statements and promises never gave it one, and Ctrl-C waited for the whole replay
-        // (200,000 events queued, exit 0), then was lost.
-        // Two turns: one reached outside the loop's check phase ran before the poll phase read the
-        // signal, and the stop came a batch late.
-        for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
-        if (batch.length < pageSize) break;
-        // A running receiver's writers that wait for the lock go first: see LET_IN_MS. (None on a dry run.)
-        const signal = waitSignal;
-        if (signal) await letWaitersGoFirst(() => signal.othersWaiting(Date.now()), LET_IN_MS);
+        // The last batch: no pause after it (a --limit reached by a full batch included).
+        if (batch.length < pageSize || counts.selected >= (o.limit ?? Infinity)) break;
+        // The event loop's turns for the Ctrl-C and SIGTERM handler (stopOnInterrupt: without them
+        // Ctrl-C waited for the whole replay, 200,000 events queued, exit 0, then was lost), and a
+        // running receiver's writers that wait for the lock go first (batchPause; a dry run writes nothing).
+        await between.pause();
       }
     } catch (err) {
       // A failure after batches committed (the write lock held past the busy timeout, a full disk):
@@ -350,7 +345,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     stop?.off();
     bar?.stop();
     progress.end();
-    waitSignal?.close();
+    between.close();
     await database.close();
   }
 }
@@ -381,18 +376,6 @@ function stoppedLine(cause: string, counts: Counts, processing: boolean, last: S
     `the last event it went through was received at ${last.received_at} (id ${oneLine(last.id)}): for the rest, run the same command with --after ${shellWord(`${last.received_at}/${last.id}`)}${rest}`
   );
 }
-
-/**
- * Longest a replay holds its next batch back, between two batches, while a running receiver's
- * ingest commit or workers wait for the write lock (they say so in the database's `-ingest-wait`
- * file: IngestWaitSignal): longer than the workers' longest delay between two tries, 25 ms, so
- * one of their tries falls in it. SQLite has one write lock and no queue: the replay took the lock
- * again within a few ms of each commit, and the workers' tries on their timers missed those gaps,
- * so the receiver delivered nothing of a replay until its last batch was queued, then all of it
- * (bench/README.md, "Thirtieth round"). Letting them in, the deliveries run beside the queueing.
- * Nothing waits when no receiver runs: one read of 16 bytes.
- */
-const LET_IN_MS = 30;
 
 /**
  * Runs `work` in a BEGIN IMMEDIATE transaction on the connection. Each batch

@@ -1,6 +1,7 @@
 import type { OpenDatabase } from '../../db/openDatabase.js';
 import { configProblems, databasePathOf } from '../cliConfig.js';
-import { betweenBatches, openCliDatabase } from '../cliDatabase.js';
+import { batchPause } from '../batchPause.js';
+import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, saidStopped, sayHowFar, stoppedBySignal } from '../errors.js';
 import { formatAge, printJson, printTable, type CliIo } from '../io.js';
 import { stopOnInterrupt } from '../onInterrupt.js';
@@ -87,14 +88,15 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
   const database = await openForSink(io, name, { ...o, readOnly: dryRun });
   // As `prune`: a signal stops it between two transactions, and what it did is said.
   const stop = dryRun ? undefined : stopOnInterrupt();
+  const between = batchPause(databasePathOf(io.env, o.database));
   try {
-    // As `prune`: short transactions with a pause between, so the receiver's ingest commits get the lock meanwhile.
+    // As `prune`: short transactions with a pause between, so the receiver's writers get the lock meanwhile (batchPause).
     const onBatch = (due: number) => progress.report(() => `sinks send-now: ${count(due)} deliveries made due so far`);
     const madeDue = (n: number) => `${count(n)} deliver${n === 1 ? 'y' : 'ies'} of sink ${name} made due`;
     const r = await sayHowFar(
       io,
       progress,
-      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: betweenBatches, onBatch, signal: stop?.signal }),
+      () => sendSinkNow(database.db, name, Date.now(), { dryRun, pause: between.pause, onBatch, signal: stop?.signal }),
       (n) => `sinks send-now: stopped part-way by the error below: ${madeDue(n)} before it (a running receiver sends them); run it again for the rest`,
     );
     progress.end();
@@ -115,6 +117,7 @@ export async function runSinksSendNow(io: CliIo, name: string, o: { database?: s
     return 0;
   } finally {
     stop?.off();
+    between.close();
     progress.end();
     await database.close();
   }
