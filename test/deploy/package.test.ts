@@ -1,7 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+
+const { dir, cleanup } = tempDir('receiver-package-');
+afterAll(cleanup);
 
 /**
  * What `npm pack` (and so `npm publish`) puts in the package: the compiled receiver and CLI, the
@@ -12,9 +17,9 @@ import { ROOT } from '../helpers/childServer.js';
  */
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> };
 
-function packList(): string[] {
+function packList(cwd = ROOT): string[] {
   // --ignore-scripts: the list only, without prepack's build (the test must not rewrite dist/).
-  const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd, encoding: 'utf8', timeout: 60_000 });
   expect(r.status, r.stderr).toBe(0);
   const [report] = JSON.parse(r.stdout) as [{ files: { path: string }[] }];
   return report.files.map((f) => f.path);
@@ -30,6 +35,19 @@ describe('the npm package', () => {
     const migrations = readdirSync(`${ROOT}migrations`).filter((f) => f.endsWith('.sql'));
     expect(migrations.length).toBeGreaterThan(0);
     for (const m of migrations) expect(files).toContain(`migrations/${m}`);
+  });
+
+  it('ships the bundles of dist/vendor without the keys the build keeps beside them', () => {
+    // scripts/bundle-vendor.mjs keeps `<package>.key` to know when a bundle can stay between
+    // builds: nothing an installed receiver reads. A folder with this package.json and such a dist/.
+    copyFileSync(`${ROOT}package.json`, join(dir, 'package.json'));
+    mkdirSync(join(dir, 'dist', 'vendor'), { recursive: true });
+    writeFileSync(join(dir, 'dist', 'main.js'), 'export {};\n');
+    writeFileSync(join(dir, 'dist', 'vendor', 'kysely.js'), 'export {};\n');
+    writeFileSync(join(dir, 'dist', 'vendor', 'kysely.key'), '{"package":"kysely@0.28.19"}');
+    const files = packList(dir);
+    expect(files).toEqual(expect.arrayContaining(['dist/main.js', 'dist/vendor/kysely.js']));
+    expect(files.filter((f) => f.endsWith('.key'))).toEqual([]);
   });
 
   it('is built afresh when packed, and its bin is in what it ships', () => {
