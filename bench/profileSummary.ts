@@ -23,6 +23,10 @@ const where = (url: string) => {
   const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (m) return m[1]!;
   if (url.startsWith('node:')) return url;
+  // `npm run build` bundles these packages into dist/vendor/<package>.js (scripts/bundle-vendor.mjs):
+  // their time is the package's, as from node_modules.
+  const v = /\/dist\/vendor\/([^/]+)\.js$/.exec(url);
+  if (v) return `${v[1]} (bundled)`;
   const d = /\/dist\/(.+)$/.exec(url);
   return d ? `dist/${d[1]}` : url;
 };
