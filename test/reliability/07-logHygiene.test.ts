@@ -28,7 +28,9 @@ const LOG_OF_TEST: Record<string, string> = {
 const PATTERNS: [string, RegExp][] = [
   ['whsec_ secret', /whsec_[A-Za-z0-9+/=]{8,}/],
   ['API key', /\bsk-[A-Za-z0-9]+\.[A-Za-z0-9]+/],
-  ['signature', /v1,[A-Za-z0-9+/]{43}=/],
+  // An HMAC-SHA256 in padded base64 (44 characters), with or without its `v1,`: the bare digest
+  // (one the receiver computed, say) is as good as the header to whoever reads the log.
+  ['signature', /(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{43}=/],
   ['candidate email', /[A-Za-z0-9._%+-]+@example\.(org|com|net)/],
   ['candidate phone', /\+44 ?7700 ?9\d{5}|\+1 ?\(?\d{3}\)? ?555-?01\d\d/],
 ];
