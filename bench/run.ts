@@ -23,6 +23,7 @@ import { makeTemplates, newSigningSecret } from './lib/deliveries.js';
 import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.js';
 import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
+import { loopBetween, scrapeLoop } from './lib/loopWatch.js';
 import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
@@ -478,6 +479,8 @@ async function fixedRates(): Promise<RateRow[]> {
       const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
       log(`fixed rate ${rate}/s: ${name}`);
       const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
+      // The loop's max delay from here (this scrape resets it) to the end of the load.
+      const loopBefore = await scrapeLoop(r.server.url);
       const { result, cpu } = await withCpu(
         r.server,
         opts.rateDurationS,
@@ -485,6 +488,7 @@ async function fixedRates(): Promise<RateRow[]> {
         (_res, seconds) => rate * seconds,
       );
       const res = result as OpenResult;
+      const loopAfter = await scrapeLoop(r.server.url);
       const catchUp = await r.catchUp();
       const f = await r.finish();
       const acked = res.warmup.s2xx + res.measured.s2xx;
@@ -516,6 +520,7 @@ async function fixedRates(): Promise<RateRow[]> {
         meanLockWaitMs: f.meanLockWaitMs,
         catchUp,
         cpu,
+        loop: loopBefore && loopAfter ? loopBetween(loopBefore, loopAfter) : null,
       });
     }
   }

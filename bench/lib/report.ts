@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import type { FanOutResult, Pending, ReplayResult } from './later.js';
 import type { CpuShare } from './cpu.js';
+import type { LoopWatch } from './loopWatch.js';
 import type { Machine } from './machine.js';
 
 export interface ThroughputRow {
@@ -65,6 +66,8 @@ export interface RateRow {
   catchUp: { unfolded: number; openJobs: number; seconds: number | null } | null;
   /** CPU during the measured period (null where /proc is missing): see bench/lib/cpu.ts */
   cpu: CpuShare | null;
+  /** the receiver's event loop from before the load to its end (warm-up included): see bench/lib/loopWatch.ts; null if /metrics could not say */
+  loop?: LoopWatch | null;
 }
 
 export interface Results {
@@ -181,13 +184,14 @@ export function renderMarkdown(r: Results): string {
   }
   if (r.fixedRate.length > 0) {
     lines.push(...table(
-      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'lock waits: n, mean ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'rows = 2xx'],
+      ['rate /s', 'receiver', 'sent /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'errors', 'peak RSS MB', 'CPU %: main / other threads / generator, machine idle', 'mean batch', 'mean commit ms', 'lock waits: n, mean ms', 'processing behind at stop', 'generator floor p50/p99/p99.9 ms', 'generator late p99/p99.9/max ms', 'receiver loop: max delay ms; GC pauses (> 10 ms, > 100 ms)', 'rows = 2xx'],
       r.fixedRate.map((f) => [
         fmt(f.rate), f.name.replace('receiver ', ''), fmt(f.sentRate), fmt(f.p50Ms, 2), fmt(f.p99Ms, 2), fmt(f.p999Ms, 2), fmt(f.maxMs, 1), fmt(f.errors), rssCell(f), cpuCell(f.cpu), fmt(f.meanBatch, 1), fmt(f.meanCommitMs, 2),
         lockWaitCell(f),
         f.catchUp ? `${fmt(f.catchUp.unfolded)} events, ${fmt(f.catchUp.openJobs)} jobs; clear in ${f.catchUp.seconds === null ? '> 60' : fmt(f.catchUp.seconds, 1)} s` : '',
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
         f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',
+        f.loop ? `${fmt(f.loop.maxDelayMs, 1)}; ${fmt(f.loop.gcPauses)} (${fmt(f.loop.gcOver10ms)}, ${fmt(f.loop.gcOver100ms)})` : '',
         `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
       ]),
     ), '');
