@@ -128,4 +128,6 @@ if (left.length > 0) {
   process.stderr.write(`bundle-vendor: still importing ${PACKAGES.join(' or ')} by name: ${left.join(', ')}\n`);
   process.exit(1);
 }
-process.stdout.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}${kept > 0 ? ` (${kept === PACKAGES.length ? 'both' : kept} kept from the last build: same versions)` : ''}; ${pointing} modules point at them\n`);
+// On stderr, like the failure above: `npm start` runs this build first (prestart), and with a stdout
+// sink, `npm start --silent` must leave standard output to the messages (README, "stdout").
+process.stderr.write(`bundle-vendor: ${PACKAGES.join(', ')} bundled in ${relative(ROOT, vendor) || vendor}${kept > 0 ? ` (${kept === PACKAGES.length ? 'both' : kept} kept from the last build: same versions)` : ''}; ${pointing} modules point at them\n`);

@@ -307,6 +307,34 @@ describe('hiring-receiver erase: what a person means by the address, other proce
     expect(zeldaTraces(databaseBytes(dbDir))).toEqual([]);
   }, 60_000);
 
+  it('--dry-run beside a serve that runs the workers names the refusal the erasure would meet, and takes no lock from it', async () => {
+    const { dbPath, dbDir, env, erase } = await erasable([ZELDA]);
+    const port = await freePort();
+    const serve = runTs('src/cli/main.ts', ['serve'], idleReceiverEnv(dbPath, 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXR0ZXN0c2VjcmV0', { ...env, PORT: String(port), WORKER_CONCURRENCY: '1', LOG_LEVEL: 'warn' }));
+    onTestFinished(async () => {
+      serve.proc.kill('SIGTERM');
+      await serve.exited;
+    });
+    await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, serve);
+    // It said `refused: []` and exit 0 here, while the erasure itself was refused.
+    const dry = await erase(['--email', ZELDA.email, '--dry-run', '--json']);
+    expect(dry.code, dry.stderr).toBe(1);
+    const refusal = 'another process is already running the workers of';
+    expect((JSON.parse(dry.stdout) as { refused: string[] }).refused).toEqual([expect.stringContaining(refusal)]);
+    expect(dry.stderr).toContain(`error: erase would be refused: ${refusal}`);
+    const real = await erase(['--email', ZELDA.email]);
+    expect(real.code).toBe(1);
+    expect(real.stderr).toContain(`error: erase refused, nothing erased: ${refusal}`);
+    expect(zeldaTraces(databaseBytes(dbDir))).toHaveLength(3);
+    // The serve still answers (its lock was never taken from it); stopped, the dry run sees nothing to refuse.
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    serve.proc.kill('SIGTERM');
+    expect((await serve.exited).code).toBe(0);
+    const after = await erase(['--email', ZELDA.email, '--dry-run', '--json']);
+    expect(after.code, after.stderr).toBe(0);
+    expect((JSON.parse(after.stdout) as { refused: string[] }).refused).toEqual([]);
+  }, 60_000);
+
   it('Ctrl-C or SIGTERM while a file sink\'s file is rewritten: its temporary copy removed, the file unchanged, nothing erased, exit 130 or 143', async () => {
     const { dbPath, dbDir, sinkDir, sinkFile, env } = await erasable([ZELDA, KEEPER]);
     // Other candidates' lines after the candidate's: about 64 MB, 64 reads of 1 MiB, each a turn where the signal is taken.

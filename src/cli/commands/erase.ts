@@ -2,7 +2,7 @@ import { existsSync, readdirSync, statfsSync, statSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { openElsewhere } from '../../db/openElsewhere.js';
-import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
+import { acquireWorkersLock, workersLockHeld, WorkersRunningError, type WorkersLock } from '../../db/workersLock.js';
 import { copyFormat } from '../../util/copyFormat.js';
 import { addressMatcher, canonicalAddress, looksLikeAddress } from '../../util/namesAddress.js';
 import { rewriteWithoutLines } from '../../util/rewriteWithoutLines.js';
@@ -306,6 +306,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
   const path = databasePathOf(io.env, o.database);
   const finishLine = `hiring-receiver erase --finish${o.database === undefined ? '' : ' --database <path>'}`;
 
+  const workersRunning = (err: WorkersRunningError) => `${err.message}; stop it (and every process that has the database open) first`;
   const refused = (problems: string[]) => new CliError(problems.map((p) => `erase refused, nothing erased: ${p}`).join('\nerror: '));
   const { sinks, problems: sinkProblems } = configuredSinks(io.env, path);
   const sinkRefusals = sinkProblems.map((p) => `CONFIG_FILE: ${p} (its file sinks must be read to erase their lines)`);
@@ -319,7 +320,7 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
     try {
       lock = acquireWorkersLock(path);
     } catch (err) {
-      if (err instanceof WorkersRunningError) throw refused([`${err.message}; stop it (and every process that has the database open) first`]);
+      if (err instanceof WorkersRunningError) throw refused([workersRunning(err)]);
       throw err;
     }
   }
@@ -363,6 +364,10 @@ export async function runErase(io: CliIo, o: EraseOptions): Promise<number> {
         })());
         s.problems.push(...sinkRefusals);
         s.problems.push(...unreadableCopies(sinks));
+        // The erasure takes the workers lock first and stops there: a dry run beside a running
+        // receiver said `refused: []` (exit 0) for a run that would be refused. Asked without
+        // taking the lock, so that a receiver starting meanwhile is not refused for it.
+        if (workersLockHeld(path)) s.problems.push(workersRunning(new WorkersRunningError(path)));
         files = await eraseFromSinkFiles(sinks, s, address, true);
       } else {
         sqlite.pragma('secure_delete = ON');
