@@ -139,6 +139,11 @@ function createRead(ctx: ProcessingContext) {
       // No request: says nothing of whether the source's key works (a paused source stays paused).
       return { untested: true };
     }
+    // Its last try got a 404, and the application's deletion has been folded since (deliveries are
+    // unordered: the read had been waiting out its retry, a minute or more, when the deletion came;
+    // the fold brought it forward, see processEvent): that 404 was final (spec 4.2), and no request
+    // is needed to settle it.
+    if (job.last_error?.includes(NOT_FOUND_MARK) && (await isDeleted(ctx, p.application_id))) return await settleDeletedRead(ctx, job, p, row, nowIso);
     // The read's age, for its poll spacing and its give-up: from this event's arrival (a result
     // re-announced days later gets its own window), a replay's from when it was queued, a retried
     // dead letter's from the retry.
@@ -224,27 +229,7 @@ function createRead(ctx: ProcessingContext) {
       }
       case 'not_found': {
         // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.
-        const app = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
-        if (app?.deleted_at) {
-          // A final result read before the deletion stays: the service no longer has it, and a
-          // replay must not replace it with nothing. Without one, the answer is final too (a read
-          // given up on earlier 404s, before the deletion arrived, included).
-          if (row.state === 'ready' || row.state === 'unavailable' || (row.state === 'given_up' && row.data !== null)) {
-            await ctx.db.transaction().execute(async (trx) => {
-              await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });
-              dropAnsweredDeadReads(ctx, trx, job.id, p.event_id, row.state);
-            });
-            return;
-          }
-          // Still processing (a replay's read answered "processing" first) over data a ready read
-          // gave before: that data is the result, ready again; nothing will read the row any more.
-          if (row.data !== null) {
-            await finish(ctx, job.id, p, { state: 'ready', reason: null, data: JSON.parse(row.data) as Record<string, unknown> }, nowIso);
-            return;
-          }
-          await finish(ctx, job.id, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
-          return;
-        }
+        if (await isDeleted(ctx, p.application_id)) return await settleDeletedRead(ctx, job, p, row, nowIso);
         // The application may not be readable yet; a few spaced retries, then a dead letter naming the reason.
         if (job.attempts >= ctx.notFoundAttempts) throw new PermanentError(`${describeOutcome(outcome)}; gave up after ${job.attempts} tries`);
         throw new RetryAfterError(describeOutcome(outcome), Math.max(ctx.minPollIntervalMs, 60_000 * job.attempts));
@@ -309,6 +294,32 @@ async function otherSourcesResult(ctx: ProcessingContext, source: string, p: Pay
     "an event names an application whose results another source reads (ids collide across organizations): not read with this source's key; its message carries no result",
   );
   return { untested: true };
+}
+
+const isDeleted = async (ctx: ProcessingContext, applicationId: string): Promise<boolean> =>
+  Boolean((await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', applicationId).executeTakeFirst())?.deleted_at);
+
+/**
+ * A read of an application whose deletion has been folded, answered 404: that answer is final
+ * (spec 4.2). A final result read before the deletion stays: the service no longer has it, and a
+ * replay must not replace it with nothing. Without one, the answer is final too (a read given up
+ * on earlier 404s, before the deletion arrived, included).
+ */
+async function settleDeletedRead(ctx: ProcessingContext, job: ClaimedJob, p: Payload, row: ResultText, nowIso: string): Promise<HandlerResult> {
+  if (row.state === 'ready' || row.state === 'unavailable' || (row.state === 'given_up' && row.data !== null)) {
+    await ctx.db.transaction().execute(async (trx) => {
+      await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });
+      dropAnsweredDeadReads(ctx, trx, job.id, p.event_id, row.state);
+    });
+    return;
+  }
+  // Still processing (a replay's read answered "processing" first) over data a ready read gave
+  // before: that data is the result, ready again; nothing will read the row any more.
+  if (row.data !== null) {
+    await finish(ctx, job.id, p, { state: 'ready', reason: null, data: JSON.parse(row.data) as Record<string, unknown> }, nowIso);
+    return;
+  }
+  await finish(ctx, job.id, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
 }
 
 /**

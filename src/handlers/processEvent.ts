@@ -86,13 +86,27 @@ export async function foldEvents(
   return results;
 }
 
+/**
+ * The result reads of the application `@application_id` whose last try got a 404 (through
+ * jobs_event, whose condition is repeated literally).
+ */
+const READS_AFTER_404 = `+kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}'
+    AND last_error LIKE '%${NOT_FOUND_MARK.replaceAll('_', '\\_')}%' ESCAPE '\\'
+    AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
+
 /** Dead result reads of an application that failed on 404s, due again (as an operator's retry: requeued_at). */
 const REQUEUE_DELETED_404S = `UPDATE jobs
   SET state = 'pending', run_at = @now, attempts = 0, finished_at = NULL, updated_at = @now,
       payload = CASE WHEN json_valid(payload) AND json_type(payload) = 'object' THEN json_set(payload, '$.requeued_at', @now) ELSE payload END
-  WHERE +kind = '${JobKind.fetchResult}' AND kind <> '${JobKind.processEvent}' AND +state = 'dead'
-    AND last_error LIKE '%${NOT_FOUND_MARK.replaceAll('_', '\\_')}%' ESCAPE '\\'
-    AND event_id IN (SELECT event_id FROM application_events WHERE application_id = @application_id)`;
+  WHERE ${READS_AFTER_404} AND +state = 'dead'`;
+
+/**
+ * Result reads of an application waiting out their retry after a 404, due now: the deletion says
+ * that 404 was final, and the read settles without a request (fetchResult). They waited a minute
+ * or more (60 s times their attempts) to settle as application_deleted.
+ */
+const DUE_NOW_PENDING_404S = `UPDATE jobs SET run_at = @now, updated_at = @now
+  WHERE ${READS_AFTER_404} AND +state = 'pending' AND run_at > @now`;
 
 const LINK_EVENT = `INSERT INTO application_events (application_id, event_id)
   SELECT application_id, id FROM events WHERE id = ? AND application_id IS NOT NULL ON CONFLICT DO NOTHING`;
@@ -136,10 +150,12 @@ async function processEvent(ctx: ProcessingContext, trx: Transaction<Database>, 
   }
   // Deliveries are unordered (spec 6.1): reads of this application that gave up on 404s before
   // its deletion arrived (dead letters) run again, now that the 404 is known to be final, and
-  // settle as the deleted branch of fetchResult decides.
+  // settle as the deleted branch of fetchResult decides; those still waiting to try again after a
+  // 404 run now, and settle without a request.
   if (event.event_type === 'job_application.deleted' && event.application_id) {
     const nowIso = new Date(now).toISOString();
     q.run(REQUEUE_DELETED_404S, { application_id: event.application_id, now: nowIso });
+    q.run(DUE_NOW_PENDING_404S, { application_id: event.application_id, now: nowIso });
   }
   const resource = RESOURCE_OF_EVENT[event.event_type];
   if (resource && !event.application_id) {

@@ -355,6 +355,30 @@ describe('message revisions', () => {
     ]);
   });
 
+  it('a read waiting out its retry after a 404 settles as unavailable, application_deleted as soon as the deletion is folded, without another request', async () => {
+    const { p, interviews } = await withArchive();
+    const c = p.sandbox.control;
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    const app = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 404, times: 20 });
+    c.completeInterview(app.id);
+    await p.settle(); // the first 404: the read is to be tried again a minute later
+    const read = () => sqlite.prepare("SELECT state, run_at FROM jobs WHERE kind = 'fetch_result'").get() as { state: string; run_at: string };
+    expect(read().state).toBe('pending');
+    expect(Date.parse(read().run_at)).toBeGreaterThanOrEqual(p.clock.now() + 60_000);
+    const interviewReads = () => p.calls.filter((call) => call.path.endsWith(`/applications/${app.id}/interview`)).length;
+    const readsBefore = interviewReads();
+
+    // The deletion arrives while the read waits; the clock does not move.
+    c.deleteApplication(app.id);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(sqlite.prepare('SELECT state, reason FROM interview_results WHERE application_id = ?').get(app.id)).toEqual({ state: 'unavailable', reason: 'application_deleted' });
+    expect(read().state).toBe('done');
+    expect(interviewReads()).toBe(readsBefore);
+    expect(interviews().map((m) => [m.revision, m.result.state, m.result.reason])).toEqual([[1, 'unavailable', 'application_deleted']]);
+  });
+
   it('a deletion folded between a 404 read and its dead letter: the dead letter itself settles the read as unavailable, application_deleted', async () => {
     const { p } = await withArchive();
     const c = p.sandbox.control;
@@ -365,7 +389,9 @@ describe('message revisions', () => {
     const sqlite = p.receiver.app.database.ingestSqlite;
     const job = sqlite.prepare("SELECT * FROM jobs WHERE kind = 'fetch_result'").get() as ClaimedJob;
     expect(job.state).toBe('pending');
-    // The deletion arrives and is folded while that read is (as it were) failing for the last time.
+    // The deletion arrives and is folded while that read is (as it were) failing for the last time:
+    // claimed by a worker, so the fold does not make it due (a pending one would settle at once).
+    sqlite.prepare("UPDATE jobs SET state = 'running', lease_owner = 'w', lease_token = 't', lease_expires_at = ? WHERE id = ?").run(new Date(p.clock.now() + 3_600_000).toISOString(), job.id);
     c.deleteApplication(app.id);
     await c.idle();
     await p.receiver.app.worker.runUntilIdle();
