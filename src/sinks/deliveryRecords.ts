@@ -258,9 +258,12 @@ export async function adoptCycle(db: Db, d: { eventId: string; sink: string; fro
  * million deliveries), and those with a sink_state row.
  */
 export async function sinkNamesInDatabase(db: Kysely<Database>): Promise<string[]> {
-  const inDb = await sql<{ sink: string }>`WITH RECURSIVE seen(sink) AS (
-      SELECT min(sink) FROM deliveries
-      UNION ALL SELECT (SELECT min(sink) FROM deliveries WHERE sink > seen.sink) FROM seen WHERE seen.sink IS NOT NULL)
-    SELECT sink FROM seen WHERE sink IS NOT NULL UNION SELECT sink FROM sink_state`.execute(db);
+  const inDb = await sql<{ sink: string }>`${sql.raw(SINK_NAMES)}`.execute(db);
   return inDb.rows.map((r) => r.sink);
 }
+
+/** sinkNamesInDatabase's statement, in order, for a caller on better-sqlite3 itself. */
+export const SINK_NAMES = `WITH RECURSIVE seen(sink) AS (
+      SELECT min(sink) FROM deliveries
+      UNION ALL SELECT (SELECT min(sink) FROM deliveries WHERE sink > seen.sink) FROM seen WHERE seen.sink IS NOT NULL)
+    SELECT sink FROM seen WHERE sink IS NOT NULL UNION SELECT sink FROM sink_state ORDER BY sink`;

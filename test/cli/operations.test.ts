@@ -789,7 +789,10 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
         const typo = await cli(['dead-letters', ...args, '--source', 'Acme'], env);
         expect({ args, code: typo.code, stderr: typo.stderr }).toEqual({ args, code: 0, stderr: warning });
       }
-      for (const source of ['acme', 'sink:other']) expect((await cli(['dead-letters', 'list', '--source', source], env)).stderr).toBe('');
+      for (const source of ['acme', 'sink:crm']) expect((await cli(['dead-letters', 'list', '--source', source, '--kind', 'process_event'], env)).stderr).toBe('');
+      // A sink no job and no delivery record names (`crn` for `crm`) is said with the sinks known, not left as "no dead letters".
+      const sinkTypo = await cli(['dead-letters', 'list', '--source', 'sink:crn'], env);
+      expect({ code: sinkTypo.code, stderr: sinkTypo.stderr }).toEqual({ code: 0, stderr: expect.stringMatching(/^warning: no job or delivery record names sink "crn" \(sinks known: [^)]*\)\n$/) });
     });
   });
 
