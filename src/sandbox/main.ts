@@ -17,7 +17,15 @@ async function main(env: NodeJS.ProcessEnv): Promise<void> {
     throw listenError(err, host, port);
   });
   const clock = `${manualClock ? 'manual: moves only by POST /_sandbox/clock/advance (or /_sandbox/deliveries/wait)' : 'real'}${timeFactor === 1 ? '' : `; delays divided by ${timeFactor}`}`;
-  const lines = [`Hiring service sandbox listening on ${url}`, `  API:     ${url}/api/v1, ${url}/api/v2`, `  Control: ${url}/_sandbox (see docs/sandbox.md)`, `  Clock:   ${clock}`];
+  const lines = [
+    `Hiring service sandbox listening on ${url}`,
+    // The receiver takes the base and adds the paths itself: the API line's URLs, pasted into
+    // HIRING_API_URL, were refused.
+    `  Receiver: HIRING_API_URL=${url} with one of the API keys below as HIRING_API_KEY`,
+    `  API:     ${url}/api/v1, ${url}/api/v2`,
+    `  Control: ${url}/_sandbox (see docs/sandbox.md)`,
+    `  Clock:   ${clock}`,
+  ];
   for (const org of sandbox.control.organizations()) {
     lines.push(`  Organization "${org.name}" (${org.id})`);
     for (const key of org.api_keys) lines.push(`    API key: ${key.key}`);

@@ -49,6 +49,8 @@ describe('npm run sandbox entry (src/sandbox/main.ts)', () => {
     const out = output();
     expect(out).toContain('Acme Staffing');
     expect(out).toMatch(/API key: sk-acme0001\./);
+    // The value to give the receiver, as it takes it (the base, not the API's paths).
+    expect(out).toContain(`  Receiver: HIRING_API_URL=${url} with one of the API keys below as HIRING_API_KEY\n`);
     const res = await fetch(`${url}/api/v2/jobs`, { headers: { authorization: 'Bearer sk-acme0001.sandboxAcmeKeyOne0000000000' } });
     expect(res.status).toBe(200);
     expect(await stop(child)).toBe(0);
