@@ -31,31 +31,6 @@ const NO_LOCK: WorkersLock = { release() {} };
  * process ends, SIGKILL included: a crashed receiver never leaves it behind. A second
  * connection asking for it, in this process or another, is answered SQLITE_BUSY at once.
  */
-/**
- * Whether a live process holds the workers lock, asked without taking it: a read of the lock
- * file, read-only, which the holder's exclusive lock refuses at once (SQLITE_BUSY). For what
- * only reports (`erase --dry-run`): no file is created, and the shared lock of that read lasts
- * one statement. No lock file, or one this process may not read, says no.
- */
-export function workersLockHeld(databasePath: string): boolean {
-  if (databasePath === ':memory:' || databasePath === '') return false;
-  let probe: BetterSqlite3.Database;
-  try {
-    probe = new BetterSqlite3(`${realpathSync(databasePath)}${WORKERS_LOCK_SUFFIX}`, { readonly: true, fileMustExist: true });
-  } catch {
-    return false;
-  }
-  try {
-    probe.pragma('busy_timeout = 0');
-    probe.prepare('SELECT COUNT(*) FROM sqlite_master').get();
-    return false;
-  } catch (err) {
-    return (err as { code?: string }).code === 'SQLITE_BUSY';
-  } finally {
-    probe.close();
-  }
-}
-
 export function acquireWorkersLock(databasePath: string): WorkersLock {
   if (databasePath === ':memory:' || databasePath === '') return NO_LOCK;
   const real = realpathSync(databasePath);
@@ -84,4 +59,29 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
       lock.close();
     },
   };
+}
+
+/**
+ * Whether a live process holds the workers lock, asked without taking it: a read of the lock
+ * file, read-only, which the holder's exclusive lock refuses at once (SQLITE_BUSY). For what
+ * only reports (`erase --dry-run`): no file is created, and the shared lock of that read lasts
+ * one statement. No lock file, or one this process may not read, says no.
+ */
+export function workersLockHeld(databasePath: string): boolean {
+  if (databasePath === ':memory:' || databasePath === '') return false;
+  let probe: BetterSqlite3.Database;
+  try {
+    probe = new BetterSqlite3(`${realpathSync(databasePath)}${WORKERS_LOCK_SUFFIX}`, { readonly: true, fileMustExist: true });
+  } catch {
+    return false;
+  }
+  try {
+    probe.pragma('busy_timeout = 0');
+    probe.prepare('SELECT COUNT(*) FROM sqlite_master').get();
+    return false;
+  } catch (err) {
+    return (err as { code?: string }).code === 'SQLITE_BUSY';
+  } finally {
+    probe.close();
+  }
 }

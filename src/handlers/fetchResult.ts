@@ -142,8 +142,12 @@ function createRead(ctx: ProcessingContext) {
     // Its last try got a 404, and the application's deletion has been folded since (deliveries are
     // unordered: the read had been waiting out its retry, a minute or more, when the deletion came;
     // the fold brought it forward, see processEvent): that 404 was final (spec 4.2), and no request
-    // is needed to settle it.
-    if (job.last_error?.includes(NOT_FOUND_MARK) && (await isDeleted(ctx, p.application_id))) return await settleDeletedRead(ctx, job, p, row, nowIso);
+    // is needed to settle it. No request: says nothing of whether the source's key works (as above:
+    // taken as a read that went through, it resumed a paused source whose key was still refused).
+    if (job.last_error?.includes(NOT_FOUND_MARK) && (await isDeleted(ctx, p.application_id))) {
+      await settleDeletedRead(ctx, job, p, row, nowIso);
+      return { untested: true };
+    }
     // The read's age, for its poll spacing and its give-up: from this event's arrival (a result
     // re-announced days later gets its own window), a replay's from when it was queued, a retried
     // dead letter's from the retry.
@@ -305,7 +309,7 @@ const isDeleted = async (ctx: ProcessingContext, applicationId: string): Promise
  * replay must not replace it with nothing. Without one, the answer is final too (a read given up
  * on earlier 404s, before the deletion arrived, included).
  */
-async function settleDeletedRead(ctx: ProcessingContext, job: ClaimedJob, p: Payload, row: ResultText, nowIso: string): Promise<HandlerResult> {
+async function settleDeletedRead(ctx: ProcessingContext, job: ClaimedJob, p: Payload, row: ResultText, nowIso: string): Promise<void> {
   if (row.state === 'ready' || row.state === 'unavailable' || (row.state === 'given_up' && row.data !== null)) {
     await ctx.db.transaction().execute(async (trx) => {
       await settleEvent(ctx, trx, p.event_id, p.resource, { digest: resultDigest(row) });

@@ -8,7 +8,7 @@ import { DEFAULT_PROCESSING, type ProcessingContext } from '../../src/handlers/P
 import { enqueue, type ClaimedJob } from '../../src/queue/JobQueue.js';
 import { messageIdFor } from '../../src/sinks/messageId.js';
 import { freePort } from '../helpers/testPort.js';
-import { startPair, type Pair } from '../helpers/pair.js';
+import { ACME_KEY, startPair, type Pair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret, postSigned } from '../helpers/signing.js';
 
@@ -377,6 +377,38 @@ describe('message revisions', () => {
     expect(read().state).toBe('done');
     expect(interviewReads()).toBe(readsBefore);
     expect(interviews().map((m) => [m.revision, m.result.state, m.result.reason])).toEqual([[1, 'unavailable', 'application_deleted']]);
+  });
+
+  it("a read settled by the deletion without a request is no probe of its paused source: the pause stands, the next held read probes", async () => {
+    const { p } = await withArchive();
+    // Only settle() runs jobs from here.
+    await p.receiver.app.worker.stop();
+    const c = p.sandbox.control;
+    const sqlite = p.receiver.app.database.ingestSqlite;
+    const a = c.createApplication({ jobId: c.createJob({}).id });
+    c.injectFault({ target: 'interview', applicationId: a.id, status: 404, times: 20 });
+    c.completeInterview(a.id);
+    await p.settle(); // the first 404: a's read is to be tried again a minute later
+    // The key is revoked: another application's read is refused, and the source is paused.
+    c.revokeKey(ACME_KEY);
+    const b = c.createApplication({ jobId: c.createJob({}).id });
+    c.completeInterview(b.id);
+    await p.settle();
+    const pauses = () => sqlite.prepare('SELECT source, paused_at FROM source_pauses').all();
+    const [pause] = pauses();
+    expect(pause).toMatchObject({ source: 'default' });
+    // a's deletion is folded (folds are not held by the pause): a's read is due, and at the next
+    // probe it settles without a request, which says nothing of the key.
+    c.deleteApplication(a.id);
+    await p.settle();
+    const before = p.calls.length;
+    p.clock.advance(5 * 60_000 + 1);
+    await p.settle();
+    expect(sqlite.prepare('SELECT state, reason FROM interview_results WHERE application_id = ?').get(a.id)).toEqual({ state: 'unavailable', reason: 'application_deleted' });
+    // It was taken as a read that went through: the source was resumed with its key still
+    // refused, every held read let out (b's refused again, a new pause at this probe's time).
+    expect(pauses()).toEqual([pause]);
+    expect(p.calls.slice(before).map((x) => [x.status, x.path.includes(b.id)])).toEqual([[401, true]]);
   });
 
   it('a deletion folded between a 404 read and its dead letter: the dead letter itself settles the read as unavailable, application_deleted', async () => {
