@@ -680,12 +680,18 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
   });
 
   it('replay --source, --application or --type naming nothing stored says so (a typo is not a silent 0 selected)', async () => {
-    const [source, app, known, type] = await Promise.all([
+    const [source, app, known, type, sink] = await Promise.all([
       cli(['replay', '--all', '--source', 'defualt', '--dry-run'], { DATABASE_PATH: dbPath }),
       cli(['replay', '--application', 'ext-typo', '--dry-run'], { DATABASE_PATH: dbPath }),
       cli(['replay', '--application', 'ext-b', '--source', 'default', '--dry-run'], { DATABASE_PATH: dbPath }),
       cli(['replay', '--type', 'interview.complete', '--type', 'application.*', '--since', '2000-01-01', '--until', '2000-01-02', '--dry-run'], { DATABASE_PATH: dbPath }),
+      // A sink's job source (dead-letters takes it): no event has it, which replay says as such.
+      cli(['replay', '--source', 'sink:archive', '--dry-run'], { DATABASE_PATH: dbPath }),
     ]);
+    expect({ code: sink.code, stderr: sink.stderr }).toEqual({
+      code: 0,
+      stderr: 'warning: no event has a sink\'s source such as "sink:archive": to send events to that sink, choose them otherwise and add --sink archive\n',
+    });
     // Only the type no stored event has is named (application.* matches stored ones, outside the window).
     expect({ code: type.code, stderr: type.stderr }).toEqual({ code: 0, stderr: expect.stringMatching(/^warning: no stored event has type "interview\.complete" \(stored types: application\.created, [^)]*\)\n$/) });
     expect({ code: source.code, stderr: source.stderr }).toEqual({ code: 0, stderr: 'warning: no stored event has source "defualt" (stored sources: default)\n' });

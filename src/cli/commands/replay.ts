@@ -328,7 +328,7 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
     }
     for (const id of notStored) io.err(`error: no stored event has id ${JSON.stringify(id)}`);
     // A name that matches nothing at all is most likely a typo: said, not a silent "0 selected".
-    if (counts.selected === 0) warnUnknownSource(io, database.sqlite, o.source);
+    if (counts.selected === 0) warnUnknownSource(io, database.sqlite, o.source, 'events');
     // A type that no stored event has (`interview.complete` for interview.completed): named, with the stored ones.
     if (counts.selected === 0 && o.type?.length && !o.type.includes('*')) {
       const stored = database.sqlite.prepare('SELECT DISTINCT event_type FROM events ORDER BY event_type').pluck().all() as string[];
