@@ -1,5 +1,4 @@
 import { letWaitersGoFirst, openWaitSignalReader, type WaitSignalReader } from '../db/ingestWaitSignal.js';
-import { betweenBatches } from '../db/sqliteHelpers.js';
 
 /**
  * Longest a CLI's bulk change holds its next transaction back while a running receiver's ingest
@@ -34,14 +33,14 @@ export const TURNS_ONLY: BatchPause = { pause: loopTurns, close() {} };
  * batch's statements and promises never give it one, and one turn reached outside the loop's check
  * phase ran before the poll phase read the signal, so the stop came a batch late. Then, while the
  * receiver's ingest commit or workers say they wait for the lock, up to LET_WAITERS_IN_MS on 1 ms
- * timers, until they got it. When nobody waits, nothing more: one read of 16 bytes. (These
- * commands paused a fixed 5 ms instead: a quarter of a lone replay's queueing, and too short for
- * the workers' tries.)
+ * timers, until they got it. When nobody waits, nothing more: one read of 16 bytes. (`prune`,
+ * `dead-letters` and `sinks send-now` paused a fixed 5 ms instead: too short for the workers'
+ * tries, and 1 s per 100,000 rows when nobody waited.)
  *
- * Where the database has no `-ingest-wait` file (no receiver of a version that writes it has
- * opened the database), nobody can say they wait: the fixed pause of the receiver's own bulk
- * changes (`betweenBatches`), and the file is looked for again at the next pause, for a receiver
- * started meanwhile.
+ * Where the database has no `-ingest-wait` file, no receiver has opened it (every `serve` and
+ * `work` makes the file as it opens the database): nobody to let in, no wait, as for `replay`
+ * before (a fixed pause there cost a replay of a restored backup 10 s per million events). The
+ * file is looked for again at the next pause, for a receiver started meanwhile.
  */
 export function batchPause(databasePath: string): BatchPause {
   let reader: WaitSignalReader | null = null;
@@ -52,7 +51,7 @@ export function batchPause(databasePath: string): BatchPause {
       if (closed) return;
       if (reader === null) {
         const r = openWaitSignalReader(databasePath);
-        if (!r.present) return betweenBatches();
+        if (!r.present) return;
         reader = r;
       }
       const open = reader;

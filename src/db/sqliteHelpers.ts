@@ -26,10 +26,9 @@ export function primarySqliteCode(text: string | null | undefined): string | nul
 
 /**
  * The pause between two short write transactions of the sink housekeeping at the workers' start
- * (and of a CLI's bulk change on a database no receiver has said it waits in: cli/batchPause.ts):
- * a running receiver's ingest commits (its own connection, retried every 1-4 ms, or another
- * process's) take the write lock meanwhile. A timer, not a microtask: the event loop turns, so
- * this process's ingest runs.
+ * (a CLI's bulk change pauses as cli/batchPause.ts says): a running receiver's ingest commits (its
+ * own connection, retried every 1-4 ms, or another process's) take the write lock meanwhile. A
+ * timer, not a microtask: the event loop turns, so this process's ingest runs.
  */
 export const betweenBatches = (): Promise<void> => new Promise((r) => setTimeout(r, 5));
 

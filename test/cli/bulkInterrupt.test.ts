@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
+import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
 import { cli, deadDeliveries, until, withMigratedDatabase } from './helpers.js';
@@ -23,6 +24,14 @@ const old = '2020-01-01T00:00:00.000Z';
  */
 async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[], env: Record<string, string>, signal: NodeJS.Signals, opts: { twice?: boolean; after?: string } = {}) {
   const { twice = false, after } = opts;
+  // A running receiver's workers say they wait for the lock (as BusyRetrySqliteDialect does), so
+  // the command holds each next batch back up to 30 ms (cli/batchPause.ts): 20,000 rows take over
+  // a second, not the 0.2-0.4 s in which a command with nobody waiting could end before the lock
+  // below is taken. (Replay's own tests below pass no such signal: the stop then rests on the
+  // loop's turns alone.)
+  const workers = args[0] === 'replay' ? null : openIngestWaitSignal(env['DATABASE_PATH']!);
+  workers?.workersWaiting(Date.now());
+  const saying = workers ? setInterval(() => workers.workersWaiting(Date.now()), 5) : null;
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
@@ -48,6 +57,9 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     return { code, killedBy, stdout: child.stdout.join(''), last: stderr.trimEnd().split('\n').at(-1)! };
   } finally {
     clearTimeout(timer);
+    if (saying) clearInterval(saying);
+    workers?.workersThrough();
+    workers?.close();
   }
 }
 
