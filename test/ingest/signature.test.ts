@@ -44,8 +44,14 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
     ['300 s earlier', -300, 200],
     ['301 s later', 301, 401],
     ['301 s earlier', -301, 401],
+    // The receiver's clock has milliseconds: 300.001 s away is more than 5 minutes, either way.
+    ['300.001 s later', 300.001, 401],
+    ['300.5 s later', 300.5, 401],
+    ['300.5 s earlier', -300.5, 401],
+    ['299.999 s later', 299.999, 200],
+    ['299.5 s earlier', -299.5, 200],
   ])('%s → %i', async (_label, offset, status) => {
-    clock.set((REF.timestamp + offset) * 1000);
+    clock.set(Math.round((REF.timestamp + offset) * 1000));
     const res = await post(refHeaders());
     expect(res.status).toBe(status);
     if (status === 401) expect(await res.json()).toMatchObject({ error: 'timestamp_out_of_tolerance' });

@@ -160,12 +160,21 @@ export async function runRotate(io: CliIo, id: string, o: ApiOptions): Promise<n
   return 0;
 }
 
+/** Spec 6.3: only a 2xx acknowledges a delivery; anything else (no answer included) failed. */
+const acknowledged = (r: DeliveryRecord): boolean => Number.isInteger(r.response_code) && r.response_code! >= 200 && r.response_code! <= 299;
+
 export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { status?: string; event?: string }): Promise<number> {
   const { client } = api(io, o);
   const q = new URLSearchParams({ limit: '200' });
   if (o.status) q.set('status', o.status);
   if (o.event) q.set('event_id', o.event);
-  const records = await client.listAll<DeliveryRecord>(`${client.url(`/${encodeURIComponent(id)}/deliveries`)}?${q}`);
+  // Spec 4.5 and 2.11 show no query parameter for this list, and no value of a record's `status`:
+  // `status=` and `event_id=` are the sandbox's. Sent, so a service that takes them pages less,
+  // and applied here too, so one that ignores them (and answers every attempt) is not shown as
+  // failed attempts that succeeded. `--status` is decided by the response code (6.3).
+  const records = (await client.listAll<DeliveryRecord>(`${client.url(`/${encodeURIComponent(id)}/deliveries`)}?${q}`)).filter(
+    (r) => (o.event === undefined || r.event_id === o.event) && (o.status === undefined || acknowledged(r) === (o.status === 'succeeded')),
+  );
   if (o.json) printJson(io, records);
   else if (records.length === 0) io.out('no delivery attempts');
   else printTable(io, ['attempted', 'event', 'type', 'attempt', 'status', 'code', 'error'], records.map((r) => [r.attempted_at, r.event_id, r.event_type, r.attempt, r.status, r.response_code, r.error]));
