@@ -70,7 +70,7 @@ export function createDeliveryHandler(h: {
 
   /** `sentAt`: when the failed attempt was sent. */
   async function failed(job: ClaimedJob, eventId: string, messageId: string, err: unknown, sentAt: number): Promise<BatchItemResult> {
-    const sent = { ...pairOf(eventId), messageId, jobId: job.id, leaseToken: job.lease_token };
+    const sent = { ...pairOf(eventId), messageId, jobId: job.id, leaseToken: job.lease_token, jobAttempts: job.attempts };
     const message = (err as Error).message ?? String(err);
     const status = statusOf(err);
     if (isDecisionError(err) && err.decision === 'pause_source') {

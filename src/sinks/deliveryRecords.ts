@@ -56,10 +56,13 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
  * a job taken over after its lease ran out, is not marked failing by a stale attempt.
  * `counted: false` (a send cut by the stop): the note only, `attempts` and `last_attempt_at` kept,
  * as the job's attempt is not spent either; counted, three stops read as 3 attempts of at most 2.
+ * Counted, `attempts` is at least the job's (`jobAttempts`, this one included): an attempt cut by a
+ * crash (SIGKILL, a power loss) was spent by the job but never recorded here, and without it a
+ * row read "dead after 1 attempt" of a sink's 2.
  */
 export async function recordFailedAttempt(
   db: Db,
-  d: { eventId: string; sink: string; messageId: string; jobId: number; leaseToken: string },
+  d: { eventId: string; sink: string; messageId: string; jobId: number; leaseToken: string; jobAttempts: number },
   r: AttemptRecord,
   now: number,
   counted = true,
@@ -72,7 +75,7 @@ export async function recordFailedAttempt(
       last_status_code: r.statusCode,
       last_error: r.error,
       updated_at: at,
-      ...(counted ? { attempts: eb('attempts', '+', 1), last_attempt_at: at } : {}),
+      ...(counted ? { attempts: eb.fn<number>('max', [eb('attempts', '+', 1), eb.val(d.jobAttempts)]), last_attempt_at: at } : {}),
     }))
     .where('sink', '=', d.sink)
     .where('event_id', '=', d.eventId)
