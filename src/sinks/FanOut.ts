@@ -7,10 +7,10 @@ import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
 import type { JobQueue } from '../queue/JobQueue.js';
-import { Worker, type SourceHold, type WorkerOptions } from '../queue/Worker.js';
+import { UNFINISHED_LAST_ATTEMPT, Worker, type SourceHold, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
-import { enableSink, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
+import { enableSink, newerJobOfPair, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
 import { closeRemovedSinksRows, deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
 import { undocumentedPatterns } from './matchesSink.js';
@@ -82,12 +82,20 @@ export class FanOut {
         gate,
         soleSource: sinkJobKind(config.name),
         // A dead letter the handler did not record itself (one claimed past its last attempt,
-        // which is not run again): its delivery record says so too.
+        // which is not run again): its delivery record says so too. That last attempt was cut (a
+        // crash during it) and is counted, as by its job (all its claims but this one), unless a
+        // newer job of the pair runs the current cycle (recordFailedAttempt).
         onDeadLetter: async (job, error) => {
           const eventId = job.event_id ?? (JSON.parse(job.payload) as DeliveryPayload).event_id;
+          const spent = error === UNFINISHED_LAST_ATTEMPT ? job.attempts - 1 : 0;
           await o.db
             .updateTable('deliveries')
-            .set({ state: 'dead', last_error: error, updated_at: new Date(o.clock.now()).toISOString() })
+            .set((eb) => ({
+              state: 'dead',
+              last_error: error,
+              updated_at: new Date(o.clock.now()).toISOString(),
+              attempts: eb.case().when(newerJobOfPair(eb, { eventId, sink: config.name, jobId: job.id })).then(eb.ref('attempts')).else(eb.fn<number>('max', [eb.ref('attempts'), eb.val(spent)])).end(),
+            }))
             .where('event_id', '=', eventId)
             .where('sink', '=', config.name)
             .where('state', 'in', ['pending', 'retrying'])

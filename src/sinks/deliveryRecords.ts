@@ -1,7 +1,8 @@
 import type BetterSqlite3 from 'better-sqlite3';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kysely';
 import type { Database, DeliveryState } from '../db/schema.js';
 import { inChunks, insertElseUpdate } from '../db/sqliteHelpers.js';
+import { jobsByEventTerm } from '../queue/eventJobs.js';
 import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -51,6 +52,24 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
 }
 
 /**
+ * Whether the pair has a job newer than `jobId`: a replay or a new revision queued while that job
+ * was running (it is not reused then, see enqueueDeliveries), so the pair's current cycle is the
+ * newer job's, and `jobId`'s attempts, spent before it began, are not that cycle's. Through
+ * jobs_event (its partial index's term, see jobsByEventTerm): a seek on the pair's few rows.
+ */
+export function newerJobOfPair(eb: ExpressionBuilder<Database, 'deliveries'>, d: { eventId: string; sink: string; jobId: number }) {
+  return eb.exists(
+    eb
+      .selectFrom('jobs')
+      .select(sql.lit(1).as('one'))
+      .where('jobs.event_id', '=', d.eventId)
+      .where('jobs.kind', '=', `sink:${d.sink}`)
+      .where(jobsByEventTerm)
+      .where('jobs.id', '>', d.jobId),
+  );
+}
+
+/**
  * A failed attempt of a claimed job, recorded only while the pair's cycle is still the one that
  * job sent (`messageId`) and the job still holds its lease: a newer revision queued meanwhile, or
  * a job taken over after its lease ran out, is not marked failing by a stale attempt.
@@ -58,7 +77,9 @@ export async function recordAttempt(db: Db, d: { eventId: string; sink: string }
  * as the job's attempt is not spent either; counted, three stops read as 3 attempts of at most 2.
  * Counted, `attempts` is at least the job's (`jobAttempts`, this one included): an attempt cut by a
  * crash (SIGKILL, a power loss) was spent by the job but never recorded here, and without it a
- * row read "dead after 1 attempt" of a sink's 2.
+ * row read "dead after 1 attempt" of a sink's 2. Only while the job is the pair's newest
+ * (newerJobOfPair): a replay during an attempt gives the new cycle a job of its own, and the
+ * older job's count, of attempts made before the replay, read 3 of 3 on a cycle with 2 to come.
  */
 export async function recordFailedAttempt(
   db: Db,
@@ -75,7 +96,17 @@ export async function recordFailedAttempt(
       last_status_code: r.statusCode,
       last_error: r.error,
       updated_at: at,
-      ...(counted ? { attempts: eb.fn<number>('max', [eb('attempts', '+', 1), eb.val(d.jobAttempts)]), last_attempt_at: at } : {}),
+      ...(counted
+        ? {
+            attempts: eb
+              .case()
+              .when(newerJobOfPair(eb, d))
+              .then(eb('attempts', '+', 1))
+              .else(eb.fn<number>('max', [eb('attempts', '+', 1), eb.val(d.jobAttempts)]))
+              .end(),
+            last_attempt_at: at,
+          }
+        : {}),
     }))
     .where('sink', '=', d.sink)
     .where('event_id', '=', d.eventId)
