@@ -60,8 +60,9 @@ describe('Standard Webhooks reference vector through POST /webhooks', () => {
   });
 
   it('logs how far the receiver\'s clock is from the refused timestamp, either way (a wrong clock is told from replayed deliveries)', async () => {
-    for (const offset of [400, -3600]) {
-      clock.set((REF.timestamp + offset) * 1000);
+    // Fractions too: refused at 300.5 s ahead, a whole-second cut logged 300, inside the tolerance it broke.
+    for (const offset of [400, -3600, 300.5, -300.5, 300.001]) {
+      clock.set(Math.round((REF.timestamp + offset) * 1000));
       expect((await post(refHeaders())).status).toBe(401);
       expect(r.logs.lines.at(-1)).toMatchObject({ msg: 'webhook delivery', outcome: 'rejected:timestamp_out_of_tolerance', receiver_clock_ahead_seconds: offset });
     }
