@@ -59,3 +59,44 @@ describe('webhooks deliveries against a service that takes no filter (spec 4.5)'
     expect(queries).toContain('?limit=200&status=failed');
   });
 });
+
+/**
+ * Spec 2.11 names no field of a delivery record beyond "status and response code": a service that
+ * applies the filters itself may answer records without `event_id`, or without a `response_code`
+ * field (another name, or none), while its `status` says what became of the attempt.
+ */
+describe('webhooks deliveries against a service that applies the filters, with records of other fields (spec 2.11)', () => {
+  let honouring: Server;
+  let honouringEnv: Record<string, string>;
+  const OTHER = [
+    { id: 'e2', status: 'succeeded', attempted_at: '2026-01-01T00:02:00Z' },
+    { id: 'e1', status: 'failed', attempted_at: '2026-01-01T00:01:00Z' },
+  ];
+  beforeAll(async () => {
+    honouring = createServer((req, res) => {
+      req.resume();
+      const url = new URL(req.url ?? '/', 'http://x');
+      const status = url.searchParams.get('status');
+      const results = OTHER.filter((r) => status === null || r.status === status);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: results.length, next: null, previous: null, results }));
+    });
+    await new Promise<void>((resolve) => honouring.listen(0, '127.0.0.1', resolve));
+    honouringEnv = { HIRING_API_URL: `http://127.0.0.1:${(honouring.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY };
+  });
+  afterAll(() => new Promise<void>((resolve) => honouring.close(() => resolve())));
+
+  it("--status succeeded keeps what the service's status says succeeded, and --event keeps what the service chose", async () => {
+    const [succeeded, failed, event] = await Promise.all([
+      cli(['webhooks', 'deliveries', 'wh_1', '--status', 'succeeded', '--json'], honouringEnv),
+      cli(['webhooks', 'deliveries', 'wh_1', '--status', 'failed', '--json'], honouringEnv),
+      cli(['webhooks', 'deliveries', 'wh_1', '--event', 'evt_1', '--json'], honouringEnv),
+    ]);
+    for (const r of [succeeded, failed, event]) expect(r.code, r.stderr).toBe(0);
+    const ids = (r: { stdout: string }) => (JSON.parse(r.stdout) as { id: string }[]).map((d) => d.id);
+    // Judged by a response_code it does not have: every success read as failed, so none listed.
+    expect(ids(succeeded)).toEqual(['e2']);
+    expect(ids(failed)).toEqual(['e1']);
+    // Judged by an event_id it does not have: every attempt thrown away ("no delivery attempts").
+    expect(ids(event)).toEqual(['e2', 'e1']);
+  });
+});

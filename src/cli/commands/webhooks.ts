@@ -15,11 +15,11 @@ interface Endpoint {
 
 interface DeliveryRecord {
   id: string;
-  event_id: string;
+  event_id?: string;
   event_type?: string;
   attempt?: number;
-  status: string;
-  response_code: number | null;
+  status?: string;
+  response_code?: number | null;
   error?: string | null;
   attempted_at?: string;
 }
@@ -160,8 +160,26 @@ export async function runRotate(io: CliIo, id: string, o: ApiOptions): Promise<n
   return 0;
 }
 
-/** Spec 6.3: only a 2xx acknowledges a delivery; anything else (no answer included) failed. */
-const acknowledged = (r: DeliveryRecord): boolean => Number.isInteger(r.response_code) && r.response_code! >= 200 && r.response_code! <= 299;
+/**
+ * What became of an attempt. Spec 6.3: only a 2xx acknowledges a delivery; any other code, or none
+ * (`response_code: null`, a timeout or network error), failed. Spec 2.11 names no field of the
+ * record beyond "status and response code": one without a `response_code` field is judged by its
+ * `status` when that says `succeeded` or `failed` (the sandbox's words), else not at all (undefined).
+ */
+function outcomeOf(r: DeliveryRecord): 'succeeded' | 'failed' | undefined {
+  const code = r.response_code;
+  if (typeof code === 'number') return Number.isInteger(code) && code >= 200 && code <= 299 ? 'succeeded' : 'failed';
+  if (r.status === 'succeeded' || r.status === 'failed') return r.status;
+  return code === null ? 'failed' : undefined;
+}
+
+/**
+ * Whether a record the service answered is one the filters choose. A record the CLI cannot judge
+ * (no `event_id`, no outcome) is kept: the service was asked for the same filters, and dropping
+ * it showed a service that applied them as having no attempts.
+ */
+const chosenRecord = (r: DeliveryRecord, o: { status?: string; event?: string }): boolean =>
+  (o.event === undefined || r.event_id === undefined || r.event_id === o.event) && (o.status === undefined || (outcomeOf(r) ?? o.status) === o.status);
 
 export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { status?: string; event?: string }): Promise<number> {
   const { client } = api(io, o);
@@ -171,10 +189,8 @@ export async function runDeliveries(io: CliIo, id: string, o: ApiOptions & { sta
   // Spec 4.5 and 2.11 show no query parameter for this list, and no value of a record's `status`:
   // `status=` and `event_id=` are the sandbox's. Sent, so a service that takes them pages less,
   // and applied here too, so one that ignores them (and answers every attempt) is not shown as
-  // failed attempts that succeeded. `--status` is decided by the response code (6.3).
-  const records = (await client.listAll<DeliveryRecord>(`${client.url(`/${encodeURIComponent(id)}/deliveries`)}?${q}`)).filter(
-    (r) => (o.event === undefined || r.event_id === o.event) && (o.status === undefined || acknowledged(r) === (o.status === 'succeeded')),
-  );
+  // failed attempts that succeeded. `--status` is decided by the response code (6.3), see outcomeOf.
+  const records = (await client.listAll<DeliveryRecord>(`${client.url(`/${encodeURIComponent(id)}/deliveries`)}?${q}`)).filter((r) => chosenRecord(r, o));
   if (o.json) printJson(io, records);
   else if (records.length === 0) io.out('no delivery attempts');
   else printTable(io, ['attempted', 'event', 'type', 'attempt', 'status', 'code', 'error'], records.map((r) => [r.attempted_at, r.event_id, r.event_type, r.attempt, r.status, r.response_code, r.error]));
