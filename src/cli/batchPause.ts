@@ -38,7 +38,8 @@ export const TURNS_ONLY: BatchPause = { pause: loopTurns, close() {} };
  * tries, and 1 s per 100,000 rows when nobody waited.)
  *
  * Where the database has no `-ingest-wait` file, no receiver has opened it (every `serve` and
- * `work` makes the file as it opens the database): nobody to let in, no wait, as for `replay`
+ * `work` makes the file as it opens the database, unless it cannot: it then warns and runs without
+ * it, and these commands do not pause for it either): nobody to let in, no wait, as for `replay`
  * before (a fixed pause there cost a replay of a restored backup 10 s per million events). The
  * file is looked for again at the next pause, for a receiver started meanwhile.
  */
