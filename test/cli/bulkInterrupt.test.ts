@@ -4,10 +4,9 @@ import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runTs } from '../helpers/childServer.js';
-import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
-import { cli, deadDeliveries, until, withMigratedDatabase } from './helpers.js';
+import { cli, deadDeliveries, until, withMigratedDatabase, workersSayTheyWait } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-interrupt-');
 afterAll(cleanup);
@@ -29,9 +28,7 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
   // a second, not the 0.2-0.4 s in which a command with nobody waiting could end before the lock
   // below is taken. (Replay's own tests below pass no such signal: the stop then rests on the
   // loop's turns alone.)
-  const workers = args[0] === 'replay' ? null : openIngestWaitSignal(env['DATABASE_PATH']!);
-  workers?.workersWaiting(Date.now());
-  const saying = workers ? setInterval(() => workers.workersWaiting(Date.now()), 5) : null;
+  const stopSaying = args[0] === 'replay' ? null : workersSayTheyWait(env['DATABASE_PATH']!);
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
@@ -57,9 +54,7 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     return { code, killedBy, stdout: child.stdout.join(''), last: stderr.trimEnd().split('\n').at(-1)! };
   } finally {
     clearTimeout(timer);
-    if (saying) clearInterval(saying);
-    workers?.workersThrough();
-    workers?.close();
+    stopSaying?.();
   }
 }
 

@@ -2,10 +2,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { jobSeeder } from '../helpers/jobs.js';
 import { tempDir } from '../helpers/receiver.js';
-import { cli, withMigratedDatabase, type CliResult } from './helpers.js';
+import { cli, withMigratedDatabase, workersSayTheyWait, type CliResult } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-bulk-yield-');
 afterAll(cleanup);
@@ -28,17 +27,13 @@ async function watchedRun(w: BetterSqlite3.Database, path: string, args: string[
     DELETE FROM test_statement_times;
     CREATE TRIGGER IF NOT EXISTS test_jobs_updated AFTER UPDATE ON jobs BEGIN INSERT INTO test_statement_times VALUES (unixepoch('now', 'subsec')); END;
     CREATE TRIGGER IF NOT EXISTS test_jobs_deleted AFTER DELETE ON jobs BEGIN INSERT INTO test_statement_times VALUES (unixepoch('now', 'subsec')); END;`);
-  const workers = openIngestWaitSignal(path);
-  workers.workersWaiting(Date.now());
-  const saying = setInterval(() => workers.workersWaiting(Date.now()), 5);
+  const stopSaying = workersSayTheyWait(path);
   try {
     const r = await cli(args, { DATABASE_PATH: path, ...env });
     const commits = (w.prepare('SELECT DISTINCT at FROM test_statement_times ORDER BY at').pluck().all() as number[]).map((s) => s * 1000);
     return { r, commits };
   } finally {
-    clearInterval(saying);
-    workers.workersThrough();
-    workers.close();
+    stopSaying();
   }
 }
 

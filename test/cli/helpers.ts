@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import BetterSqlite3 from 'better-sqlite3';
 import { expect } from 'vitest';
 import { ROOT, runTs } from '../helpers/childServer.js';
+import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { jobSeeder } from '../helpers/jobs.js';
 
 export interface CliResult {
@@ -119,4 +120,23 @@ export function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
       delivery.run({ e: `evt-${i}`, at });
     }
   })();
+}
+
+/**
+ * A running receiver's workers, retrying a write that keeps finding the lock held: they say so in
+ * the database at `path`'s `-ingest-wait` file at each try, as BusyRetrySqliteDialect does, until
+ * the returned function is called. A value counts while it is within 50 ms of the reader's clock
+ * (either way), so each is written 40 ms ahead: said every 5 ms, it stays fresh through a stall of
+ * this process of up to about 85 ms (a loaded machine), where one written as of now lapsed after 45.
+ */
+export function workersSayTheyWait(path: string): () => void {
+  const workers = openIngestWaitSignal(path);
+  const say = () => workers.workersWaiting(Date.now() + 40);
+  say();
+  const saying = setInterval(say, 5);
+  return () => {
+    clearInterval(saying);
+    workers.workersThrough();
+    workers.close();
+  };
 }

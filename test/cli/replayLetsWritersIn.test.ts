@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { tempDir } from '../helpers/receiver.js';
-import { cli, withMigratedDatabase } from './helpers.js';
+import { cli, withMigratedDatabase, workersSayTheyWait } from './helpers.js';
 
 const { dir, cleanup } = tempDir('receiver-cli-replay-yield-');
 afterAll(cleanup);
@@ -26,18 +25,12 @@ describe('replay beside a running receiver whose writers wait for the lock', { t
       })();
       // Every event folded already: `replay --all` queues a process_event job for each, 500 per transaction.
       w.exec('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)');
-      // A running receiver's workers, retrying a write that keeps finding the lock held: they say
-      // so in the database's -ingest-wait file at each try, as BusyRetrySqliteDialect does.
-      const workers = openIngestWaitSignal(path);
-      workers.workersWaiting(Date.now());
-      const saying = setInterval(() => workers.workersWaiting(Date.now()), 5);
+      const stopSaying = workersSayTheyWait(path);
       let r;
       try {
         r = await cli(['replay', '--all', '--json'], { DATABASE_PATH: path });
       } finally {
-        clearInterval(saying);
-        workers.workersThrough();
-        workers.close();
+        stopSaying();
       }
       expect(r.code, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout)).toMatchObject({ selected: events, processing: { queued: events } });
