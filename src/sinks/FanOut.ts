@@ -83,8 +83,9 @@ export class FanOut {
         soleSource: sinkJobKind(config.name),
         // A dead letter the handler did not record itself (one claimed past its last attempt,
         // which is not run again): its delivery record says so too. That last attempt was cut (a
-        // crash during it) and is counted, as by its job (all its claims but this one), unless a
-        // newer job of the pair runs the current cycle (recordFailedAttempt).
+        // crash during it) and is counted, as by its job (all its claims but this one). Not when a
+        // newer job of the pair runs the current cycle (a replay queued during that attempt): the
+        // record is that cycle's, still to run, and says so (recordFailedAttempt likewise).
         onDeadLetter: async (job, error) => {
           const eventId = job.event_id ?? (JSON.parse(job.payload) as DeliveryPayload).event_id;
           const spent = error === UNFINISHED_LAST_ATTEMPT ? job.attempts - 1 : 0;
@@ -94,11 +95,12 @@ export class FanOut {
               state: 'dead',
               last_error: error,
               updated_at: new Date(o.clock.now()).toISOString(),
-              attempts: eb.case().when(newerJobOfPair(eb, { eventId, sink: config.name, jobId: job.id })).then(eb.ref('attempts')).else(eb.fn<number>('max', [eb.ref('attempts'), eb.val(spent)])).end(),
+              attempts: eb.fn<number>('max', [eb.ref('attempts'), eb.val(spent)]),
             }))
             .where('event_id', '=', eventId)
             .where('sink', '=', config.name)
             .where('state', 'in', ['pending', 'retrying'])
+            .where((eb) => eb.not(newerJobOfPair(eb, { eventId, sink: config.name, jobId: job.id })))
             .execute();
         },
         concurrency: config.concurrency,

@@ -62,4 +62,25 @@ describe("deliveries.attempts counts the current cycle's attempts, a crash's cut
     // Two attempts spent of the sink's 2 (the third claim ran nothing), as for its job: not "dead after 1".
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'dead', attempts: 2, last_error: expect.stringMatching(/^its last attempt never finished/) });
   });
+
+  it("a replay's cycle is not marked dead when the older job, its last attempt cut by a crash, is dead-lettered unrun", async () => {
+    const { h, eventId } = await firstAttemptRefused(2, () => ({ status: 500 }));
+    const sqlite = h.r.app.database.ingestSqlite;
+    // Attempt 2, the last, claimed by a worker of a process that then died (SIGKILL during the POST).
+    const [claimed] = await h.r.app.queue.claim('died', 1, [], ['sink:a']);
+    expect(claimed).toMatchObject({ attempts: 2 });
+    // `replay --id <e> --sink a` meanwhile: a new cycle with a job of its own, not due yet here (a
+    // sink held by a Retry-After, say), so the dead letter below is all that happens to the pair.
+    sqlite.exec('BEGIN IMMEDIATE');
+    await h.r.app.fanOut.enqueueDeliveries(preparedDeliveryWrites(sqlite), eventId, { sinks: ['a'] });
+    sqlite.exec('COMMIT');
+    sqlite.prepare("UPDATE jobs SET run_at = '2099-01-01T00:00:00.000Z' WHERE kind = 'sink:a' AND state = 'pending'").run();
+    h.clock.advance(60_001); // the dead worker's lease runs out
+    await h.settle();
+    const [older, newer] = jobsOf(h);
+    expect(older).toMatchObject({ state: 'dead', attempts: 3 });
+    expect(newer).toMatchObject({ state: 'pending', attempts: 0 });
+    // The pair's cycle is the newer job's, still to run: its record says pending, not dead.
+    expect(h.deliveries('a')[0]).toMatchObject({ state: 'pending', attempts: 0 });
+  });
 });
