@@ -1,6 +1,7 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { open } from 'node:fs/promises';
+import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RetryableError } from '../../src/hiring/errors.js';
@@ -367,6 +368,25 @@ describe('file sink at start', () => {
     const { code, stderr } = await startWithFileSink(d, path);
     expect(code).toBe(1);
     expect(stderr).toContain(`fatal: sink "archive": cannot open ${path} for appending: ENOENT (a symbolic link on the way points to nothing?)`);
+  });
+
+  it("a path naming another program's file (a notes file, a database backup) stops the start and leaves the file byte for byte", async () => {
+    const d = dir();
+    // Before the fix, opening the path cut each at its last newline as if the rest were a torn
+    // line: the notes lost their last line, the backup everything after its last 0x0a byte.
+    const notes = join(d, 'notes.txt');
+    writeFileSync(notes, 'keep this\nand this last line, which has no newline');
+    const backup = join(d, 'backup.db');
+    const db = new Database(backup);
+    db.exec("CREATE TABLE t(x TEXT); INSERT INTO t VALUES ('a line' || char(10) || 'and the rest')");
+    db.close();
+    for (const path of [notes, backup]) {
+      const before = readFileSync(path);
+      const { code, stderr } = await startWithFileSink(d, path);
+      expect(readFileSync(path).equals(before)).toBe(true);
+      expect(code).toBe(1);
+      expect(stderr).toContain(`fatal: sink "archive": cannot use ${path}: the file there is not this sink's (not lines of JSON objects: `);
+    }
   });
 
   it('a path that cannot be opened for appending stops the start with one line naming the sink, the path and why', async () => {

@@ -56,14 +56,32 @@ export async function openAppend(path: string, sync: (folder: string) => Promise
   return fh;
 }
 
+/** The code a file sink's open fails with for a file at its path that holds something other than its lines. */
+const NOT_SINK_LINES = 'ENOTSINKLINES';
+const OPEN_BRACE = 0x7b;
+
+/** The byte at `position`, or null past the end. */
+async function byteAt(file: SinkFile, position: number): Promise<number | null> {
+  const one = Buffer.alloc(1);
+  const { bytesRead } = await file.read(one, 0, 1, position);
+  return bytesRead === 1 ? one[0]! : null;
+}
+
 /**
  * Drops a last line without its newline: what a crash in the middle of a
  * write leaves. Returns the size kept. Reads backwards in 64 KiB chunks, so a
  * large file costs one read when it is whole.
+ *
+ * `sinkLinesOnly` (opening the file at the path): the file must read as this sink's lines, each a
+ * JSON object: a non-empty file whose first byte, or whose torn last line's, is not `{` is another
+ * program's (a sink path that names a notes file, a database backup) and is refused untouched.
+ * Cut at its last newline, such a file lost its last line, and a binary one everything after its
+ * last 0x0a byte, at the start, before any message was written.
  */
-export async function repairTornTail(file: SinkFile): Promise<{ size: number; dropped: number }> {
+export async function repairTornTail(file: SinkFile, sinkLinesOnly = false): Promise<{ size: number; dropped: number }> {
   const { size } = await file.stat();
   if (size === 0) return { size, dropped: 0 };
+  if (sinkLinesOnly && (await byteAt(file, 0)) !== OPEN_BRACE) throw notSinkLines('it does not start with "{"');
   const buf = Buffer.alloc(CHUNK);
   let end = size;
   let keep = 0;
@@ -78,10 +96,13 @@ export async function repairTornTail(file: SinkFile): Promise<{ size: number; dr
     end = start;
   }
   if (keep === size) return { size, dropped: 0 };
+  if (sinkLinesOnly && (await byteAt(file, keep)) !== OPEN_BRACE) throw notSinkLines('its last line has no newline and does not start with "{"');
   await file.truncate(keep);
   await file.sync();
   return { size: keep, dropped: size - keep };
 }
+
+const notSinkLines = (why: string) => Object.assign(new Error(`not lines of JSON objects: ${why}`), { code: NOT_SINK_LINES });
 
 /**
  * Appends one NDJSON line per message. A line is written whole or not at all:
@@ -121,7 +142,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
     if (file) return file;
     const f = await openFile(options.path);
     try {
-      const repaired = await repairTornTail(f);
+      const repaired = await repairTornTail(f, true);
       if (repaired.dropped > 0) {
         deps.logger.warn({ path: options.path, bytes: repaired.dropped }, 'file sink: removed a torn last line left by an interrupted write');
       }
@@ -235,7 +256,7 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       // A full disk (ENOSPC), a quota (EDQUOT) or a permission fixed by the operator: all worth retrying.
-      const why = code === 'ESHORT' ? 'a short write (is the disk full?)' : (code ?? (err as Error).message);
+      const why = code === 'ESHORT' ? 'a short write (is the disk full?)' : code === NOT_SINK_LINES ? `the file there is not this sink's (${(err as Error).message})` : (code ?? (err as Error).message);
       throw new RetryableError(`cannot append to ${options.path}: ${why}`, { cause: code });
     }
   }
@@ -272,6 +293,9 @@ export function createFileSink(options: FileSinkOptions, deps: { logger: Logger;
         const code = (err as NodeJS.ErrnoException).code;
         if (code === NOT_REGULAR) {
           throw new Error(`cannot use ${options.path}: it is not a regular file (a pipe or a device, whose writes cannot be fsynced); for standard output, configure a sink of type "stdout"`);
+        }
+        if (code === NOT_SINK_LINES) {
+          throw new Error(`cannot use ${options.path}: the file there is not this sink's (${(err as Error).message}), so nothing was cut from it or written to it; give the sink a path of its own, or move that file away`);
         }
         if (code === 'ENOENT') {
           // Its folder was just made: what is missing is behind a symbolic link (or under /proc).
