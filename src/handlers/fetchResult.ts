@@ -467,9 +467,9 @@ export function createFetchDeadLetterHandler(ctx: ProcessingContext) {
     // 404s, and the deletion folded meanwhile (between the read and this dead letter, so its
     // requeue of dead 404 reads did not see this one): the 404 is final, as in the read itself.
     if (error.includes(NOT_FOUND_MARK)) {
-      const deleted = await ctx.db.selectFrom('applications').select('deleted_at').where('id', '=', p.application_id).executeTakeFirst();
+      const deleted = await isDeleted(ctx, p.application_id);
       const row = await ctx.db.selectFrom(RESULT_TABLE[p.resource]).select(['state', 'data']).where('application_id', '=', p.application_id).executeTakeFirst();
-      if (deleted?.deleted_at && row?.state === 'processing' && row.data === null) {
+      if (deleted && row?.state === 'processing' && row.data === null) {
         await finish(ctx, job.id, p, { state: 'unavailable', reason: 'application_deleted', data: null }, nowIso);
         // A final answer, not work for an operator: no dead letter left behind (nor its alert).
         await ctx.db.updateTable('jobs').set({ state: 'done', run_at: nowIso, finished_at: nowIso, updated_at: nowIso }).where('id', '=', job.id).where('state', '=', 'dead').execute();
