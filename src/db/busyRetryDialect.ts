@@ -25,7 +25,8 @@ export interface BusyRetryOptions {
   yieldMs?: number;
   /**
    * A write outside a transaction found the lock held by another connection, and is about to
-   * wait for it (IngestWaitSignal.workersWaiting: a `replay` lets it in between its batches).
+   * wait for it (IngestWaitSignal.workersWaiting: a CLI's bulk change lets it in between two of
+   * its transactions, cli/batchPause.ts).
    */
   writeWaiting?: () => void;
   /** That write went through, or gave up (after writeWaiting only). */

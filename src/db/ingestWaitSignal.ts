@@ -16,8 +16,9 @@ import { closeSync, constants, fchmodSync, fstatSync, ftruncateSync, openSync, r
  * Eight bytes at offset 0 (a float64 of Unix ms), written and read with pwrite/pread on the
  * page cache: no fsync, nothing durable depends on it. A stale value (a `serve` killed while
  * waiting) stops counting after `staleMs`. Bytes 8-15, the workers' slot, say the same of a
- * write of processing (workersWaiting / workersThrough), for a `replay`, which reads both
- * between its batches (openWaitSignalReader); a file of 8 bytes (an older version's) has none
+ * write of processing (workersWaiting / workersThrough), for the CLI's bulk changes (`replay`,
+ * `prune`, `dead-letters`, `sinks send-now`), which read both between two of their transactions
+ * (openWaitSignalReader, cli/batchPause.ts); a file of 8 bytes (an older version's) has none
  * until a process of this version opens it, which extends it to 16.
  */
 export interface IngestWaitSignal {
@@ -30,8 +31,8 @@ export interface IngestWaitSignal {
   /**
    * A write outside a transaction on this process's kysely connection (the workers': a sink
    * batch's claim or completion, a fold; any other write there too) found the lock held by another
-   * connection at `nowMs`: said in the file's second slot (bytes 8-15), which a `replay` reads
-   * between its batches (see WaitSignalReader).
+   * connection at `nowMs`: said in the file's second slot (bytes 8-15), which the CLI's bulk
+   * changes read between two of their transactions (see WaitSignalReader).
    */
   workersWaiting(nowMs: number): void;
   /** That write went through (or gave up): the workers wait no more. */
@@ -154,7 +155,7 @@ export function openIngestWaitSignal(databasePath: string, staleMs = STALE_MS): 
   };
 }
 
-/** What a process that writes no deliveries (the `replay` CLI) reads of the signal file. */
+/** What a process that writes no deliveries (a CLI's bulk change: cli/batchPause.ts) reads of the signal file. */
 export interface WaitSignalReader {
   /** Whether an ingest commit or the workers of a running receiver wait for the write lock now (said within `staleMs`). */
   othersWaiting(nowMs: number): boolean;
