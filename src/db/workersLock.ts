@@ -21,6 +21,14 @@ export interface WorkersLock {
 const NO_LOCK: WorkersLock = { release() {} };
 
 /**
+ * How long a start waits for the workers lock while another connection has the lock file locked.
+ * A live holder keeps it for as long as its workers run, so a second start is refused after this
+ * wait; a read of the file (workersLockHeld, `erase --dry-run`) locks it for one statement, and a
+ * start landing in that statement must wait it out rather than be refused and exit 1.
+ */
+export const WORKERS_LOCK_WAIT_MS = 1_000;
+
+/**
  * One process per database runs the workers. At start-up they take every job still marked
  * running as left by a process that is gone (JobQueue.releaseOrphans), so a second one would
  * take the live one's jobs. This lock makes "one per database" hold instead of relying on it.
@@ -29,7 +37,8 @@ const NO_LOCK: WorkersLock = { release() {} };
  * (`<database>-workers-lock`), held for as long as the workers run: `locking_mode=EXCLUSIVE`
  * keeps it after the first transaction. It is a POSIX lock, so the kernel releases it when the
  * process ends, SIGKILL included: a crashed receiver never leaves it behind. A second
- * connection asking for it, in this process or another, is answered SQLITE_BUSY at once.
+ * connection asking for it, in this process or another, is answered SQLITE_BUSY once
+ * WORKERS_LOCK_WAIT_MS has passed (SQLite's busy handler, sleeping between tries).
  */
 export function acquireWorkersLock(databasePath: string): WorkersLock {
   if (databasePath === ':memory:' || databasePath === '') return NO_LOCK;
@@ -43,7 +52,7 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
     // The same permissions as the database, as SQLite gives its -wal and -shm: a `serve` and a
     // `work` under different users that may both write the database may both take this lock.
     if (created) chmodSync(path, sidecarMode(statSync(real).mode));
-    lock.pragma('busy_timeout = 0');
+    lock.pragma(`busy_timeout = ${WORKERS_LOCK_WAIT_MS}`);
     lock.pragma('locking_mode = EXCLUSIVE');
     lock.exec('BEGIN EXCLUSIVE; COMMIT');
   } catch (err) {
