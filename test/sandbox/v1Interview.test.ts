@@ -47,6 +47,11 @@ describe('v1 interview read (spec 2.3, 4.1)', () => {
         expect(t.end_sec).toMatch(decimal(9, 3));
         for (const w of t.words) expect(Object.keys(w).sort()).toEqual(['end', 'start', 'word']);
       });
+      // The loops below check each nested object they meet: each must meet some.
+      expect(out.transcript.flatMap((t: any) => t.words).length, 'transcript words').toBeGreaterThan(0);
+      expect(out.questions.flatMap((q: any) => q.transcript_indices).length, 'questions and their transcript_indices').toBeGreaterThan(0);
+      expect(out.criteria_scores.flatMap((cs: any) => cs.highlights).length, 'highlights').toBeGreaterThan(0);
+      expect(out.criteria_scores.some((cs: any) => cs.criteria.is_knockout), 'a knockout criterion').toBe(true);
       for (const q of out.questions) {
         expectRequired(q, ['id', 'interview_flow_question_id', 'question', 'score', 'score_reasoning']);
         for (const idx of q.transcript_indices) expect(idx >= 0 && idx < n, `index ${idx} of ${n}`).toBe(true);
