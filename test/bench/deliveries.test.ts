@@ -11,6 +11,8 @@ describe('bench deliveries', () => {
     const ids = Array.from({ length: 7 }, () => randomUUID());
     const ds = signDeliveries(secret, templates, 7, ids);
     const wh = new Webhook(secret.secret);
+    // Seven deliveries, in the order of the ids: the loop below checks each one it meets.
+    expect(ds.map((d) => d.applicationId)).toEqual(ids);
     ds.forEach((d, i) => {
       const body = bodyOf(templates, d);
       expect(Buffer.byteLength(body)).toBe(BODY_BYTES);
