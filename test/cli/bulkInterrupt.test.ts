@@ -28,7 +28,7 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
   // a second, not the 0.2-0.4 s in which a command with nobody waiting could end before the lock
   // below is taken. (Replay's own tests below pass no such signal: the stop then rests on the
   // loop's turns alone.)
-  const stopSaying = args[0] === 'replay' ? null : workersSayTheyWait(env['DATABASE_PATH']!);
+  const saying = args[0] === 'replay' ? null : workersSayTheyWait(env['DATABASE_PATH']!);
   const child = runTs('src/cli/main.ts', [...args, '--progress'], { ...env, CLI_PROGRESS_INTERVAL_MS: '0' });
   const timer = setTimeout(() => child.proc.kill('SIGKILL'), 25_000);
   try {
@@ -54,7 +54,7 @@ async function interruptAfterFirstBatch(w: BetterSqlite3.Database, args: string[
     return { code, killedBy, stdout: child.stdout.join(''), last: stderr.trimEnd().split('\n').at(-1)! };
   } finally {
     clearTimeout(timer);
-    stopSaying?.();
+    saying?.stop();
   }
 }
 

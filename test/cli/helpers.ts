@@ -122,21 +122,79 @@ export function deadDeliveries(w: BetterSqlite3.Database, n: number): void {
   })();
 }
 
+/** What workersSayTheyWait returns. */
+export interface WorkersSaying {
+  /** Stops saying it, and clears the slot (their write went through). */
+  stop(): void;
+  /**
+   * The wall-clock spans (Unix ms, from/to) in which the value last said had gone stale to a reader
+   * while the next was not yet written: this process got no turn for its next say. A command's
+   * pause that fell in one was rightly cut short (nobody said they wait), so a gap measured across
+   * one shows nothing about the command.
+   */
+  lapses(): Lapse[];
+}
+
+/** A wall-clock span (Unix ms) in which the workers' word had gone stale (see WorkersSaying.lapses). */
+export interface Lapse {
+  from: number;
+  to: number;
+}
+
+/** A value said at `at` (written `at + AHEAD_MS`) counts for a reader until `at + AHEAD_MS + 50` (ingestWaitSignal's STALE_MS): a lapse from then, with 5 ms to spare. */
+const AHEAD_MS = 40;
+const FRESH_FOR_MS = AHEAD_MS + 50 - 5;
+
 /**
  * A running receiver's workers, retrying a write that keeps finding the lock held: they say so in
  * the database at `path`'s `-ingest-wait` file at each try, as BusyRetrySqliteDialect does, until
- * the returned function is called. A value counts while it is within 50 ms of the reader's clock
- * (either way), so each is written 40 ms ahead: said every 5 ms, it stays fresh through a stall of
- * this process of up to about 85 ms (a loaded machine), where one written as of now lapsed after 45.
+ * `stop()`. A value counts while it is within 50 ms of the reader's clock (either way), so each is
+ * written 40 ms ahead: said every 5 ms, it stays fresh through a stall of this process of up to
+ * about 85 ms (a loaded machine), where one written as of now lapsed after 45. Stalls longer than
+ * that still happen on a shared 2-core machine (a 5 ms timer of an idle process beside two CPU
+ * burners and a test run: gaps of 84 and 121 ms in 30 s), and nothing this process does can write
+ * further ahead (a value more than 50 ms ahead counts as a clock step, not waiting): `lapses()`
+ * says when one happened, for a test to leave that gap out.
  */
-export function workersSayTheyWait(path: string): () => void {
+export function workersSayTheyWait(path: string): WorkersSaying {
   const workers = openIngestWaitSignal(path);
-  const say = () => workers.workersWaiting(Date.now() + 40);
+  const spans: Lapse[] = [];
+  let lastSaid: number | null = null;
+  const say = () => {
+    const at = Date.now();
+    workers.workersWaiting(at + AHEAD_MS);
+    // Read after the write: a stall between the two reads keeps the old value in the file longer.
+    const written = Date.now();
+    if (lastSaid !== null && written > lastSaid + FRESH_FOR_MS) spans.push({ from: lastSaid + FRESH_FOR_MS, to: written });
+    lastSaid = at;
+  };
   say();
   const saying = setInterval(say, 5);
-  return () => {
-    clearInterval(saying);
-    workers.workersThrough();
-    workers.close();
+  return {
+    stop() {
+      clearInterval(saying);
+      // The span up to now, if the last say is stale already (what ran since saw nobody waiting).
+      const now = Date.now();
+      if (lastSaid !== null && now > lastSaid + FRESH_FOR_MS) spans.push({ from: lastSaid + FRESH_FOR_MS, to: now });
+      lastSaid = null;
+      workers.workersThrough();
+      workers.close();
+    },
+    lapses: () => [...spans],
   };
+}
+
+/**
+ * A bulk command's transactions (or batches), begun at `times` (wall-clock ms), came `minMs` apart
+ * at least, each two between which the workers' word stayed fresh: across a lapse of the test
+ * process's saying (see WorkersSaying.lapses) the command rightly saw nobody waiting and went on,
+ * and that gap says nothing of it. At least one gap is judged, or the call fails.
+ */
+export function expectHeldBack(times: number[], lapses: Lapse[], minMs: number, what = 'transactions'): void {
+  expect(times.length, `${what} seen`).toBeGreaterThanOrEqual(2);
+  const gaps = times.slice(1).map((t, i) => ({ ms: Math.round(t - times[i]!), lapsed: lapses.some((l) => l.from <= t + 1 && l.to >= times[i]! - 1) }));
+  const said = `${what} apart by ${gaps.map((g) => `${g.ms}${g.lapsed ? ' (the workers\' word lapsed meanwhile)' : ''}`).join(', ')} ms`;
+  const judged = gaps.filter((g) => !g.lapsed);
+  expect(judged.length, `${said}: no gap with the workers' word fresh throughout`).toBeGreaterThanOrEqual(1);
+  expect(judged.every((g) => g.ms >= minMs), said).toBe(true);
 }
