@@ -186,7 +186,10 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
 
   it('replay --json: SIGTERM stops it after the batch in flight, says where, and --after continues exactly from there, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'replay.db'), async (path, w) => {
-      const total = 20_000;
+      // Enough that the replay cannot end before the lock is taken, however long this process stalls
+      // after its first progress line (it has no "workers wait" signal to slow it: about 0.2-0.4 s
+      // for 20,000 events on a quiet machine, so a stall of the test process past that failed it).
+      const total = 100_000;
       // 1,200 events per millisecond: the stop falls inside one, where --since would take its first events again.
       processedEvents(w, total, 1_200);
       // `timeout -s TERM 3 hiring-receiver replay --all --json`: ended at once, 16,000 of 200,000 events queued, nothing printed.
@@ -310,7 +313,7 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
 
   it.skipIf(!existsSync('/proc/self/wchan'))('replay: SIGTERM sent twice, as `timeout` sends it (to the command, then its process group), is one request: stopped after the batch, exit 143', async () => {
     await withMigratedDatabase(join(dir, 'replay-twice.db'), async (path, w) => {
-      processedEvents(w, 20_000, 1);
+      processedEvents(w, 100_000, 1); // as many as above, for the same reason
       // Taken as a second signal, the repeat ended the replay at once: killed by SIGTERM, no line.
       const r = await interruptAfterFirstBatch(w, ['replay', '--all'], { DATABASE_PATH: path }, 'SIGTERM', { twice: true });
       expect({ code: r.code, killedBy: r.killedBy }).toEqual({ code: 143, killedBy: null });
