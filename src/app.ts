@@ -10,7 +10,7 @@ import { readMigrations, schemaVersion, type Migration } from './db/migrate.js';
 import type { OpenDatabase } from './db/openDatabase.js';
 import { openServerDatabase } from './db/openServerDatabase.js';
 import { watchDatabaseFile } from './db/watchDatabaseFile.js';
-import type { WorkersLock } from './db/workersLock.js';
+import { acquireWorkersLock, type WorkersLock } from './db/workersLock.js';
 import { createStrandedReadSweep } from './handlers/fetchResult.js';
 import type { ProcessingContext } from './handlers/ProcessingContext.js';
 import { closeNow } from './http/closeNow.js';
@@ -268,11 +268,15 @@ function watchRefusals(r: Receiver): void {
 }
 
 /**
- * Listens (and on METRICS_PORT), then starts the workers: a receiver that cannot listen never
- * touches the queue.
+ * Takes the workers lock (when it runs them), listens (and on METRICS_PORT), then starts the
+ * workers: a receiver that cannot listen never touches the queue.
  */
 async function start(r: Receiver): Promise<{ port: number; url: string; metricsUrl: string }> {
   const { app, config, logger, metrics, watchFile, stopWatchingFile, run, reachableHost, refusals } = r;
+  // The workers lock before the port, where the caller did not take it (a new database): refused
+  // after the port, a start held its event loop through the lock's wait (WORKERS_LOCK_WAIT_MS)
+  // while the port took connections, then closed them unanswered.
+  if (config.workerConcurrency > 0 && run.earlyLock === null && run.workersLock === null) run.earlyLock = acquireWorkersLock(r.database.sqlite.name);
   let s: Server;
   try {
     s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics, refusals });

@@ -1,6 +1,6 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -12,7 +12,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { LogCapture, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { cli } from '../cli/helpers.js';
-import { freePort } from '../helpers/childServer.js';
+import { freePort, runTs } from '../helpers/childServer.js';
 
 const { dir, cleanup } = tempDir('workers-lock-first-');
 afterAll(cleanup);
@@ -44,6 +44,45 @@ describe('the workers lock is taken before the database is migrated', () => {
         expect(r.stderr, command).toMatch(/another process is already running the workers of /);
         expect(tables(dbPath), command).toEqual(['from_before']);
       }
+    } finally {
+      live.release();
+    }
+  }, 40_000);
+
+  it('serve on a new database whose workers lock another process took first is refused before it listens', async () => {
+    // Two starts on a path that names no database yet (neither takes the lock before the database
+    // is opened: there is none to protect); here the other one holds the lock already.
+    const dbPath = join(dir, 'new.db');
+    writeFileSync(dbPath, '');
+    const live = acquireWorkersLock(dbPath);
+    unlinkSync(dbPath);
+    try {
+      const port = await freePort();
+      const serve = runTs('src/cli/main.ts', ['serve'], { DATABASE_PATH: dbPath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: String(port), HOST: '127.0.0.1' });
+      let exited: { code: number | null } | null = null;
+      void serve.exited.then((e) => (exited = e));
+      // Connections tried until it exits: taken after the port, the lock's wait (WORKERS_LOCK_WAIT_MS)
+      // held its event loop while the port took them, and the failed start closed them unanswered.
+      let connected = 0;
+      const deadline = Date.now() + 30_000;
+      try {
+        while (exited === null && Date.now() < deadline) {
+          const ok = await new Promise<boolean>((resolve) => {
+            const socket = connect(port, '127.0.0.1');
+            socket.once('connect', () => (socket.destroy(), resolve(true)));
+            socket.once('error', () => resolve(false));
+          });
+          if (ok) connected++;
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      } finally {
+        if (exited === null) serve.proc.kill('SIGKILL');
+      }
+      const { code } = await serve.exited;
+      expect(code, serve.stderr.join('')).toBe(1);
+      expect(serve.stderr.join('')).toMatch(/another process is already running the workers of /);
+      expect(connected, 'connections the refused start took on its port').toBe(0);
+      expect(existsSync(dbPath)).toBe(false); // the file it created, removed again
     } finally {
       live.release();
     }
