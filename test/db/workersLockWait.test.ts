@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { readdirSync, readlinkSync, realpathSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
 import { runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
@@ -13,11 +13,19 @@ import { until } from '../cli/helpers.js';
 // at once and exit 1; it now waits the read out. A live holder still refuses it: see
 // workersLockFirst.test.ts.
 
-const { dir, cleanup } = tempDir('workers-lock-wait-');
-afterAll(cleanup);
+// Made in beforeAll, not at import: where the test is skipped, vitest runs no afterAll, and a
+// folder made at import was left in the temp folder.
+let dir = '';
+let cleanup = () => {};
+beforeAll(() => ({ dir, cleanup } = tempDir('workers-lock-wait-')));
+afterAll(() => cleanup());
 
 describe('a start that meets a moment’s read of the workers lock file', () => {
-  it('waits for the read to end and runs its workers, instead of exiting 1', async () => {
+  // Where there is no /proc (macOS), the start's open files cannot be looked at: the test would
+  // find the start never asking, wait for its exit, and fail. (A probe of the lock file from this
+  // process cannot tell either: it shares this process's shared lock, and never meets the start's
+  // pending one.)
+  it.skipIf(!existsSync('/proc/self/fd'))('waits for the read to end and runs its workers, instead of exiting 1', async () => {
     const dbPath = join(dir, 'receiver.db');
     new BetterSqlite3(dbPath).close();
     acquireWorkersLock(dbPath).release(); // the lock file exists, as after any earlier run
