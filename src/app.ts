@@ -246,8 +246,19 @@ async function startMetrics(r: Receiver): Promise<void> {
   if (metricsApp && config.metricsPort !== null && !r.run.metricsServer) await listenMetrics(r, metricsApp, config.metricsPort, 'METRICS_PORT');
 }
 
-/** A `work` process's own counters on WORK_METRICS_PORT (workMetricsApp). */
+/**
+ * The workers lock, where the receiver runs workers and the caller did not take it (a new
+ * database), taken before a port is bound: refused after one, a start held its event loop through
+ * the lock's wait (WORKERS_LOCK_WAIT_MS) while the port took connections, then closed them unanswered.
+ */
+function lockBeforeListening(r: Receiver): void {
+  const { config, run } = r;
+  if (config.workerConcurrency > 0 && run.earlyLock === null && run.workersLock === null) run.earlyLock = acquireWorkersLock(r.database.sqlite.name);
+}
+
+/** A `work` process's own counters on WORK_METRICS_PORT (workMetricsApp), bound after the workers lock. */
 async function startWorkMetrics(r: Receiver, port: number): Promise<string> {
+  lockBeforeListening(r);
   return listenMetrics(r, workMetricsApp(r.metrics, r.onError), port, 'WORK_METRICS_PORT');
 }
 
@@ -273,10 +284,7 @@ function watchRefusals(r: Receiver): void {
  */
 async function start(r: Receiver): Promise<{ port: number; url: string; metricsUrl: string }> {
   const { app, config, logger, metrics, watchFile, stopWatchingFile, run, reachableHost, refusals } = r;
-  // The workers lock before the port, where the caller did not take it (a new database): refused
-  // after the port, a start held its event loop through the lock's wait (WORKERS_LOCK_WAIT_MS)
-  // while the port took connections, then closed them unanswered.
-  if (config.workerConcurrency > 0 && run.earlyLock === null && run.workersLock === null) run.earlyLock = acquireWorkersLock(r.database.sqlite.name);
+  lockBeforeListening(r);
   let s: Server;
   try {
     s = await listen(app.fetch, config.port, 'PORT', { config, logger, metrics, refusals });

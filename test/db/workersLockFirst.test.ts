@@ -49,44 +49,46 @@ describe('the workers lock is taken before the database is migrated', () => {
     }
   }, 40_000);
 
-  it('serve on a new database whose workers lock another process took first is refused before it listens', async () => {
+  it('serve, and work with WORK_METRICS_PORT, on a new database whose workers lock another process took first are refused before they listen', async () => {
     // Two starts on a path that names no database yet (neither takes the lock before the database
     // is opened: there is none to protect); here the other one holds the lock already.
-    const dbPath = join(dir, 'new.db');
-    writeFileSync(dbPath, '');
-    const live = acquireWorkersLock(dbPath);
-    unlinkSync(dbPath);
-    try {
-      const port = await freePort();
-      const serve = runTs('src/cli/main.ts', ['serve'], { DATABASE_PATH: dbPath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: String(port), HOST: '127.0.0.1' });
-      let exited: { code: number | null } | null = null;
-      void serve.exited.then((e) => (exited = e));
-      // Connections tried until it exits: taken after the port, the lock's wait (WORKERS_LOCK_WAIT_MS)
-      // held its event loop while the port took them, and the failed start closed them unanswered.
-      let connected = 0;
-      const deadline = Date.now() + 30_000;
+    for (const [command, portVar] of [['serve', 'PORT'], ['work', 'WORK_METRICS_PORT']] as const) {
+      const dbPath = join(dir, `new-${command}.db`);
+      writeFileSync(dbPath, '');
+      const live = acquireWorkersLock(dbPath);
+      unlinkSync(dbPath);
       try {
-        while (exited === null && Date.now() < deadline) {
-          const ok = await new Promise<boolean>((resolve) => {
-            const socket = connect(port, '127.0.0.1');
-            socket.once('connect', () => (socket.destroy(), resolve(true)));
-            socket.once('error', () => resolve(false));
-          });
-          if (ok) connected++;
-          await new Promise((r) => setTimeout(r, 10));
+        const port = await freePort();
+        const start = runTs('src/cli/main.ts', [command], { DATABASE_PATH: dbPath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', [portVar]: String(port), HOST: '127.0.0.1' });
+        let exited: { code: number | null } | null = null;
+        void start.exited.then((e) => (exited = e));
+        // Connections tried until it exits: taken after the port, the lock's wait (WORKERS_LOCK_WAIT_MS)
+        // held its event loop while the port took them, and the failed start closed them unanswered.
+        let connected = 0;
+        const deadline = Date.now() + 30_000;
+        try {
+          while (exited === null && Date.now() < deadline) {
+            const ok = await new Promise<boolean>((resolve) => {
+              const socket = connect(port, '127.0.0.1');
+              socket.once('connect', () => (socket.destroy(), resolve(true)));
+              socket.once('error', () => resolve(false));
+            });
+            if (ok) connected++;
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        } finally {
+          if (exited === null) start.proc.kill('SIGKILL');
         }
+        const { code } = await start.exited;
+        expect(code, `${command}: ${start.stderr.join('')}`).toBe(1);
+        expect(start.stderr.join(''), command).toMatch(/another process is already running the workers of /);
+        expect(connected, `connections the refused ${command} took on its ${portVar}`).toBe(0);
+        expect(existsSync(dbPath), command).toBe(false); // the file it created, removed again
       } finally {
-        if (exited === null) serve.proc.kill('SIGKILL');
+        live.release();
       }
-      const { code } = await serve.exited;
-      expect(code, serve.stderr.join('')).toBe(1);
-      expect(serve.stderr.join('')).toMatch(/another process is already running the workers of /);
-      expect(connected, 'connections the refused start took on its port').toBe(0);
-      expect(existsSync(dbPath)).toBe(false); // the file it created, removed again
-    } finally {
-      live.release();
     }
-  }, 40_000);
+  }, 60_000);
 
   it('a path that is not an SQLite file gets no lock file beside it, and its own error', async () => {
     const notDb = join(dir, 'notes.txt');
