@@ -1,4 +1,4 @@
-import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, existsSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -6,7 +6,7 @@ import { brotliCompressSync, createGzip, gunzipSync, gzipSync } from 'node:zlib'
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
-import { freePort, idleReceiverEnv, ROOT, runTs, TSX, waitForHttp } from '../helpers/childServer.js';
+import { freePort, idleReceiverEnv, openFiles, ROOT, runTs, TSX, waitForHttp } from '../helpers/childServer.js';
 import { startPair } from '../helpers/pair.js';
 import { tempDir } from '../helpers/receiver.js';
 import { postSigned } from '../helpers/signing.js';
@@ -376,24 +376,11 @@ describe('hiring-receiver erase: what a person means by the address, other proce
       w.close();
     });
     w.exec('BEGIN IMMEDIATE');
-    const hasOpen = (pid: number, path: string) => {
-      try {
-        return readdirSync(`/proc/${pid}/fd`).some((fd) => {
-          try {
-            return readlinkSync(`/proc/${pid}/fd/${fd}`) === path;
-          } catch {
-            return false;
-          }
-        });
-      } catch {
-        return false;
-      }
-    };
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       const child = runTs('src/cli/main.ts', ['erase', '--finish'], { DATABASE_PATH: dbPath });
       const killer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
       // The database open: the command is past the point where its handlers were installed, at its VACUUM.
-      await until(() => hasOpen(child.proc.pid!, dbPath), 'the command to open the database', 15_000);
+      await until(() => openFiles(child.proc.pid!).includes(dbPath), 'the command to open the database', 15_000);
       child.proc.kill(signal);
       const ended = await child.exited;
       clearTimeout(killer);

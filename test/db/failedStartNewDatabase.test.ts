@@ -1,12 +1,12 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, readdirSync, readlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { noteNewDatabase, removeNewDatabase } from '../../src/db/newDatabaseFiles.js';
-import { ROOT, runTs } from '../helpers/childServer.js';
+import { openFiles, ROOT, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -165,22 +165,6 @@ describe('removeNewDatabase keeps a file that may be anyone else\'s', () => {
 });
 
 describe('a start on the same new path while a failed start removes its file', () => {
-  /** The files `pid` holds open, by path (Linux /proc). */
-  function openFiles(pid: number): string[] {
-    const fds = `/proc/${pid}/fd`;
-    try {
-      return readdirSync(fds).flatMap((fd) => {
-        try {
-          return [readlinkSync(join(fds, fd))];
-        } catch {
-          return [];
-        }
-      });
-    } catch {
-      return [];
-    }
-  }
-
   it('a `work` whose open waited for the lock the removal held opens the file now at the path, not "disk I/O error"', async () => {
     const folder = join(dir, 'reopen-case');
     mkdirSync(folder);

@@ -1,10 +1,9 @@
-import { readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/openDatabase.js';
 import { readMigrations } from '../../src/db/migrate.js';
-import { idleReceiverEnv, runTs, type Child } from '../helpers/childServer.js';
+import { idleReceiverEnv, openFiles, runTs, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -66,19 +65,7 @@ async function workersWaiting(path: string): Promise<Child> {
 const listening = (child: Child) => child.stdout.join('').includes('"msg":"receiver listening"');
 
 /** Whether the child has the database's -shm open: it is in openDatabase, past opening the file. */
-function hasShmOpen(child: Child, path: string): boolean {
-  try {
-    return readdirSync(`/proc/${child.proc.pid}/fd`).some((fd) => {
-      try {
-        return readlinkSync(`/proc/${child.proc.pid}/fd/${fd}`) === `${path}-shm`;
-      } catch {
-        return false;
-      }
-    });
-  } catch {
-    return false;
-  }
-}
+const hasShmOpen = (child: Child, path: string): boolean => openFiles(child.proc.pid!).includes(`${path}-shm`);
 
 describe('a start while another process holds the write lock', () => {
   it('on a current database, takes no lock to migrate: it listens while the lock is still held', async () => {

@@ -1,9 +1,9 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { existsSync, readdirSync, readlinkSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireWorkersLock } from '../../src/db/workersLock.js';
-import { runTs } from '../helpers/childServer.js';
+import { openFiles, runTs } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { until } from '../cli/helpers.js';
@@ -45,20 +45,7 @@ describe('a start that meets a moment’s read of the workers lock file', () => 
     try {
       // The start opens the lock file and asks for its exclusive lock in the same synchronous
       // call, microseconds apart: once the file is among its open files, it is asking.
-      const opened = () => {
-        try {
-          const fdDir = `/proc/${work.proc.pid}/fd`;
-          return readdirSync(fdDir).some((fd) => {
-            try {
-              return readlinkSync(join(fdDir, fd)) === lockFile;
-            } catch {
-              return false;
-            }
-          });
-        } catch {
-          return false;
-        }
-      };
+      const opened = () => openFiles(work.proc.pid!).includes(lockFile);
       await until(() => opened() || exited !== null, 'the start to open the workers lock file (or to exit)', 20_000);
       // Long enough for a start that does not wait to have exited; well inside the start's wait.
       await new Promise((r) => setTimeout(r, 100));

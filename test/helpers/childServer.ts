@@ -71,6 +71,26 @@ function ownerGone(owner: HttpOwner): string | null {
 }
 
 /**
+ * The files process `pid` holds open, by path (Linux: /proc/<pid>/fd); none where that cannot be
+ * read (no /proc, a process that is gone). Tests use it to see a child reach a step (it opened the
+ * file it asks a lock on) from outside, without a line it would log for the test.
+ */
+export function openFiles(pid: number): string[] {
+  const fds = `/proc/${pid}/fd`;
+  try {
+    return readdirSync(fds).flatMap((fd) => {
+      try {
+        return [readlinkSync(`${fds}/${fd}`)];
+      } catch {
+        return []; // closed meanwhile
+      }
+    });
+  } catch {
+    return [];
+  }
+}
+
+/**
  * Whether process `pid` holds a listening TCP socket on `port` (Linux: its fds against
  * /proc/net/tcp and tcp6); undefined where /proc cannot tell (no such tables, or the process's
  * fds not ours to read), so the caller does not refuse. A process that is gone listens on
