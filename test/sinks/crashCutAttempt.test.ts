@@ -7,23 +7,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { until } from '../cli/helpers.js';
 
 let cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.reverse()) await c();
   cleanups = [];
 });
-
-/** Resolves when `check` returns a value, polling every 50 ms; throws after `ms`. */
-async function until<T>(what: string, ms: number, check: () => T | undefined): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe('an http delivery cut by a crash', () => {
   it("counts on the deliveries row as on its job: killed during attempt 1 of 2, refused at attempt 2, the row is dead after 2 attempts", { timeout: 60_000 }, async () => {
@@ -64,17 +54,20 @@ describe('an http delivery cut by a crash', () => {
     const first = await start();
     const event = envelope();
     expect((await postSigned(`http://127.0.0.1:${port}`, secret, JSON.stringify(event))).status).toBe(200);
-    await until('the first POST', 15_000, () => (requests.length >= 1 ? true : undefined));
+    await until(() => requests.length >= 1, 'the first POST', 15_000);
     first.proc.kill('SIGKILL');
     await first.exited;
     await start();
     // The job left running is taken back at the start and sent again at once: its last attempt, refused.
     const db = new BetterSqlite3(dbPath, { readonly: true });
     cleanups.push(() => void db.close());
-    const row = await until('the delivery to be dead', 15_000, () =>
-      db.prepare("SELECT state, attempts, last_status_code, message_id FROM deliveries WHERE sink = 'crm' AND state = 'dead'").get() as
-        | { state: string; attempts: number; last_status_code: number; message_id: string }
-        | undefined,
+    const row = await until(
+      () =>
+        db.prepare("SELECT state, attempts, last_status_code, message_id FROM deliveries WHERE sink = 'crm' AND state = 'dead'").get() as
+          | { state: string; attempts: number; last_status_code: number; message_id: string }
+          | undefined,
+      'the delivery to be dead',
+      15_000,
     );
     const job = db.prepare("SELECT state, attempts, max_attempts FROM jobs WHERE kind = 'sink:crm'").get() as { state: string; attempts: number; max_attempts: number };
     expect(requests).toEqual([row.message_id, row.message_id]);
