@@ -2,6 +2,7 @@ import { isDecisionError, PauseSourceError } from '../hiring/errors.js';
 import type { Logger } from '../observability/logger.js';
 import { backoffDelay, JOB_BACKOFF, MAX_RETRY_AFTER_MS, retryDelay } from './backoff.js';
 import type { DeadLetterLog } from './DeadLetterLog.js';
+import { failureMessage } from './failureMessage.js';
 import { JobFailureLog } from './JobFailureLog.js';
 import { isDone, isUntested, type BatchItemResult, type BatchOutcome } from './JobHandler.js';
 import type { ClaimedJob } from './JobQueue.js';
@@ -190,7 +191,9 @@ export class JobRunner {
 
   private async fail(job: ClaimedJob, err: unknown, log: Logger, settle: SettleFailed) {
     const { queue, clock } = this.opts;
-    const message = (err as Error).message ?? String(err);
+    const message = failureMessage(err);
+    // A handler may throw null or a primitive: its flags are read from an object.
+    const flags = (typeof err === 'object' && err !== null ? err : {}) as { throttlesSource?: boolean; superseded?: boolean; permanent?: boolean; outage?: boolean };
     const now = clock.now();
     const pausing = isDecisionError(err) && err.decision === 'pause_source' && Boolean(job.source) && this.gated(job.kind);
     // A redirect pauses the source only while it is the source's as a whole (SourceAnswers).
@@ -200,19 +203,19 @@ export class JobRunner {
     const backoff = this.opts.backoff ?? JOB_BACKOFF;
     const told = isDecisionError(err) && err.decision === 'retry_after' ? Math.min((err as unknown as { retryAfterMs: number }).retryAfterMs, MAX_RETRY_AFTER_MS) : null;
     // The source holds even when this job ends here (its last attempt): its other reads wait too.
-    if (told !== null && told > 0 && (err as { throttlesSource?: boolean }).throttlesSource === true && job.source && this.gated(job.kind)) {
+    if (told !== null && told > 0 && flags.throttlesSource === true && job.source && this.gated(job.kind)) {
       this.holds.throttle(job.source, now, told, log);
     }
     // A job a newer one of the same work supersedes (a replay's read of the same event): the wait
     // it was told still holds its source (above), but it ends here instead of being retried
     // beside the newer one.
-    if ((err as { superseded?: boolean }).superseded === true) {
+    if (flags.superseded === true) {
       const ok = await queue.complete(job);
       return settle(ok ? 'done' : 'lost');
     }
-    const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || (err as { permanent?: boolean }).permanent === true;
+    const permanent = alone || (isDecisionError(err) && err.decision === 'permanent') || flags.permanent === true;
     // The remote is down or overloaded (5xx, no connection, a timeout, a 429), not this job wrong.
-    const outage = !permanent && (err as { outage?: boolean }).outage === true;
+    const outage = !permanent && flags.outage === true;
     const streak = outage && job.source && this.gated(job.kind) ? this.holds.holdForOutage(job.source, now, log) : 0;
     // Nothing of the source answered since this process started: after a restart mid-outage,
     // its first failure continues the outage (the streak before the restart is not remembered).
