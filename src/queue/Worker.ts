@@ -90,6 +90,8 @@ export class Worker {
   private readonly holds: SourceHolds;
   /** The latest reading of the clock at a claim, to see it step back. */
   private lastClaimAt = -Infinity;
+  /** A step back whose moves failed (the write lock held elsewhere past its wait): moved at the next claim. */
+  private unmovedStepMs = 0;
   /** The blocked sources of the last claim that found nothing else due: kicks skip the claim until a poll. */
   private emptyWhileBlocked: string | null = null;
 
@@ -298,10 +300,17 @@ export class Worker {
     const now = this.opts.clock.now();
     // The first claim compares with the database: the clock may have stepped back while stopped.
     if (this.lastClaimAt === -Infinity) this.lastClaimAt = (await this.opts.queue.latestRecordedTime(this.kinds)) ?? now;
-    const stepMs = this.lastClaimAt - now;
-    // Taken before the moves: one that fails is not done again (moved twice, a wait would end early).
+    const measured = this.lastClaimAt - now;
     this.lastClaimAt = now;
-    if (stepMs > CLOCK_STEP_BACK_MS) await this.clockSteppedBack(now, stepMs);
+    // A step whose moves failed is moved by a later claim, with any step since (time that passed
+    // meanwhile is no step): forgotten, the jobs scheduled before it waited the step on top (an
+    // hour more after a one-hour step, when the claim that saw it met SQLITE_BUSY).
+    const stepMs = this.unmovedStepMs > 0 ? this.unmovedStepMs + Math.max(0, measured) : measured;
+    if (stepMs > CLOCK_STEP_BACK_MS) {
+      this.unmovedStepMs = stepMs;
+      await this.clockSteppedBack(now, stepMs);
+      this.unmovedStepMs = 0;
+    }
     this.deadLetters.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
     // With no gated kind, the gate is not asked: asking takes a paused source's probe slot,
     // which belongs to a worker whose jobs can prove the key works again.
@@ -356,10 +365,12 @@ export class Worker {
    * A step forward cannot be told from time passing (a suspended host): waits then end early.
    */
   private async clockSteppedBack(now: number, stepMs: number): Promise<void> {
+    // The database's moves first: each moves only what was scheduled after `now`, so one done
+    // again after a failure moves nothing twice. The moves in memory, which would, come last.
     const moved = await this.opts.queue.movePendingBack(this.kinds, now, stepMs);
+    await this.opts.onClockStepBack?.(now, stepMs);
     this.holds.moveBack(stepMs);
     this.sourceRetryAt -= stepMs;
-    await this.opts.onClockStepBack?.(now, stepMs);
     this.opts.logger.warn({ step_ms: stepMs, jobs_moved: moved, kinds: this.kinds }, "the wall clock went back: the jobs and waits scheduled on it before keep the wait they had left");
   }
 
