@@ -9,6 +9,7 @@ import type { WorkSource } from '../queue/Worker.js';
 import { isoTime } from '../util/clock.js';
 import { foldEvents, PROCESS_EVENT_BATCH } from './processEvent.js';
 import type { ProcessingContext } from './ProcessingContext.js';
+import { failureMessage } from '../queue/failureMessage.js';
 
 /** How a new event's fold ended: folded, or handed to the queue as a process_event job to retry. */
 export type NewEventOutcome = 'done' | 'retry';
@@ -77,7 +78,7 @@ export function createNewEventFolder(ctx: ProcessingContext, opts: NewEventFolde
         for (const [i, r] of results.entries()) {
           if (r === undefined || !('error' in r)) continue;
           const e = events[i]!;
-          const error = (r.error as Error)?.message ?? String(r.error);
+          const error = failureMessage(r.error);
           const retryInMs = backoffDelay(1, JOB_BACKOFF);
           const jobId = preparedJobWritesOn(ctx.sqlite).enqueue(
             { kind: JobKind.processEvent, payload: { event_id: e.id }, eventId: e.id, source: e.source, runAt: now + retryInMs, failed: { attempts: 1, error } },

@@ -16,6 +16,7 @@ import { messageIdFor } from './messageId.js';
 import type { SinkConfig } from './sinkConfig.js';
 import type { SinkGate } from './SinkGate.js';
 import type { DeliveryContext, DeliveryOutcome, Sink, SinkMessage } from './types.js';
+import { failureMessage } from '../queue/failureMessage.js';
 
 /** A message whose result is being fetched again is looked at again after this (not counted as an attempt). */
 export const INCOMPLETE_RECHECK_MS = 60_000;
@@ -24,7 +25,7 @@ export const STALE_RETRY_MS = 5_000;
 const NOT_WANTED = "not sent: the sink's events/sources filters no longer take this event (changed after it was queued)";
 
 const statusOf = (err: unknown): number | null => {
-  const s = (err as { status?: unknown }).status;
+  const s = (err as { status?: unknown } | null | undefined)?.status;
   return typeof s === 'number' ? s : null;
 };
 
@@ -71,7 +72,7 @@ export function createDeliveryHandler(h: {
   /** `sentAt`: when the failed attempt was sent. */
   async function failed(job: ClaimedJob, eventId: string, messageId: string, err: unknown, sentAt: number): Promise<BatchItemResult> {
     const sent = { ...pairOf(eventId), messageId, jobId: job.id, leaseToken: job.lease_token, jobAttempts: job.attempts };
-    const message = (err as Error).message ?? String(err);
+    const message = failureMessage(err);
     const status = statusOf(err);
     if (isDecisionError(err) && err.decision === 'pause_source') {
       const disabled = await h.gate.pause(`sink:${config.name}`, status ?? 0, message, sentAt);
