@@ -11,6 +11,7 @@ import { UNFINISHED_LAST_ATTEMPT, Worker, type SourceHold, type WorkerOptions } 
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
 import { enableSink, newerJobOfPair, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
+import { closeDeadLetteredRows } from './closeDeadLetteredRows.js';
 import { closeRemovedSinksRows, deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
 import { undocumentedPatterns } from './matchesSink.js';
@@ -171,6 +172,9 @@ export class FanOut {
     if (interrupted()) return false;
     const closed = await closeRemovedSinksRows(this.o.db, this.lanes.map((l) => l.config.name), now, betweenBatches, signal);
     if (closed > 0) this.o.logger.warn({ deliveries: closed }, 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead');
+    if (interrupted()) return false;
+    const recorded = await closeDeadLetteredRows(this.o.db, this.lanes.map((l) => l.config.name), now, betweenBatches, signal);
+    if (recorded > 0) this.o.logger.warn({ deliveries: recorded }, 'deliveries whose dead letter was never recorded on them (a crash or a refused write between the two) now say dead');
     if (interrupted()) return false;
     // A max_attempts raised (or lowered) since, as during a consumer's outage, applies to the
     // deliveries already waiting too.

@@ -141,6 +141,28 @@ describe('file sink', () => {
     expect(h.r.logs.lines.some((l) => l.msg === 'file sink: removed a torn last line left by an interrupted write' && l.bytes === 40)).toBe(true);
   });
 
+  it('a tail of zero bytes left by a power loss (the size grew, the data never reached the disk) is cut at start, not taken for another program\'s file', async () => {
+    // XFS, ext4 data=writeback, and others can keep a file's new size after a power loss while the
+    // blocks of the unsynced write read back as zeros: the batch's place holds NUL bytes only.
+    const d = dir();
+    const path = join(d, 'events.ndjson');
+    const whole = `${JSON.stringify(msg('before-1'))}\n${JSON.stringify(msg('before-2'))}\n`;
+    writeFileSync(path, Buffer.concat([Buffer.from(whole), Buffer.alloc(8192)]));
+    // A new file whose first batch was lost so: zeros only.
+    const fresh = join(d, 'fresh.ndjson');
+    writeFileSync(fresh, Buffer.alloc(4096));
+    h = await startHarness({ sinks: [{ name: 'archive', type: 'file', path }, { name: 'fresh', type: 'file', path: fresh }] });
+    const e = envelope();
+    await h.post(e);
+    await h.settle();
+    expect(h.deliveries().map((x) => [x.sink, x.state])).toEqual([['archive', 'delivered'], ['fresh', 'delivered']]);
+    const line = `${lines(fresh).split('\n')[0]}\n`;
+    expect((JSON.parse(line) as SinkMessage).id).toBe(e.id);
+    expect(lines(fresh)).toBe(line);
+    expect(lines(path)).toBe(`${whole}${line}`);
+    expect(h.r.logs.lines.filter((l) => l.msg === 'file sink: removed a torn last line left by an interrupted write').map((l) => l.bytes).sort()).toEqual([4096, 8192]);
+  });
+
   it('a file that is all torn (no newline at all) is emptied', async () => {
     const path = join(dir(), 'e.ndjson');
     writeFileSync(path, '{"id":"half');

@@ -374,6 +374,28 @@ describe('http sink: signed, retried, never redirected (issue 5)', () => {
     expect(h.deliveries('a')[0]).toMatchObject({ state: 'delivered', attempts: 2 });
   });
 
+  it('413 with Retry-After is retried no sooner than it says (not on the 10 s backoff, sending the whole message again each time), and holds only that message', async () => {
+    const { h, consumer } = await setup({ concurrency: 1 });
+    consumer.reply((r) => (r.message?.payload?.notes ? { status: 413, headers: { 'retry-after': '3600' } } : { status: 200 }));
+    const big = envelope({ payload: { notes: 'n'.repeat(50_000) } });
+    await h.post(big);
+    await h.settle();
+    expect(consumer.received).toHaveLength(1);
+    const bigJob = jobOf(h, 'a').find((j) => j.event_id === big.id)!;
+    expect(Date.parse(bigJob.run_at) - h.clock.now()).toBeGreaterThanOrEqual(3_600_000);
+    // Another message of the sink is not held by it: a 413 is about that message's size.
+    await h.post(envelope({ event_type: 'application.created' }));
+    await h.settle();
+    expect(consumer.received).toHaveLength(2);
+    expect(consumer.received[1]!.message?.payload?.notes).toBeUndefined();
+    for (let i = 0; i < 59; i++) {
+      h.clock.advance(60_000);
+      await h.settle();
+    }
+    expect(consumer.received).toHaveLength(2);
+    expect(h.deliveries('a').find((d) => d.event_id === big.id)).toMatchObject({ state: 'retrying', attempts: 1, last_status_code: 413 });
+  });
+
   it('a token in the sink URL (path or query) never reaches the logs or sink_state, and a new token is a new target', async () => {
     const hookPath = '/hooks/T0123/tok-PATHSECRET?token=tok-QUERYSECRET';
     consumer = await startConsumer({ [hookPath]: SECRET_A });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/openDatabase.js';
 import { RETRY_BATCH } from '../../src/queue/JobQueue.js';
+import { UNFINISHED_LAST_ATTEMPT } from '../../src/queue/Worker.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 import { runTs } from '../helpers/childServer.js';
@@ -19,27 +20,57 @@ afterEach(async () => {
   cleanups = [];
 });
 
+/**
+ * A new database in `dir`, and writers of a (sink, event) pair's job and deliveries row (by default
+ * attempts 1 of 25, the row's last_error 'HTTP 503'), as a crash or an earlier version left them.
+ */
+function pairsDatabase(dir: string) {
+  const dbPath = join(dir, 'receiver.db');
+  const database = openDatabase(dbPath);
+  const jobs = database.sqlite.prepare(
+    "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at) VALUES (?, '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+  );
+  const deliveries = database.sqlite.prepare(
+    'INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+  );
+  type Job = { runAt?: string; attempts?: number; maxAttempts?: number };
+  return {
+    dbPath,
+    database,
+    job: (sink: string, eventId: string, state: string, error: string | null, o: Job = {}) =>
+      jobs.run(`sink:${sink}`, eventId, `sink:${sink}`, state, o.runAt ?? T, o.attempts ?? 1, o.maxAttempts ?? 25, error, T, T),
+    delivery: (sink: string, eventId: string, state: string, o: { attempts?: number; error?: string | null } = {}) =>
+      deliveries.run(eventId, sink, `msg_${eventId}`, state, o.attempts ?? 1, o.error === undefined ? 'HTTP 503' : o.error, T, T, T),
+  };
+}
+
+/** A receiver on `dbPath` whose only sink is the stdout sink `crm`, its workers started (the start's housekeeping done). */
+async function startWorkersWithStdoutSink(dir: string, dbPath: string): Promise<TestReceiver> {
+  const config = join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'stdout' }] }));
+  const r = await startReceiver(
+    { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: newSecret(), LOG_LEVEL: 'info' },
+    { listen: false, sinks: { stdout: new LineSink() } },
+  );
+  cleanups.push(() => r.close());
+  await r.app.startWorkers();
+  return r;
+}
+
 /** A database whose queue holds `n` deliveries waiting for `crm` (queued with max_attempts 3) and `n` for `gone`. */
 function databaseWithWaitingDeliveries(dir: string, n = N): string {
-  const path = join(dir, 'receiver.db');
-  const database = openDatabase(path);
-  const job = database.sqlite.prepare(
-    "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, created_at, updated_at) VALUES (?, '{}', ?, ?, 'pending', ?, ?, 3, ?, ?)",
-  );
-  const delivery = database.sqlite.prepare(
-    'INSERT INTO deliveries (event_id, sink, message_id, state, attempts, queued_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-  );
+  const { dbPath, database, job, delivery } = pairsDatabase(dir);
   database.sqlite.transaction(() => {
     for (const sink of ['crm', 'gone']) {
       for (let i = 0; i < n; i++) {
         const eventId = `evt_${sink}_${i}`;
-        job.run(`sink:${sink}`, eventId, `sink:${sink}`, T, i % 3, T, T);
-        delivery.run(eventId, sink, `msg_${eventId}`, i % 3 ? 'retrying' : 'pending', i % 3, T, T, T);
+        job(sink, eventId, 'pending', null, { attempts: i % 3, maxAttempts: 3 });
+        delivery(sink, eventId, i % 3 ? 'retrying' : 'pending', { attempts: i % 3, error: null });
       }
     }
   })();
   database.sqlite.close();
-  return path;
+  return dbPath;
 }
 
 describe("the sink housekeeping at the workers' start", () => {
@@ -101,17 +132,10 @@ describe("the sink housekeeping at the workers' start", () => {
   it('marks dead the rows of a removed sink an earlier version left saying pending with their jobs dead (a stop between its two steps)', async () => {
     const t = tempDir();
     cleanups.push(t.cleanup);
-    const dbPath = join(t.dir, 'receiver.db');
-    const database = openDatabase(dbPath);
-    const job = database.sqlite.prepare(
-      "INSERT INTO jobs (kind, payload, event_id, source, state, run_at, attempts, max_attempts, last_error, created_at, updated_at) VALUES (?, '{}', ?, ?, ?, ?, 1, 25, ?, ?, ?)",
-    );
-    const delivery = database.sqlite.prepare(
-      "INSERT INTO deliveries (event_id, sink, message_id, state, attempts, last_error, queued_at, created_at, updated_at) VALUES (?, ?, ?, ?, 1, 'HTTP 503', ?, ?, ?)",
-    );
+    const { dbPath, database, job, delivery } = pairsDatabase(t.dir);
     const row = (sink: string, eventId: string, jobState: string | null, jobError: string | null, state: string) => {
-      if (jobState) job.run(`sink:${sink}`, eventId, `sink:${sink}`, jobState, T, jobError, T, T);
-      delivery.run(eventId, sink, `msg_${eventId}`, state, T, T, T);
+      if (jobState) job(sink, eventId, jobState, jobError);
+      delivery(sink, eventId, state);
     };
     // What the earlier version's interrupted start left: the jobs dead, their rows not.
     row('gone', 'e1', 'dead', 'sink is no longer configured', 'retrying');
@@ -122,14 +146,7 @@ describe("the sink housekeeping at the workers' start", () => {
     row('gone', 'e4', 'done', null, 'delivered');
     row('crm', 'e1', 'pending', null, 'retrying');
     database.sqlite.close();
-    const config = join(t.dir, 'config.json');
-    writeFileSync(config, JSON.stringify({ sinks: [{ name: 'crm', type: 'stdout' }] }));
-    const r = await startReceiver(
-      { DATABASE_PATH: dbPath, CONFIG_FILE: config, WEBHOOK_SECRET: newSecret(), LOG_LEVEL: 'info' },
-      { listen: false, sinks: { stdout: new LineSink() } },
-    );
-    cleanups.push(() => r.close());
-    await r.app.startWorkers();
+    const r = await startWorkersWithStdoutSink(t.dir, dbPath);
     const rows = r.app.database.ingestSqlite.prepare("SELECT event_id, state, last_error FROM deliveries WHERE sink = 'gone' ORDER BY event_id").all();
     expect(rows).toEqual([
       { event_id: 'e1', state: 'dead', last_error: 'sink is no longer configured' },
@@ -141,6 +158,38 @@ describe("the sink housekeeping at the workers' start", () => {
     expect(r.app.database.ingestSqlite.prepare("SELECT COUNT(*) FROM deliveries WHERE sink = 'crm' AND last_error = 'sink is no longer configured'").pluck().get()).toBe(0);
     expect(r.logs.lines.filter((l) => l.msg === 'deliveries of sinks no longer configured that still said pending, with no job left to send them, now say dead')).toEqual([
       expect.objectContaining({ deliveries: 3 }),
+    ]);
+  });
+
+  it("marks dead the rows of a configured sink whose job was dead-lettered while the row's own record of it never committed (a crash or a refused write between the two)", async () => {
+    const t = tempDir();
+    cleanups.push(t.cleanup);
+    const { dbPath, database, job, delivery } = pairsDatabase(t.dir);
+    const LATER = '2099-01-01T00:00:00.000Z';
+    // The runner's dead letter committed, FanOut's onDeadLetter (the row's record of it) did not:
+    // claimed past its last attempt (2 of 1 here), never run.
+    job('crm', 'e1', 'dead', UNFINISHED_LAST_ATTEMPT, { attempts: 2 });
+    delivery('crm', 'e1', 'retrying');
+    // Sound: a dead letter recorded on its row; a delivery waiting for its next attempt; a dead
+    // letter whose pair a replay queued again (its new job pending).
+    job('crm', 'e2', 'dead', 'HTTP 500');
+    delivery('crm', 'e2', 'dead');
+    job('crm', 'e3', 'pending', null, { runAt: LATER });
+    delivery('crm', 'e3', 'retrying');
+    job('crm', 'e4', 'dead', 'HTTP 500');
+    job('crm', 'e4', 'pending', null, { runAt: LATER });
+    delivery('crm', 'e4', 'pending');
+    database.sqlite.close();
+    const r = await startWorkersWithStdoutSink(t.dir, dbPath);
+    const rows = r.app.database.ingestSqlite.prepare("SELECT event_id, state, last_error FROM deliveries WHERE sink = 'crm' ORDER BY event_id").all();
+    expect(rows).toEqual([
+      { event_id: 'e1', state: 'dead', last_error: UNFINISHED_LAST_ATTEMPT },
+      { event_id: 'e2', state: 'dead', last_error: 'HTTP 503' },
+      { event_id: 'e3', state: 'retrying', last_error: 'HTTP 503' },
+      { event_id: 'e4', state: 'pending', last_error: 'HTTP 503' },
+    ]);
+    expect(r.logs.lines.filter((l) => l.msg === "deliveries whose dead letter was never recorded on them (a crash or a refused write between the two) now say dead")).toEqual([
+      expect.objectContaining({ deliveries: 1 }),
     ]);
   });
 

@@ -81,7 +81,8 @@ async function byteAt(file: SinkFile, position: number): Promise<number | null> 
 export async function repairTornTail(file: SinkFile, sinkLinesOnly = false): Promise<{ size: number; dropped: number }> {
   const { size } = await file.stat();
   if (size === 0) return { size, dropped: 0 };
-  if (sinkLinesOnly && (await byteAt(file, 0)) !== OPEN_BRACE) throw notSinkLines('it does not start with "{"');
+  // A file of NUL bytes only is a first batch a power loss took (see zerosOnly): none of its bytes is anyone's.
+  if (sinkLinesOnly && (await byteAt(file, 0)) !== OPEN_BRACE && !(await zerosOnly(file, 0, size))) throw notSinkLines('it does not start with "{"');
   const buf = Buffer.alloc(CHUNK);
   let end = size;
   let keep = 0;
@@ -96,10 +97,29 @@ export async function repairTornTail(file: SinkFile, sinkLinesOnly = false): Pro
     end = start;
   }
   if (keep === size) return { size, dropped: 0 };
-  if (sinkLinesOnly && (await byteAt(file, keep)) !== OPEN_BRACE) throw notSinkLines('its last line has no newline and does not start with "{"');
+  if (sinkLinesOnly && (await byteAt(file, keep)) !== OPEN_BRACE && !(await zerosOnly(file, keep, size))) {
+    throw notSinkLines('its last line has no newline and does not start with "{"');
+  }
   await file.truncate(keep);
   await file.sync();
   return { size: keep, dropped: size - keep };
+}
+
+/**
+ * Whether the bytes from `start` to `end` are all NUL. A power loss during a write that was not
+ * fsynced yet can leave the file's new size with the write's blocks never on disk (XFS, ext4
+ * data=writeback): they read back as zeros, from a line's start when the whole batch was lost. Such
+ * a tail is this sink's torn write, as a cut line is; refused as another program's, it stopped the start.
+ */
+async function zerosOnly(file: SinkFile, start: number, end: number): Promise<boolean> {
+  const buf = Buffer.alloc(CHUNK);
+  for (let at = start; at < end; ) {
+    const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - at), at);
+    if (bytesRead === 0) return false;
+    if (buf.subarray(0, bytesRead).some((b) => b !== 0)) return false;
+    at += bytesRead;
+  }
+  return true;
 }
 
 const notSinkLines = (why: string) => Object.assign(new Error(`not lines of JSON objects: ${why}`), { code: NOT_SINK_LINES });

@@ -92,6 +92,13 @@ export function createHttpSink(options: HttpSinkOptions, deps: Pick<SinkDeps, 'h
           throw withStatus(new RetryAfterError(`HTTP ${status}; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS), { throttlesSource: true }), status);
         }
       }
+      if (status === 413) {
+        // A limit the consumer says is passing (RFC 9110 15.5.14): this message, not the sink, waits
+        // as long as it said (its other messages may be smaller), instead of sending the whole
+        // message again on the 10 s, 30 s ... backoff before that time.
+        const after = parseRetryAfter(res.header('retry-after'), ctx.clock.now());
+        if (after !== null) throw withStatus(new RetryAfterError(`HTTP 413; Retry-After ${Math.round(after / 1000)} s`, Math.min(after, MAX_RETRY_AFTER_MS)), status);
+      }
       if (status === 413 && res.header('retry-after') === null) {
         // The consumer refuses the message's size: the same bytes meet the same refusal at every
         // attempt (25 over about 14 h, each sending the whole message again). A dead letter at once,
