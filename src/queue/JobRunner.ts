@@ -277,7 +277,7 @@ export class JobRunner {
         await this.opts.onDeadLetter(job, said);
       } catch (followErr) {
         // The job is dead and stays so: not "runs again after its lease".
-        log.error({ err: (followErr as Error).message }, 'job dead-lettered, but what follows its dead letter failed: retried at the next sweep');
+        log.error({ err: failureMessage(followErr) }, "job dead-lettered, but what follows its dead letter failed: done again by the next sweep (result reads) or the workers' next start (sink delivery records)");
       }
     }
     return settle(ok ? 'dead' : 'lost');
