@@ -221,6 +221,47 @@ describe('a bulk command stopped by SIGINT or SIGTERM says what it committed', {
     });
   });
 
+  it('replay --since <age>: the line and --json after a stop name the window as times, so the rest run later selects exactly the rest', async () => {
+    await withMigratedDatabase(join(dir, 'replay-age.db'), async (path, w) => {
+      // As above (enough that it cannot end first), 20 per second from 2026-11-20T00:00Z: 83 minutes of events.
+      const total = 100_000;
+      const base = Date.UTC(2026, 10, 20);
+      const insert = w.prepare(`INSERT INTO events (id, event_type, source, created_at, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, ?, '{}')`);
+      w.transaction(() => {
+        for (let i = 0; i < total; i++) {
+          const at = new Date(base + i * 50).toISOString();
+          insert.run(`evt-${String(i).padStart(6, '0')}`, at, at, `msg-${i}`);
+        }
+      })();
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)').run();
+      // The CLI's wall clock (NODE_OPTIONS=--import): from a minute short of 2 h after the first event (its start-up
+      // takes some of that minute), then, for the rest, 10 minutes later.
+      const clockAt = (name: string, at: number) => {
+        const file = join(dir, `${name}.mjs`);
+        writeFileSync(file, `const real = Date.now; const start = real(); Date.now = () => ${at} + (real() - start);`);
+        return { DATABASE_PATH: path, NODE_OPTIONS: `--import ${file}` };
+      };
+      const r = await interruptAfterFirstBatch(w, ['replay', '--since', '2h', '--json'], clockAt('first', base + 2 * 3_600_000 - 60_000), 'SIGTERM');
+      expect({ code: r.code, killedBy: r.killedBy }, r.last).toEqual({ code: 143, killedBy: null });
+      const m = r.last.match(/for the rest, run the same command with (.*)$/);
+      expect(m, r.last).not.toBeNull();
+      const json = JSON.parse(r.stdout) as { selected: number; continue_after: string; continue_since?: string };
+      expect(json.selected).toBeLessThan(total);
+      // The time `2h` named as it began, before the first event.
+      const since = json.continue_since!;
+      expect(Date.parse(since)).toBeGreaterThan(base - 60_000);
+      expect(Date.parse(since)).toBeLessThanOrEqual(base);
+      expect(m![1]).toBe(`--since '${since}' --after '${json.continue_after}'`);
+
+      // Run as the line says, 10 minutes later: the events the first run did not reach, each once.
+      const rest = await cli(['replay', '--since', '2h', '--since', since, '--after', json.continue_after, '--json'], clockAt('rest', base + 2 * 3_600_000 + 540_000), 50_000);
+      expect({ code: rest.code, stderr: rest.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(JSON.parse(rest.stdout)).toMatchObject({ selected: total - json.selected });
+      expect(countOf(w, 'SELECT count(DISTINCT event_id) FROM jobs')).toBe(total);
+      expect(countOf(w, 'SELECT count(*) FROM jobs')).toBe(total);
+    });
+  });
+
   it('replay --wait --json: Ctrl-C ends the wait at once, saying what was queued and what had finished, exit 130', async () => {
     await withMigratedDatabase(join(dir, 'replay-wait.db'), async (path, w) => {
       processedEvents(w, 3, 1);
