@@ -59,6 +59,17 @@ export function pickReusable(rows: readonly ReusableJob[]): ReusableJob | undefi
 const REVIVE_DEAD_JOB = `UPDATE jobs SET state = 'pending', run_at = @now, attempts = 0, max_attempts = @max_attempts, last_error = NULL, finished_at = NULL,
   lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @now, updated_at = @now WHERE id = @id AND state = 'dead'`;
 const DELETE_DEAD_JOBS = `DELETE FROM jobs WHERE event_id = @event_id AND kind = @kind AND ${NOT_PROCESS_EVENT} AND +state = 'dead' AND id <> @id`;
+/**
+ * An event's dead-lettered fold (process_event) run again by a replay through processing, in place
+ * (as REVIVE_DEAD_JOB for the other kinds): a new job beside it left the dead letter listed and
+ * alerting after the replay had processed the event, and a later `dead-letters retry` folded and
+ * read the event once more. Takes the replay's payload (`refetch`). process_event jobs are not in
+ * jobs_event, so the replay finds them by id (openProcessEventJobs) and the delete goes by id.
+ */
+const REVIVE_DEAD_PROCESS_EVENT = `UPDATE jobs SET state = 'pending', payload = @payload, source = @source, run_at = @run_at, attempts = 0, max_attempts = @max_attempts,
+  last_error = NULL, finished_at = NULL, lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL, created_at = @created_at, updated_at = @updated_at
+  WHERE id = @id AND state = 'dead' AND kind = '${JobKind.processEvent}'`;
+const DELETE_DEAD_PROCESS_EVENT = `DELETE FROM jobs WHERE id = ? AND state = 'dead' AND kind = '${JobKind.processEvent}'`;
 const OPEN_PROCESS_EVENT_JOB = `SELECT id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}' AND event_id = ? LIMIT 1`;
 const OPEN_PROCESS_EVENT_IDS = `SELECT event_id FROM jobs WHERE state IN ('pending', 'running') AND kind = '${JobKind.processEvent}'`;
 
@@ -79,6 +90,8 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
   );
   const revive = sqlite.prepare<{ now: string; max_attempts: number; id: number }>(REVIVE_DEAD_JOB);
   const deleteDead = sqlite.prepare<{ event_id: string; kind: string; id: number }>(DELETE_DEAD_JOBS);
+  const reviveProcessEvent = sqlite.prepare<Pick<Insertable<JobsTable>, 'payload' | 'source' | 'run_at' | 'max_attempts' | 'created_at' | 'updated_at'> & { id: number }>(REVIVE_DEAD_PROCESS_EVENT);
+  const deleteDeadProcessEvent = sqlite.prepare<[number]>(DELETE_DEAD_PROCESS_EVENT);
   const openProcessEvent = sqlite.prepare<[string], number>(OPEN_PROCESS_EVENT_JOB).pluck();
   const openProcessEventIds = sqlite.prepare<[], string>(OPEN_PROCESS_EVENT_IDS).pluck();
   const cursor = sqlite.prepare<[], number>('SELECT last_event_rowid FROM processing_cursor').pluck();
@@ -101,6 +114,20 @@ export function preparedJobWrites(sqlite: BetterSqlite3.Database) {
     reviveDeadJob: (id: number, eventId: string, kind: string, maxAttempts: number, now: number): void => {
       revive.run({ now: iso(now), max_attempts: maxAttempts, id });
       deleteDead.run({ event_id: eventId, kind, id });
+    },
+    /**
+     * A process_event job for a replay: the newest of `deadIds` (the event's dead folds) run again as
+     * `job`, the others deleted (see REVIVE_DEAD_PROCESS_EVENT); a new job when there is none. Its id.
+     */
+    requeueProcessEvent: (job: NewJob, deadIds: readonly number[], now: number): number => {
+      const [newest, ...older] = [...deadIds].sort((a, b) => b - a);
+      const row = jobRow(job, now);
+      const { payload, source, run_at, max_attempts, created_at, updated_at } = row;
+      if (newest === undefined || reviveProcessEvent.run({ id: newest, payload, source, run_at, max_attempts, created_at, updated_at }).changes === 0) {
+        return Number(insert.run({ last_error: null, ...row }).lastInsertRowid);
+      }
+      for (const id of older) deleteDeadProcessEvent.run(id);
+      return newest;
     },
     /** Events with a process_event job still to run: one read for a whole batch of lookups. */
     openProcessEventIds: (): Set<string> => new Set(openProcessEventIds.all()),

@@ -414,6 +414,32 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it('replay through processing runs an event\'s dead-lettered fold again in place: no dead letter is left listed beside the new run', async () => {
+    await withOwnDatabase('dead-fold.db', async (own, w) => {
+      const at = new Date(Date.now() - 3_600_000).toISOString();
+      w.prepare(`INSERT INTO events (id, event_type, source, received_at, delivery_id, envelope) VALUES (?, 'application.created', 'default', ?, ?, '{}')`).run('evt-f1', at, 'msg-f1');
+      w.prepare('UPDATE processing_cursor SET last_event_rowid = (SELECT max(rowid) FROM events)').run();
+      const seed = jobSeeder(w);
+      // Two dead folds of the event (an earlier replay's, then the latest), and another event's, which stays.
+      const dead = (event_id: string, last_error: string) =>
+        seed({ kind: 'process_event', payload: JSON.stringify({ event_id }), event_id, state: 'dead', run_at: at, attempts: 5, max_attempts: 5, last_error, finished_at: at });
+      const older = dead('evt-f1', 'fold failed (older)');
+      const newest = dead('evt-f1', 'fold failed');
+      const other = dead('evt-f2', 'fold failed elsewhere');
+      const r = await cli(['replay', '--id', 'evt-f1', '--processing', '--json'], { DATABASE_PATH: own });
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ selected: 1, processing: { queued: 1, already_queued: 0 } });
+      const rows = w.prepare("SELECT id, state, attempts, last_error, finished_at, payload FROM jobs WHERE kind = 'process_event' ORDER BY id").all() as { id: number; payload: string }[];
+      expect(rows.map((j) => ({ ...j, payload: JSON.parse(j.payload) }))).toEqual([
+        { id: newest, state: 'pending', attempts: 0, last_error: null, finished_at: null, payload: { event_id: 'evt-f1', refetch: true } },
+        { id: other, state: 'dead', attempts: 5, last_error: 'fold failed elsewhere', finished_at: at, payload: { event_id: 'evt-f2' } },
+      ]);
+      expect(rows.some((j) => j.id === older)).toBe(false);
+      const listed = JSON.parse((await cli(['dead-letters', 'list', '--json'], { DATABASE_PATH: own })).stdout) as { id: number }[];
+      expect(listed.map((j) => j.id)).toEqual([other]);
+    });
+  });
+
   it('replay through processing counts an event that processing has not taken yet as already queued', async () => {
     // A database of its own, with no receiver running: stored events wait past the processing cursor.
     await withOwnDatabase('waiting.db', async (own, w) => {

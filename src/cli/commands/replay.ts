@@ -69,6 +69,7 @@ function openProcessEventJobs(sqlite: BetterSqlite3.Database) {
     `SELECT id, event_id FROM jobs WHERE id > ? AND id <= ? AND kind = '${JobKind.processEvent}' AND event_id IS NOT NULL`,
   );
   const isOpen = sqlite.prepare<[number], number>(`SELECT 1 FROM jobs WHERE id = ? AND state IN ('pending', 'running')`).pluck();
+  const isDead = sqlite.prepare<[number], number>(`SELECT 1 FROM jobs WHERE id = ? AND state = 'dead'`).pluck();
   let seen: number | null = null;
   // The replay's jobs since the last read (one batch's): its own are not another's open job.
   let own = new Set<number>();
@@ -87,6 +88,10 @@ function openProcessEventJobs(sqlite: BetterSqlite3.Database) {
     has(eventId: string): boolean {
       const ids = byEvent.get(eventId);
       return ids !== undefined && ids.some((id) => isOpen.get(id) !== undefined);
+    },
+    /** The event's dead-lettered process_event jobs: the replay runs the newest again in place. */
+    dead(eventId: string): number[] {
+      return (byEvent.get(eventId) ?? []).filter((id) => isDead.get(id) !== undefined);
     },
   };
 }
@@ -214,7 +219,11 @@ export async function runReplay(io: CliIo, o: ReplayOptions): Promise<number> {
                 counts.processing.queued++;
                 what.push('processing');
                 if (w) {
-                  const job = jobs.enqueue({ kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source }, now);
+                  const job = jobs.requeueProcessEvent(
+                    { kind: JobKind.processEvent, payload: { event_id: e.id, refetch: true }, eventId: e.id, source: e.source },
+                    openProcessing!.dead(e.id),
+                    now,
+                  );
                   openProcessing!.queued(job);
                   // Kept only for --wait, which follows them.
                   if (o.wait) replayed.push({ job, event: e.id });
