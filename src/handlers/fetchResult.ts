@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import { isoMovedBack } from '../db/sqliteHelpers.js';
@@ -352,10 +353,10 @@ async function finish(
   nowIso: string,
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
-  const dataText = result.data ? JSON.stringify(result.data) : null;
   await ctx.db.transaction().execute(async (trx) => {
     const q = directStatements(ctx.sqlite, trx);
     const before = q.get<ResultText>(`SELECT state, reason, data FROM ${table} WHERE application_id = ?`, p.application_id);
+    const dataText = result.data ? sameResultText(before?.data ?? null, result.data) : null;
     // fetched_at: when the service last gave this answer (a result reused for a later event is
     // one read at or after that event arrived). ready: the new data and its headline;
     // unavailable: no result, so no data or headline; given_up: whatever was fetched before
@@ -378,6 +379,19 @@ async function finish(
     await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
     dropAnsweredDeadReads(ctx, trx, jobId, p.event_id, result.state);
   });
+}
+
+/**
+ * The text to store for `data`: the stored text when it holds the same JSON, its objects' keys in
+ * another order included (JSON objects are unordered; another server of the service, or a restart,
+ * may serialize them otherwise). Stored anew, the reordered text changed the result's digest, and
+ * a replay or retry that read the same result sent it to the sinks as a new revision.
+ */
+function sameResultText(stored: string | null, data: Record<string, unknown>): string {
+  const text = JSON.stringify(data);
+  if (stored === null || stored === text || stored.length !== text.length) return text;
+  // Both parsed from text: a -0 in `data` is 0 once stored, as it is in `text`.
+  return isDeepStrictEqual(JSON.parse(stored), JSON.parse(text)) ? stored : text;
 }
 
 /**
