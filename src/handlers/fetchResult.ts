@@ -33,13 +33,19 @@ const UNFINISHED_PHASE: ReadonlySet<string> = new Set(['awaiting_booking', 'outr
 
 /**
  * Why a v1 interview call detail (spec 2.3: no readiness envelope) is not final yet, or null when
- * it is. `status` is optional there: without it, `pipeline_phase` decides, and without either, a
- * call with no `output` yet is taken as unfinished (read again, up to RESULT_GIVE_UP_HOURS).
+ * it is. Phase `evaluating` is unfinished whatever the status; otherwise `status` decides. It is
+ * optional there: without it, `pipeline_phase` decides, and without either, a call with no
+ * `output` yet is taken as unfinished (read again, up to RESULT_GIVE_UP_HOURS).
  */
 export function unfinishedLegacyCall(data: Record<string, unknown>): string | null {
   const status = typeof data.status === 'string' ? data.status : null;
-  if (status !== null) return UNFINISHED_CALL.has(status) ? `interview call ${status}` : null;
   const phase = typeof data.pipeline_phase === 'string' ? data.pipeline_phase : null;
+  // The call ended (`completed`) and is being scored: its output, the score, is still to come.
+  // interview_v2.completed is sent when the interview finishes (spec 6.4), and no event is known
+  // to follow the scoring: taken as final, the call was kept without its score, never read again.
+  if (status !== null && UNFINISHED_CALL.has(status)) return `interview call ${status}`;
+  if (phase === 'evaluating') return 'interview call in phase evaluating';
+  if (status !== null) return null;
   if (phase !== null) return UNFINISHED_PHASE.has(phase) ? `interview call in phase ${phase}` : null;
   return data.output === null || data.output === undefined ? 'interview call has no status, phase or output yet' : null;
 }

@@ -371,6 +371,21 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
+  // The call ended (status completed, spec 3.2) and its scoring is under way (phase evaluating, 3.1):
+  // its output, the score, is still to come. The event says only that the interview finished (6.4).
+  it('keeps polling a legacy (v1) interview whose call completed while its pipeline is still evaluating', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({ legacy: true }).id });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status: 'completed', pipeline_phase: 'evaluating', job_application_id: app.id, output: null } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: 'interview call in phase evaluating' });
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect(row('SELECT state, overall_score IS NOT NULL AS scored FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready', scored: 1 });
+  });
+
   it('a replay through processing re-settles nothing: sinks are not sent the same events again', async () => {
     await withArchive('replay-', async (messages) => {
       pair.sandbox.control.runScenario('lifecycle');
