@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import { isoMovedBack } from '../db/sqliteHelpers.js';
@@ -32,13 +33,19 @@ const UNFINISHED_PHASE: ReadonlySet<string> = new Set(['awaiting_booking', 'outr
 
 /**
  * Why a v1 interview call detail (spec 2.3: no readiness envelope) is not final yet, or null when
- * it is. `status` is optional there: without it, `pipeline_phase` decides, and without either, a
- * call with no `output` yet is taken as unfinished (read again, up to RESULT_GIVE_UP_HOURS).
+ * it is. Phase `evaluating` is unfinished whatever the status; otherwise `status` decides. It is
+ * optional there: without it, `pipeline_phase` decides, and without either, a call with no
+ * `output` yet is taken as unfinished (read again, up to RESULT_GIVE_UP_HOURS).
  */
 export function unfinishedLegacyCall(data: Record<string, unknown>): string | null {
   const status = typeof data.status === 'string' ? data.status : null;
-  if (status !== null) return UNFINISHED_CALL.has(status) ? `interview call ${status}` : null;
   const phase = typeof data.pipeline_phase === 'string' ? data.pipeline_phase : null;
+  // The call ended (`completed`) and is being scored: its output, the score, is still to come.
+  // interview_v2.completed is sent when the interview finishes (spec 6.4), and no event is known
+  // to follow the scoring: taken as final, the call was kept without its score, never read again.
+  if (status !== null && UNFINISHED_CALL.has(status)) return `interview call ${status}`;
+  if (phase === 'evaluating') return 'interview call in phase evaluating';
+  if (status !== null) return null;
   if (phase !== null) return UNFINISHED_PHASE.has(phase) ? `interview call in phase ${phase}` : null;
   return data.output === null || data.output === undefined ? 'interview call has no status, phase or output yet' : null;
 }
@@ -352,10 +359,10 @@ async function finish(
   nowIso: string,
 ): Promise<void> {
   const table = RESULT_TABLE[p.resource];
-  const dataText = result.data ? JSON.stringify(result.data) : null;
   await ctx.db.transaction().execute(async (trx) => {
     const q = directStatements(ctx.sqlite, trx);
     const before = q.get<ResultText>(`SELECT state, reason, data FROM ${table} WHERE application_id = ?`, p.application_id);
+    const dataText = result.data ? sameResultText(before?.data ?? null, result.data) : null;
     // fetched_at: when the service last gave this answer (a result reused for a later event is
     // one read at or after that event arrived). ready: the new data and its headline;
     // unavailable: no result, so no data or headline; given_up: whatever was fetched before
@@ -378,6 +385,19 @@ async function finish(
     await settleEvent(ctx, trx, p.event_id, p.resource, { changed, ...(after ? { digest: resultDigest(after) } : {}) });
     dropAnsweredDeadReads(ctx, trx, jobId, p.event_id, result.state);
   });
+}
+
+/**
+ * The text to store for `data`: the stored text when it holds the same JSON, its objects' keys in
+ * another order included (JSON objects are unordered; another server of the service, or a restart,
+ * may serialize them otherwise). Stored anew, the reordered text changed the result's digest, and
+ * a replay or retry that read the same result sent it to the sinks as a new revision.
+ */
+function sameResultText(stored: string | null, data: Record<string, unknown>): string {
+  const text = JSON.stringify(data);
+  if (stored === null || stored === text || stored.length !== text.length) return text;
+  // Both parsed from text: a -0 in `data` is 0 once stored, as it is in `text`.
+  return isDeepStrictEqual(JSON.parse(stored), JSON.parse(text)) ? stored : text;
 }
 
 /**

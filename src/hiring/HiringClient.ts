@@ -117,6 +117,7 @@ export function createHiringClient(options: HiringClientOptions): HiringClient {
       body: response.body,
       elapsedMs: elapsed(),
       now: now(),
+      applicationId,
     }, scrub);
     const scrubbed = scrubOutcome(outcome, scrub);
     // Resolved (after the key is taken out) so that a relative Location is said by its origin,

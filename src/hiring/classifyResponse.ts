@@ -18,6 +18,8 @@ export interface ResponseSnapshot {
   readonly elapsedMs: number;
   /** Wall clock (epoch ms) when the response arrived, for HTTP-date `Retry-After`. */
   readonly now: number;
+  /** The application read, when known: a v1 call detail naming another one is not its result. */
+  readonly applicationId?: string;
 }
 
 
@@ -108,6 +110,12 @@ function classifySuccess(snapshot: ResponseSnapshot, redact: (text: string) => s
   // InterviewCallStatus (3.2) that may well be `processing`. That is the
   // call's own state, so the read is `ready` and the handler interprets it.
   if (resource === 'legacy_interview') {
+    // Spec 2.3: `job_application_id` is required. Naming another application (a cache or proxy
+    // that mixed answers up), the record is not this application's: kept, it was its result.
+    const named = data['job_application_id'];
+    if (snapshot.applicationId !== undefined && typeof named === 'string' && named.toLowerCase() !== snapshot.applicationId.toLowerCase()) {
+      return { ...base, problem: 'other_application', message: 'the call detail names another application (job_application_id)' };
+    }
     return { resource, elapsedMs, kind: 'ready', status, data };
   }
 

@@ -44,6 +44,7 @@ export type InvalidResponseProblem =
   | 'not_json' // body is not JSON (or empty)
   | 'not_object' // JSON, but not an object (array, string, null...)
   | 'too_deep' // JSON nested deeper than MAX_RESULT_DEPTH: it could not be stored or sent on
+  | 'other_application' // a v1 call detail whose job_application_id is not the application read
   | 'unexpected_status'; // a status the API never documents (1xx, other 2xx without body, >= 600)
 
 interface OutcomeBase {

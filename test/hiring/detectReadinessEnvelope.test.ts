@@ -59,8 +59,8 @@ describe('detectReadinessEnvelope', () => {
   });
 
   it('needs the result key present and null', () => {
-    expect(detectReadinessEnvelope({ status: 'processing' })).toBeNull();
-    expect(detectReadinessEnvelope({ status: 'processing', result: undefined })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'queued' })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'queued', result: undefined })).toBeNull();
     expect(detectReadinessEnvelope({ status: 'processing', result: {} })).toBeNull();
     expect(detectReadinessEnvelope({ status: 'unavailable', result: { overall_score: 2 } })).toBeNull();
     expect(detectReadinessEnvelope({ status: 'processing', result: 0 })).toBeNull();
@@ -79,9 +79,19 @@ describe('detectReadinessEnvelope', () => {
     },
   );
 
+  it('recognises the envelope of spec 3.6 with its null fields left out, when it holds no field of a result', () => {
+    expect(detectReadinessEnvelope({ status: 'processing' })).toEqual({ status: 'processing', reason: null });
+    expect(detectReadinessEnvelope({ status: 'unavailable', reason: 'scoring_failed' })).toEqual({ status: 'unavailable', reason: 'scoring_failed' });
+    // A field of a result makes it a result, as with result: null and an unlisted status.
+    expect(detectReadinessEnvelope({ status: 'processing', overall_score: 3 })).toBeNull();
+    expect(detectReadinessEnvelope({ status: 'unavailable', id: 'r1' })).toBeNull();
+    // Other statuses without the result key are not the envelope's shape.
+    expect(detectReadinessEnvelope({ status: 'completed' })).toBeNull();
+  });
+
   it('ignores an inherited result key', () => {
     const body = Object.create({ result: null }) as Record<string, unknown>;
-    body['status'] = 'processing';
+    body['status'] = 'queued';
     expect(detectReadinessEnvelope(body)).toBeNull();
   });
 });

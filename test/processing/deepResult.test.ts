@@ -1,7 +1,5 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startPair, type Pair } from '../helpers/pair.js';
+import { startPairBehindFront } from '../helpers/sandboxFront.js';
 
 /**
  * A scoring read answered with JSON nested thousands of levels deep (a malformed answer: JSON.parse
@@ -10,44 +8,27 @@ import { startPair, type Pair } from '../helpers/pair.js';
  * a `Maximum call stack size exceeded` retried for a day against the service.
  */
 
-let pair: Pair | undefined;
-let stub: Server | undefined;
+let close: (() => Promise<void>) | undefined;
 afterEach(async () => {
-  await pair?.close();
-  pair = undefined;
-  stub?.close();
-  stub = undefined;
+  await close?.();
+  close = undefined;
 });
 
 const DEPTH = 100_000;
 const DEEP = `{"overall_score":4,"is_eligible":true,"nested":${'['.repeat(DEPTH)}${']'.repeat(DEPTH)}}`;
 
-/** The API host on 127.0.0.1: the v2 interview read answers DEEP; everything else goes to the sandbox. */
-async function startStub(sandboxUrl: () => string) {
-  const state = { deepAnswers: 0 };
-  stub = createServer((req, res) => {
-    if (/^\/api\/v2\/applications\/[^/]+\/interview$/.test(req.url!)) {
-      state.deepAnswers++;
-      res.writeHead(200, { 'content-type': 'application/json' }).end(DEEP);
-      return;
-    }
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string' && k !== 'host' && k !== 'connection') headers[k] = v;
-    fetch(`${sandboxUrl()}${req.url}`, { method: req.method!, headers })
-      .then(async (answer) => res.writeHead(answer.status, { 'content-type': answer.headers.get('content-type') ?? 'application/json' }).end(Buffer.from(await answer.arrayBuffer())))
-      .catch(() => res.writeHead(502).end());
-  });
-  await new Promise<void>((r) => stub!.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(stub.address() as AddressInfo).port}`, state };
-}
-
 describe('a scoring read answered with JSON nested too deeply', () => {
   it('is dead-lettered at its first answer, naming the problem, and the read is given up', async () => {
-    let sandboxUrl = '';
-    const api = await startStub(() => sandboxUrl);
-    const p = await startPair({ env: { HIRING_API_URL: api.url } });
-    pair = p;
-    sandboxUrl = p.sandboxUrl;
+    // The API host on 127.0.0.1: the v2 interview read answers DEEP; everything else goes to the sandbox.
+    const api = { state: { deepAnswers: 0 } };
+    const started = await startPairBehindFront((req, res) => {
+      if (!/^\/api\/v2\/applications\/[^/]+\/interview$/.test(req.url!)) return false;
+      api.state.deepAnswers++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(DEEP);
+      return true;
+    });
+    close = started.close;
+    const p = started.pair;
     const c = p.sandbox.control;
     const app = c.createApplication({ jobId: c.createJob({}).id });
     c.completeInterview(app.id);

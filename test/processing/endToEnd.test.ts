@@ -371,6 +371,40 @@ describe('processing against the sandbox over real HTTP (spec 2.10, 3.6, 4.2, 6.
     expect(row('SELECT state FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready' });
   });
 
+  // The call ended (status completed, spec 3.2) and its scoring is under way (phase evaluating, 3.1):
+  // its output, the score, is still to come. The event says only that the interview finished (6.4).
+  it('keeps polling a legacy (v1) interview whose call completed while its pipeline is still evaluating', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({ legacy: true }).id });
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-1', status: 'completed', pipeline_phase: 'evaluating', job_application_id: app.id, output: null } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row('SELECT state, reason FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', reason: 'interview call in phase evaluating' });
+    pair.clock.advance(30_000);
+    await pair.settle();
+    expect(row('SELECT state, overall_score IS NOT NULL AS scored FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'ready', scored: 1 });
+  });
+
+  // Spec 2.3: the call detail names its application (`job_application_id`, required). One naming
+  // another application (a cache or proxy that mixed up answers) is not this application's result.
+  it('does not store a legacy (v1) call detail that names another application as this one\'s result: it reads again', async () => {
+    pair = await startPair();
+    const c = pair.sandbox.control;
+    const app = c.createApplication({ jobId: c.createJob({ legacy: true }).id });
+    const other = '0f0e0d0c-0000-4000-8000-00000000beef';
+    c.injectFault({ target: 'v1-interview', applicationId: app.id, status: 200, times: 1, body: { id: 'call-9', status: 'completed', job_application_id: other, output: { overall_score: '1.00' } } });
+    c.completeInterview(app.id);
+    await pair.settle();
+    expect(row('SELECT state, data FROM legacy_interview_results WHERE application_id = ?', app.id)).toEqual({ state: 'processing', data: null });
+    expect(row("SELECT last_error FROM jobs WHERE kind = 'fetch_result'")!.last_error).toMatch(/invalid response \(other_application\)/);
+    pair.clock.advance(60_000);
+    await pair.settle();
+    const stored = row('SELECT state, data FROM legacy_interview_results WHERE application_id = ?', app.id)!;
+    expect(stored.state).toBe('ready');
+    expect(JSON.parse(stored.data as string)).toMatchObject({ job_application_id: app.id });
+  });
+
   it('a replay through processing re-settles nothing: sinks are not sent the same events again', async () => {
     await withArchive('replay-', async (messages) => {
       pair.sandbox.control.runScenario('lifecycle');

@@ -45,6 +45,16 @@ const deadLetterTheRead = async (p: Pair) => {
   return app;
 };
 
+/** An application whose interview completed, its event read and sent to the sinks. */
+const interviewSent = async (p: Pair) => {
+  const c = p.sandbox.control;
+  const app = c.createApplication({ jobId: c.createJob({}).id });
+  c.completeInterview(app.id);
+  await p.settle();
+  await p.receiver.app.fanOut.runUntilIdle();
+  return { c, app };
+};
+
 const replayThroughProcessing = (p: Pair, eventId: string) =>
   enqueue(p.receiver.app.database.db, { kind: 'process_event', payload: { event_id: eventId, refetch: true }, eventId, source: 'default' }, p.clock.now());
 
@@ -157,11 +167,7 @@ describe('message revisions', () => {
 
   it('a replay whose read passes through "processing" and ends with the same result sends nothing', async () => {
     const { p, interviews } = await withArchive();
-    const c = p.sandbox.control;
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    await p.settle();
-    await p.receiver.app.fanOut.runUntilIdle();
+    const { c, app } = await interviewSent(p);
     c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
     await replayThroughProcessing(p, interviews()[0]!.id as string);
     for (let i = 0; i < 4; i++) {
@@ -501,11 +507,7 @@ const dir0 = () => {
 describe('revisions: one webhook-id carries one body, and nothing waits for ever', () => {
   it('a 404 after the deletion, over a row a re-poll left "processing", makes the data read before ready again: nothing waits', async () => {
     const { p, interviews } = await withArchive();
-    const c = p.sandbox.control;
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    await p.settle();
-    await p.receiver.app.fanOut.runUntilIdle();
+    const { c, app } = await interviewSent(p);
     const first = interviews()[0]!;
     // A replay through processing; the service answers "processing" once (re-scoring).
     c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body: { status: 'processing', reason: null, result: null } });
@@ -533,11 +535,7 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
 
   it('a refetch that gives the same result makes no revision: a replay to the sink sends that result under the same webhook-id', async () => {
     const { p, interviews } = await withArchive();
-    const c = p.sandbox.control;
-    const app = c.createApplication({ jobId: c.createJob({}).id });
-    c.completeInterview(app.id);
-    await p.settle();
-    await p.receiver.app.fanOut.runUntilIdle();
+    await interviewSent(p);
     const first = interviews()[0]!;
     const sqlite = p.receiver.app.database.sqlite;
     const msgId = () => sqlite.prepare("SELECT message_id FROM deliveries WHERE event_id = ? AND sink = 'archive'").pluck().get(first.id);
@@ -556,6 +554,26 @@ describe('revisions: one webhook-id carries one body, and nothing waits for ever
     const withoutReadTime = (m: Record<string, any>) => JSON.stringify({ ...m, result: { ...m.result, fetched_at: null } });
     expect(sent.map(withoutReadTime)).toEqual([withoutReadTime(first), withoutReadTime(first)]);
     expect(sent[1]!.result.fetched_at > sent[0]!.result.fetched_at).toBe(true);
+  });
+
+  it('a refetch that gives the same result with its fields in another order makes no revision', async () => {
+    const { p, interviews } = await withArchive();
+    const { c, app } = await interviewSent(p);
+    const sqlite = p.receiver.app.database.sqlite;
+    const stored = sqlite.prepare('SELECT data FROM interview_results WHERE application_id = ?').pluck().get(app.id) as string;
+    // The same object, every object's keys in reverse order (as another server of the service, or
+    // the same one after a restart, may serialize it): JSON objects are unordered.
+    const reorder = (v: unknown): unknown =>
+      Array.isArray(v) ? v.map(reorder) : v !== null && typeof v === 'object' ? Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reorder(x)])) : v;
+    const body = reorder(JSON.parse(stored)) as Record<string, unknown>;
+    expect(JSON.stringify(body)).not.toBe(stored);
+    c.injectFault({ target: 'interview', applicationId: app.id, status: 200, times: 1, body });
+    await replayThroughProcessing(p, interviews()[0]!.id as string);
+    p.clock.advance(60_000);
+    await p.settle();
+    await p.receiver.app.fanOut.runUntilIdle();
+    expect(p.calls.filter((x) => x.path.endsWith('/interview')).length).toBe(2);
+    expect(interviews().map((m) => m.revision)).toEqual([1]);
   });
 
   it('events settled before migration 007 (no result_digest) get the digest of their stored result when the workers start: a later change is their next revision', async () => {
