@@ -194,6 +194,13 @@ function createRead(ctx: ProcessingContext) {
     }
 
     let outcome = await client.fetchResource(p.resource, p.application_id, ctx.shutdown ? { signal: ctx.shutdown } : {});
+    // Spec 8's 30 s are the service's: the request reached it at some moment up to now, not at the
+    // reservation (a wait for the write lock, a slow connection came between). The slot is moved
+    // to the answer's time, so the next read cannot reach the service sooner than 30 s after this one.
+    const answeredAt = ctx.clock.now();
+    if (answeredAt > now) {
+      await ctx.db.updateTable(table).set({ last_polled_at: new Date(answeredAt).toISOString() }).where('application_id', '=', p.application_id).where('last_polled_at', '=', nowIso).execute();
+    }
     // Cut by the shutdown, not failed: no attempt is counted and the poll count is given back (no
     // further backoff), and it runs again. The poll slot is kept: the request most likely reached
     // the service, so the read after a restart still waits out the 30 s spacing (spec 8).

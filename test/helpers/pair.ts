@@ -35,7 +35,14 @@ export interface Pair {
  * the receiver's URL is registered through the sandbox's webhook API with the
  * organization's key, and the receiver is started with the secret it returned.
  */
-export async function startPair(opts: { env?: Record<string, string>; startAt?: number } = {}): Promise<Pair> {
+export async function startPair(
+  opts: {
+    env?: Record<string, string>;
+    startAt?: number;
+    /** Runs before each request to the hiring API leaves (time spent connecting, say: advance the clock here). */
+    beforeRequest?: (url: string) => void | Promise<void>;
+  } = {},
+): Promise<Pair> {
   const clock = new ManualClock(opts.startAt ?? Date.parse('2026-11-02T09:00:00Z'));
   const sandbox = createSandbox({ clock });
   const { url: sandboxUrl } = await sandbox.start(0, '127.0.0.1');
@@ -49,6 +56,7 @@ export async function startPair(opts: { env?: Record<string, string>; startAt?: 
   const calls: ApiCall[] = [];
   const countingHttp: HttpClient = {
     request: async (url, req) => {
+      await opts.beforeRequest?.(url);
       const res = await sharedHttpClient().request(url, req);
       calls.push({ at: clock.now(), path: new URL(url).pathname, status: res.status });
       return res;
