@@ -197,7 +197,10 @@ function createRead(ctx: ProcessingContext) {
     // Spec 8's 30 s are the service's: the request reached it at some moment up to now, not at the
     // reservation (a wait for the write lock, a slow connection came between). The slot is moved
     // to the answer's time, so the next read cannot reach the service sooner than 30 s after this one.
+    // The next read of this job is scheduled from there too: from `now`, it was claimed before its
+    // slot was free, found the spacing unmet and was put back (a claim and a refused reservation more).
     const answeredAt = ctx.clock.now();
+    const slotAt = Math.max(now, answeredAt);
     if (answeredAt > now) {
       await ctx.db.updateTable(table).set({ last_polled_at: new Date(answeredAt).toISOString() }).where('application_id', '=', p.application_id).where('last_polled_at', '=', nowIso).execute();
     }
@@ -215,7 +218,7 @@ function createRead(ctx: ProcessingContext) {
           : prev.startsWith(`${WAIT_NOTES.interrupted}; it failed before: `)
             ? prev
             : `${WAIT_NOTES.interrupted}; it failed before: ${prev}`;
-      return { rescheduleAt: now + ctx.minPollIntervalMs, note, untested: true };
+      return { rescheduleAt: slotAt + ctx.minPollIntervalMs, note, untested: true };
     }
     ctx.onApiCall?.(job.source!, p.resource, outcome.kind, outcome.elapsedMs);
     // The v1 read has no readiness envelope (spec 2.3): a call not finished yet is still processing.
@@ -243,7 +246,7 @@ function createRead(ctx: ProcessingContext) {
           );
         }
         await ctx.db.updateTable(table).set({ state: 'processing', reason: outcome.reason }).where('application_id', '=', p.application_id).execute();
-        return { rescheduleAt: now + pollDelay(now - since, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
+        return { rescheduleAt: slotAt + pollDelay(now - since, ctx.minPollIntervalMs, ctx.maxPollIntervalMs), note: WAIT_NOTES.processing };
       }
       case 'not_found': {
         // Deleted applications answer 404 for good (spec 4.2): that is a final answer, not a failure.
