@@ -300,15 +300,20 @@ export class Worker {
     const now = this.opts.clock.now();
     // The first claim compares with the database: the clock may have stepped back while stopped.
     if (this.lastClaimAt === -Infinity) this.lastClaimAt = (await this.opts.queue.latestRecordedTime(this.kinds)) ?? now;
-    const measured = this.lastClaimAt - now;
+    const stepMs = this.lastClaimAt - now;
     this.lastClaimAt = now;
-    // A step whose moves failed is moved by a later claim, with any step since (time that passed
-    // meanwhile is no step): forgotten, the jobs scheduled before it waited the step on top (an
-    // hour more after a one-hour step, when the claim that saw it met SQLITE_BUSY).
-    const stepMs = this.unmovedStepMs > 0 ? this.unmovedStepMs + Math.max(0, measured) : measured;
+    // The holds in memory move once, when the step is seen: moved by a later claim, they took
+    // with them the holds set since on the clock as it is (a Retry-After told meanwhile ended a
+    // step early). The database's moves of a step that met SQLITE_BUSY are done by a later claim,
+    // with any step since (time that passed meanwhile is no step): forgotten, the jobs scheduled
+    // before it waited the step on top (an hour more after a one-hour step).
     if (stepMs > CLOCK_STEP_BACK_MS) {
-      this.unmovedStepMs = stepMs;
-      await this.clockSteppedBack(now, stepMs);
+      this.holds.moveBack(stepMs);
+      this.sourceRetryAt -= stepMs;
+      this.unmovedStepMs += stepMs;
+    }
+    if (this.unmovedStepMs > 0) {
+      await this.clockSteppedBack(now, this.unmovedStepMs);
       this.unmovedStepMs = 0;
     }
     this.deadLetters.sayDeadLetters(REPEATED_FAILURE_LOG_MS);
@@ -358,19 +363,18 @@ export class Worker {
 
   /**
    * Everything this worker scheduled on the wall clock before it stepped back moves back with it:
-   * its pending jobs (their run_at), its holds, and its owner's (onClockStepBack). The step is
+   * its pending jobs (their run_at) and its owner's (onClockStepBack) here, its holds in memory by
+   * the claim that saw the step (claim), once. The step is
    * measured between two claims, so it is at most the real one: a wait is never cut short by it.
    * At the first claim it is measured against the database, whose rows written before a step
    * already handled stay dated ahead: only jobs scheduled after now move (movePendingBack).
    * A step forward cannot be told from time passing (a suspended host): waits then end early.
    */
   private async clockSteppedBack(now: number, stepMs: number): Promise<void> {
-    // The database's moves first: each moves only what was scheduled after `now`, so one done
-    // again after a failure moves nothing twice. The moves in memory, which would, come last.
+    // Each moves only what was scheduled after `now`, so one done again after a failure moves
+    // nothing twice. The holds in memory, which would, were moved by the claim that saw the step.
     const moved = await this.opts.queue.movePendingBack(this.kinds, now, stepMs);
     await this.opts.onClockStepBack?.(now, stepMs);
-    this.holds.moveBack(stepMs);
-    this.sourceRetryAt -= stepMs;
     this.opts.logger.warn({ step_ms: stepMs, jobs_moved: moved, kinds: this.kinds }, "the wall clock went back: the jobs and waits scheduled on it before keep the wait they had left");
   }
 
