@@ -2,6 +2,7 @@ import type { Logger } from '../observability/logger.js';
 import { failureKey, LogThrottle, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import type { ClaimedJob } from './JobQueue.js';
+import { jobSourceField } from './jobSourceField.js';
 
 /** Dead letters are counted together per job kind and source (see DeadLetterLog). */
 export const deadLetterGroup = (job: ClaimedJob): string => `${job.kind}\n${job.source ?? ''}`;
@@ -26,7 +27,7 @@ export class DeadLetterLog {
 
   /** A dead letter, at error unless its kind's jobs are dying alike (see DeadLetterLog). */
   logDeadLetter(job: ClaimedJob, said: string, log: Logger): void {
-    const fields = { err: said, attempts: job.attempts };
+    const fields = { ...jobSourceField(job), err: said, attempts: job.attempts };
     const noted = this.deadLetters.note(deadLetterGroup(job), failureKey(said));
     if (!noted.loud) return void log.debug(fields, 'job dead-lettered');
     log.error({ ...fields, ...throttleCounts(noted) }, 'job dead-lettered');

@@ -2,6 +2,7 @@ import type { Logger } from '../observability/logger.js';
 import { failureKey, LogThrottle, throttleCounts } from '../observability/repeatedFailure.js';
 import type { Clock } from '../util/clock.js';
 import type { ClaimedJob } from './JobQueue.js';
+import { jobSourceField } from './jobSourceField.js';
 
 /**
  * The jobs of a source (a sink, a hiring API source) failing alike: a consumer down with 500
@@ -22,8 +23,9 @@ export class JobFailureLog {
    */
   logFailure(job: ClaimedJob, message: string, log: Logger, fields: Record<string, unknown>, msg: string): void {
     const noted = this.jobFailures.note(job.source ?? job.kind, `${msg}\n${failureKey(message)}`);
-    if (!noted.loud) return void log.debug(fields, msg);
-    log.warn({ ...fields, ...throttleCounts(noted) }, msg);
+    const named = { ...jobSourceField(job), ...fields };
+    if (!noted.loud) return void log.debug(named, msg);
+    log.warn({ ...named, ...throttleCounts(noted) }, msg);
   }
 
   /** A job of the source (or kind) went through: the next failure is said at once. */

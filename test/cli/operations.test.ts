@@ -293,6 +293,20 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it("status names the one source whose reads are waiting and failing when the other sources' reads are all done", async () => {
+    // Several organizations, one of them down for good: the others' reads finish, its own wait.
+    // Only the source with reads waiting was left, and the line by source was left out with it:
+    // status named no source at all for the failing reads.
+    await withOwnDatabase('reads-one-source-left.db', async (own, w) => {
+      const now = new Date().toISOString();
+      const seed = jobSeeder(w);
+      seed({ kind: 'fetch_result', source: 'acme', event_id: 'evt-a1', state: 'pending', run_at: now, attempts: 2, updated_at: '2026-11-25T02:00:00.000Z', last_error: 'interview: HTTP 503 error' });
+      seed({ kind: 'fetch_result', source: 'globex', event_id: 'evt-g1', state: 'done', run_at: now, attempts: 1, updated_at: now });
+      const plain = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(plain).toMatch(/^result reads {3}1 waiting, 1 failing \(latest, 2026-11-25T02:00:00\.000Z: interview: HTTP 503 error\)\n {2}acme {2}1 waiting, 1 failing \(latest at 2026-11-25T02:00:00\.000Z\)\nresults /m);
+    });
+  });
+
   it('status shows the result reads that are failing, with the latest error (an API outage), apart from those only waiting', async () => {
     await withOwnDatabase('reads.db', async (own, w) => {
       const now = new Date().toISOString();

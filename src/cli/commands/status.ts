@@ -149,9 +149,12 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
           : `${report.result_reads.pending} waiting, ${report.result_reads.failing} failing${latestFailure ? ` (latest, ${latestFailure.updated_at}: ${oneLine(latestFailure.last_error ?? '')})` : ''}`
       }`,
     );
-    // By source when more than one has reads waiting (one alone is the line above).
+    // By source when more than one has reads waiting, or the one that has is a named source of
+    // CONFIG_FILE: with several organizations, the one whose API is down for good is often the
+    // only one left with reads waiting, and the line above does not say whose they are. The
+    // environment's source alone (`default`) is the line above.
     const bySource = report.result_reads.by_source;
-    if (bySource.length > 1) {
+    if (bySource.length > 1 || bySource.some((r) => r.source !== 'default')) {
       const width = Math.max(...bySource.map((r) => oneLine(r.source ?? '(none)').length));
       for (const r of bySource) {
         io.out(`  ${oneLine(r.source ?? '(none)').padEnd(width)}  ${r.pending} waiting, ${r.failing} failing${r.latest_failure_at ? ` (latest at ${r.latest_failure_at})` : ''}`);
