@@ -270,6 +270,23 @@ describe('operations on a running receiver', { timeout: 60_000 }, () => {
     });
   });
 
+  it("status's oldest pending job names its source, and says it waits on the source's pause rather than repeating the note of its last run", async () => {
+    await withOwnDatabase('oldest-paused.db', async (own, w) => {
+      w.prepare('INSERT INTO source_pauses (source, paused_at, status, detail, probe_after) VALUES (?, ?, ?, ?, ?)').run(
+        'globex', '2026-11-20T08:00:00.000Z', 401, 'interview: HTTP 401 unauthorized', '2026-11-20T08:05:00.000Z',
+      );
+      const seed = jobSeeder(w);
+      const at = '2026-11-20T07:59:00.000Z';
+      seed({ kind: 'fetch_result', event_id: 'evt-g1', source: 'globex', state: 'pending', run_at: at, created_at: at, last_error: 'result still processing' });
+      const out = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(out).toMatch(/^oldest pending job \d+ fetch_result of source globex, queued .+ ago, runs at 2026-11-20T07:59:00\.000Z \(waits: source globex paused since 2026-11-20T08:00:00\.000Z, HTTP 401; last note: result still processing\)$/m);
+      // Not paused: the note as it was.
+      w.prepare('DELETE FROM source_pauses').run();
+      const after = (await cli(['status'], { DATABASE_PATH: own })).stdout;
+      expect(after).toMatch(/^oldest pending job \d+ fetch_result of source globex, queued .+ ago, runs at 2026-11-20T07:59:00\.000Z \(result still processing\)$/m);
+    });
+  });
+
   it("status says whose result reads are waiting and failing when several sources have some: one organization's API down beside another's reads waiting their turn", async () => {
     await withOwnDatabase('reads-by-source.db', async (own, w) => {
       const now = new Date().toISOString();

@@ -1,6 +1,7 @@
 import { WAIT_NOTES } from '../../handlers/fetchResult.js';
 import { sql } from 'kysely';
 import { processingBacklog } from '../../handlers/foldNewEvents.js';
+import { JobKind } from '../../queue/jobKinds.js';
 import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { formatAge, oneLine, printJson, printTable, shownError, type CliIo } from '../io.js';
@@ -169,11 +170,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(`quarantined    ${report.quarantined}${report.quarantined > 0 ? '   (quarantine list)' : ''}`);
     io.out(`conflicts      ${report.conflicts}${report.conflicts > 0 ? '   (conflicts list)' : ''}`);
     io.out(`applications   ${report.applications.total} (${report.applications.needs_review} ${report.applications.needs_review === 1 ? 'needs' : 'need'} review)`);
-    io.out(
-      `oldest pending ${
-        oldest ? `job ${oldest.id} ${oldest.kind}, queued ${formatAge(report.oldest_pending_job!.age_ms)} ago, runs at ${oldest.run_at}${report.oldest_pending_job!.last_error ? ` (${oneLine(report.oldest_pending_job!.last_error)})` : ''}` : 'none'
-      }`,
-    );
+    io.out(`oldest pending ${oldest ? oldestJobLine(oldest, report.oldest_pending_job!, paused) : 'none'}`);
     io.out(`paused sources ${paused.length === 0 ? 'none' : paused.length}`);
     // Status 0: no request was made, the source is not configured (renamed or removed).
     for (const p of paused) io.out(`  ${p.source}: ${p.status === 0 ? 'not configured' : `HTTP ${p.status}`} since ${p.paused_at} (${oneLine(p.detail)})`);
@@ -199,4 +196,23 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
   } finally {
     await database.close();
   }
+}
+
+/**
+ * The oldest pending job, with its source (a result read's organization; a sink job's source is
+ * its kind) and, when its source is paused, that it waits on the pause: its run_at is then past
+ * and its last note (`result still processing`, say) is from its run before the pause.
+ */
+function oldestJobLine(
+  job: { id: number; kind: string; source: string | null; run_at: string },
+  shown: { age_ms: number; last_error: string | null },
+  paused: readonly { source: string; paused_at: string; status: number }[],
+): string {
+  const of = job.source !== null && job.source !== job.kind ? ` of source ${oneLine(job.source)}` : '';
+  // Only result reads wait on a pause: folds and sink deliveries go on (see Worker's gatedKinds).
+  const pause = job.kind === JobKind.fetchResult ? paused.find((p) => p.source === job.source) : undefined;
+  const note = shown.last_error ? oneLine(shown.last_error) : null;
+  const waits = pause ? `waits: source ${oneLine(pause.source)} paused since ${pause.paused_at}, ${pause.status === 0 ? 'not configured' : `HTTP ${pause.status}`}` : null;
+  const why = waits ? ` (${waits}${note ? `; last note: ${note}` : ''})` : note ? ` (${note})` : '';
+  return `job ${job.id} ${job.kind}${of}, queued ${formatAge(shown.age_ms)} ago, runs at ${job.run_at}${why}`;
 }
