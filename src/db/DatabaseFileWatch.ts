@@ -81,15 +81,18 @@ export class DatabaseFileWatch {
   }
 
   /**
-   * After this process closed the database, once the file was found replaced: a -wal still at the
-   * path that is the one this process opened is the replaced file's (SQLite does not checkpoint
-   * nor remove the WAL of a moved database at close), and the next start would apply its frames
-   * to the file now at the path, another database: pages of one written into the other. It is
-   * renamed to `<path>-wal.replaced-<UTC time>` (not deleted: with the old file, if it was moved
-   * rather than deleted, it is that file's latest commits). Returns the new name, or null.
+   * After this process closed the database, when the file is found replaced (or deleted): a -wal
+   * still at the path that is the one this process opened is the replaced file's (SQLite does not
+   * checkpoint nor remove the WAL of a moved database at close), and the next start would apply
+   * its frames to the file now at the path, another database: pages of one written into the
+   * other. It is renamed to `<path>-wal.replaced-<UTC time>` (not deleted: with the old file, if it
+   * was moved rather than deleted, it is that file's latest commits). Returns the new name, or null.
+   * Looked at here whether or not a check found it before: a file moved over the database right
+   * before a stop (`mv backup.db receiver.db && kill -TERM`), with no commit nor tick of the
+   * once-a-second check in between, left the old -wal at the path, and the restart applied it.
    */
   setAsideStaleWal(now: Date): string | null {
-    if (this.problemFound === null || this.db === null || this.wal === null) return null;
+    if (this.db === null || this.wal === null) return null;
     const walPath = this.walPath;
     try {
       const wal = identityOf(walPath);

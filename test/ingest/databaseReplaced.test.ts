@@ -88,9 +88,10 @@ describe('the database file deleted or replaced under a running receiver', () =>
   /**
    * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
    * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
-   * and the restart serves the restored file, intact.
+   * and the restart serves the restored file, intact. `stopAtOnce`: stopped right after the move,
+   * with no delivery (nor any tick of the once-a-second check) that would find it first.
    */
-  async function restoreByMv(path: string, real: string) {
+  async function restoreByMv(path: string, real: string, { stopAtOnce = false } = {}) {
     const folder = dirname(real);
     const restored = join(folder, 'restored.db');
     const secret = newSecret();
@@ -104,7 +105,7 @@ describe('the database file deleted or replaced under a running receiver', () =>
       live.close();
       expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
       renameSync(restored, real);
-      await expectRefused(r.url, secret, r.child);
+      if (!stopAtOnce) await expectRefused(r.url, secret, r.child);
     } finally {
       expect((await r.stop()).code).toBe(0);
     }
@@ -145,6 +146,13 @@ describe('the database file deleted or replaced under a running receiver', () =>
     const link = join(dir, 'linked.db');
     symlinkSync(real, link);
     await restoreByMv(link, real);
+  });
+
+  it('mv of a backup over it, then SIGTERM at once (before anything found it): the old -wal is set aside all the same', async () => {
+    // `mv backup.db receiver.db && kill -TERM <pid>`: the -wal was set aside only once a check had
+    // found the file replaced, and the restart applied it to the restored file (whose events then
+    // included the two delivered after the backup).
+    await restoreByMv(join(dir, 'mv-stop.db'), join(dir, 'mv-stop.db'), { stopAtOnce: true });
   });
 
   it('found replaced while the start is still in its housekeeping: neither the workers nor the sink lanes start on the old file', async () => {
