@@ -85,6 +85,28 @@ describe('the database file deleted or replaced under a running receiver', () =>
     }
   });
 
+  it('rm of its -shm: found within a second, and every delivery after it is answered 503 database_replaced', async () => {
+    // Another process opening the database then (a `work`, a CLI command, a second `serve`) makes a
+    // new -shm, a wal-index of its own: the two processes' writes no longer exclude each other.
+    // Measured before this check: a second ingest-only `serve` started after the rm, 800
+    // deliveries acknowledged by each, and the file was "database disk image is malformed", every
+    // acknowledged event lost; neither process said anything.
+    const path = join(dir, 'shm.db');
+    const secret = newSecret();
+    const r = await receiver(path, secret);
+    try {
+      expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
+      rmSync(`${path}-shm`);
+      await waitFor(() => REPLACED_LINE.test(r.child.stdout.join('')), 'the -shm found deleted', 5_000);
+      expect(r.child.stdout.join('')).toContain(`${path}-shm was deleted while the receiver had it open`);
+      await expectRefused(r.url, secret, r.child);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+    // The database file itself is the one opened: its -wal is not set aside.
+    expect(readdirSync(dir).filter((f) => f.startsWith('shm.db-wal.replaced-'))).toEqual([]);
+  });
+
   /**
    * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
    * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
