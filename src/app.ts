@@ -130,6 +130,9 @@ function buildReceiver(deps: AppDeps) {
   const { fileWatch, watchFile, stopWatchingFile } = watchDatabaseFile(database, logger, () => {
     void worker.stop();
     void fanOut.halt();
+    // Their sweep every 5 minutes (and a prune in progress) wrote on into the file too.
+    sweeps.clearTimer();
+    sweeps.abortPrune();
   });
 
   const ingestState: IngestState = { draining: false, storageFailure: null };

@@ -37,6 +37,14 @@ export class DatabaseFileWatch {
   private readonly db: FileIdentity | null;
   private readonly wal: FileIdentity | null;
   /**
+   * The -shm, SQLite's wal-index, which every connection to the database maps: deleted under a
+   * running receiver (taken for a stale lock file), the next process to open the database makes a
+   * new one, and the two processes' writes no longer exclude each other. A second ingest-only
+   * `serve` started after an `rm receiver.db-shm`, 800 deliveries acknowledged by each: the file
+   * was "database disk image is malformed", every event lost (databaseReplaced.test.ts).
+   */
+  private readonly shm: FileIdentity | null;
+  /**
    * Where SQLite keeps the file opened and its -wal: the path with its symbolic links resolved,
    * as SQLite resolves them at the open (DATABASE_PATH=/data/receiver.db linking to
    * /mnt/vol/receiver.db has its -wal at /mnt/vol/receiver.db-wal, none beside the link).
@@ -46,7 +54,7 @@ export class DatabaseFileWatch {
   /**
    * `opened`: the file the database's first connection opened (OpenDatabase.opened, stat'ed right
    * after that open, before the migrations: a file moved to the path while they ran is found too).
-   * The -wal's identity is taken now: call it once the database is open. `:memory:` is never checked.
+   * The -wal's and -shm's identities are taken now: call it once the database is open. `:memory:` is never checked.
    */
   constructor(
     private readonly path: string,
@@ -57,6 +65,7 @@ export class DatabaseFileWatch {
     this.realPath = file ? realPathOf(file) : path;
     this.db = file ? opened : null;
     this.wal = file ? identityOf(this.walPath) : null;
+    this.shm = file ? identityOf(`${this.realPath}-shm`) : null;
   }
 
   private get walPath(): string {
@@ -74,22 +83,27 @@ export class DatabaseFileWatch {
     return this.compare(this.path, this.db);
   }
 
-  /** The database file and its -wal: for a timer and /readyz. */
+  /** The database file, its -wal and its -shm: for a timer and /readyz. */
   check(): string | null {
-    if (this.checkDatabase() !== null || this.wal === null) return this.problemFound;
-    return this.compare(this.walPath, this.wal);
+    if (this.checkDatabase() !== null) return this.problemFound;
+    if (this.wal !== null && this.compare(this.walPath, this.wal) !== null) return this.problemFound;
+    if (this.shm !== null) return this.compare(`${this.realPath}-shm`, this.shm);
+    return null;
   }
 
   /**
-   * After this process closed the database, once the file was found replaced: a -wal still at the
-   * path that is the one this process opened is the replaced file's (SQLite does not checkpoint
-   * nor remove the WAL of a moved database at close), and the next start would apply its frames
-   * to the file now at the path, another database: pages of one written into the other. It is
-   * renamed to `<path>-wal.replaced-<UTC time>` (not deleted: with the old file, if it was moved
-   * rather than deleted, it is that file's latest commits). Returns the new name, or null.
+   * After this process closed the database, when the file is found replaced (or deleted): a -wal
+   * still at the path that is the one this process opened is the replaced file's (SQLite does not
+   * checkpoint nor remove the WAL of a moved database at close), and the next start would apply
+   * its frames to the file now at the path, another database: pages of one written into the
+   * other. It is renamed to `<path>-wal.replaced-<UTC time>` (not deleted: with the old file, if it
+   * was moved rather than deleted, it is that file's latest commits). Returns the new name, or null.
+   * Looked at here whether or not a check found it before: a file moved over the database right
+   * before a stop (`mv backup.db receiver.db && kill -TERM`), with no commit nor tick of the
+   * once-a-second check in between, left the old -wal at the path, and the restart applied it.
    */
   setAsideStaleWal(now: Date): string | null {
-    if (this.problemFound === null || this.db === null || this.wal === null) return null;
+    if (this.db === null || this.wal === null) return null;
     const walPath = this.walPath;
     try {
       const wal = identityOf(walPath);

@@ -61,7 +61,9 @@ const catchUpFrames = Math.min(1000, maxFrames);
 const passive = () => db.pragma('wal_checkpoint(PASSIVE)')[0];
 let skipRestarts = 0;
 let restartBackoff = 1;
-let blockedSince = 0;
+// By the monotonic clock (performance.now), as the ticks are: told by Date.now, a wall clock set
+// back while the WAL was blocked silenced the reports for as long as the step (walBlockedClockBack.test.ts).
+let blockedSince = null;
 let reportedAt = 0;
 // Why the WAL is not reset, by r, the last checkpoint's result: a frame it could not copy
 // (checkpointed < log) is one a reader's snapshot still needs. All copied: a reader at the WAL's
@@ -81,18 +83,19 @@ function causeOf(r) {
   }
 }
 function noteBlocked(blocked, r) {
-  const now = Date.now();
+  const now = performance.now();
   const walBytes = 32 + r.log * (pageSize + 24);
   if (!blocked) {
-    if (blockedSince) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes, cause: null } });
-    blockedSince = 0;
+    if (blockedSince !== null) parentPort.postMessage({ walBlocked: { since: null, blockedMs: now - blockedSince, walBytes, cause: null } });
+    blockedSince = null;
     return;
   }
-  if (!blockedSince) blockedSince = reportedAt = now;
+  if (blockedSince === null) blockedSince = reportedAt = now;
   else if (now - reportedAt < workerData.blockedReportMs) return;
   reportedAt = now;
   const cause = causeOf(r);
-  parentPort.postMessage({ walBlocked: { since: blockedSince, blockedMs: now - blockedSince, walBytes, cause } });
+  const blockedMs = now - blockedSince;
+  parentPort.postMessage({ walBlocked: { since: Date.now() - blockedMs, blockedMs, walBytes, cause } });
 }
 function checkpoint() {
   let r = passive();
@@ -207,8 +210,9 @@ export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 
  * `blockedReportMs` while it lasts, and once when it ends (`since` null).
  */
 export interface WalBlocked {
-  /** Date.now() when it started; null: it has ended. */
+  /** When it started, as a Date.now() time (the wall clock now, less blockedMs); null: it has ended. */
   since: number | null;
+  /** How long it has lasted, by the monotonic clock. */
   blockedMs: number;
   walBytes: number;
   /**

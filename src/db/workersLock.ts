@@ -16,9 +16,31 @@ export class WorkersRunningError extends Error {
 
 export interface WorkersLock {
   release(): void;
+  /**
+   * Once a second (an unref'd timer, ended by release()), whether the lock file at the path is
+   * still the one locked. Deleted under a running receiver (taken for a stale lock file: the message
+   * of a refused start reads like one), the next process with workers made a new file, locked it
+   * and ran its workers beside this one's, taking back the jobs this one was running. So the lock
+   * is taken again at once on the file now at the path, without waiting; `onLost` is told (once,
+   * and the timer ends) when another process holds that one already.
+   */
+  watch(onLost: () => void): void;
 }
 
-const NO_LOCK: WorkersLock = { release() {} };
+const NO_LOCK: WorkersLock = { release() {}, watch() {} };
+
+/**
+ * The file at `path` as a stat names it (device and inode); null when there is none; undefined
+ * when it cannot be looked at (EACCES on the folder, EIO): no evidence either way.
+ */
+function identityOf(path: string): string | null | undefined {
+  try {
+    const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+    return st ? `${st.dev}:${st.ino}` : null;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOTDIR' ? null : undefined;
+  }
+}
 
 /**
  * How long a start waits for the workers lock while another connection has the lock file locked.
@@ -44,6 +66,48 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
   if (databasePath === ':memory:' || databasePath === '') return NO_LOCK;
   const real = realpathSync(databasePath);
   const path = `${real}${WORKERS_LOCK_SUFFIX}`;
+  let lock = lockFile(databasePath, real, path, WORKERS_LOCK_WAIT_MS);
+  let locked = identityOf(path);
+  let held = true;
+  let timer: NodeJS.Timeout | null = null;
+  const stopWatching = () => {
+    if (timer) clearInterval(timer);
+    timer = null;
+  };
+  return {
+    release() {
+      stopWatching();
+      if (!held) return;
+      held = false;
+      lock.close();
+    },
+    watch(onLost) {
+      if (!held || timer) return;
+      timer = setInterval(() => {
+        const now = identityOf(path);
+        if (now === undefined || (now !== null && now === locked)) return;
+        // Not known at the lock (a stat that failed then): the file there now is the one locked.
+        if (typeof locked !== 'string') return void (locked = now ?? undefined);
+        try {
+          const again = lockFile(databasePath, real, path, 0);
+          lock.close();
+          lock = again;
+          locked = identityOf(path);
+        } catch (err) {
+          // Another process holds the file there now (it runs its workers); any other failure
+          // (a folder this process may no longer write) is tried again at the next tick.
+          if (!(err instanceof WorkersRunningError)) return;
+          stopWatching();
+          onLost();
+        }
+      }, 1000);
+      timer.unref();
+    },
+  };
+}
+
+/** SQLite's exclusive lock on the lock file at `path`, waiting `waitMs` at most: the connection holding it. */
+function lockFile(databasePath: string, real: string, path: string, waitMs: number): BetterSqlite3.Database {
   const created = !existsSync(path);
   // The lock is an SQLite file with a rollback journal of its own: both repaired if left read-only.
   for (const file of [path, `${path}-journal`]) repairSidecarMode(file);
@@ -52,7 +116,7 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
     // The same permissions as the database, as SQLite gives its -wal and -shm: a `serve` and a
     // `work` under different users that may both write the database may both take this lock.
     if (created) chmodSync(path, sidecarMode(statSync(real).mode));
-    lock.pragma(`busy_timeout = ${WORKERS_LOCK_WAIT_MS}`);
+    lock.pragma(`busy_timeout = ${waitMs}`);
     lock.pragma('locking_mode = EXCLUSIVE');
     lock.exec('BEGIN EXCLUSIVE; COMMIT');
   } catch (err) {
@@ -60,14 +124,7 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
     if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new WorkersRunningError(databasePath);
     throw err;
   }
-  let held = true;
-  return {
-    release() {
-      if (!held) return;
-      held = false;
-      lock.close();
-    },
-  };
+  return lock;
 }
 
 /**

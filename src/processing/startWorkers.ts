@@ -90,6 +90,17 @@ export async function startWorkers({ config, logger, database, queue, pauses, fa
     logger.info(processingStarted ? 'the stop came during the start: the sink lanes were not started, and processing stops with the receiver' : 'workers not started: the stop came during the start');
     return;
   }
+  // Its lock file deleted under it, another process may take the lock and run workers beside these.
+  lock.watch(() => {
+    logger.error(
+      { workers_lock: `${database.sqlite.name}-workers-lock` },
+      'the workers lock file was deleted or replaced, and another process now holds the lock on the file at its path and runs the workers: this process stops its workers (a `serve` goes on receiving deliveries). Never delete the lock file while a receiver runs: the kernel releases the lock when its process ends, so a refused start means a live process runs the workers',
+    );
+    void worker.stop();
+    void fanOut.halt();
+    sweeps.clearTimer();
+    sweeps.abortPrune();
+  });
   logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
   // Not awaited: a long history is pruned a little at a time, beside the work.
   sweeps.prune();

@@ -1,11 +1,7 @@
-import { spawn } from 'node:child_process';
-import { statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { openDatabase } from '../../src/db/openDatabase.js';
-import { ROOT, TSX } from '../helpers/childServer.js';
-import { tempDir } from '../helpers/receiver.js';
+import { clockBackChild } from '../helpers/clockBackChild.js';
 
 // The checkpointer thread runs a tick when the last one is old enough. Told by the wall clock
 // (Date.now), a clock set back (NTP stepping a VM's clock after a restore, an operator's `date`)
@@ -28,43 +24,7 @@ process.on('SIGTERM', async () => {
 
 describe('the checkpointer thread and a wall clock set back', () => {
   it('keeps checkpointing: the WAL is reset within a bounded wait, before and after the step', { timeout: 60_000 }, async () => {
-    const t = tempDir('clock-back-');
-    onTestFinished(t.cleanup);
-    const path = join(t.dir, 'r.db');
-    const flag = join(t.dir, 'clock-back');
-    const preload = join(t.dir, 'clock.cjs');
-    writeFileSync(
-      preload,
-      `const { isMainThread } = require('node:worker_threads');
-if (!isMainThread) {
-  const { existsSync } = require('node:fs');
-  const real = Date.now;
-  Date.now = () => (existsSync(${JSON.stringify(flag)}) ? real() - 3_600_000 : real());
-}
-`,
-    );
-    // A file, not -e with --input-type=module: the thread's eval'd code would be a module too.
-    const opener = join(t.dir, 'opener.mjs');
-    writeFileSync(opener, OPENER);
-    // Migrated here, then opened by the child with its thread.
-    await openDatabase(path).close();
-
-    const child = spawn(process.execPath, ['--require', preload, '--import', TSX, opener], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', ROOT, DB: path },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-    onTestFinished(async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await exited;
-    });
-    for (let i = 0; i < 300 && !out.includes('ready'); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(out, err).toContain('ready');
+    const { path, err, stepBack } = await clockBackChild(OPENER);
 
     // Another connection writes, as the receiver's do: no checkpoints of its own, and a WAL it
     // rewinds (after a checkpoint) truncated to 64 KB at its commit.
@@ -92,8 +52,8 @@ if (!isMainThread) {
     // The clock as it is: the thread checkpoints, and the WAL is reset.
     expect(await resetAfterBurst()).toMatchObject({ reset: true });
     // Set back an hour.
-    writeFileSync(flag, '');
+    stepBack();
     expect(await resetAfterBurst()).toMatchObject({ reset: true });
-    expect(err).toBe('');
+    expect(err()).toBe('');
   });
 });

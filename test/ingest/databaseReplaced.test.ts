@@ -85,12 +85,35 @@ describe('the database file deleted or replaced under a running receiver', () =>
     }
   });
 
+  it('rm of its -shm: found within a second, and every delivery after it is answered 503 database_replaced', async () => {
+    // Another process opening the database then (a `work`, a CLI command, a second `serve`) makes a
+    // new -shm, a wal-index of its own: the two processes' writes no longer exclude each other.
+    // Measured before this check: a second ingest-only `serve` started after the rm, 800
+    // deliveries acknowledged by each, and the file was "database disk image is malformed", every
+    // acknowledged event lost; neither process said anything.
+    const path = join(dir, 'shm.db');
+    const secret = newSecret();
+    const r = await receiver(path, secret);
+    try {
+      expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
+      rmSync(`${path}-shm`);
+      await waitFor(() => REPLACED_LINE.test(r.child.stdout.join('')), 'the -shm found deleted', 5_000);
+      expect(r.child.stdout.join('')).toContain(`${path}-shm was deleted while the receiver had it open`);
+      await expectRefused(r.url, secret, r.child);
+    } finally {
+      expect((await r.stop()).code).toBe(0);
+    }
+    // The database file itself is the one opened: its -wal is not set aside.
+    expect(readdirSync(dir).filter((f) => f.startsWith('shm.db-wal.replaced-'))).toEqual([]);
+  });
+
   /**
    * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
    * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
-   * and the restart serves the restored file, intact.
+   * and the restart serves the restored file, intact. `stopAtOnce`: stopped right after the move,
+   * with no delivery (nor any tick of the once-a-second check) that would find it first.
    */
-  async function restoreByMv(path: string, real: string) {
+  async function restoreByMv(path: string, real: string, { stopAtOnce = false } = {}) {
     const folder = dirname(real);
     const restored = join(folder, 'restored.db');
     const secret = newSecret();
@@ -104,7 +127,7 @@ describe('the database file deleted or replaced under a running receiver', () =>
       live.close();
       expect((await deliver(r.url, secret, 2)).acked).toHaveLength(2);
       renameSync(restored, real);
-      await expectRefused(r.url, secret, r.child);
+      if (!stopAtOnce) await expectRefused(r.url, secret, r.child);
     } finally {
       expect((await r.stop()).code).toBe(0);
     }
@@ -145,6 +168,13 @@ describe('the database file deleted or replaced under a running receiver', () =>
     const link = join(dir, 'linked.db');
     symlinkSync(real, link);
     await restoreByMv(link, real);
+  });
+
+  it('mv of a backup over it, then SIGTERM at once (before anything found it): the old -wal is set aside all the same', async () => {
+    // `mv backup.db receiver.db && kill -TERM <pid>`: the -wal was set aside only once a check had
+    // found the file replaced, and the restart applied it to the restored file (whose events then
+    // included the two delivered after the backup).
+    await restoreByMv(join(dir, 'mv-stop.db'), join(dir, 'mv-stop.db'), { stopAtOnce: true });
   });
 
   it('found replaced while the start is still in its housekeeping: neither the workers nor the sink lanes start on the old file', async () => {
