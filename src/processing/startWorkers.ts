@@ -50,16 +50,22 @@ export async function startWorkers({ config, logger, database, queue, pauses, fa
   let processingStarted = false;
   watchFile();
   run.earlyLock = null;
+  // Once the file is found replaced (or its -shm deleted: then it is the live file, written through a
+  // wal-index no other process shares), the start writes no more into it: each step is skipped,
+  // also one still waiting for the write lock. The watch's callback (app.ts) clears the sweeps'
+  // timer only if it has started: a latch before startTimer() left it to run every 5 minutes.
+  const unlessReplaced = <T>(step: () => Promise<T>, none: T) =>
+    whileLockHeld(() => (fileWatch.problem === null ? step() : Promise.resolve(none)), startStop.signal, logger);
   try {
     // A restart may bring a new API key: every paused source is tried again, at once.
-    const heldBack = await whileLockHeld(() => pauses.clearAll(), startStop.signal, logger);
+    const heldBack = await unlessReplaced(() => pauses.clearAll(), 0);
     if (heldBack > 0) logger.info({ jobs: heldBack }, 'paused sources are tried again: the jobs they held back run now');
-    const filled = await whileLockHeld(() => backfillResultDigests(database.db), startStop.signal, logger);
+    const filled = await unlessReplaced(() => backfillResultDigests(database.db), 0);
     if (filled > 0) logger.info({ events: filled }, 'events settled before migration 007 now have the digest of their stored result');
-    const orphans = await whileLockHeld(() => queue.releaseOrphans(), startStop.signal, logger);
+    const orphans = await unlessReplaced(() => queue.releaseOrphans(), 0);
     if (orphans > 0) logger.warn({ jobs: orphans }, 'jobs left running by a previous process run again');
-    await sweeps.sweepStrandedReads();
-    sweeps.startTimer();
+    if (fileWatch.problem === null) await sweeps.sweepStrandedReads();
+    if (fileWatch.problem === null) sweeps.startTimer();
     pacer.enabled = true;
     // The file found replaced during the start (its housekeeping may take seconds): the
     // workers were told to stop then, and must not start on the old file now. Nor once a stop
