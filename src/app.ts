@@ -390,7 +390,15 @@ async function stopOnce(r: Receiver): Promise<void> {
   run.earlyLock?.release();
   run.earlyLock = null;
   ownHttp?.close();
+  const wal = fileWatch.holdWalThroughClose();
   await database.close();
+  const kept = wal.restore();
+  if (kept !== null) {
+    logger.warn(
+      { wal: kept, database_path: database.sqlite.name },
+      'the -shm was not this process\'s at its stop (deleted under it): the -wal its close deleted, which may hold what another process committed since, is put back for the next start to recover. Then run PRAGMA integrity_check (README, "Backups while it runs")',
+    );
+  }
   const aside = fileWatch.setAsideStaleWal(new Date(clock.now()));
   if (aside !== null) {
     logger.warn(

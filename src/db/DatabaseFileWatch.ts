@@ -1,4 +1,4 @@
-import { renameSync, statSync, type BigIntStats } from 'node:fs';
+import { linkSync, renameSync, rmSync, statSync, type BigIntStats } from 'node:fs';
 import { realPathOf } from '../util/realPath.js';
 import type { FileIdentity } from './openDatabase.js';
 
@@ -118,6 +118,45 @@ export class DatabaseFileWatch {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * Before this process closes the database, when the file at the path is still the one opened but
+   * its -shm is not (deleted, or made again by a process that opened the database since): the
+   * -wal gets a second name, and `restore` (after the close) puts it back if the close deleted it.
+   * The close, the last on the file once the other process is gone (killed), checkpoints through
+   * this process's wal-index, which knows none of the other's commits, then deletes the -wal that
+   * holds them: every delivery the other acknowledged since its last checkpoint was lost (20 of 20
+   * in databaseReplaced.test.ts). Put back, the next open recovers them from it. While the other
+   * process runs, the close neither checkpoints nor deletes: the second name is removed.
+   */
+  holdWalThroughClose(): { restore(): string | null } {
+    const none = { restore: () => null };
+    if (this.db === null || this.wal === null || this.shm === null) return none;
+    const walPath = this.walPath;
+    const kept = `${walPath}.kept-${process.pid}`;
+    try {
+      const db = identityOf(this.realPath);
+      const shm = identityOf(`${this.realPath}-shm`);
+      if (db === null || !same(db, this.db) || (shm !== null && same(shm, this.shm))) return none;
+      linkSync(walPath, kept);
+    } catch {
+      return none;
+    }
+    return {
+      restore: () => {
+        try {
+          if (identityOf(walPath) !== null) {
+            rmSync(kept, { force: true });
+            return null;
+          }
+          renameSync(kept, walPath);
+          return walPath;
+        } catch {
+          return null;
+        }
+      },
+    };
   }
 
   private compare(file: string, opened: FileIdentity): string | null {

@@ -107,6 +107,43 @@ describe('the database file deleted or replaced under a running receiver', () =>
     expect(readdirSync(dir).filter((f) => f.startsWith('shm.db-wal.replaced-'))).toEqual([]);
   });
 
+  it('rm of its -shm, a second `serve` acknowledging deliveries, that one killed, then this one stopped: what the second acknowledged stays in the file', async () => {
+    // The two processes' wal-indexes apart, this one's close (the last on the file once the other
+    // died) checkpointed by its own, which knows none of the other's commits, and deleted the -wal
+    // that held them: the other's deliveries since its last checkpoint were gone at the restart.
+    const path = join(dir, 'shm-second.db');
+    const secret = newSecret();
+    const a = await receiver(path, secret);
+    let b: Awaited<ReturnType<typeof receiver>> | undefined;
+    const acked: string[] = [];
+    try {
+      acked.push(...(await deliver(a.url, secret, 2)).acked);
+      rmSync(`${path}-shm`);
+      b = await receiver(path, secret, { WORKER_CONCURRENCY: '0' });
+      await waitFor(() => REPLACED_LINE.test(a.child.stdout.join('')), 'the -shm found deleted', 5_000);
+      const second = await deliver(b.url, secret, 20);
+      expect(second.acked).toHaveLength(20);
+      acked.push(...second.acked);
+      // Killed before its checkpointer's next tick (500 ms): its last commits are in the -wal only.
+      b.child.proc.kill('SIGKILL');
+      await b.child.exited;
+    } finally {
+      if (b) await b.stop();
+      expect((await a.stop()).code).toBe(0);
+    }
+    const db = new BetterSqlite3(path, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+      const stored = new Set(db.prepare('SELECT id FROM events').pluck().all() as string[]);
+      expect(acked.filter((id) => !stored.has(id))).toEqual([]);
+    } finally {
+      db.close();
+    }
+    // Said at warn; no second name of the -wal left beside it.
+    expect(a.child.stdout.join('')).toMatch(/the -shm was not this process's at its stop/);
+    expect(readdirSync(dir).filter((f) => f.startsWith('shm-second.db-wal.'))).toEqual([]);
+  });
+
   /**
    * A backup moved over the file at `real` (which `path`, DATABASE_PATH, names or links to): refused
    * until restarted; the old -wal, beside `real` where SQLite keeps it, is set aside at the stop,
