@@ -1,20 +1,7 @@
-import { linkSync, renameSync, rmSync, statSync, type BigIntStats } from 'node:fs';
+import { linkSync, renameSync, rmSync } from 'node:fs';
 import { realPathOf } from '../util/realPath.js';
+import { identityOf, sameFile as same } from './fileIdentity.js';
 import type { FileIdentity } from './openDatabase.js';
-
-function identityOf(path: string): FileIdentity | null {
-  let st: BigIntStats | undefined;
-  try {
-    st = statSync(path, { bigint: true, throwIfNoEntry: false });
-  } catch (err) {
-    // A folder on the path that is now a file: the path names nothing.
-    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
-    throw err;
-  }
-  return st ? { dev: st.dev, ino: st.ino } : null;
-}
-
-const same = (a: FileIdentity, b: FileIdentity) => a.dev === b.dev && a.ino === b.ino;
 
 /**
  * Whether DATABASE_PATH (and its -wal) still name the files this process opened.

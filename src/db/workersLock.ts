@@ -1,6 +1,8 @@
 import { chmodSync, existsSync, realpathSync, statSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 
+import { identityOf, sameFile } from './fileIdentity.js';
+import type { FileIdentity } from './openDatabase.js';
 import { repairSidecarMode, sidecarMode, WORKERS_LOCK_SUFFIX } from './databaseFiles.js';
 
 /** Another live process runs the workers of this database. */
@@ -30,15 +32,14 @@ export interface WorkersLock {
 const NO_LOCK: WorkersLock = { release() {}, watch() {} };
 
 /**
- * The file at `path` as a stat names it (device and inode); null when there is none; undefined
- * when it cannot be looked at (EACCES on the folder, EIO): no evidence either way.
+ * The lock file at `path` (identityOf); undefined when it cannot be looked at (EACCES on the
+ * folder, EIO): no evidence either way.
  */
-function identityOf(path: string): string | null | undefined {
+function lockFileIdentity(path: string): FileIdentity | null | undefined {
   try {
-    const st = statSync(path, { bigint: true, throwIfNoEntry: false });
-    return st ? `${st.dev}:${st.ino}` : null;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOTDIR' ? null : undefined;
+    return identityOf(path);
+  } catch {
+    return undefined;
   }
 }
 
@@ -67,7 +68,7 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
   const real = realpathSync(databasePath);
   const path = `${real}${WORKERS_LOCK_SUFFIX}`;
   let lock = lockFile(databasePath, real, path, WORKERS_LOCK_WAIT_MS);
-  let locked = identityOf(path);
+  let locked = lockFileIdentity(path);
   let held = true;
   let timer: NodeJS.Timeout | null = null;
   const stopWatching = () => {
@@ -84,15 +85,15 @@ export function acquireWorkersLock(databasePath: string): WorkersLock {
     watch(onLost) {
       if (!held || timer) return;
       timer = setInterval(() => {
-        const now = identityOf(path);
-        if (now === undefined || (now !== null && now === locked)) return;
+        const now = lockFileIdentity(path);
+        if (now === undefined || (now !== null && locked && sameFile(now, locked))) return;
         // Not known at the lock (a stat that failed then): the file there now is the one locked.
-        if (typeof locked !== 'string') return void (locked = now ?? undefined);
+        if (!locked) return void (locked = now ?? undefined);
         try {
           const again = lockFile(databasePath, real, path, 0);
           lock.close();
           lock = again;
-          locked = identityOf(path);
+          locked = lockFileIdentity(path);
         } catch (err) {
           // Another process holds the file there now (it runs its workers); any other failure
           // (a folder this process may no longer write) is tried again at the next tick.
