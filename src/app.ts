@@ -27,7 +27,7 @@ import { createMetrics } from './observability/metrics.js';
 import { RefusalLog } from './observability/RefusalLog.js';
 import { createProcessingContext } from './processing/createProcessingContext.js';
 import { createProcessingWorkers } from './processing/createProcessingWorkers.js';
-import { startWorkers, type WorkersLocks } from './processing/startWorkers.js';
+import { haltWorkers, startWorkers, type WorkersLocks } from './processing/startWorkers.js';
 import { WorkerSweeps } from './processing/WorkerSweeps.js';
 import { sinkJobKind } from './sinks/enqueueDeliveries.js';
 import type { FanOutOptions } from './sinks/FanOut.js';
@@ -127,13 +127,7 @@ function buildReceiver(deps: AppDeps) {
   checkpointProblem = logCheckpointProblems(metrics, logger);
   walBlocked = logWalBlocked(metrics, logger);
 
-  const { fileWatch, watchFile, stopWatchingFile } = watchDatabaseFile(database, logger, () => {
-    void worker.stop();
-    void fanOut.halt();
-    // Their sweep every 5 minutes (and a prune in progress) wrote on into the file too.
-    sweeps.clearTimer();
-    sweeps.abortPrune();
-  });
+  const { fileWatch, watchFile, stopWatchingFile } = watchDatabaseFile(database, logger, () => haltWorkers({ worker, fanOut, sweeps }));
 
   const ingestState: IngestState = { draining: false, storageFailure: null };
   /** Since when deliveries have found the write lock held by another connection (for /readyz). */

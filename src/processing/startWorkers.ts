@@ -40,6 +40,18 @@ export interface WorkersStartDeps {
 }
 
 /**
+ * The workers stopped where they are, their sweeps (every 5 minutes, and a prune in progress)
+ * with them, for good: the database file found replaced, or the workers lock lost. Not drained:
+ * nothing more of theirs may be written (into another file, or beside another process's workers).
+ */
+export function haltWorkers({ worker, fanOut, sweeps }: Pick<WorkersStartDeps, 'worker' | 'fanOut' | 'sweeps'>): void {
+  void worker.stop();
+  void fanOut.halt();
+  sweeps.clearTimer();
+  sweeps.abortPrune();
+}
+
+/**
  * Runs the queue's workers (processing and sinks) in this process. Only one process per
  * database runs workers (workersLock.ts), so the jobs it finds running were held by one that
  * is gone.
@@ -102,10 +114,7 @@ export async function startWorkers({ config, logger, database, queue, pauses, fa
       { workers_lock: `${database.sqlite.name}-workers-lock` },
       'the workers lock file was deleted or replaced, and another process now holds the lock on the file at its path and runs the workers: this process stops its workers (a `serve` goes on receiving deliveries). Never delete the lock file while a receiver runs: the kernel releases the lock when its process ends, so a refused start means a live process runs the workers',
     );
-    void worker.stop();
-    void fanOut.halt();
-    sweeps.clearTimer();
-    sweeps.abortPrune();
+    haltWorkers({ worker, fanOut, sweeps });
   });
   logger.info({ concurrency: config.workerConcurrency, sinks: config.sinks.map((k) => k.name) }, 'workers started');
   // Not awaited: a long history is pruned a little at a time, beside the work.
