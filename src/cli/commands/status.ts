@@ -173,7 +173,7 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
     io.out(`oldest pending ${oldest ? oldestJobLine(oldest, report.oldest_pending_job!, paused) : 'none'}`);
     io.out(`paused sources ${paused.length === 0 ? 'none' : paused.length}`);
     // Status 0: no request was made, the source is not configured (renamed or removed).
-    for (const p of paused) io.out(`  ${p.source}: ${p.status === 0 ? 'not configured' : `HTTP ${p.status}`} since ${p.paused_at} (${oneLine(p.detail)})`);
+    for (const p of paused) io.out(`  ${p.source}: ${pauseCause(p)} since ${p.paused_at} (${oneLine(p.detail)})`);
     if (sinkList.length === 0) io.out('sinks          none configured');
     else {
       io.out('sinks');
@@ -212,7 +212,10 @@ function oldestJobLine(
   // Only result reads wait on a pause: folds and sink deliveries go on (see Worker's gatedKinds).
   const pause = job.kind === JobKind.fetchResult ? paused.find((p) => p.source === job.source) : undefined;
   const note = shown.last_error ? oneLine(shown.last_error) : null;
-  const waits = pause ? `waits: source ${oneLine(pause.source)} paused since ${pause.paused_at}, ${pause.status === 0 ? 'not configured' : `HTTP ${pause.status}`}` : null;
+  const waits = pause ? `waits: source ${oneLine(pause.source)} paused since ${pause.paused_at}, ${pauseCause(pause)}` : null;
   const why = waits ? ` (${waits}${note ? `; last note: ${note}` : ''})` : note ? ` (${note})` : '';
   return `job ${job.id} ${job.kind}${of}, queued ${formatAge(shown.age_ms)} ago, runs at ${job.run_at}${why}`;
 }
+
+/** A pause's cause as status says it: status 0 is a source not configured (no request was made). */
+const pauseCause = (p: { status: number }): string => (p.status === 0 ? 'not configured' : `HTTP ${p.status}`);
