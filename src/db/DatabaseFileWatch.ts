@@ -52,11 +52,15 @@ export class DatabaseFileWatch {
     this.realPath = file ? realPathOf(file) : path;
     this.db = file ? opened : null;
     this.wal = file ? identityOf(this.walPath) : null;
-    this.shm = file ? identityOf(`${this.realPath}-shm`) : null;
+    this.shm = file ? identityOf(this.shmPath) : null;
   }
 
   private get walPath(): string {
     return `${this.realPath}-wal`;
+  }
+
+  private get shmPath(): string {
+    return `${this.realPath}-shm`;
   }
 
   /** What is wrong with the database file, once found (latched); null while it is the opened one. */
@@ -74,7 +78,7 @@ export class DatabaseFileWatch {
   check(): string | null {
     if (this.checkDatabase() !== null) return this.problemFound;
     if (this.wal !== null && this.compare(this.walPath, this.wal) !== null) return this.problemFound;
-    if (this.shm !== null) return this.compare(`${this.realPath}-shm`, this.shm);
+    if (this.shm !== null) return this.compare(this.shmPath, this.shm);
     return null;
   }
 
@@ -124,7 +128,7 @@ export class DatabaseFileWatch {
     const kept = `${walPath}.kept-${process.pid}`;
     try {
       const db = identityOf(this.realPath);
-      const shm = identityOf(`${this.realPath}-shm`);
+      const shm = identityOf(this.shmPath);
       if (db === null || !same(db, this.db) || (shm !== null && same(shm, this.shm))) return none;
       linkSync(walPath, kept);
     } catch {

@@ -1,5 +1,6 @@
 import type { Config } from '../config/loadConfig.js';
 import type { DatabaseFileWatch } from '../db/DatabaseFileWatch.js';
+import { WORKERS_LOCK_SUFFIX } from '../db/databaseFiles.js';
 import type { OpenDatabase } from '../db/openDatabase.js';
 import { acquireWorkersLock, type WorkersLock } from '../db/workersLock.js';
 import type { Logger } from '../observability/logger.js';
@@ -111,7 +112,7 @@ export async function startWorkers({ config, logger, database, queue, pauses, fa
   // Its lock file deleted under it, another process may take the lock and run workers beside these.
   lock.watch(() => {
     logger.error(
-      { workers_lock: `${database.sqlite.name}-workers-lock` },
+      { workers_lock: `${database.sqlite.name}${WORKERS_LOCK_SUFFIX}` },
       'the workers lock file was deleted or replaced, and another process now holds the lock on the file at its path and runs the workers: this process stops its workers (a `serve` goes on receiving deliveries). Never delete the lock file while a receiver runs: the kernel releases the lock when its process ends, so a refused start means a live process runs the workers',
     );
     haltWorkers({ worker, fanOut, sweeps });
