@@ -7,10 +7,10 @@ import { sharedHttpClient, type HttpClient } from '../http/httpClient.js';
 import type { Logger } from '../observability/logger.js';
 import type { BackoffOptions } from '../queue/backoff.js';
 import type { JobQueue } from '../queue/JobQueue.js';
-import { UNFINISHED_LAST_ATTEMPT, Worker, type SourceHold, type WorkerOptions } from '../queue/Worker.js';
+import { Worker, type SourceHold, type WorkerOptions } from '../queue/Worker.js';
 import type { Clock } from '../util/clock.js';
 import { createDeliveryHandler } from './deliveryHandler.js';
-import { enableSink, newerJobOfPair, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
+import { deadLetterRecord, enableSink, newerJobOfPair, sinkDisabled, sinkStatuses, type SinkStatus } from './deliveryRecords.js';
 import { closeDeadLetteredRows } from './closeDeadLetteredRows.js';
 import { closeRemovedSinksRows, deadLetterRemovedSinks } from './deadLetterRemovedSinks.js';
 import { applySinkMaxAttempts, enqueueDeliveries, sinkJobKind, type DeliveryPayload, type DeliveryWrites } from './enqueueDeliveries.js';
@@ -89,15 +89,9 @@ export class FanOut {
         // record is that cycle's, still to run, and says so (recordFailedAttempt likewise).
         onDeadLetter: async (job, error) => {
           const eventId = job.event_id ?? (JSON.parse(job.payload) as DeliveryPayload).event_id;
-          const spent = error === UNFINISHED_LAST_ATTEMPT ? job.attempts - 1 : 0;
           await o.db
             .updateTable('deliveries')
-            .set((eb) => ({
-              state: 'dead',
-              last_error: error,
-              updated_at: new Date(o.clock.now()).toISOString(),
-              attempts: eb.fn<number>('max', [eb.ref('attempts'), eb.val(spent)]),
-            }))
+            .set(deadLetterRecord(error, job.attempts, new Date(o.clock.now()).toISOString()))
             .where('event_id', '=', eventId)
             .where('sink', '=', config.name)
             .where('state', 'in', ['pending', 'retrying'])

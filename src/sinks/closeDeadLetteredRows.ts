@@ -3,7 +3,7 @@ import type { Database } from '../db/schema.js';
 import { inChunks } from '../db/sqliteHelpers.js';
 import { writeBatches } from '../db/writeInBatches.js';
 import { jobsByEventTerm, RETRY_BATCH } from '../queue/JobQueue.js';
-import { UNFINISHED_LAST_ATTEMPT } from '../queue/Worker.js';
+import { deadLetterRecord } from './deliveryRecords.js';
 import { sinkJobKind } from './enqueueDeliveries.js';
 
 /**
@@ -48,11 +48,10 @@ export async function closeDeadLetteredRows(
       let n = 0;
       // Read again under the lock: a `replay` or a `dead-letters retry` may have queued one since.
       for (const row of (await stranded(sink, eventIds).execute(trx)).rows) {
-        // As onDeadLetter: a last attempt cut by a crash is counted (all its job's claims but the one that dead-lettered it).
-        const spent = row.job_error === UNFINISHED_LAST_ATTEMPT ? row.job_attempts - 1 : 0;
+        // As onDeadLetter would have written it.
         const u = await trx
           .updateTable('deliveries')
-          .set((eb) => ({ state: 'dead', last_error: row.job_error, updated_at: nowIso, attempts: eb.fn<number>('max', [eb.ref('attempts'), eb.val(spent)]) }))
+          .set(deadLetterRecord(row.job_error, row.job_attempts, nowIso))
           .where('sink', '=', sink)
           .where('event_id', '=', row.event_id)
           .executeTakeFirst();

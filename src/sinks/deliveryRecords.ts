@@ -3,9 +3,23 @@ import { sql, type ExpressionBuilder, type Kysely, type Transaction } from 'kyse
 import type { Database, DeliveryState } from '../db/schema.js';
 import { inChunks, insertElseUpdate } from '../db/sqliteHelpers.js';
 import { jobsByEventTerm } from '../queue/eventJobs.js';
+import { UNFINISHED_LAST_ATTEMPT } from '../queue/Worker.js';
 import { isoTime as iso } from '../util/clock.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
+
+/**
+ * What a delivery's row says of its job's dead letter (`error`, at `nowIso`): dead, with that error.
+ * A last attempt cut by a crash (UNFINISHED_LAST_ATTEMPT) is counted, as by its job: all its claims
+ * but the one that dead-lettered it. For `.set()` of an update of `deliveries`: FanOut's
+ * onDeadLetter, and closeDeadLetteredRows for a record a crash left out.
+ */
+export const deadLetterRecord = (error: string | null, jobAttempts: number, nowIso: string) => (eb: ExpressionBuilder<Database, 'deliveries'>) => ({
+  state: 'dead' as const,
+  last_error: error,
+  updated_at: nowIso,
+  attempts: eb.fn<number>('max', [eb.ref('attempts'), eb.val(error === UNFINISHED_LAST_ATTEMPT ? jobAttempts - 1 : 0)]),
+});
 
 const freshCycle = (at: string) => ({
   state: 'pending' as const,
