@@ -1,6 +1,7 @@
 import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
+import { DEFAULT_MAX_BODY_BYTES } from '../hiring/HiringClient.js';
 import { describeLocation } from '../util/httpTarget.js';
 import { redactCredentials } from '../util/redactCredentials.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
@@ -20,6 +21,34 @@ export class ApiFailure extends CliError {
   ) {
     super(message);
   }
+}
+
+/**
+ * Largest answer read, as for the result reads (DEFAULT_MAX_BODY_BYTES): a page of the API is at most
+ * 200 endpoints or delivery records, a few hundred KB. Read whole (`res.text()`), a proxy or a server
+ * that is not the API streaming without end was buffered for the 30 s timeout: 7.5 GB here.
+ */
+export const MAX_ANSWER_BYTES = DEFAULT_MAX_BODY_BYTES;
+
+/** The body as UTF-8 text (`res.text()`'s decoding), or null once it is over `max` bytes (the connection is then dropped). */
+async function readCapped(res: Response, max: number): Promise<string | null> {
+  const declared = Number(res.headers.get('content-length') ?? '');
+  if (declared > max) {
+    await res.body?.cancel();
+    return null;
+  }
+  if (res.body === null) return '';
+  const decoder = new TextDecoder('utf-8');
+  const parts: string[] = [];
+  let seen = 0;
+  for await (const chunk of res.body) {
+    seen += chunk.byteLength;
+    // Leaving the loop cancels the stream: undici drops the connection.
+    if (seen > max) return null;
+    parts.push(decoder.decode(chunk, { stream: true }));
+  }
+  parts.push(decoder.decode());
+  return parts.join('');
 }
 
 /** An answer the hiring API never gives: retrying will not help. */
@@ -94,7 +123,8 @@ export class WebhooksApi {
     } catch (err) {
       throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
     }
-    const text = await res.text();
+    const text = await readCapped(res, MAX_ANSWER_BYTES);
+    if (text === null) throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);
     let body: unknown = null;
     if (text !== '') {
       try {
