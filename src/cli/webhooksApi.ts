@@ -51,6 +51,15 @@ async function readCapped(res: Response, max: number): Promise<string | null> {
   return parts.join('');
 }
 
+/** A page's `next` as an absolute URL, resolved against the page's own; undefined when it is none. */
+function resolveNext(next: string, page: string): string | undefined {
+  try {
+    return new URL(next, page).href;
+  } catch {
+    return undefined;
+  }
+}
+
 /** An answer the hiring API never gives: retrying will not help. */
 export class NotTheApiError extends CliError {}
 
@@ -182,7 +191,11 @@ export class WebhooksApi {
       if (typeof body !== 'object' || body === null || !Array.isArray(body.results)) throw this.notTheApi('a page without a results list');
       if (body.next !== undefined && body.next !== null && typeof body.next !== 'string') throw this.notTheApi('a page whose next is not a URL');
       items.push(...(body.results as T[]));
-      url = body.next ?? null;
+      // Resolved against this page's URL (a gateway may write its links relative): call() then
+      // refuses any that leaves the API's origin.
+      const next: string | null | undefined = body.next === undefined || body.next === null ? null : resolveNext(body.next, url);
+      if (next === undefined) throw this.notTheApi('a page whose next is not a URL');
+      url = next;
     }
     return items;
   }

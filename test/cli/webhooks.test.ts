@@ -396,6 +396,26 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('follows a relative `next` (a gateway that rewrites its links) on the API\'s own origin; one to another origin is still refused', async () => {
+    const requests: string[] = [];
+    const hook = (id: string) => ({ id, url: `https://r.example/${id}/webhooks`, enabled: true, event_types: [], secret: 'whsec_****' });
+    const api = createServer((req, res) => {
+      requests.push(`${req.headers.authorization === `Bearer ${ACME_KEY}` ? 'key' : 'nokey'} ${req.url}`);
+      const page = req.url?.includes('offset=1') ? { results: [hook('wh_2')], next: '//elsewhere.example/api/v2/webhooks?offset=2' } : { results: [hook('wh_1')], next: '/api/v2/webhooks?offset=1' };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 3, previous: null, ...page }));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const port = (api.address() as AddressInfo).port;
+    try {
+      const r = await cli(['webhooks', 'list'], { HIRING_API_URL: `http://127.0.0.1:${port}`, HIRING_API_KEY: ACME_KEY });
+      expect(r.code, r.stdout).toBe(1);
+      expect(r.stderr).toBe(`error: refusing to send the API key to http://elsewhere.example (the API is at http://127.0.0.1:${port})\n`);
+      expect(requests).toEqual(['key /api/v2/webhooks', 'key /api/v2/webhooks?offset=1']);
+    } finally {
+      api.close();
+    }
+  });
+
   it('says plainly when the key is refused', async () => {
     const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
     expect(r.code).toBe(1);
