@@ -1,6 +1,7 @@
 import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
+import { DEFAULT_MAX_BODY_BYTES } from '../hiring/HiringClient.js';
 import { describeLocation } from '../util/httpTarget.js';
 import { redactCredentials } from '../util/redactCredentials.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
@@ -19,6 +20,43 @@ export class ApiFailure extends CliError {
     message: string,
   ) {
     super(message);
+  }
+}
+
+/**
+ * Largest answer read, as for the result reads (DEFAULT_MAX_BODY_BYTES): a page of the API is at most
+ * 200 endpoints or delivery records, a few hundred KB. Read whole (`res.text()`), a proxy or a server
+ * that is not the API streaming without end was buffered for the 30 s timeout: 7.5 GB here.
+ */
+export const MAX_ANSWER_BYTES = DEFAULT_MAX_BODY_BYTES;
+
+/** The body as UTF-8 text (`res.text()`'s decoding), or null once it is over `max` bytes (the connection is then dropped). */
+async function readCapped(res: Response, max: number): Promise<string | null> {
+  const declared = Number(res.headers.get('content-length') ?? '');
+  if (declared > max) {
+    await res.body?.cancel();
+    return null;
+  }
+  if (res.body === null) return '';
+  const decoder = new TextDecoder('utf-8');
+  const parts: string[] = [];
+  let seen = 0;
+  for await (const chunk of res.body) {
+    seen += chunk.byteLength;
+    // Leaving the loop cancels the stream: undici drops the connection.
+    if (seen > max) return null;
+    parts.push(decoder.decode(chunk, { stream: true }));
+  }
+  parts.push(decoder.decode());
+  return parts.join('');
+}
+
+/** A page's `next` as an absolute URL, resolved against the page's own; undefined when it is none. */
+function resolveNext(next: string, page: string): string | undefined {
+  try {
+    return new URL(next, page).href;
+  } catch {
+    return undefined;
   }
 }
 
@@ -94,7 +132,8 @@ export class WebhooksApi {
     } catch (err) {
       throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
     }
-    const text = await res.text();
+    const text = await readCapped(res, MAX_ANSWER_BYTES);
+    if (text === null) throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);
     let body: unknown = null;
     if (text !== '') {
       try {
@@ -152,7 +191,11 @@ export class WebhooksApi {
       if (typeof body !== 'object' || body === null || !Array.isArray(body.results)) throw this.notTheApi('a page without a results list');
       if (body.next !== undefined && body.next !== null && typeof body.next !== 'string') throw this.notTheApi('a page whose next is not a URL');
       items.push(...(body.results as T[]));
-      url = body.next ?? null;
+      // Resolved against this page's URL (a gateway may write its links relative): call() then
+      // refuses any that leaves the API's origin.
+      const next: string | null | undefined = body.next === undefined || body.next === null ? null : resolveNext(body.next, url);
+      if (next === undefined) throw this.notTheApi('a page whose next is not a URL');
+      url = next;
     }
     return items;
   }

@@ -355,6 +355,67 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('an answer far larger than any page of the API (a proxy streaming 64 MiB) is refused at the cap, not read whole into memory', async () => {
+    const PAD = 64 * 1024 * 1024;
+    const sent: number[] = [];
+    // A 200 page with 64 MiB of padding, sent as the client reads it (backpressure), in chunks or
+    // with its length declared; counts what was written when the client closed the connection.
+    const big = createServer((req, res) => {
+      const declared = req.url?.includes('deliveries') === true;
+      const head = Buffer.from('{"results":[],"next":null,"pad":"');
+      const tail = Buffer.from('"}');
+      const chunk = Buffer.alloc(1024 * 1024, 120);
+      res.writeHead(200, { 'content-type': 'application/json', ...(declared ? { 'content-length': String(head.length + PAD + tail.length) } : {}) });
+      let written = 0;
+      res.write(head);
+      res.on('close', () => sent.push(written));
+      const pump = () => {
+        while (!res.destroyed && written < PAD) {
+          written += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        if (!res.destroyed) res.end(tail);
+      };
+      pump();
+    });
+    await new Promise<void>((resolve) => big.listen(0, '127.0.0.1', resolve));
+    const bigEnv = { HIRING_API_URL: `http://127.0.0.1:${(big.address() as AddressInfo).port}`, HIRING_API_KEY: ACME_KEY };
+    try {
+      const runs = await Promise.all([cli(['webhooks', 'list'], bigEnv), cli(['webhooks', 'deliveries', 'wh_1'], bigEnv)]);
+      for (const r of runs) {
+        expect(r.code, r.stdout).toBe(1);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^error: the answer from http:\/\/127\.0\.0\.1:\d+ is not the hiring API's \(HTTP 200 with a body over 5242880 bytes\): is HIRING_API_URL the service's API base URL\?\n$/);
+      }
+      // The connection was dropped near the cap: the rest of the 64 MiB was never read.
+      expect(sent).toHaveLength(2);
+      for (const n of sent) expect(n).toBeLessThan(PAD / 2);
+    } finally {
+      big.closeAllConnections();
+      big.close();
+    }
+  });
+
+  it('follows a relative `next` (a gateway that rewrites its links) on the API\'s own origin; one to another origin is still refused', async () => {
+    const requests: string[] = [];
+    const hook = (id: string) => ({ id, url: `https://r.example/${id}/webhooks`, enabled: true, event_types: [], secret: 'whsec_****' });
+    const api = createServer((req, res) => {
+      requests.push(`${req.headers.authorization === `Bearer ${ACME_KEY}` ? 'key' : 'nokey'} ${req.url}`);
+      const page = req.url?.includes('offset=1') ? { results: [hook('wh_2')], next: '//elsewhere.example/api/v2/webhooks?offset=2' } : { results: [hook('wh_1')], next: '/api/v2/webhooks?offset=1' };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 3, previous: null, ...page }));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const port = (api.address() as AddressInfo).port;
+    try {
+      const r = await cli(['webhooks', 'list'], { HIRING_API_URL: `http://127.0.0.1:${port}`, HIRING_API_KEY: ACME_KEY });
+      expect(r.code, r.stdout).toBe(1);
+      expect(r.stderr).toBe(`error: refusing to send the API key to http://elsewhere.example (the API is at http://127.0.0.1:${port})\n`);
+      expect(requests).toEqual(['key /api/v2/webhooks', 'key /api/v2/webhooks?offset=1']);
+    } finally {
+      api.close();
+    }
+  });
+
   it('says plainly when the key is refused', async () => {
     const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
     expect(r.code).toBe(1);
