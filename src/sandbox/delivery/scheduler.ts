@@ -1,4 +1,4 @@
-import { isManualClock, type Clock, type ManualClock } from '../clock.js';
+import { isManualClock, MAX_TIMER_MS, type Clock, type ManualClock } from '../clock.js';
 
 interface Task {
   seq: number;
@@ -146,7 +146,9 @@ export class DeliveryScheduler {
     this.timer = undefined;
     const next = this.nextDueAt();
     if (next === undefined) return;
-    this.timer = setTimeout(() => void this.runDue(), Math.max(0, next - this.clock.now()));
+    // A task due beyond MAX_TIMER_MS is woken for at that bound and re-armed: a longer setTimeout
+    // fires after 1 ms, and the scheduler then woke every millisecond to find nothing due.
+    this.timer = setTimeout(() => void this.runDue(), Math.min(MAX_TIMER_MS, Math.max(0, next - this.clock.now())));
     this.timer.unref();
   }
 
