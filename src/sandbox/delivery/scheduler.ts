@@ -12,6 +12,13 @@ interface Task {
 const MAX_STEPS = 100_000;
 
 /**
+ * The last instant a Date can hold (8.64e15 ms after the epoch). A manual clock moved past it
+ * made every later time it wrote (a webhook's created_at, a delivery record) throw: the
+ * sandbox answered 500 to most requests until it was restarted.
+ */
+const LAST_DATE_MS = 8.64e15;
+
+/**
  * Runs delivery tasks when they fall due on the sandbox clock.
  *
  * - Delays are divided by `timeFactor`, so a test can play the whole retry schedule in seconds.
@@ -73,6 +80,7 @@ export class DeliveryScheduler {
   async advance(ms: number): Promise<void> {
     const clock = this.requireManual();
     const target = clock.now() + ms;
+    if (!(target <= LAST_DATE_MS)) throw new Error(`advancing ${ms} ms would move the clock past ${new Date(LAST_DATE_MS).toISOString()}, the last instant a date can hold`);
     for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
       await this.runDue();
       const next = this.nextDueAt();
@@ -90,7 +98,8 @@ export class DeliveryScheduler {
       for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
         await this.runDue();
         const next = this.nextDueAt();
-        if (next === undefined) return;
+        // A task due past the last date (a chaos delay of 1e300 ms) can never fall due: it stays pending.
+        if (next === undefined || next > LAST_DATE_MS) return;
         clock.set(next);
       }
       return;
