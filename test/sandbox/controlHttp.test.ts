@@ -114,6 +114,30 @@ describe('control endpoints over HTTP', () => {
     expect((await control('/applications', 'POST', {})).body[0]).toMatchObject({ code: 'required', attr: 'job_id' });
   });
 
+  it('a fault no HTTP answer can carry is refused with 400 when injected, not served as a 500 or a dropped connection', async () => {
+    // It was accepted with 204; the read it was meant for then failed: a 1xx status dropped the
+    // connection, a header name with a space answered 500 with Node's plain-text error, and a 204
+    // without a body of the test's own got the default error array, which a 204 cannot carry.
+    const job = await control('/jobs', 'POST', {});
+    const app = await control('/applications', 'POST', { job_id: job.body.id });
+    const read = () => run.api(`/api/v2/applications/${app.body.id}/interview`);
+    for (const [fault, attr] of [
+      [{ status: 150 }, 'status'],
+      [{ status: 503, headers: { 'bad header': 'x' } }, 'headers'],
+      [{ status: 503, headers: { 'x-note': 'two\nlines' } }, 'headers'],
+      [{ status: 304, body: { no: 'body' } }, 'body'],
+    ] as const) {
+      const refused = await control('/faults', 'POST', { target: 'interview', ...fault });
+      expect([refused.status, refused.body[0]?.code, refused.body[0]?.attr]).toEqual([400, 'invalid_input', attr]);
+      expect((await read()).status).toBe(200);
+    }
+    expect(() => run.sandbox.control.injectFault({ target: 'interview', status: 150 })).toThrow(/200 to 599/);
+    // A 204 (or 205) is served, with no body.
+    expect((await control('/faults', 'POST', { target: 'interview', status: 204 })).status).toBe(204);
+    expect(await read()).toMatchObject({ status: 204, body: null });
+    expect((await read()).status).toBe(200);
+  });
+
   it('an interview instruction the job cannot apply is 400 invalid_input naming the field, and changes nothing', async () => {
     const job = await control('/jobs', 'POST', { title: 'Picker' });
     const id = (await control('/applications', 'POST', { job_id: job.body.id })).body.id;
