@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
+import { createSandbox } from '../../src/sandbox/createSandbox.js';
 import { GLOBEX_KEY, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
 
 describe('sending events (spec 6)', () => {
@@ -149,5 +150,16 @@ describe('stopping with an attempt in flight', () => {
     } finally {
       await receiver.close();
     }
+  });
+});
+
+describe('starting again after stop()', () => {
+  it('is refused, saying so, rather than serving an API whose deliveries never go out', async () => {
+    // Started again, it answered 201 to a webhook and to everything else, and every event it
+    // emitted then sat pending for ever: its scheduler and dispatcher end with stop().
+    const sandbox = createSandbox();
+    await sandbox.start(0, '127.0.0.1');
+    await sandbox.stop();
+    await expect(sandbox.start(0, '127.0.0.1')).rejects.toThrow(/stopped.*createSandbox\(\)/);
   });
 });
