@@ -9,6 +9,9 @@ export interface ManualClock extends Clock {
   advance(ms: number): void;
 }
 
+/** The longest delay setTimeout honours: beyond 2^31-1 ms (about 24.8 days) Node fires it after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = { now: () => Date.now() };
 
 export function createManualClock(startMs: number = Date.now()): ManualClock {

@@ -59,7 +59,7 @@ export interface Sandbox {
   control: SandboxControl;
   /** Listens on `port` (default 0: an ephemeral port) and `host` (default 127.0.0.1). */
   start(port?: number, host?: string): Promise<{ url: string; port: number }>;
-  /** Stops deliveries (in-flight attempts are aborted) and closes the server. */
+  /** Stops deliveries (in-flight attempts are aborted) and closes the server, for good: `start()` then rejects. */
   stop(): Promise<void>;
 }
 
@@ -148,6 +148,9 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   app.route('/api/v1/applications', v1InterviewRoutes(ctx));
 
   let server: Server | undefined;
+  // stop() ends the scheduler and aborts the dispatcher for good: a sandbox started again
+  // answered the API but never sent a webhook, each delivery left pending for ever.
+  let stopped = false;
   /**
    * app.fetch, but a request whose URL has a host the URL parser rewrites or refuses (`999.1.1.1`,
    * `127.1`) is answered as @hono/node-server 1.x answered it, 400 with no body: 2.x makes such a
@@ -175,6 +178,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
     start: (port = 0, host = '127.0.0.1') =>
       new Promise((resolve, reject) => {
         if (server !== undefined) return reject(new Error('sandbox already started'));
+        if (stopped) return reject(new Error('sandbox stopped: it cannot send webhooks any more; make a new one with createSandbox()'));
         const s = serve({ fetch: servedFetch, port, hostname: host }, (info: AddressInfo) => {
           const shownHost = host.includes(':') ? `[${host}]` : host;
           resolve({ url: `http://${shownHost}:${info.port}`, port: info.port });
@@ -183,6 +187,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
         server = s;
       }),
     stop: async () => {
+      stopped = true;
       scheduler.stop();
       dispatcher.stop();
       reads.stop();

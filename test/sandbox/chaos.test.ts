@@ -1,7 +1,10 @@
 import type { ServerResponse } from 'node:http';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock, type ManualClock } from '../../src/sandbox/clock.js';
-import { startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+import { createSandbox } from '../../src/sandbox/createSandbox.js';
+import { startReceiver, startSandbox, subscribe, subscribeInProcess, type Receiver, type Running } from './helpers.js';
+
+const DAY = 86_400_000;
 
 describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timestamps)', () => {
   let run: Running;
@@ -110,5 +113,33 @@ describe('chaos knobs (issue 3; spec 6.1 at-least-once and unordered, 6.2 timest
     expect(Number(req!.headers['webhook-timestamp'])).toBe(Math.floor((clock.now() - 6 * 60_000) / 1000));
     expect(req!.verified).toBe(false);
     expect(run.sandbox.control.deliveries()[0]).toMatchObject({ status: 'failed', response_code: 400 });
+  });
+});
+
+describe('long delays on the real clock', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('delay: a delay beyond 2^31-1 ms (about 24.8 days) waits it out, not a 1 ms timer re-armed for ever', async () => {
+    // Node (and vitest's fake timers, which copy it) runs a longer setTimeout after 1 ms: the
+    // scheduler then woke every millisecond to find nothing due, with a TimeoutOverflowWarning each time.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    let reads = 0;
+    const clock = { now: () => (reads++, Date.now()) };
+    const sent: string[] = [];
+    const fetch = (async (url: string) => (sent.push(url), new Response(null, { status: 204 }))) as unknown as typeof globalThis.fetch;
+    const sandbox = createSandbox({ clock, fetch, chaos: { delayMs: 30 * DAY } });
+    try {
+      await subscribeInProcess(sandbox, 'http://127.0.0.1:9/webhooks');
+      sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+      const before = reads;
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(reads - before).toBeLessThan(10);
+      await vi.advanceTimersByTimeAsync(30 * DAY - 1_000 - 1);
+      expect(sent).toHaveLength(0);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(sent).toEqual(['http://127.0.0.1:9/webhooks']);
+    } finally {
+      await sandbox.stop();
+    }
   });
 });

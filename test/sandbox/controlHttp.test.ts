@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/sandbox/clock.js';
 import { ACME_KEY_2, ACME_ORG, GLOBEX_ORG, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
 
 /** The /_sandbox control endpoints drive the same life as the programmatic API (docs/sandbox.md). */
@@ -113,6 +114,30 @@ describe('control endpoints over HTTP', () => {
     expect((await control('/applications', 'POST', {})).body[0]).toMatchObject({ code: 'required', attr: 'job_id' });
   });
 
+  it('a fault no HTTP answer can carry is refused with 400 when injected, not served as a 500 or a dropped connection', async () => {
+    // It was accepted with 204; the read it was meant for then failed: a 1xx status dropped the
+    // connection, a header name with a space answered 500 with Node's plain-text error, and a 204
+    // without a body of the test's own got the default error array, which a 204 cannot carry.
+    const job = await control('/jobs', 'POST', {});
+    const app = await control('/applications', 'POST', { job_id: job.body.id });
+    const read = () => run.api(`/api/v2/applications/${app.body.id}/interview`);
+    for (const [fault, attr] of [
+      [{ status: 150 }, 'status'],
+      [{ status: 503, headers: { 'bad header': 'x' } }, 'headers'],
+      [{ status: 503, headers: { 'x-note': 'two\nlines' } }, 'headers'],
+      [{ status: 304, body: { no: 'body' } }, 'body'],
+    ] as const) {
+      const refused = await control('/faults', 'POST', { target: 'interview', ...fault });
+      expect([refused.status, refused.body[0]?.code, refused.body[0]?.attr]).toEqual([400, 'invalid_input', attr]);
+      expect((await read()).status).toBe(200);
+    }
+    expect(() => run.sandbox.control.injectFault({ target: 'interview', status: 150 })).toThrow(/200 to 599/);
+    // A 204 (or 205) is served, with no body.
+    expect((await control('/faults', 'POST', { target: 'interview', status: 204 })).status).toBe(204);
+    expect(await read()).toMatchObject({ status: 204, body: null });
+    expect((await read()).status).toBe(200);
+  });
+
   it('an interview instruction the job cannot apply is 400 invalid_input naming the field, and changes nothing', async () => {
     const job = await control('/jobs', 'POST', { title: 'Picker' });
     const id = (await control('/applications', 'POST', { job_id: job.body.id })).body.id;
@@ -137,5 +162,41 @@ describe('control endpoints over HTTP', () => {
     expect(done.status).toBe(200);
     expect(done.body).toMatchObject({ is_eligible: false, ineligibility_reasons: ['Right to work'] });
     expect(done.body.criteria_results.find((c: any) => c.name === 'Communication')).toMatchObject({ outcome: 'not_assessed' });
+  });
+});
+
+describe('the manual clock over HTTP', () => {
+  it('an advance past the last instant a date can hold is 400 on ms, and the sandbox keeps working', async () => {
+    // It moved the clock to 1e16 ms and answered 500; from then on every route that writes a
+    // time (a webhook, a job, a delivery record) was a 500 too, until the sandbox was restarted.
+    const start = Date.parse('2025-06-01T00:00:00Z');
+    const run = await startSandbox({ clock: createManualClock(start) });
+    try {
+      const control = (path: string, body: unknown) => run.api(`/_sandbox${path}`, { method: 'POST', key: null, body });
+      const refused = await control('/clock/advance', { ms: 1e16 });
+      expect(refused.status).toBe(400);
+      expect(refused.body).toMatchObject([{ code: 'invalid_input', attr: 'ms' }]);
+      expect(run.sandbox.control.now()).toBe(start);
+      expect((await run.api('/api/v2/webhooks', { method: 'POST', body: { url: 'http://127.0.0.1:9/h' } })).status).toBe(201);
+      // Up to that instant is fine.
+      expect((await control('/clock/advance', { ms: 8.64e15 - start })).body).toEqual({ now: '+275760-09-13T00:00:00.000Z' });
+      expect((await control('/clock/advance', { ms: 1 })).status).toBe(400);
+      expect((await run.api('/api/v2/jobs', { method: 'POST', body: { title: 'Picker' } })).status).toBe(201);
+    } finally {
+      await run.sandbox.stop();
+    }
+  });
+
+  it('a wait that would fast-forward past that instant stops short of it, the task still pending', async () => {
+    const run = await startSandbox({ clock: createManualClock(Date.parse('2025-06-01T00:00:00Z')), chaos: { delayMs: 1e300 } });
+    try {
+      expect((await run.api('/api/v2/webhooks', { method: 'POST', body: { url: 'http://127.0.0.1:9/h' } })).status).toBe(201);
+      run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+      const waited = await run.api('/_sandbox/deliveries/wait', { method: 'POST', key: null, body: {} });
+      expect([waited.status, waited.body]).toEqual([200, { pending: 1 }]);
+      expect((await run.api('/api/v2/jobs', { method: 'POST', body: { title: 'Picker' } })).status).toBe(201);
+    } finally {
+      await run.sandbox.stop();
+    }
   });
 });

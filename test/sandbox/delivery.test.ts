@@ -1,4 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createManualClock } from '../../src/sandbox/clock.js';
+import { createSandbox } from '../../src/sandbox/createSandbox.js';
 import { GLOBEX_KEY, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
 
 describe('sending events (spec 6)', () => {
@@ -126,5 +128,38 @@ describe('sending events (spec 6)', () => {
     run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
     await run.sandbox.control.idle();
     expect(receiver.requests[0]!.verified).toBe(true);
+  });
+});
+
+describe('stopping with an attempt in flight', () => {
+  it('the attempt stop() cut short announces no retry, and nothing is left pending', async () => {
+    // The cut attempt was recorded as failed with a retry due in 2 minutes, and that retry sat in
+    // the stopped scheduler: pendingDeliveries() said 1 for ever, for a retry that never comes.
+    const run = await startSandbox({ clock: createManualClock() });
+    const receiver = await startReceiver(() => undefined /* never answers */);
+    try {
+      await subscribe(run, receiver);
+      run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+      void run.sandbox.control.idle();
+      for (let i = 0; i < 500 && receiver.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(receiver.requests).toHaveLength(1);
+      await run.sandbox.stop();
+      for (let i = 0; i < 500 && run.sandbox.control.deliveries().length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.retry_delay_ms, d.next_attempt_at])).toEqual([['failed', 'network_error', null, null]]);
+      expect(run.sandbox.control.pendingDeliveries()).toBe(0);
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe('starting again after stop()', () => {
+  it('is refused, saying so, rather than serving an API whose deliveries never go out', async () => {
+    // Started again, it answered 201 to a webhook and to everything else, and every event it
+    // emitted then sat pending for ever: its scheduler and dispatcher end with stop().
+    const sandbox = createSandbox();
+    await sandbox.start(0, '127.0.0.1');
+    await sandbox.stop();
+    await expect(sandbox.start(0, '127.0.0.1')).rejects.toThrow(/stopped.*createSandbox\(\)/);
   });
 });

@@ -99,6 +99,16 @@ export async function subscribe(run: Running, receiver: Receiver, body: Record<s
   return { id: res.body.id, secret: res.body.secret };
 }
 
+/** Registers `url` as a webhook endpoint of a sandbox that is not listening (in-process, `app.request`). */
+export async function subscribeInProcess(sandbox: Sandbox, url: string): Promise<void> {
+  const hook = await sandbox.app.request('/api/v2/webhooks', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ACME_KEY}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ url }),
+  });
+  if (hook.status !== 201) throw new Error(`subscribe failed: ${hook.status} ${await hook.text()}`);
+}
+
 /** Sends a form (multipart for FormData, urlencoded for URLSearchParams) over real HTTP. */
 export async function postForm(run: Running, path: string, form: FormData | URLSearchParams, key: string | null = ACME_KEY): Promise<{ status: number; headers: Headers; body: any }> {
   const headers: Record<string, string> = key === null ? {} : { authorization: `Bearer ${key}` };

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createManualClock } from '../../src/sandbox/clock.js';
 import { createSandbox, type SandboxOptions } from '../../src/sandbox/createSandbox.js';
-import { ACME_KEY, startReceiver, startSandbox, subscribe, type Receiver, type Running } from './helpers.js';
+import { startReceiver, startSandbox, subscribe, subscribeInProcess, type Receiver, type Running } from './helpers.js';
 import { collectGarbage } from '../helpers/gc.js';
 
 const MIN = 60_000;
@@ -199,12 +199,7 @@ describe('delivery retries (spec 6.3, 8)', () => {
       })) as unknown as typeof globalThis.fetch;
     const sandbox = createSandbox({ clock: createManualClock(), fetch });
     cleanups.push(() => sandbox.stop());
-    const hook = await sandbox.app.request('/api/v2/webhooks', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ACME_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: 'http://127.0.0.1:9/webhooks' }),
-    });
-    expect(hook.status).toBe(201);
+    await subscribeInProcess(sandbox, 'http://127.0.0.1:9/webhooks');
     sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
     const idle = sandbox.control.idle();
     await vi.advanceTimersByTimeAsync(9_999);

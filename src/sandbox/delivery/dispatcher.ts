@@ -85,7 +85,9 @@ export class Dispatcher {
     const started = performance.now();
     const { responseCode, error } = await this.post(endpoint, message, attemptedAt);
     const ok = responseCode !== null && isAcknowledged(responseCode);
-    const delay = ok ? null : retryDelayMs(attempt);
+    // An attempt stop() cut short gets no retry: the scheduler is stopped and would hold it for
+    // ever, counted as pending, announced by a next_attempt_at that never comes.
+    const delay = ok || this.abort.signal.aborted ? null : retryDelayMs(attempt);
     const record: DeliveryRecord = {
       id: newId(),
       webhook_id: endpoint.id,

@@ -1,4 +1,4 @@
-import { isManualClock, type Clock, type ManualClock } from '../clock.js';
+import { isManualClock, MAX_TIMER_MS, type Clock, type ManualClock } from '../clock.js';
 
 interface Task {
   seq: number;
@@ -10,6 +10,13 @@ interface Task {
 
 /** Guards every loop against a runaway schedule: far more steps than any test needs. */
 const MAX_STEPS = 100_000;
+
+/**
+ * The last instant a Date can hold (8.64e15 ms after the epoch). A manual clock moved past it
+ * made every later time it wrote (a webhook's created_at, a delivery record) throw: the
+ * sandbox answered 500 to most requests until it was restarted.
+ */
+const LAST_DATE_MS = 8.64e15;
 
 /**
  * Runs delivery tasks when they fall due on the sandbox clock.
@@ -73,6 +80,7 @@ export class DeliveryScheduler {
   async advance(ms: number): Promise<void> {
     const clock = this.requireManual();
     const target = clock.now() + ms;
+    if (!(target <= LAST_DATE_MS)) throw new Error(`advancing ${ms} ms would move the clock past ${new Date(LAST_DATE_MS).toISOString()}, the last instant a date can hold`);
     for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
       await this.runDue();
       const next = this.nextDueAt();
@@ -90,7 +98,8 @@ export class DeliveryScheduler {
       for (let step = 0; step < MAX_STEPS && !this.stopped; step++) {
         await this.runDue();
         const next = this.nextDueAt();
-        if (next === undefined) return;
+        // A task due past the last date (a chaos delay of 1e300 ms) can never fall due: it stays pending.
+        if (next === undefined || next > LAST_DATE_MS) return;
         clock.set(next);
       }
       return;
@@ -146,7 +155,9 @@ export class DeliveryScheduler {
     this.timer = undefined;
     const next = this.nextDueAt();
     if (next === undefined) return;
-    this.timer = setTimeout(() => void this.runDue(), Math.max(0, next - this.clock.now()));
+    // A task due beyond MAX_TIMER_MS is woken for at that bound and re-armed: a longer setTimeout
+    // fires after 1 ms, and the scheduler then woke every millisecond to find nothing due.
+    this.timer = setTimeout(() => void this.runDue(), Math.min(MAX_TIMER_MS, Math.max(0, next - this.clock.now())));
     this.timer.unref();
   }
 

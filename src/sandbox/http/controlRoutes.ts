@@ -116,7 +116,7 @@ export function controlRoutes(control: SandboxControl): Hono {
     const input = await body(c, z.object({
       target: z.enum(['interview', 'cv-evaluation', 'insights', 'v1-interview', '*']),
       application_id: z.string().optional(),
-      status: z.number().int().min(100).max(599),
+      status: z.number().int().min(200).max(599),
       times: z.number().int().min(1).optional(),
       headers: z.record(z.string(), z.string()).optional(),
       body: z.unknown().optional(),

@@ -1,3 +1,5 @@
+import { invalidInput } from './apiError.js';
+
 /** Which read a fault applies to: the three v2 scoring reads, the v1 interview read, or all of them. */
 export type FaultTarget = 'interview' | 'cv-evaluation' | 'insights' | 'v1-interview' | '*';
 
@@ -19,13 +21,16 @@ interface ActiveFault extends FaultSpec {
   remaining: number;
 }
 
+/** Statuses a Response cannot carry a body with (Fetch standard: a null body status). */
+const NO_BODY_STATUSES = new Set([204, 205, 304]);
+
 /**
  * Spec 7 lists no code for a 429 and no Retry-After (8: rate limits "not shown"), so an injected
  * 429 uses the table's generic `error` and sends no Retry-After unless the test gives one: a
  * receiver must not come to need either.
  */
 function defaultBody(status: number): unknown {
-  if (status >= 300 && status < 400) return undefined;
+  if ((status >= 300 && status < 400) || NO_BODY_STATUSES.has(status)) return undefined;
   if (status === 429) return [{ code: 'error', detail: 'Request was throttled.', attr: null }];
   return [{ code: 'error', detail: 'A server error occurred.', attr: null }];
 }
@@ -37,7 +42,18 @@ function defaultBody(status: number): unknown {
 export class FaultInjector {
   private faults: ActiveFault[] = [];
 
+  /**
+   * Refuses, now, a fault no HTTP answer can carry: accepted, it failed the read it was meant for
+   * (a 1xx dropped the connection, a header Node will not send answered 500 in plain text).
+   */
   add(spec: FaultSpec): void {
+    if (!Number.isInteger(spec.status) || spec.status < 200 || spec.status > 599) throw invalidInput('A status from 200 to 599: an answer cannot have another.', 'status');
+    try {
+      new Headers(spec.headers);
+    } catch {
+      throw invalidInput('Header names must be HTTP tokens and values must not hold line breaks.', 'headers');
+    }
+    if (spec.body !== undefined && NO_BODY_STATUSES.has(spec.status)) throw invalidInput(`A ${spec.status} answer has no body.`, 'body');
     this.faults.push({ ...spec, remaining: Math.max(1, spec.times ?? 1) });
   }
 

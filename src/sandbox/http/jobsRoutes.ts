@@ -29,13 +29,21 @@ const jobBody = z.object({
 /** Spec 4.2: the sort parameter takes `created_at` or `title`, a leading `-` meaning descending. */
 const ORDERINGS = ['created_at', '-created_at', 'title', '-title'] as const;
 
-function compareBy(ordering: (typeof ORDERINGS)[number]): (a: JobRecord, b: JobRecord) => number {
+/** A job and its place in creation order (the store's insertion order). */
+interface Ranked {
+  job: JobRecord;
+  seq: number;
+}
+
+function compareBy(ordering: (typeof ORDERINGS)[number]): (a: Ranked, b: Ranked) => number {
   const desc = ordering.startsWith('-');
   const field = desc ? ordering.slice(1) : ordering;
   return (a, b) => {
-    const x = field === 'title' ? a.title.localeCompare(b.title) : a.created_at.localeCompare(b.created_at);
-    // Ties keep creation order so pages never overlap.
-    return (desc ? -x : x) || a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id);
+    // Jobs made in the same millisecond (a manual clock makes them all so) are ordered by when
+    // they were made, as their times would order them at a finer grain: newest first for
+    // -created_at. Other ties keep creation order, so pages never overlap.
+    const x = field === 'title' ? a.job.title.localeCompare(b.job.title) : a.job.created_at.localeCompare(b.job.created_at) || a.seq - b.seq;
+    return (desc ? -x : x) || a.seq - b.seq;
   };
 }
 
@@ -56,11 +64,12 @@ export function jobsRoutes(ctx: SandboxContext): Hono<AuthEnv> {
       throw invalidInput(`Unknown status; use one of ${JOB_ENUMS.status.join(', ')}.`, 'status');
     }
     const jobs = [...ctx.store.jobs.values()]
-      .filter((j) => j.organizationId === orgId)
-      .filter((j) => status === undefined || j.status === status)
-      .filter((j) => search === undefined || j.title.toLowerCase().includes(search) || j.description.toLowerCase().includes(search))
+      .map((job, seq): Ranked => ({ job, seq }))
+      .filter(({ job: j }) => j.organizationId === orgId)
+      .filter(({ job: j }) => status === undefined || j.status === status)
+      .filter(({ job: j }) => search === undefined || j.title.toLowerCase().includes(search) || j.description.toLowerCase().includes(search))
       .sort(compareBy(ordering as (typeof ORDERINGS)[number]));
-    return c.json(paginate(c.req.url, jobs.map(jobView)));
+    return c.json(paginate(c.req.url, jobs.map(({ job }) => jobView(job))));
   });
 
   // Spec 4.2 + 4.6: create, honoring Idempotency-Key. Jobs created via v2 use the v3 engine (9).

@@ -1,3 +1,5 @@
+import { MAX_TIMER_MS } from '../clock.js';
+
 /**
  * The scoring reads' latency and counts: every scoring read (the three v2 reads and the v1
  * interview read, HEAD included, which Hono answers with the GET handler) waits `delayMs()` real
@@ -32,8 +34,6 @@ export interface ScoringReadGap {
   /** Shortest time between two consecutive reads, in sandbox-clock ms; null after one read. */
   shortestGapMs: number | null;
 }
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class ScoringReads {
   private inFlight = 0;
