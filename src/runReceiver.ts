@@ -3,6 +3,7 @@ import { onNpmParentGone } from './util/npmParent.js';
 import { closeSync, openSync, readSync, statSync } from 'node:fs';
 import { ConfigError, loadConfig } from './config/loadConfig.js';
 import { wrappingProblem } from './config/valueChecks.js';
+import { describeProxy } from './http/outboundProxy.js';
 import { acquireWorkersLock, WorkersRunningError, type WorkersLock } from './db/workersLock.js';
 import { unwritableFolderError } from './db/databaseFiles.js';
 import { noteNewDatabase, removeNewDatabase } from './db/newDatabaseFiles.js';
@@ -156,6 +157,14 @@ export async function runReceiver(mode: 'serve' | 'work'): Promise<void> {
     return startFailed(logger, () => removeCreated(logger, async () => {}, null))(err);
   }
   receiver = app;
+  const proxy = config.outboundProxy;
+  if (proxy) {
+    // Where the result reads and http sinks go, by host only (a proxy URL's user and password are not logged).
+    app.logger.info(
+      { https_proxy: proxy.https && describeProxy(proxy.https), http_proxy: proxy.http && describeProxy(proxy.http), no_proxy: proxy.noProxy },
+      'outbound requests go through a proxy (HTTPS_PROXY / HTTP_PROXY), except to the hosts in no_proxy',
+    );
+  }
   // A crash is one JSON line at fatal, like every other line (Node's default is a text stack
   // trace a log pipeline cannot parse), then exit 1 for the supervisor to restart it: nothing
   // acknowledged is lost (every 2xx followed its commit), and leased jobs run again.

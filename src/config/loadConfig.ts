@@ -6,6 +6,7 @@ import { checkApiKey, checkUrl, decodeSecrets, intVar, required, wrapped, type E
 import { checkDatabasePath, databasePathIn } from './databasePath.js';
 import { loadFileSources } from './configFile.js';
 import { envNamesIn, misspeltSettings, withMisspeltHint } from './misspeltSettings.js';
+import { readOutboundProxy, type OutboundProxy } from '../http/outboundProxy.js';
 
 /** One organization whose deliveries we accept: its signing keys and API credentials. */
 export interface SourceConfig {
@@ -43,6 +44,8 @@ export interface Config {
   readonly resultGiveUpMs: number;
   /** Finished jobs (state done) are deleted this long after they finished; 0 keeps them. */
   readonly jobRetentionMs: number;
+  /** HTTPS_PROXY / HTTP_PROXY / NO_PROXY for the result reads and the http sinks; null: direct. */
+  readonly outboundProxy: OutboundProxy | null;
   readonly configFile: string | null;
   readonly sources: readonly SourceConfig[];
   /** Where settled events are fanned out (CONFIG_FILE `sinks`); empty when none. */
@@ -131,6 +134,7 @@ function serverSettings(env: Env, problems: string[]): ServerSettings {
   const processingShare = intVar(env, 'PROCESSING_SHARE', 25, 5, 100, problems);
   const resultGiveUpMs = intVar(env, 'RESULT_GIVE_UP_HOURS', 168, 1, 24 * 365, problems) * 3_600_000;
   const jobRetentionMs = intVar(env, 'JOB_RETENTION_DAYS', 30, 0, 3650, problems) * 86_400_000;
+  const outboundProxy = readOutboundProxy(env, problems);
   return {
     port,
     host,
@@ -146,6 +150,7 @@ function serverSettings(env: Env, problems: string[]): ServerSettings {
     processingShare,
     resultGiveUpMs,
     jobRetentionMs,
+    outboundProxy,
   };
 }
 

@@ -38,8 +38,10 @@ export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
       // handler allows a few spaced retries, then dead-letters.
       return { action: 'retry' };
     case 'client_error':
-      // 408 (request timeout) is transient; other 4xx will not change on retry.
-      return outcome.status === 408 ? { action: 'retry' } : { action: 'permanent' };
+      // 408 (request timeout) is transient, and so is 407: a proxy on the way (HTTP_PROXY for an
+      // http:// API URL) refusing its credentials, not the service refusing the read; it passes
+      // once the proxy's settings are mended. Other 4xx will not change on retry.
+      return outcome.status === 408 || outcome.status === 407 ? { action: 'retry' } : { action: 'permanent' };
     case 'redirect':
       // Not followed (the key must not reach another host). The base URL is
       // wrong (an http:// one behind a load balancer's 301 to https, a moved

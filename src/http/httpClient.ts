@@ -3,6 +3,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import { Transform, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { proxyEnvOf, type OutboundProxy } from './outboundProxy.js';
 
 export type BodyReadResult =
   | { readonly kind: 'text'; readonly text: string }
@@ -58,6 +59,13 @@ export interface NodeHttpClientOptions {
    * load balancer forgot long ago would be reused and reset.
    */
   idleTimeoutMs?: number;
+  /**
+   * The outbound proxy (readOutboundProxy: HTTPS_PROXY, HTTP_PROXY, NO_PROXY), or null/absent to
+   * connect directly. Through Node.js's own `proxyEnv` agent option: a CONNECT tunnel for https
+   * URLs, an absolute-form request for http ones; a tunnel the proxy refuses fails the request
+   * with ERR_PROXY_TUNNEL (its status in the message, the proxy's credentials not).
+   */
+  proxy?: OutboundProxy | null;
 }
 
 /**
@@ -84,9 +92,11 @@ export interface NodeHttpClientOptions {
 export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeHttpClient {
   const timeout = options.idleTimeoutMs ?? 4_000;
   const drainTimeoutMs = options.drainTimeoutMs ?? 5_000;
+  // `proxyEnv` is in Node.js 22.21+ and 24.5+ (readOutboundProxy refuses an older one), not yet in @types/node 22.
+  const proxyOption = (options.proxy ? { proxyEnv: proxyEnvOf(options.proxy) } : {}) as object;
   const agents = {
-    'http:': new http.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
-    'https:': new https.Agent({ keepAlive: true, scheduling: 'lifo', timeout }),
+    'http:': new http.Agent({ keepAlive: true, scheduling: 'lifo', timeout, ...proxyOption }),
+    'https:': new https.Agent({ keepAlive: true, scheduling: 'lifo', timeout, ...proxyOption }),
   };
 
   function send(url: URL, req: HttpRequest, retried: boolean): Promise<HttpResponse> {

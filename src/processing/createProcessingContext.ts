@@ -30,7 +30,7 @@ export function createProcessingContext({ config, database, clock, logger, metri
   const queue = new JobQueue(database.db, clock, deps.leaseMs ?? 60_000);
   const pauses = new SourcePauses(database.db, clock);
   // One keep-alive client for the result reads and the http sinks, closed at stop.
-  const ownHttp = deps.http ? null : createNodeHttpClient();
+  const ownHttp = deps.http ? null : createNodeHttpClient({ proxy: config.outboundProxy });
   const http = deps.http ?? ownHttp!;
   const clients = new Map<string, HiringClient>();
   for (const src of config.sources) {

@@ -27,6 +27,8 @@ const cases: Array<[HiringOutcome, ReturnType<typeof decideOutcome>['action'], (
   [{ ...base, ...noErrors, kind: 'server_error', status: 503, retryAfterMs: 0 }, 'retry_after', RetryAfterError],
   [{ ...base, ...noErrors, kind: 'client_error', status: 400 }, 'permanent', PermanentError],
   [{ ...base, ...noErrors, kind: 'client_error', status: 408 }, 'retry', RetryableError],
+  // A proxy on the way refusing its credentials: mended in the proxy's settings, never a dead letter.
+  [{ ...base, ...noErrors, kind: 'client_error', status: 407 }, 'retry', RetryableError],
   [{ ...base, kind: 'redirect', status: 302, location: 'https://x.example' }, 'pause_source', PauseSourceError],
   [{ ...base, kind: 'redirect', status: 301, location: null }, 'pause_source', PauseSourceError],
   [{ ...base, kind: 'network', message: 'fetch failed', timeout: false, code: 'ECONNRESET' }, 'retry', RetryableError],

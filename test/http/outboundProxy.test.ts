@@ -1,0 +1,264 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../../src/http/httpClient.js';
+import { readOutboundProxy, runtimeSupportsProxy } from '../../src/http/outboundProxy.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { cli } from '../cli/helpers.js';
+import { runTs } from '../helpers/childServer.js';
+import { startForwardProxy, type ForwardProxy } from '../helpers/forwardProxy.js';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
+import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+
+const GET: HttpRequest = { method: 'GET', headers: {}, maxBodyBytes: 1024 };
+const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
+
+let cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.reverse()) await c();
+  cleanups = [];
+});
+
+async function proxy(opts: { auth?: string } = {}): Promise<ForwardProxy> {
+  const p = await startForwardProxy(opts);
+  cleanups.push(() => p.close());
+  return p;
+}
+
+/** A plain HTTP server on 127.0.0.1 that answers `said <path>`, keeping each request's Host and Authorization. */
+async function target(): Promise<{ port: number; requests: { host?: string; authorization?: string; path?: string }[] }> {
+  const requests: { host?: string; authorization?: string; path?: string }[] = [];
+  const server: Server = createHttpServer((req: IncomingMessage, res) => {
+    requests.push({ host: req.headers.host, authorization: req.headers.authorization, path: req.url });
+    res.end(`said ${req.url}`);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => {
+    server.closeAllConnections();
+    return new Promise((resolve) => server.close(resolve));
+  });
+  return { port: (server.address() as AddressInfo).port, requests };
+}
+
+function client(env: Record<string, string>): NodeHttpClient {
+  const problems: string[] = [];
+  const settings = readOutboundProxy(env, problems);
+  expect(problems).toEqual([]);
+  const c = createNodeHttpClient({ proxy: settings });
+  cleanups.push(() => c.close());
+  return c;
+}
+
+describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
+  const read = (env: Record<string, string>, node = '22.21.0') => {
+    const problems: string[] = [];
+    const proxy = readOutboundProxy(env, problems, node);
+    return { proxy, problems };
+  };
+
+  it('is null without a proxy variable (NO_PROXY alone changes nothing): connections stay direct', () => {
+    expect(read({})).toEqual({ proxy: null, problems: [] });
+    expect(read({ NO_PROXY: 'internal.corp', HTTPS_PROXY: '' })).toEqual({ proxy: null, problems: [] });
+  });
+
+  it('reads each scheme its own proxy, the lowercase variable first (as curl and Node.js do), a bare host:port as http://, and adds loopback to NO_PROXY', () => {
+    const { proxy, problems } = read({ HTTPS_PROXY: 'http://upper.corp:1', https_proxy: 'proxy.corp:3128', no_proxy: 'internal.corp, .svc.local' });
+    expect(problems).toEqual([]);
+    expect(proxy?.https?.href).toBe('http://proxy.corp:3128/');
+    expect(proxy?.http).toBeNull();
+    expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.1,::1');
+  });
+
+  it('refuses, naming the variable and never its value (it may hold a password): a SOCKS proxy, an unreadable URL, quotes from an env file, a Node.js without proxy support', () => {
+    expect(read({ HTTPS_PROXY: 'socks5://user:hunter2@127.0.0.1:1080' }).problems).toEqual(['HTTPS_PROXY: only http:// and https:// proxies are supported, got socks5:// (a SOCKS proxy is not)']);
+    const unreadable = read({ http_proxy: 'http://user:hunter2@[bad' }).problems;
+    expect(unreadable).toEqual([expect.stringMatching(/^http_proxy: is not a proxy URL \(the form is http:\/\/\[user:password@\]host:port; the value is not shown/)]);
+    expect(read({ HTTPS_PROXY: '"http://proxy.corp:3128"' }).problems).toEqual([expect.stringMatching(/^HTTPS_PROXY: .*quote/i)]);
+    const old = read({ HTTPS_PROXY: 'http://proxy.corp:3128' }, '22.20.0');
+    expect(old.proxy).toBeNull();
+    expect(old.problems).toEqual([expect.stringMatching(/^HTTPS_PROXY: Node\.js 22\.20\.0 cannot send through a proxy \(it needs 22\.21 or later 22\.x, 24\.5 or later, or 26\.x\)/)]);
+    for (const p of [unreadable, read({ HTTPS_PROXY: 'socks5://user:hunter2@127.0.0.1:1080' }).problems]) expect(p.join('\n')).not.toContain('hunter2');
+  });
+
+  it('knows which Node.js versions have proxyEnv (22.21+, 24.5+, 25+)', () => {
+    expect(['22.14.0', '22.20.9', '23.11.0', '24.4.1'].map((v) => runtimeSupportsProxy(v))).toEqual([false, false, false, false]);
+    expect(['22.21.0', '22.23.3', '24.5.0', '26.0.0'].map((v) => runtimeSupportsProxy(v))).toEqual([true, true, true, true]);
+  });
+});
+
+describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () => {
+  it('sends an http:// URL through HTTP_PROXY in absolute form with Basic Proxy-Authorization from the URL, the keep-alive connection reused, the target seeing only its own headers', async () => {
+    const p = await proxy({ auth: basic('corp', 'pa ss') });
+    const t = await target();
+    const c = client({ HTTP_PROXY: `http://corp:pa%20ss@127.0.0.1:${p.port}` });
+    const url = `http://hiring.test:${t.port}/api/v2/x`;
+    for (const n of [1, 2]) {
+      const res = await c.request(`${url}?n=${n}`, { ...GET, headers: { authorization: 'Bearer sk-the.key' } });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ kind: 'text', text: `said /api/v2/x?n=${n}` });
+    }
+    expect(p.seen).toEqual([
+      { kind: 'forward', target: `${url}?n=1`, auth: basic('corp', 'pa ss') },
+      { kind: 'forward', target: `${url}?n=2`, auth: basic('corp', 'pa ss') },
+    ]);
+    expect(t.requests.map((r) => [r.host, r.authorization])).toEqual([
+      [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
+      [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
+    ]);
+  });
+
+  it('reaches loopback directly whatever the proxy variables say, and the NO_PROXY hosts directly too', async () => {
+    const p = await proxy();
+    const t = await target();
+    const c = client({ HTTP_PROXY: p.url, NO_PROXY: 'direct.test' });
+    expect((await c.request(`http://127.0.0.1:${t.port}/a`, GET)).status).toBe(200);
+    expect((await c.request(`http://localhost:${t.port}/b`, GET)).status).toBe(200);
+    // Direct: `.test` resolves nowhere, so only the proxy could have answered.
+    await expect(c.request(`http://direct.test:${t.port}/c`, GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
+    expect(p.seen).toEqual([]);
+    expect(t.requests.map((r) => r.path)).toEqual(['/a', '/b']);
+  });
+
+  it('a tunnel the proxy refuses (407) fails the request with ERR_PROXY_TUNNEL naming the status, never the proxy password', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const c = client({ HTTPS_PROXY: `http://corp:wrong-hunter2@127.0.0.1:${p.port}` });
+    const err = (await c.request('https://hiring.test:443/x', GET).catch((e: unknown) => e)) as NodeJS.ErrnoException;
+    expect(err.code).toBe('ERR_PROXY_TUNNEL');
+    expect(err.message).toContain('407');
+    expect(err.message).not.toContain('hunter2');
+    expect(p.seen).toEqual([{ kind: 'connect', target: 'hiring.test:443', auth: basic('corp', 'wrong-hunter2') }]);
+  });
+
+  it('tunnels an https:// URL through HTTPS_PROXY with CONNECT, the certificate checked against the target name (a child process: NODE_EXTRA_CA_CERTS)', async () => {
+    const p = await proxy();
+    let requests = 0;
+    const tls = createHttpsServer({ cert: readFileSync(fixture('hiring-test-cert.pem')), key: readFileSync(fixture('hiring-test-key.pem')) }, (_req, res) => {
+      requests++;
+      res.end('over the tunnel');
+    });
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => {
+      tls.closeAllConnections();
+      return new Promise((resolve) => tls.close(resolve));
+    });
+    const port = (tls.address() as AddressInfo).port;
+    const run = (env: Record<string, string>) =>
+      new Promise<unknown>((resolve, reject) =>
+        execFile(
+          process.execPath,
+          ['--import', 'tsx', fixture('getOnce.ts'), `https://hiring.test:${port}/x`],
+          { env: { PATH: process.env.PATH ?? '', NODE_EXTRA_CA_CERTS: fixture('hiring-test-cert.pem'), ...env }, timeout: 20_000 },
+          (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout))),
+        ),
+      );
+    expect(await run({ HTTPS_PROXY: p.url })).toEqual({ status: 200, body: { kind: 'text', text: 'over the tunnel' } });
+    expect(p.seen).toEqual([{ kind: 'connect', target: `hiring.test:${port}`, auth: null }]);
+    // HTTP_PROXY is for http:// URLs only: an https one goes direct, and `.test` resolves nowhere.
+    expect(await run({ HTTP_PROXY: p.url })).toEqual({ error: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
+    expect(requests).toBe(1);
+  });
+});
+
+describe('the receiver through HTTP_PROXY', () => {
+  it('reads the result an event announces through the proxy, with the API key to the service and the proxy credentials to the proxy only', async () => {
+    const p = await proxy({ auth: basic('corp', 'pw') });
+    const keys: string[] = [];
+    const api: Server = createHttpServer((req, res) => {
+      keys.push(String(req.headers.authorization));
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ status: 'completed', overall_score: 3, is_eligible: true, ineligibility_reasons: [], summary: 'through the proxy' }));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => {
+      api.closeAllConnections();
+      return new Promise((resolve) => api.close(resolve));
+    });
+    const apiPort = (api.address() as AddressInfo).port;
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    const r: TestReceiver = await startReceiver(
+      { WEBHOOK_SECRET: secret, HIRING_API_URL: `http://hiring.test:${apiPort}`, HIRING_API_KEY: 'sk-acme.proxied', HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` },
+      { clock },
+    );
+    cleanups.push(() => r.close());
+    await r.app.worker.stop();
+    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
+    const appId = (event.payload as { application: { id: string } }).application.id;
+    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    await r.app.worker.runUntilIdle();
+
+    expect(keys).toEqual(['Bearer sk-acme.proxied']);
+    expect(p.seen).toEqual([{ kind: 'forward', target: expect.stringMatching(new RegExp(`^http://hiring\\.test:${apiPort}/api/v\\d/applications/${appId}/`)), auth: basic('corp', 'pw') }]);
+    const db = new BetterSqlite3(r.dbPath, { readonly: true });
+    try {
+      expect(db.prepare('SELECT state, overall_score FROM interview_results WHERE application_id = ?').get(appId)).toEqual({ state: 'ready', overall_score: 3 });
+    } finally {
+      db.close();
+    }
+  });
+
+  it('a proxy refusing the tunnel (407) is an outage of the read: retried, no dead letter, the error naming the proxy by host and the status, never its password', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+    const secret = newSecret();
+    const r: TestReceiver = await startReceiver(
+      { WEBHOOK_SECRET: secret, HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: 'sk-acme.proxied', HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` },
+      { clock },
+    );
+    cleanups.push(() => r.close());
+    await r.app.worker.stop();
+    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
+    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    await r.app.worker.runUntilIdle();
+
+    expect(p.seen).toEqual([{ kind: 'connect', target: 'hiring.test:443', auth: basic('corp', 'hunter2') }]);
+    const db = new BetterSqlite3(r.dbPath, { readonly: true });
+    try {
+      const jobs = db.prepare('SELECT state, last_error FROM jobs').all() as { state: string; last_error: string | null }[];
+      expect(jobs).toEqual([{ state: 'pending', last_error: expect.stringMatching(/network error: .*Failed to establish tunnel to hiring\.test:443 via http:\/\/127\.0\.0\.1:\d+\/: HTTP\/1\.1 407 Proxy Authentication Required/) }]);
+    } finally {
+      db.close();
+    }
+    expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
+  });
+
+  it('`serve` says at start where outbound requests go, by host only, and refuses a SOCKS proxy before it opens anything, without echoing its password', async () => {
+    const { dir, cleanup } = tempDir('proxy-serve-');
+    cleanups.push(cleanup);
+    const env = {
+      DATABASE_PATH: join(dir, 'receiver.db'),
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'https://hiring.test',
+      HIRING_API_KEY: 'sk-acme.key',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_CONCURRENCY: '0',
+    };
+    const refused = await cli(['serve'], { ...env, HTTPS_PROXY: 'socks5://corp:hunter2@127.0.0.1:1080' });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('HTTPS_PROXY: only http:// and https:// proxies are supported, got socks5://');
+    expect(refused.stdout + refused.stderr).not.toContain('hunter2');
+
+    const child = runTs('src/main.ts', [], { ...env, HTTPS_PROXY: 'http://corp:hunter2@proxy.corp:3128', NO_PROXY: 'internal.corp' });
+    cleanups.push(() => {
+      child.proc.kill('SIGKILL');
+      return child.exited;
+    });
+    const deadline = Date.now() + 20_000;
+    while (!child.stdout.join('').includes('receiver listening') && child.proc.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const lines = child.stdout.join('').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('outbound requests go through a proxy'))).toMatchObject({
+      https_proxy: 'http://proxy.corp:3128',
+      http_proxy: null,
+      no_proxy: 'internal.corp,localhost,127.0.0.1,::1',
+    });
+    expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
+  });
+});
