@@ -57,6 +57,18 @@ describe('send', () => {
     expect((JSON.parse(row.envelope) as { payload: { insights: { is_eligible: unknown } } }).payload.insights.is_eligible).toBe(false);
   });
 
+  it('--set takes its value whole: a JSON array or a text with commas in it is set as given, not cut at the commas', async () => {
+    const id = 'evt-cli-set-commas-1';
+    const r = await cli(
+      ['send', 'interview.completed', '--url', url, '--id', id, '--set', 'payload.interview.result.red_flags=["Late to the call","Rude, twice"]', '--set', 'payload.interview.result.summary=Calm, precise, on time.'],
+      { WEBHOOK_SECRET: secret },
+    );
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    const row = events().find((e) => e.id === id)!;
+    const result = (JSON.parse(row.envelope) as { payload: { interview: { result: { red_flags: unknown; summary: unknown } } } }).payload.interview.result;
+    expect(result).toMatchObject({ red_flags: ['Late to the call', 'Rude, twice'], summary: 'Calm, precise, on time.' });
+  });
+
   it('exits 1 with the answer when the receiver refuses: wrong secret, timestamp outside the tolerance, or no receiver', async () => {
     const before = events().length;
     const closed = await freePort();
