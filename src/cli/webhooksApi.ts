@@ -94,7 +94,14 @@ export class WebhooksApi {
     } catch (err) {
       throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      // The headers came, then the body stopped (the 30 s ran out, the connection closed): said as
+      // the service's, not as a bare "terminated" that names nothing.
+      throw new CliError(`the answer from the hiring service at ${this.origin} broke off (HTTP ${res.status}, ${networkCause(err)})`);
+    }
     let body: unknown = null;
     if (text !== '') {
       try {

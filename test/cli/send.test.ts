@@ -6,7 +6,7 @@ import { FIXTURE_TYPES } from '../../src/cli/fixtures.js';
 import { freePort } from '../helpers/childServer.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
-import { cli } from './helpers.js';
+import { answerCutOff, cli } from './helpers.js';
 
 const secret = newSecret();
 let receiver: TestReceiver;
@@ -99,6 +99,22 @@ describe('send', () => {
       expect(r.stdout).toMatch(/^200 OK \(no event_type\) \(no id\) \(msg_[^)]+\): \{"outcome":"quarantined"/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an answer that breaks off after its headers fails that request, named, and the repeats after it are still sent', async () => {
+    const cutOff = await answerCutOff('{"outcome":');
+    const to = `${cutOff.origin}/webhooks`;
+    try {
+      const r = await cli(['send', 'application.created', '--url', to, '--repeat', '2'], { WEBHOOK_SECRET: secret });
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(2);
+      for (const l of lines) expect(l).toMatch(new RegExp(`^send: application\\.created \\S+ \\(msg_\\w+\\): the answer from ${to} broke off \\(200 OK, UND_ERR_SOCKET\\)$`));
+      expect(cutOff.requests).toHaveLength(2);
+    } finally {
+      cutOff.close();
     }
   });
 

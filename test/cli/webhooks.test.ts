@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../../src/sandbox/createSandbox.js';
 import { ACME_KEY } from '../helpers/pair.js';
-import { cli } from './helpers.js';
+import { answerCutOff, cli } from './helpers.js';
 
 let sandbox: Sandbox;
 let env: Record<string, string>;
@@ -350,6 +350,23 @@ describe('webhooks against the sandbox', () => {
       }
       // Not followed, nor sent again.
       expect(requests.filter((r) => r.startsWith('POST'))).toHaveLength(1);
+    } finally {
+      api.close();
+    }
+  });
+
+  it('an answer whose body breaks off after its headers is a clear error naming the service, for a list and a register (retried with its key)', async () => {
+    const api = await answerCutOff('{"results": [');
+    const { origin } = api;
+    const apiEnv = { HIRING_API_URL: origin, HIRING_API_KEY: ACME_KEY };
+    try {
+      const [list, register] = await Promise.all([cli(['webhooks', 'list'], apiEnv), cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhooks', '--idempotency-key', 'cut-off-1'], apiEnv)]);
+      for (const r of [list, register]) {
+        expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({ code: 1, stdout: '', stderr: `error: the answer from the hiring service at ${origin} broke off (HTTP 200, UND_ERR_SOCKET)\n` });
+      }
+      // The create may have happened: sent again under the same Idempotency-Key, as after no answer.
+      const posts = api.requests.filter((q) => q.method === 'POST');
+      expect(posts.map((q) => `${q.url} ${String(q.headers['idempotency-key'])}`)).toEqual(Array(3).fill('/api/v2/webhooks cut-off-1'));
     } finally {
       api.close();
     }

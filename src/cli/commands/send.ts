@@ -130,7 +130,16 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
       failures++;
       continue;
     }
-    const text = (await res.text()).trim();
+    let text: string;
+    try {
+      text = (await res.text()).trim();
+    } catch (err) {
+      // The body stopped after the headers (--timeout ran out, the connection closed): this request
+      // failed, and the repeats after it are still sent, as after no answer at all.
+      io.err(`send: ${label}: the answer from ${url} broke off (${res.status} ${res.statusText}, ${networkCause(err)})`);
+      failures++;
+      continue;
+    }
     const line = `${res.status} ${res.statusText} ${label}${text ? `: ${text}` : ''}`;
     if (res.status >= 200 && res.status < 300) io.out(line);
     else {
