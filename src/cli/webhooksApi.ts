@@ -58,6 +58,15 @@ function parseErrors(body: unknown): ApiErrorItem[] {
   return body.filter((e): e is ApiErrorItem => typeof e === 'object' && e !== null && typeof (e as ApiErrorItem).code === 'string');
 }
 
+/** A page's `next` as an absolute URL, resolved against the page's own; undefined when it is none. */
+function resolvedNext(next: string, page: string): string | undefined {
+  try {
+    return new URL(next, page).toString();
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The hiring service's /api/v2/webhooks with the configured key. Redirects
  * are never followed and `next` links only on the API's own origin, so the
@@ -157,9 +166,13 @@ export class WebhooksApi {
       seen.add(url);
       const { body }: ApiAnswer<{ results?: unknown; next?: unknown } | null> = await this.call('GET', url);
       if (typeof body !== 'object' || body === null || !Array.isArray(body.results)) throw this.notTheApi('a page without a results list');
-      if (body.next !== undefined && body.next !== null && typeof body.next !== 'string') throw this.notTheApi('a page whose next is not a URL');
+      // A `next` relative to the page (`/api/v2/webhooks?offset=50`, as some proxies rewrite it) is
+      // resolved against it, as a browser would: taken as it was, it failed as a bare "Invalid URL".
+      // Its origin is checked as any other's (call).
+      const next: string | null | undefined = body.next === undefined || body.next === null ? null : typeof body.next === 'string' ? resolvedNext(body.next, url) : undefined;
+      if (next === undefined) throw this.notTheApi('a page whose next is not a URL');
       items.push(...(body.results as T[]));
-      url = body.next ?? null;
+      url = next;
     }
     return items;
   }

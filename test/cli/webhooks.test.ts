@@ -372,6 +372,43 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
+  it('follows a `next` relative to its page (a proxy rewrote it) for list and deliveries; one on another origin is still refused', async () => {
+    const hook = (id: string) => ({ id, url: `https://receiver.example.com/${id}/webhooks`, enabled: true, event_types: [], secret: 'whsec_****' });
+    const attempt = (id: string) => ({ id, event_id: `evt-${id}`, event_type: 'application.created', attempt: 1, status: 'failed', response_code: 503 });
+    const api = createServer((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      const second = u.searchParams.get('offset') === '1';
+      // The deliveries of `far` link a next on another host, relative to the scheme only.
+      const page = u.pathname.endsWith('/far/deliveries')
+        ? { next: '//other.example/api/v2/webhooks/far/deliveries?offset=1', results: [attempt('d1')] }
+        : u.pathname.endsWith('/deliveries')
+          ? { next: second ? null : `deliveries?${u.searchParams.toString()}&offset=1`, results: [attempt(second ? 'd2' : 'd1')] }
+          : { next: second ? null : '/api/v2/webhooks?offset=1', results: [hook(second ? 'w2' : 'w1')] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 2, previous: null, ...page }));
+    });
+    await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+    const apiEnv = { HIRING_API_URL: origin, HIRING_API_KEY: ACME_KEY };
+    try {
+      const [list, deliveries, elsewhere] = await Promise.all([
+        cli(['webhooks', 'list', '--json'], apiEnv),
+        cli(['webhooks', 'deliveries', 'w1', '--json'], apiEnv),
+        cli(['webhooks', 'deliveries', 'far', '--json'], apiEnv),
+      ]);
+      expect(list.code, list.stderr).toBe(0);
+      expect((JSON.parse(list.stdout) as { id: string }[]).map((h) => h.id)).toEqual(['w1', 'w2']);
+      expect(deliveries.code, deliveries.stderr).toBe(0);
+      expect((JSON.parse(deliveries.stdout) as { id: string }[]).map((d) => d.id)).toEqual(['d1', 'd2']);
+      expect({ code: elsewhere.code, stdout: elsewhere.stdout, stderr: elsewhere.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `error: refusing to send the API key to http://other.example (the API is at ${origin})\n`,
+      });
+    } finally {
+      api.close();
+    }
+  });
+
   it('says plainly when the key is refused', async () => {
     const r = await cli(['webhooks', 'list'], { ...env, HIRING_API_KEY: 'sk-revoked0.notAKeyAtAll000000000000' });
     expect(r.code).toBe(1);
