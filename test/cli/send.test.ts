@@ -118,6 +118,27 @@ describe('send', () => {
     }
   });
 
+  it('--application or --external-id with a --file whose payload is no object is bad usage, not dropped without a word', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'send-file-'));
+    try {
+      const runs = await Promise.all(
+        [{ id: 'evt-cli-nopayload' }, { id: 'evt-cli-strpayload', payload: 'x' }, { id: 'evt-cli-strapp', payload: { application: 'x' } }].map((envelope, i) => {
+          const file = join(dir, `${i}.json`);
+          writeFileSync(file, JSON.stringify({ event_type: 'application.created', ...envelope }));
+          return cli(['send', '--file', file, '--url', url, i === 2 ? '--external-id' : '--application', 'app-given'], { WEBHOOK_SECRET: secret });
+        }),
+      );
+      for (const r of runs) {
+        expect(r.code, r.stdout).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^error: --application and --external-id set payload\.application \(or the payload itself when it has none\): \S+'s payload(\.application)? is not a JSON object \(--set sets any field\)\n$/);
+      }
+      expect(events().filter((e) => ['evt-cli-nopayload', 'evt-cli-strpayload', 'evt-cli-strapp'].includes(e.id))).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('says where a --file is not valid JSON without quoting it, and refuses a --url with credentials before sending', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'send-file-'));
     try {
