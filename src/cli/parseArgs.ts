@@ -13,6 +13,12 @@ export const intArg =
 /** Repeatable / variadic option: `--id a --id b` and `--id a b` both collect. */
 export const collect = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), ...value.split(',').filter((v) => v !== '')];
 
+/**
+ * Repeatable option whose values are taken whole (`send --set`): a value may hold commas (a JSON
+ * array, a sentence), which `collect` would cut into pieces.
+ */
+export const collectWhole = (value: string, previous: string[] | undefined): string[] => [...(previous ?? []), value];
+
 const RELATIVE = /^(\d+)\s*(s|m|min|h|d|w)$/;
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, min: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 

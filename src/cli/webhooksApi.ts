@@ -132,7 +132,14 @@ export class WebhooksApi {
     } catch (err) {
       throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
     }
-    const text = await readCapped(res, MAX_ANSWER_BYTES);
+    let text: string | null;
+    try {
+      text = await readCapped(res, MAX_ANSWER_BYTES);
+    } catch (err) {
+      // The headers came, then the body stopped (the 30 s ran out, the connection closed): said as
+      // the service's, not as a bare "terminated" that names nothing.
+      throw new CliError(`the answer from the hiring service at ${this.origin} broke off (HTTP ${res.status}, ${networkCause(err)})`);
+    }
     if (text === null) throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);
     let body: unknown = null;
     if (text !== '') {
@@ -189,12 +196,12 @@ export class WebhooksApi {
       seen.add(url);
       const { body }: ApiAnswer<{ results?: unknown; next?: unknown } | null> = await this.call('GET', url);
       if (typeof body !== 'object' || body === null || !Array.isArray(body.results)) throw this.notTheApi('a page without a results list');
-      if (body.next !== undefined && body.next !== null && typeof body.next !== 'string') throw this.notTheApi('a page whose next is not a URL');
-      items.push(...(body.results as T[]));
-      // Resolved against this page's URL (a gateway may write its links relative): call() then
-      // refuses any that leaves the API's origin.
-      const next: string | null | undefined = body.next === undefined || body.next === null ? null : resolveNext(body.next, url);
+      // A `next` relative to the page (`/api/v2/webhooks?offset=50`, as some proxies rewrite it) is
+      // resolved against it, as a browser would: taken as it was, it failed as a bare "Invalid URL".
+      // Its origin is checked as any other's (call).
+      const next: string | null | undefined = body.next === undefined || body.next === null ? null : typeof body.next === 'string' ? resolveNext(body.next, url) : undefined;
       if (next === undefined) throw this.notTheApi('a page whose next is not a URL');
+      items.push(...(body.results as T[]));
       url = next;
     }
     return items;

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import BetterSqlite3 from 'better-sqlite3';
 import { expect } from 'vitest';
 import { ROOT, runTs } from '../helpers/childServer.js';
@@ -210,4 +212,30 @@ export function expectHeldBack(times: (number | Span)[], lapses: Lapse[], minMs:
   const judged = gaps.filter((g) => !g.lapsed);
   expect(judged.length, `${said}: no gap with the workers' word fresh throughout`).toBeGreaterThanOrEqual(1);
   expect(judged.every((g) => g.ms >= minMs), said).toBe(true);
+}
+
+/** What answerCutOff returns: its origin, the requests it took (method, URL, headers), and close. */
+export interface CutOffServer {
+  origin: string;
+  requests: { method: string; url: string; headers: IncomingHttpHeaders }[];
+  close(): void;
+}
+
+/**
+ * A server on 127.0.0.1 that answers every request 200 with its headers and `partial` of a longer
+ * body, then closes the connection: a proxy or a service that dies mid-answer.
+ */
+export async function answerCutOff(partial: string): Promise<CutOffServer> {
+  const requests: CutOffServer['requests'] = [];
+  const server = createServer((req, res) => {
+    requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write(partial);
+      setTimeout(() => req.socket.destroy(), 20);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests, close: () => server.close() };
 }

@@ -6,7 +6,7 @@ import { FIXTURE_TYPES } from '../../src/cli/fixtures.js';
 import { freePort } from '../helpers/childServer.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
-import { cli } from './helpers.js';
+import { answerCutOff, cli } from './helpers.js';
 
 const secret = newSecret();
 let receiver: TestReceiver;
@@ -57,6 +57,18 @@ describe('send', () => {
     expect((JSON.parse(row.envelope) as { payload: { insights: { is_eligible: unknown } } }).payload.insights.is_eligible).toBe(false);
   });
 
+  it('--set takes its value whole: a JSON array or a text with commas in it is set as given, not cut at the commas', async () => {
+    const id = 'evt-cli-set-commas-1';
+    const r = await cli(
+      ['send', 'interview.completed', '--url', url, '--id', id, '--set', 'payload.interview.result.red_flags=["Late to the call","Rude, twice"]', '--set', 'payload.interview.result.summary=Calm, precise, on time.'],
+      { WEBHOOK_SECRET: secret },
+    );
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    const row = events().find((e) => e.id === id)!;
+    const result = (JSON.parse(row.envelope) as { payload: { interview: { result: { red_flags: unknown; summary: unknown } } } }).payload.interview.result;
+    expect(result).toMatchObject({ red_flags: ['Late to the call', 'Rude, twice'], summary: 'Calm, precise, on time.' });
+  });
+
   it('exits 1 with the answer when the receiver refuses: wrong secret, timestamp outside the tolerance, or no receiver', async () => {
     const before = events().length;
     const closed = await freePort();
@@ -85,6 +97,43 @@ describe('send', () => {
       const r = await cli(['send', '--file', file, '--url', url, '--secret', secret]);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toMatch(/^200 OK \(no event_type\) \(no id\) \(msg_[^)]+\): \{"outcome":"quarantined"/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an answer that breaks off after its headers fails that request, named, and the repeats after it are still sent', async () => {
+    const cutOff = await answerCutOff('{"outcome":');
+    const to = `${cutOff.origin}/webhooks`;
+    try {
+      const r = await cli(['send', 'application.created', '--url', to, '--repeat', '2'], { WEBHOOK_SECRET: secret });
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe('');
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(2);
+      for (const l of lines) expect(l).toMatch(new RegExp(`^send: application\\.created \\S+ \\(msg_\\w+\\): the answer from ${to} broke off \\(200 OK, UND_ERR_SOCKET\\)$`));
+      expect(cutOff.requests).toHaveLength(2);
+    } finally {
+      cutOff.close();
+    }
+  });
+
+  it('--application or --external-id with a --file whose payload is no object is bad usage, not dropped without a word', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'send-file-'));
+    try {
+      const runs = await Promise.all(
+        [{ id: 'evt-cli-nopayload' }, { id: 'evt-cli-strpayload', payload: 'x' }, { id: 'evt-cli-strapp', payload: { application: 'x' } }].map((envelope, i) => {
+          const file = join(dir, `${i}.json`);
+          writeFileSync(file, JSON.stringify({ event_type: 'application.created', ...envelope }));
+          return cli(['send', '--file', file, '--url', url, i === 2 ? '--external-id' : '--application', 'app-given'], { WEBHOOK_SECRET: secret });
+        }),
+      );
+      for (const r of runs) {
+        expect(r.code, r.stdout).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(/^error: --application and --external-id set payload\.application \(or the payload itself when it has none\): \S+'s payload(\.application)? is not a JSON object \(--set sets any field\)\n$/);
+      }
+      expect(events().filter((e) => ['evt-cli-nopayload', 'evt-cli-strpayload', 'evt-cli-strapp'].includes(e.id))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

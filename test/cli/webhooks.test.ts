@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type Sandbox } from '../../src/sandbox/createSandbox.js';
 import { ACME_KEY } from '../helpers/pair.js';
-import { cli } from './helpers.js';
+import { answerCutOff, cli } from './helpers.js';
 
 let sandbox: Sandbox;
 let env: Record<string, string>;
@@ -396,21 +396,55 @@ describe('webhooks against the sandbox', () => {
     }
   });
 
-  it('follows a relative `next` (a gateway that rewrites its links) on the API\'s own origin; one to another origin is still refused', async () => {
-    const requests: string[] = [];
-    const hook = (id: string) => ({ id, url: `https://r.example/${id}/webhooks`, enabled: true, event_types: [], secret: 'whsec_****' });
+  it('an answer whose body breaks off after its headers is a clear error naming the service, for a list and a register (retried with its key)', async () => {
+    const api = await answerCutOff('{"results": [');
+    const { origin } = api;
+    const apiEnv = { HIRING_API_URL: origin, HIRING_API_KEY: ACME_KEY };
+    try {
+      const [list, register] = await Promise.all([cli(['webhooks', 'list'], apiEnv), cli(['webhooks', 'register', '--url', 'https://receiver.example.com/webhooks', '--idempotency-key', 'cut-off-1'], apiEnv)]);
+      for (const r of [list, register]) {
+        expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({ code: 1, stdout: '', stderr: `error: the answer from the hiring service at ${origin} broke off (HTTP 200, UND_ERR_SOCKET)\n` });
+      }
+      // The create may have happened: sent again under the same Idempotency-Key, as after no answer.
+      const posts = api.requests.filter((q) => q.method === 'POST');
+      expect(posts.map((q) => `${q.url} ${String(q.headers['idempotency-key'])}`)).toEqual(Array(3).fill('/api/v2/webhooks cut-off-1'));
+    } finally {
+      api.close();
+    }
+  });
+
+  it('follows a `next` relative to its page (a proxy rewrote it) for list and deliveries; one on another origin is still refused', async () => {
+    const hook = (id: string) => ({ id, url: `https://receiver.example.com/${id}/webhooks`, enabled: true, event_types: [], secret: 'whsec_****' });
+    const attempt = (id: string) => ({ id, event_id: `evt-${id}`, event_type: 'application.created', attempt: 1, status: 'failed', response_code: 503 });
     const api = createServer((req, res) => {
-      requests.push(`${req.headers.authorization === `Bearer ${ACME_KEY}` ? 'key' : 'nokey'} ${req.url}`);
-      const page = req.url?.includes('offset=1') ? { results: [hook('wh_2')], next: '//elsewhere.example/api/v2/webhooks?offset=2' } : { results: [hook('wh_1')], next: '/api/v2/webhooks?offset=1' };
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 3, previous: null, ...page }));
+      const u = new URL(req.url ?? '/', 'http://x');
+      const second = u.searchParams.get('offset') === '1';
+      // The deliveries of `far` link a next on another host, relative to the scheme only.
+      const page = u.pathname.endsWith('/far/deliveries')
+        ? { next: '//other.example/api/v2/webhooks/far/deliveries?offset=1', results: [attempt('d1')] }
+        : u.pathname.endsWith('/deliveries')
+          ? { next: second ? null : `deliveries?${u.searchParams.toString()}&offset=1`, results: [attempt(second ? 'd2' : 'd1')] }
+          : { next: second ? null : '/api/v2/webhooks?offset=1', results: [hook(second ? 'w2' : 'w1')] };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ count: 2, previous: null, ...page }));
     });
     await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
-    const port = (api.address() as AddressInfo).port;
+    const origin = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
+    const apiEnv = { HIRING_API_URL: origin, HIRING_API_KEY: ACME_KEY };
     try {
-      const r = await cli(['webhooks', 'list'], { HIRING_API_URL: `http://127.0.0.1:${port}`, HIRING_API_KEY: ACME_KEY });
-      expect(r.code, r.stdout).toBe(1);
-      expect(r.stderr).toBe(`error: refusing to send the API key to http://elsewhere.example (the API is at http://127.0.0.1:${port})\n`);
-      expect(requests).toEqual(['key /api/v2/webhooks', 'key /api/v2/webhooks?offset=1']);
+      const [list, deliveries, elsewhere] = await Promise.all([
+        cli(['webhooks', 'list', '--json'], apiEnv),
+        cli(['webhooks', 'deliveries', 'w1', '--json'], apiEnv),
+        cli(['webhooks', 'deliveries', 'far', '--json'], apiEnv),
+      ]);
+      expect(list.code, list.stderr).toBe(0);
+      expect((JSON.parse(list.stdout) as { id: string }[]).map((h) => h.id)).toEqual(['w1', 'w2']);
+      expect(deliveries.code, deliveries.stderr).toBe(0);
+      expect((JSON.parse(deliveries.stdout) as { id: string }[]).map((d) => d.id)).toEqual(['d1', 'd2']);
+      expect({ code: elsewhere.code, stdout: elsewhere.stdout, stderr: elsewhere.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `error: refusing to send the API key to http://other.example (the API is at ${origin})\n`,
+      });
     } finally {
       api.close();
     }

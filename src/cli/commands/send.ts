@@ -53,8 +53,14 @@ function buildBody(eventType: string | undefined, o: SendOptions): string {
   if (o.file !== undefined) {
     if (o.id !== undefined) envelope.id = o.id;
     if (o.application !== undefined || o.externalId !== undefined) {
-      const payload = (envelope.payload ?? {}) as Record<string, unknown>;
-      const block = (payload.application ?? payload) as Record<string, unknown>;
+      const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+      // Without a payload object the value had nowhere to go: it was dropped without a word (no
+      // payload), or failed as "Cannot create property 'id' on string" (a payload of another type).
+      const payload = envelope.payload;
+      const block = isObject(payload) ? (payload.application === undefined ? payload : payload.application) : undefined;
+      if (!isObject(block)) {
+        throw new UsageError(`--application and --external-id set payload.application (or the payload itself when it has none): ${o.file}'s ${isObject(payload) ? 'payload.application' : 'payload'} is not a JSON object (--set sets any field)`);
+      }
       if (o.application !== undefined) block.id = o.application;
       if (o.externalId !== undefined) block.external_id = o.externalId === 'null' ? null : o.externalId;
     }
@@ -130,7 +136,16 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
       failures++;
       continue;
     }
-    const text = (await res.text()).trim();
+    let text: string;
+    try {
+      text = (await res.text()).trim();
+    } catch (err) {
+      // The body stopped after the headers (--timeout ran out, the connection closed): this request
+      // failed, and the repeats after it are still sent, as after no answer at all.
+      io.err(`send: ${label}: the answer from ${url} broke off (${res.status} ${res.statusText}, ${networkCause(err)})`);
+      failures++;
+      continue;
+    }
     const line = `${res.status} ${res.statusText} ${label}${text ? `: ${text}` : ''}`;
     if (res.status >= 200 && res.status < 300) io.out(line);
     else {

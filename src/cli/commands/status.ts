@@ -84,7 +84,8 @@ export async function runStatus(io: CliIo, o: StatusOptions): Promise<number> {
       const results: Record<string, number> = { ready: 0, processing: 0, unavailable: 0, given_up: 0 };
       for (const r of resultStates.rows) results[r.state] = Number(r.n);
       const backlog = await processingBacklog(db);
-      const paused = await db.selectFrom('source_pauses').selectAll().orderBy('source').execute();
+      // A pause's detail is the message of the read that paused it, stored as its last_error is: shown as that is.
+      const paused = (await db.selectFrom('source_pauses').selectAll().orderBy('source').execute()).map((p) => ({ ...p, detail: shownError(p.detail) }));
       const sinkList = await sinkRows(db, sinks, now);
 
       const jobsByState: Record<string, number> = { pending: 0, running: 0, done: 0, dead: 0 };

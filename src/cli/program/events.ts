@@ -1,7 +1,7 @@
 import { type Command, Option } from 'commander';
 import { FIXTURE_TYPES } from '../fixtures.js';
 import { UsageError } from '../errors.js';
-import { afterArg, collect, intArg, timeArg } from '../parseArgs.js';
+import { afterArg, collect, collectWhole, intArg, timeArg } from '../parseArgs.js';
 import type { CommandContext } from './context.js';
 import { databaseOption, examples, jsonOption } from './options.js';
 
@@ -25,7 +25,7 @@ function addSendCommand(program: Command, { io, done }: CommandContext): void {
     .option('--application <id>', 'application id (payload.application.id)')
     .option('--external-id <id>', 'your correlation id on the application block ("null" for none)')
     .option('--type <event-type>', 'override event_type (e.g. an unknown type, which the receiver must accept)')
-    .option('--set <path=value>', 'set any field, JSON value or string, repeatable (payload.interview.result.is_eligible=false)', collect)
+    .option('--set <path=value>', 'set any field, JSON value or string, repeatable (payload.interview.result.is_eligible=false)', collectWhole)
     .option('--timestamp-offset <seconds>', 'shift webhook-timestamp (e.g. -400 is outside the 5-minute tolerance)', intArg(-1_000_000_000, 1_000_000_000), 0)
     .option('--repeat <n>', 'send the same event (same id and body) n times, each with a fresh webhook-id', intArg(1, 1000), 1)
     .option('--timeout <ms>', 'per-request timeout', intArg(1, 600_000), 10_000)
