@@ -1,6 +1,7 @@
 import { ConfigError, loadConfig, type Config } from '../config/loadConfig.js';
 import { loadApiSources, type ApiSource } from '../config/loadApiSources.js';
 import { checkDatabasePath, databasePathIn, folderProblem } from '../config/databasePath.js';
+import { readOutboundProxy, type OutboundProxy } from '../http/outboundProxy.js';
 import { CliError, UsageError } from './errors.js';
 
 /**
@@ -59,6 +60,8 @@ export interface ApiSettings {
   source: string;
   secretsEnv: string | null;
   secretsInEnv: boolean;
+  /** HTTPS_PROXY / HTTP_PROXY / NO_PROXY, as the receiver reads them; null: direct. */
+  proxy: OutboundProxy | null;
 }
 
 /**
@@ -98,6 +101,9 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
   }
   if (src.problems.length > 0) throw configProblems(src.problems);
   if (!src.apiUrl || !src.apiKey) throw new CliError(`source ${JSON.stringify(name)} has no api_url/api_key`);
+  const proxyProblems: string[] = [];
+  const proxy = readOutboundProxy(env, proxyProblems);
+  if (proxyProblems.length > 0) throw configProblems(proxyProblems);
   return {
     apiUrl: src.apiUrl,
     apiKey: src.apiKey,
@@ -105,5 +111,6 @@ export function apiSettings(env: Env, source?: string): ApiSettings {
     source: name,
     secretsEnv: src.secretsEnv,
     secretsInEnv: src.secretsInEnv,
+    proxy,
   };
 }

@@ -2,6 +2,8 @@ import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
 import { networkCause } from './networkCause.js';
 import { DEFAULT_MAX_BODY_BYTES } from '../hiring/HiringClient.js';
+import { createNodeHttpClient, ResponseBodyError, type HttpClient, type HttpRequest, type HttpResponse } from '../http/httpClient.js';
+import type { OutboundProxy } from '../http/outboundProxy.js';
 import { describeLocation } from '../util/httpTarget.js';
 import { redactCredentials } from '../util/redactCredentials.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
@@ -25,31 +27,10 @@ export class ApiFailure extends CliError {
 
 /**
  * Largest answer read, as for the result reads (DEFAULT_MAX_BODY_BYTES): a page of the API is at most
- * 200 endpoints or delivery records, a few hundred KB. Read whole (`res.text()`), a proxy or a server
- * that is not the API streaming without end was buffered for the 30 s timeout: 7.5 GB here.
+ * 200 endpoints or delivery records, a few hundred KB. Read whole, a proxy or a server that is not
+ * the API streaming without end was buffered for the 30 s timeout: 7.5 GB here.
  */
 export const MAX_ANSWER_BYTES = DEFAULT_MAX_BODY_BYTES;
-
-/** The body as UTF-8 text (`res.text()`'s decoding), or null once it is over `max` bytes (the connection is then dropped). */
-async function readCapped(res: Response, max: number): Promise<string | null> {
-  const declared = Number(res.headers.get('content-length') ?? '');
-  if (declared > max) {
-    await res.body?.cancel();
-    return null;
-  }
-  if (res.body === null) return '';
-  const decoder = new TextDecoder('utf-8');
-  const parts: string[] = [];
-  let seen = 0;
-  for await (const chunk of res.body) {
-    seen += chunk.byteLength;
-    // Leaving the loop cancels the stream: undici drops the connection.
-    if (seen > max) return null;
-    parts.push(decoder.decode(chunk, { stream: true }));
-  }
-  parts.push(decoder.decode());
-  return parts.join('');
-}
 
 /** A page's `next` as an absolute URL, resolved against the page's own; undefined when it is none. */
 function resolveNext(next: string, page: string): string | undefined {
@@ -66,7 +47,8 @@ export class NotTheApiError extends CliError {}
 export interface ApiAnswer<T> {
   status: number;
   body: T;
-  headers: Headers;
+  /** A header of the answer by name, or null. */
+  header(name: string): string | null;
 }
 
 /** Plain-words explanation of the codes an operator meets on /webhooks (spec 4.5, 4.6, 5, 7). */
@@ -105,21 +87,27 @@ export class WebhooksApi {
   private readonly base: string;
   private readonly origin: string;
 
+  private readonly http: HttpClient;
+
+  /**
+   * `http`: the receiver's outbound client by default (through `settings.proxy`, HTTPS_PROXY and
+   * the like, as the receiver's reads go), for a test to count or fault requests.
+   */
   constructor(
-    private readonly settings: Pick<ApiSettings, 'apiUrl' | 'apiKey' | 'origin'>,
-    private readonly fetchFn: typeof globalThis.fetch = globalThis.fetch,
+    private readonly settings: Pick<ApiSettings, 'apiUrl' | 'apiKey' | 'origin'> & { readonly proxy?: OutboundProxy | null },
+    http?: HttpClient,
   ) {
     this.base = `${settings.apiUrl}/api/v2/webhooks`;
     this.origin = new URL(settings.apiUrl).origin;
+    this.http = http ?? createNodeHttpClient({ proxy: settings.proxy ?? null });
   }
 
-  async call<T>(method: string, url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
+  async call<T>(method: HttpRequest['method'], url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
     if (new URL(url).origin !== this.origin) throw new CliError(`refusing to send the API key to ${new URL(url).origin} (the API is at ${this.origin})`);
-    let res: Response;
+    let res: HttpResponse;
     try {
-      res = await this.fetchFn(url, {
+      res = await this.http.request(url, {
         method,
-        redirect: 'manual',
         signal: AbortSignal.timeout(30_000),
         headers: {
           authorization: `Bearer ${this.settings.apiKey}`,
@@ -128,19 +116,17 @@ export class WebhooksApi {
           ...opts.headers,
         },
         ...(opts.body !== undefined ? { body: JSON.stringify(opts.body) } : {}),
+        maxBodyBytes: MAX_ANSWER_BYTES,
       });
-    } catch (err) {
-      throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
-    }
-    let text: string | null;
-    try {
-      text = await readCapped(res, MAX_ANSWER_BYTES);
     } catch (err) {
       // The headers came, then the body stopped (the 30 s ran out, the connection closed): said as
       // the service's, not as a bare "terminated" that names nothing.
-      throw new CliError(`the answer from the hiring service at ${this.origin} broke off (HTTP ${res.status}, ${networkCause(err)})`);
+      if (err instanceof ResponseBodyError) throw new CliError(`the answer from the hiring service at ${this.origin} broke off (HTTP ${err.status}, ${networkCause(err)})`);
+      throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
     }
-    if (text === null) throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);
+    // Over the cap by its Content-Length or while streaming: the connection is dropped, not read on.
+    if (res.body?.kind !== 'text') throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);
+    const text = res.body.text;
     let body: unknown = null;
     if (text !== '') {
       try {
@@ -154,7 +140,7 @@ export class WebhooksApi {
       if (res.status < 400) {
         // Where it points, by its origin (an http:// URL redirected to https://, a moved host): never
         // its path or query. Not the API's answer: the same request meets it again (register does not retry it).
-        const location = res.headers.get('location');
+        const location = res.header('location');
         throw new NotTheApiError(`the service answered a redirect (${res.status}${location ? ` to ${describeLocation(location, url)}` : ''}); not followed: check HIRING_API_URL`);
       }
       // What the service wrote goes to a terminal or a CI log: without the key (a proxy may echo
@@ -165,8 +151,8 @@ export class WebhooksApi {
       throw new ApiFailure(res.status, said, explain(res.status, said));
     }
     // A portal page or a proxy's answer is 200 too: what is not JSON is not the API's answer.
-    if (typeof body === 'string') throw this.notTheApi(`HTTP ${res.status} with a body that is not JSON (${res.headers.get('content-type') ?? 'no content type'})`);
-    return { status: res.status, body: body as T, headers: res.headers };
+    if (typeof body === 'string') throw this.notTheApi(`HTTP ${res.status} with a body that is not JSON (${res.header('content-type') ?? 'no content type'})`);
+    return { status: res.status, body: body as T, header: res.header };
   }
 
   /** An answer in a shape the API never gives: HIRING_API_URL most likely names another server. */
@@ -175,7 +161,7 @@ export class WebhooksApi {
   }
 
   /** A webhook endpoint object (spec 4.5), or a clear error. */
-  async endpoint<T extends { id: string; url: string }>(method: string, url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
+  async endpoint<T extends { id: string; url: string }>(method: HttpRequest['method'], url: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
     const answer = await this.call<T>(method, url, opts);
     const b = answer.body as Partial<T> | null;
     if (typeof b !== 'object' || b === null || typeof b.id !== 'string' || typeof b.url !== 'string') throw this.notTheApi(`HTTP ${answer.status} without a webhook's id and url`);

@@ -10,7 +10,7 @@ export type BodyReadResult =
   | { readonly kind: 'too_large'; readonly limit: number };
 
 export interface HttpRequest {
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string | Uint8Array;
   /** Aborts the request or the body read; the promise then rejects with the signal's reason. */
@@ -35,8 +35,25 @@ export interface HttpResponse {
 }
 
 /**
- * The outbound HTTP of the receiver: the hiring service's scoring GETs and the
- * http sinks' POSTs. A seam, so tests can count or fault requests.
+ * A request that failed after its answer's head arrived (the body broke off, or the caller's signal
+ * aborted while it was read): `status` is the answer's, `cause` the failure, whose message and code
+ * this error repeats.
+ */
+export class ResponseBodyError extends Error {
+  readonly code: string | undefined;
+  constructor(
+    readonly status: number,
+    cause: Error,
+  ) {
+    super(cause.message, { cause });
+    this.name = 'ResponseBodyError';
+    this.code = (cause as NodeJS.ErrnoException).code;
+  }
+}
+
+/**
+ * The outbound HTTP of the receiver: the hiring service's scoring GETs, the
+ * http sinks' POSTs and the CLI's `webhooks` calls. A seam, so tests can count or fault requests.
  */
 export interface HttpClient {
   request(url: string, request: HttpRequest): Promise<HttpResponse>;
@@ -122,11 +139,13 @@ export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeH
         signal?.removeEventListener('abort', onAbort);
         return true;
       };
+      /** The answer's status once its head arrived, or null before. */
+      let status: number | null = null;
       const fail = (err: Error): void => {
         if (!settle()) return;
         dropBody?.();
         out.destroy();
-        reject(err);
+        reject(status === null ? err : new ResponseBodyError(status, err));
       };
       // Rejects at once, at any stage: a request whose socket is already gone emits nothing more.
       const onAbort = (): void => fail(abortError(signal!));
@@ -148,24 +167,26 @@ export function createNodeHttpClient(options: NodeHttpClientOptions = {}): NodeH
       });
       out.on('response', (res) => {
         answered = true;
-        const status = res.statusCode ?? 0;
+        const code = res.statusCode ?? 0;
         const header = (name: string): string | null => headerValue(res.headers[name.toLowerCase()]);
         let wanted: boolean;
         try {
-          wanted = typeof req.readBody === 'function' ? req.readBody(status) : req.readBody !== false;
+          wanted = typeof req.readBody === 'function' ? req.readBody(code) : req.readBody !== false;
         } catch (err) {
           return fail(err as Error);
         }
         if (!wanted) {
           settle();
           drain(res, req.maxBodyBytes, signal, drainTimeoutMs);
-          resolve({ status, header, body: null });
+          resolve({ status: code, header, body: null });
           return;
         }
+        // From here a failure (the body cut, an abort) is one of this answer's: a ResponseBodyError.
+        status = code;
         const read = readBody(res, req.maxBodyBytes);
         dropBody = read.drop;
         read.result.then((result) => {
-          if (settle()) resolve({ status, header, body: result });
+          if (settle()) resolve({ status: code, header, body: result });
         }, fail);
       });
       out.end(body);

@@ -1,6 +1,7 @@
 /**
  * The outbound proxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY (or their lowercase forms, which win,
- * as with curl and Node.js), read once at start for the hiring service's reads and the http sinks.
+ * as with curl and Node.js), read once at start for the hiring service's reads, the http sinks and
+ * the CLI's `webhooks` commands.
  *
  * Sent through Node.js's own proxy support (an agent's `proxyEnv`, Node.js 22.21 / 24.5 and
  * later): CONNECT tunnels for https URLs, absolute-form requests for http ones, Basic

@@ -262,3 +262,36 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
   });
 });
+
+describe('the CLI\'s `webhooks` commands through the proxy', () => {
+  it('lists through HTTP_PROXY, says a refused tunnel with the proxy\'s answer (never its password), and refuses a SOCKS proxy as a configuration error', async () => {
+    const p = await proxy({ auth: basic('corp', 'pw') });
+    const t = createHttpServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ count: 1, next: null, previous: null, results: [{ id: 'wh_1', url: 'https://receiver.example.com/webhooks', enabled: true, event_types: [], auth: req.headers.authorization }] }));
+    });
+    await new Promise<void>((resolve) => t.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => {
+      t.closeAllConnections();
+      return new Promise((resolve) => t.close(resolve));
+    });
+    const port = (t.address() as AddressInfo).port;
+    const key = 'sk-acme.cliThroughProxy';
+
+    const listed = await cli(['webhooks', 'list', '--json'], { HIRING_API_URL: `http://hiring.test:${port}`, HIRING_API_KEY: key, HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` });
+    expect(listed.code, listed.stderr).toBe(0);
+    expect((JSON.parse(listed.stdout) as { id: string; auth: string }[]).map((h) => [h.id, h.auth])).toEqual([['wh_1', `Bearer ${key}`]]);
+    expect(p.seen).toEqual([{ kind: 'forward', target: `http://hiring.test:${port}/api/v2/webhooks`, auth: basic('corp', 'pw') }]);
+
+    const refused = await cli(['webhooks', 'list'], { HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: key, HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    expect({ code: refused.code, stdout: refused.stdout }).toEqual({ code: 1, stdout: '' });
+    expect(refused.stderr).toMatch(/^error: no answer from the hiring service at https:\/\/hiring\.test \(ERR_PROXY_TUNNEL: Failed to establish tunnel to hiring\.test:443 via http:\/\/127\.0\.0\.1:\d+\/: HTTP\/1\.1 407 Proxy Authentication Required\)$/m);
+    expect(refused.stderr).not.toContain('hunter2');
+
+    const socks = await cli(['webhooks', 'list'], { HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: key, https_proxy: 'socks5://corp:hunter2@127.0.0.1:1080' });
+    expect(socks.code).toBe(1);
+    expect(socks.stderr).toContain('https_proxy: only http:// and https:// proxies are supported, got socks5://');
+    expect(socks.stderr).not.toContain('hunter2');
+    expect(p.seen).toHaveLength(2);
+  });
+});

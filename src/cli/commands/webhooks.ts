@@ -125,7 +125,7 @@ export async function runRegister(
       await new Promise((r) => setTimeout(r, 500 * attempt));
     }
   }
-  const replay = answer.headers.get('idempotent-replay') === 'true';
+  const replay = answer.header('idempotent-replay') === 'true';
   const hook = answer.body;
   if (o.json) {
     printJson(io, { ...hook, idempotent_replay: replay });
