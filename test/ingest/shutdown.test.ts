@@ -5,9 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli } from '../cli/helpers.js';
-import { startReceiver } from '../helpers/receiver.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
 import { envelope, newSecret, postSigned, signDelivery, type SignedDelivery } from '../helpers/signing.js';
+
+/** stop(), begun at `started` (performance.now), ended without waiting out the 5 s of SHUTDOWN_GRACE_MS, and warned of no request in progress. */
+function expectStoppedWithoutGrace(r: TestReceiver, started: number): void {
+  expect(performance.now() - started).toBeLessThan(2500);
+  expect(r.logs.lines.some((l) => /closing connections with a request still in progress/.test(String(l.msg)))).toBe(false);
+}
 
 describe('stop() and keep-alive connections', () => {
   it('a keep-alive connection whose request ends during the grace is closed once idle: stop() does not wait out SHUTDOWN_GRACE_MS, and warns of nothing', async () => {
@@ -35,12 +41,11 @@ describe('stop() and keep-alive connections', () => {
       // Connected (a stop before the server took the connection in would reset it), then time to read the head.
       await connectedP;
       await new Promise((res) => setTimeout(res, 50));
-      const started = Date.now();
+      const started = performance.now();
       const stopped = r.app.stop();
       expect(await answered).toBe(200);
       await stopped;
-      expect(Date.now() - started).toBeLessThan(2500);
-      expect(r.logs.lines.some((l) => /closing connections with a request still in progress/.test(String(l.msg)))).toBe(false);
+      expectStoppedWithoutGrace(r, started);
     } finally {
       agent.destroy();
       await r.close();
@@ -67,6 +72,22 @@ async function receiverWithConnection() {
   await new Promise((ok) => socket.once('connect', ok));
   return { secret, r, u, socket, answers: () => received };
 }
+
+describe('stop() and a connection on which nothing was sent', () => {
+  it('a connection opened and not used yet (a sender\'s or a proxy\'s spare one) is closed at once: stop() does not wait out SHUTDOWN_GRACE_MS for it, nor warns of a request in progress', async () => {
+    const { r, socket } = await receiverWithConnection();
+    try {
+      const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
+      const started = performance.now();
+      await r.app.stop();
+      await closed;
+      expectStoppedWithoutGrace(r, started);
+    } finally {
+      socket.destroy();
+      await r.close();
+    }
+  });
+});
 
 describe('stop() and a sender reusing its connection', () => {
   it('a delivery answered during the stop is answered with Connection: close, so the sender does not write its next one on a connection about to be closed', async () => {
