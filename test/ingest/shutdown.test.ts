@@ -61,7 +61,7 @@ const requestHead = (host: string, d: SignedDelivery): string => {
   return `POST /webhooks HTTP/1.1\r\nhost: ${host}\r\n${head}\r\n`;
 };
 
-/** A receiver with no workers and a raw connection to it; `answers` is all it has sent on that connection. */
+/** A receiver with no workers and a raw connection to it; `answers` is all it has sent on that connection; `close` ends both. */
 async function receiverWithConnection() {
   const secret = newSecret();
   const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '5000', WORKER_CONCURRENCY: '0' });
@@ -70,12 +70,16 @@ async function receiverWithConnection() {
   let received = '';
   socket.on('data', (d: Buffer) => (received += d.toString()));
   await new Promise((ok) => socket.once('connect', ok));
-  return { secret, r, u, socket, answers: () => received };
+  const close = async () => {
+    socket.destroy();
+    await r.close();
+  };
+  return { secret, r, u, socket, answers: () => received, close };
 }
 
 describe('stop() and a connection on which nothing was sent', () => {
   it('a connection opened and not used yet (a sender\'s or a proxy\'s spare one) is closed at once: stop() does not wait out SHUTDOWN_GRACE_MS for it, nor warns of a request in progress', async () => {
-    const { r, socket } = await receiverWithConnection();
+    const { r, socket, close } = await receiverWithConnection();
     try {
       const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
       const started = performance.now();
@@ -83,15 +87,14 @@ describe('stop() and a connection on which nothing was sent', () => {
       await closed;
       expectStoppedWithoutGrace(r, started);
     } finally {
-      socket.destroy();
-      await r.close();
+      await close();
     }
   });
 });
 
 describe('stop() and a sender reusing its connection', () => {
   it('a delivery answered during the stop is answered with Connection: close, so the sender does not write its next one on a connection about to be closed', async () => {
-    const { secret, r, u, socket, answers } = await receiverWithConnection();
+    const { secret, r, u, socket, answers, close } = await receiverWithConnection();
     try {
       const ended = new Promise<void>((ok) => socket.once('end', ok));
       const d = signDelivery(secret, JSON.stringify(envelope()));
@@ -105,15 +108,14 @@ describe('stop() and a sender reusing its connection', () => {
       expect(answers()).toMatch(/^HTTP\/1\.1 200 /);
       expect(answers()).toMatch(/\r\nconnection: close\r\n/i);
     } finally {
-      socket.destroy();
-      await r.close();
+      await close();
     }
   });
 });
 
 describe('stop() and deliveries pipelined on one connection', () => {
   it('two deliveries read back to back, both waiting for the write lock when the stop begins: both are answered, and only the last answer closes the connection', async () => {
-    const { secret, r, u, socket, answers } = await receiverWithConnection();
+    const { secret, r, u, socket, answers, close } = await receiverWithConnection();
     const other = new BetterSqlite3(r.dbPath);
     try {
       const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
@@ -145,8 +147,7 @@ describe('stop() and deliveries pipelined on one connection', () => {
     } finally {
       if (other.inTransaction) other.exec('ROLLBACK');
       other.close();
-      socket.destroy();
-      await r.close();
+      await close();
     }
   });
 });
