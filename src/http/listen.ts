@@ -3,6 +3,7 @@ import type { Config } from '../config/loadConfig.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RefusalLog } from '../observability/RefusalLog.js';
+import { trackConnections } from './closeWithinGrace.js';
 import { requestListener } from './requestListener.js';
 
 /** What a listen uses: HOST and REQUEST_TIMEOUT_MS, and where a request refused before routing is said and counted. */
@@ -32,6 +33,7 @@ export function listen(fetch: Parameters<typeof requestListener>[0], port: numbe
         if (method === 'POST' && portVar === 'PORT') metrics.deliveriesReceived.inc({ outcome: 'rejected:bad_request', source: 'unknown' });
       }),
     );
+    trackConnections(srv);
     srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
     srv.listen(port, config.host, () => resolve(srv));
   });

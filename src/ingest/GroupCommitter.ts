@@ -24,6 +24,7 @@ export interface GroupCommitterOptions<T, R> {
   write: (items: T[]) => R[];
   /** True for errors meaning "someone else holds the write lock": those are retried until the deadline. */
   isBusy: (err: unknown) => boolean;
+  /** Measures each item's wait against `timeoutMs`: a monotonic clock (monotonicClock), or a test's. */
   clock: Clock;
   /** How long an item may wait for the lock before it fails. */
   timeoutMs: number;

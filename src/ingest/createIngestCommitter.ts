@@ -5,7 +5,7 @@ import { isSqliteBusy } from '../db/sqliteHelpers.js';
 import type { Logger } from '../observability/logger.js';
 import { RepeatedFailureLog } from '../observability/repeatedFailure.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Clock } from '../util/clock.js';
+import { monotonicClock, type Clock } from '../util/clock.js';
 import { createIngestWriter, type IngestItem, type IngestOutcome } from './eventStore.js';
 import { GroupCommitter } from './GroupCommitter.js';
 import type { IngestState } from './IngestState.js';
@@ -49,7 +49,10 @@ export function createIngestCommitter({ config, database, fileWatch, clock, logg
       return results;
     },
     isBusy: isSqliteBusy,
-    clock,
+    // WRITE_TIMEOUT_MS by the monotonic clock: by the wall clock, a step back (NTP, a VM resumed)
+    // while another process held the lock kept a delivery waiting that much longer, long after the
+    // service gave up on it, and a step forward answered 503 at once one whose lock came free soon.
+    clock: monotonicClock,
     timeoutMs: config.writeTimeoutMs,
     onBatch: (size, durationMs) => {
       state.storageFailure = null;

@@ -59,7 +59,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
   // most WRITE_TIMEOUT_MS). Not at the response's 'close': a delivery pipelined behind one still
   // unanswered has its answer queued, and Node 22 never closes a queued answer when the
   // connection goes, so its bytes stayed taken for ever, and with them the room of later ones.
-  const handle = createDeliveryHandler(deps, logger, unknownTypesTold);
+  const handle = createDeliveryHandler(deps, logger, unknownTypesTold, new WeakMap());
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
     const hold = bodyBudget && c.env?.incoming ? bodyBudget.holder() : undefined;
     try {
@@ -70,19 +70,30 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
   };
 }
 
-/** The handler of one delivery; `hold` takes the bytes of its body from the BodyBudget as they are read. */
-function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTypesTold: SaidOnce) {
+/**
+ * The handler of one delivery; `hold` takes the bytes of its body from the BodyBudget as they are read.
+ * `readOnSocket`: how many deliveries were read on each connection so far, the last one's number.
+ */
+function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTypesTold: SaidOnce, readOnSocket: WeakMap<object, number>) {
   const { verifier, committer, clock, metrics, refusals, maxBodyBytes } = deps;
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>, hold: BodyHold | undefined) => {
     const started = performance.now();
     const incoming = c.env?.incoming;
+    // Numbered as Node reads them (this runs when the head is read, before any await): a delivery
+    // pipelined behind this one on the connection has a higher number.
+    const socket = incoming?.socket;
+    const readAs = socket ? (readOnSocket.get(socket) ?? 0) + 1 : 0;
+    if (socket) readOnSocket.set(socket, readAs);
     // On Node, the headers come straight from the IncomingMessage: c.req.header() would
     // build a WHATWG Headers object (undici) for each delivery just to read three values.
     const header = incoming ? (name: string) => headerValue(incoming.headers[name]) : (name: string) => c.req.header(name);
     const deliveryId = header('webhook-id');
     // Every answer goes through here, just before it is returned.
     const done = (outcome: string, status: number, fields: Record<string, unknown> = {}) => {
-      if (deps.draining?.() && c.env?.outgoing) c.env.outgoing.shouldKeepAlive = false;
+      // Stopping: the last delivery read on the connection closes it. Not one with another
+      // pipelined behind it: Node sends answers in order and drops those queued behind a closing
+      // one, so that delivery, read and maybe stored, went unanswered (its own answer closes).
+      if (deps.draining?.() && c.env?.outgoing && (!socket || readOnSocket.get(socket) === readAs)) c.env.outgoing.shouldKeepAlive = false;
       const durationMs = performance.now() - started;
       // Only the deliveries whose signature verified: a refused one may come from anyone, as slowly
       // as they like (a body trickled for REQUEST_TIMEOUT_MS), and timed here one such request

@@ -5,6 +5,12 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
+/**
+ * Milliseconds from an arbitrary origin that only moves forward (performance.now): for how long
+ * something has waited, which a wall clock set back or forward (NTP, a VM resumed) would misstate.
+ */
+export const monotonicClock: Clock = { now: () => performance.now() };
+
 /** A clock a test moves by hand. */
 export class ManualClock implements Clock {
   constructor(private ms: number) {}

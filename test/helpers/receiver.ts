@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import BetterSqlite3 from 'better-sqlite3';
 import { createApp, type App, type AppDeps } from '../../src/app.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { createLogger } from '../../src/observability/logger.js';
@@ -64,6 +65,28 @@ export async function startReceiver(
     close: async () => {
       await app.stop();
       cleanup();
+    },
+  };
+}
+
+/**
+ * A receiver on `clock` with no workers, and a second connection on its database file, as another
+ * process (a CLI operation, a backup) would hold its write lock; `close` rolls back what that
+ * connection still holds, then stops both.
+ */
+export async function startReceiverBesideOtherConnection(
+  env: Record<string, string>,
+  clock: Clock,
+): Promise<{ r: TestReceiver; other: BetterSqlite3.Database; close: () => Promise<void> }> {
+  const r = await startReceiver({ WORKER_CONCURRENCY: '0', ...env }, { clock });
+  const other = new BetterSqlite3(r.dbPath);
+  return {
+    r,
+    other,
+    close: async () => {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await r.close();
     },
   };
 }

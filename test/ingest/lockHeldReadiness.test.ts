@@ -1,8 +1,8 @@
-import BetterSqlite3 from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
-import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
+import { startReceiverBesideOtherConnection, type TestReceiver } from '../helpers/receiver.js';
 
 // Another connection on the same file (as a CLI operation or a backup in another process would)
 // holds the write lock. Deliveries wait WRITE_TIMEOUT_MS for it, then are answered 503: a load
@@ -13,16 +13,12 @@ const WRITE_TIMEOUT_MS = 300;
 let r: TestReceiver;
 let clock: ManualClock;
 let other: BetterSqlite3.Database;
+let close: () => Promise<void>;
 beforeEach(async () => {
   clock = new ManualClock(Date.now());
-  r = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: String(WRITE_TIMEOUT_MS) }, { clock });
-  other = new BetterSqlite3(r.dbPath);
+  ({ r, other, close } = await startReceiverBesideOtherConnection({ WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: String(WRITE_TIMEOUT_MS) }, clock));
 });
-afterEach(async () => {
-  if (other.inTransaction) other.exec('ROLLBACK');
-  other.close();
-  await r.close();
-});
+afterEach(() => close());
 
 const readyz = async () => {
   const res = await fetch(`${r.url}/readyz`);

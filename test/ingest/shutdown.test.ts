@@ -5,9 +5,15 @@ import { describe, expect, it } from 'vitest';
 import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli } from '../cli/helpers.js';
-import { startReceiver } from '../helpers/receiver.js';
+import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
-import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
+import { envelope, newSecret, postSigned, signDelivery, type SignedDelivery } from '../helpers/signing.js';
+
+/** stop(), begun at `started` (performance.now), ended without waiting out the 5 s of SHUTDOWN_GRACE_MS, and warned of no request in progress. */
+function expectStoppedWithoutGrace(r: TestReceiver, started: number): void {
+  expect(performance.now() - started).toBeLessThan(2500);
+  expect(r.logs.lines.some((l) => /closing connections with a request still in progress/.test(String(l.msg)))).toBe(false);
+}
 
 describe('stop() and keep-alive connections', () => {
   it('a keep-alive connection whose request ends during the grace is closed once idle: stop() does not wait out SHUTDOWN_GRACE_MS, and warns of nothing', async () => {
@@ -35,12 +41,11 @@ describe('stop() and keep-alive connections', () => {
       // Connected (a stop before the server took the connection in would reset it), then time to read the head.
       await connectedP;
       await new Promise((res) => setTimeout(res, 50));
-      const started = Date.now();
+      const started = performance.now();
       const stopped = r.app.stop();
       expect(await answered).toBe(200);
       await stopped;
-      expect(Date.now() - started).toBeLessThan(2500);
-      expect(r.logs.lines.some((l) => /closing connections with a request still in progress/.test(String(l.msg)))).toBe(false);
+      expectStoppedWithoutGrace(r, started);
     } finally {
       agent.destroy();
       await r.close();
@@ -48,33 +53,101 @@ describe('stop() and keep-alive connections', () => {
   });
 });
 
+/** The head of a POST /webhooks of `d` on HTTP/1.1 (keep-alive), up to the body. */
+const requestHead = (host: string, d: SignedDelivery): string => {
+  const head = Object.entries({ ...d.headers, 'content-length': String(Buffer.byteLength(d.body)) })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  return `POST /webhooks HTTP/1.1\r\nhost: ${host}\r\n${head}\r\n`;
+};
+
+/** A receiver with no workers and a raw connection to it; `answers` is all it has sent on that connection; `close` ends both. */
+async function receiverWithConnection() {
+  const secret = newSecret();
+  const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '5000', WORKER_CONCURRENCY: '0' });
+  const u = new URL(r.url);
+  const socket = connect(Number(u.port), u.hostname);
+  let received = '';
+  socket.on('data', (d: Buffer) => (received += d.toString()));
+  await new Promise((ok) => socket.once('connect', ok));
+  const close = async () => {
+    socket.destroy();
+    await r.close();
+  };
+  return { secret, r, u, socket, answers: () => received, close };
+}
+
+describe('stop() and a connection on which nothing was sent', () => {
+  it('a connection opened and not used yet (a sender\'s or a proxy\'s spare one) is closed at once: stop() does not wait out SHUTDOWN_GRACE_MS for it, nor warns of a request in progress', async () => {
+    const { r, socket, close } = await receiverWithConnection();
+    try {
+      const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
+      const started = performance.now();
+      await r.app.stop();
+      await closed;
+      expectStoppedWithoutGrace(r, started);
+    } finally {
+      await close();
+    }
+  });
+});
+
 describe('stop() and a sender reusing its connection', () => {
   it('a delivery answered during the stop is answered with Connection: close, so the sender does not write its next one on a connection about to be closed', async () => {
-    const secret = newSecret();
-    const r = await startReceiver({ WEBHOOK_SECRET: secret, SHUTDOWN_GRACE_MS: '5000', WORKER_CONCURRENCY: '0' });
-    const u = new URL(r.url);
-    const socket = connect(Number(u.port), u.hostname);
+    const { secret, r, u, socket, answers, close } = await receiverWithConnection();
     try {
-      await new Promise((ok) => socket.once('connect', ok));
-      let answer = '';
-      socket.on('data', (d: Buffer) => (answer += d.toString()));
       const ended = new Promise<void>((ok) => socket.once('end', ok));
       const d = signDelivery(secret, JSON.stringify(envelope()));
-      const head = Object.entries({ ...d.headers, 'content-length': String(Buffer.byteLength(d.body)) })
-        .map(([k, v]) => `${k}: ${v}\r\n`)
-        .join('');
       // HTTP/1.1: a keep-alive connection unless the answer says otherwise.
-      socket.write(`POST /webhooks HTTP/1.1\r\nhost: ${u.host}\r\n${head}\r\n${d.body.slice(0, 10)}`);
+      socket.write(`${requestHead(u.host, d)}${d.body.slice(0, 10)}`);
       await new Promise((ok) => setTimeout(ok, 100)); // the server takes the head in
       const stopped = r.app.stop();
       socket.write(d.body.slice(10));
       await ended;
       await stopped;
-      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-      expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+      expect(answers()).toMatch(/^HTTP\/1\.1 200 /);
+      expect(answers()).toMatch(/\r\nconnection: close\r\n/i);
     } finally {
-      socket.destroy();
-      await r.close();
+      await close();
+    }
+  });
+});
+
+describe('stop() and deliveries pipelined on one connection', () => {
+  it('two deliveries read back to back, both waiting for the write lock when the stop begins: both are answered, and only the last answer closes the connection', async () => {
+    const { secret, r, u, socket, answers, close } = await receiverWithConnection();
+    const other = new BetterSqlite3(r.dbPath);
+    try {
+      const closed = new Promise<void>((ok) => socket.once('close', () => ok()));
+      other.exec('BEGIN IMMEDIATE');
+      const envs = [envelope(), envelope()];
+      const requests = envs.map((e) => {
+        const d = signDelivery(secret, JSON.stringify(e));
+        return `${requestHead(u.host, d)}${d.body}`;
+      });
+      // Pipelined: the second written before the first is answered (HTTP/1.1 allows it; Node reads both).
+      socket.write(requests.join(''));
+      // Both read and in one batch waiting for the lock.
+      for (let i = 0; i < 1000 && !r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying' && l.batch === 2); i++) {
+        await new Promise((ok) => setTimeout(ok, 5));
+      }
+      expect(r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying' && l.batch === 2)).toBe(true);
+      const stopped = r.app.stop();
+      other.exec('ROLLBACK');
+      await closed;
+      await stopped;
+      const heads = answers().split(/\r\n\r\n\{[^}]*\}/).filter((h) => h.startsWith('HTTP/'));
+      // Each read delivery answered: the first answer leaves the connection open for the one behind it.
+      expect(heads.map((h) => h.split('\r\n')[0])).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
+      expect(heads[0]).not.toMatch(/\r\nconnection: close/i);
+      expect(heads[1]).toMatch(/\r\nconnection: close/i);
+      const stored = new BetterSqlite3(r.dbPath, { readonly: true });
+      expect(envs.map((e) => stored.prepare('SELECT COUNT(*) FROM events WHERE id = ?').pluck().get(e.id))).toEqual([1, 1]);
+      stored.close();
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await close();
     }
   });
 });
