@@ -166,6 +166,22 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
   });
 });
 
+/**
+ * A receiver on a manual clock (its workers stopped: the test runs them) with `env`, that has
+ * accepted one interview.completed delivery; its result read is due.
+ */
+async function receiverWithOneEvent(env: Record<string, string>): Promise<{ r: TestReceiver; clock: ManualClock; appId: string }> {
+  const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+  const secret = newSecret();
+  const r: TestReceiver = await startReceiver({ WEBHOOK_SECRET: secret, HIRING_API_KEY: 'sk-acme.proxied', ...env }, { clock });
+  cleanups.push(() => r.close());
+  await r.app.worker.stop();
+  const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
+  const appId = (event.payload as { application: { id: string } }).application.id;
+  expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+  return { r, clock, appId };
+}
+
 describe('the receiver through HTTP_PROXY', () => {
   it('reads the result an event announces through the proxy, with the API key to the service and the proxy credentials to the proxy only', async () => {
     const p = await proxy({ auth: basic('corp', 'pw') });
@@ -181,17 +197,7 @@ describe('the receiver through HTTP_PROXY', () => {
       return new Promise((resolve) => api.close(resolve));
     });
     const apiPort = (api.address() as AddressInfo).port;
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
-    const secret = newSecret();
-    const r: TestReceiver = await startReceiver(
-      { WEBHOOK_SECRET: secret, HIRING_API_URL: `http://hiring.test:${apiPort}`, HIRING_API_KEY: 'sk-acme.proxied', HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` },
-      { clock },
-    );
-    cleanups.push(() => r.close());
-    await r.app.worker.stop();
-    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
-    const appId = (event.payload as { application: { id: string } }).application.id;
-    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    const { r, appId } = await receiverWithOneEvent({ HIRING_API_URL: `http://hiring.test:${apiPort}`, HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` });
     await r.app.worker.runUntilIdle();
 
     expect(keys).toEqual(['Bearer sk-acme.proxied']);
@@ -206,16 +212,7 @@ describe('the receiver through HTTP_PROXY', () => {
 
   it('a proxy refusing the tunnel (407) is an outage of the read: retried, no dead letter, the error naming the proxy by host and the status, never its password', async () => {
     const p = await proxy({ auth: basic('corp', 'right') });
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
-    const secret = newSecret();
-    const r: TestReceiver = await startReceiver(
-      { WEBHOOK_SECRET: secret, HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: 'sk-acme.proxied', HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` },
-      { clock },
-    );
-    cleanups.push(() => r.close());
-    await r.app.worker.stop();
-    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
-    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    const { r } = await receiverWithOneEvent({ HIRING_API_URL: 'https://hiring.test', HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
     await r.app.worker.runUntilIdle();
 
     expect(p.seen).toEqual([{ kind: 'connect', target: 'hiring.test:443', auth: basic('corp', 'hunter2') }]);
@@ -226,6 +223,23 @@ describe('the receiver through HTTP_PROXY', () => {
     } finally {
       db.close();
     }
+    expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
+  });
+
+  it('a 407 from HTTP_PROXY on an http:// API URL is an outage too: retried past max_attempts, never dead-lettered', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: 'http://hiring.test:1', HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    const db = new BetterSqlite3(r.dbPath, { readonly: true });
+    cleanups.push(() => db.close());
+    const job = () => db.prepare("SELECT state, max_attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as { state: string; max_attempts: number; last_error: string | null } | undefined;
+    // Each round runs what is due, then moves past the longest backoff: one read a round.
+    for (let round = 0; round < 40 && job()?.state !== 'dead'; round++) {
+      await r.app.worker.runUntilIdle();
+      clock.advance(2 * 3_600_000);
+    }
+    expect(p.seen.length).toBeGreaterThan(job()!.max_attempts);
+    expect(p.seen.every((s) => s.kind === 'forward' && s.auth === basic('corp', 'hunter2'))).toBe(true);
+    expect(job()).toMatchObject({ state: 'pending', last_error: 'interview: HTTP 407 client_error' });
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 
