@@ -66,6 +66,15 @@ function proxyUrl(name: string, value: string, problems: string[]): URL | null {
     problems.push(`${name}: names no proxy host (the form is http://[user:password@]host:port)`);
     return null;
   }
+  // Node.js percent-decodes the user and password for Proxy-Authorization when the first agent is
+  // made: a `%` that starts no escape (`50%off`) would throw there, a bare "URI malformed".
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    problems.push(`${name}: the user or password has a % that is not a %XX escape (write % as %25; the value is not shown)`);
+    return null;
+  }
   return url;
 }
 

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -54,6 +54,23 @@ function client(env: Record<string, string>): NodeHttpClient {
   const c = createNodeHttpClient({ proxy: settings });
   cleanups.push(() => c.close());
   return c;
+}
+
+/** What `serve` needs to start on a database in a fresh temp folder, its workers off. */
+function serveEnv(): { env: Record<string, string> & { DATABASE_PATH: string } } {
+  const { dir, cleanup } = tempDir('proxy-serve-');
+  cleanups.push(cleanup);
+  return {
+    env: {
+      DATABASE_PATH: join(dir, 'receiver.db'),
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'https://hiring.test',
+      HIRING_API_KEY: 'sk-acme.key',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_CONCURRENCY: '0',
+    },
+  };
 }
 
 describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
@@ -244,17 +261,7 @@ describe('the receiver through HTTP_PROXY', () => {
   });
 
   it('`serve` says at start where outbound requests go, by host only, and refuses a SOCKS proxy before it opens anything, without echoing its password', async () => {
-    const { dir, cleanup } = tempDir('proxy-serve-');
-    cleanups.push(cleanup);
-    const env = {
-      DATABASE_PATH: join(dir, 'receiver.db'),
-      WEBHOOK_SECRET: newSecret(),
-      HIRING_API_URL: 'https://hiring.test',
-      HIRING_API_KEY: 'sk-acme.key',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      WORKER_CONCURRENCY: '0',
-    };
+    const { env } = serveEnv();
     const refused = await cli(['serve'], { ...env, HTTPS_PROXY: 'socks5://corp:hunter2@127.0.0.1:1080' });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('HTTPS_PROXY: only http:// and https:// proxies are supported, got socks5://');
@@ -274,6 +281,27 @@ describe('the receiver through HTTP_PROXY', () => {
       no_proxy: 'internal.corp,localhost,127.0.0.1,::1',
     });
     expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
+  });
+});
+
+describe('a proxy password with a % that starts no escape', () => {
+  it('is a configuration error naming the variable, for `serve` before it opens the database and for `webhooks`; escaped as %25 it reaches the proxy decoded', async () => {
+    const { env } = serveEnv();
+    const said = 'the user or password has a % that is not a %XX escape (write % as %25; the value is not shown)';
+    const served = await cli(['serve'], { ...env, HTTPS_PROXY: 'http://corp:hunter2-50%off@127.0.0.1:9' });
+    expect(served.code).toBe(1);
+    expect(served.stderr).toContain(`HTTPS_PROXY: ${said}`);
+    expect(served.stdout + served.stderr).not.toContain('hunter2');
+    expect(existsSync(env.DATABASE_PATH)).toBe(false);
+
+    const listed = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://hiring.test:1', HIRING_API_KEY: 'sk-acme.key', http_proxy: 'http://corp:hunter2-50%off@127.0.0.1:9' });
+    expect({ code: listed.code, stderr: listed.stderr.trim() }).toEqual({ code: 1, stderr: `config error: http_proxy: ${said}` });
+
+    const p = await proxy({ auth: basic('corp@example', 'hunter2-50%off') });
+    const escaped = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://hiring.test:1', HIRING_API_KEY: 'sk-acme.key', HTTP_PROXY: `http://corp%40example:hunter2-50%25off@127.0.0.1:${p.port}` });
+    // Past the proxy's check: it found no server at hiring.test:1 (502).
+    expect(p.seen).toEqual([{ kind: 'forward', target: 'http://hiring.test:1/api/v2/webhooks', auth: basic('corp@example', 'hunter2-50%off') }]);
+    expect(escaped.stdout + escaped.stderr).not.toContain('hunter2');
   });
 });
 
