@@ -15,6 +15,7 @@ import { runTs } from '../helpers/childServer.js';
 import { startForwardProxy, type ForwardProxy } from '../helpers/forwardProxy.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { startHarness } from '../sinks/helpers.js';
 
 const GET: HttpRequest = { method: 'GET', headers: {}, maxBodyBytes: 1024 };
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -281,6 +282,34 @@ describe('the receiver through HTTP_PROXY', () => {
       no_proxy: 'internal.corp,localhost,127.0.0.1,::1',
     });
     expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
+  });
+});
+
+describe('an http sink through a proxy that refuses it', () => {
+  it('fails each delivery as README says (HTTP 407, or ERR_PROXY_TUNNEL for https), a dead letter after the sink\'s max_attempts, the password nowhere', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const h = await startHarness(
+      {
+        sinks: [
+          { name: 'plain', type: 'http', url: 'http://sink.test:1/in', secret: newSecret(), max_attempts: 3 },
+          { name: 'tls', type: 'http', url: 'https://sink.test/in', secret: newSecret(), max_attempts: 3 },
+        ],
+      },
+      { env: { HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}`, HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` } },
+    );
+    cleanups.push(() => h.close());
+    await h.post(envelope());
+    // The sinks back off 1 s (the harness): each round is one attempt of each.
+    for (let round = 0; round < 6; round++) {
+      await h.settle();
+      h.clock.advance(5_000);
+    }
+    expect(h.deliveries().map((d) => [d.sink, d.state, d.attempts, d.last_error])).toEqual([
+      ['plain', 'dead', 3, 'HTTP 407'],
+      ['tls', 'dead', 3, 'request failed (ERR_PROXY_TUNNEL)'],
+    ]);
+    expect(p.seen.map((s) => s.kind).sort()).toEqual(['connect', 'connect', 'connect', 'forward', 'forward', 'forward']);
+    expect(JSON.stringify(h.r.logs.lines)).not.toContain('hunter2');
   });
 });
 
