@@ -91,7 +91,7 @@ describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
     expect(problems).toEqual([]);
     expect(proxy?.https?.href).toBe('http://proxy.corp:3128/');
     expect(proxy?.http).toBeNull();
-    expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.1,::1');
+    expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.0-127.255.255.255,::1');
   });
 
   it('refuses, naming the variable and never its value (it may hold a password): a SOCKS proxy, an unreadable URL, quotes from an env file, a Node.js without proxy support', () => {
@@ -138,6 +138,8 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
     const c = client({ HTTP_PROXY: p.url, NO_PROXY: 'direct.test' });
     expect((await c.request(`http://127.0.0.1:${t.port}/a`, GET)).status).toBe(200);
     expect((await c.request(`http://localhost:${t.port}/b`, GET)).status).toBe(200);
+    // The target listens on 127.0.0.1 only: other loopback addresses refuse, where the proxy would answer 502.
+    for (const host of ['127.0.0.2', '127.255.255.254', '[::1]']) await expect(c.request(`http://${host}:${t.port}/x`, GET)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     // Direct: `.test` resolves nowhere, so only the proxy could have answered.
     await expect(c.request(`http://direct.test:${t.port}/c`, GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
     expect(p.seen).toEqual([]);
@@ -279,7 +281,7 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('outbound requests go through a proxy'))).toMatchObject({
       https_proxy: 'http://proxy.corp:3128',
       http_proxy: null,
-      no_proxy: 'internal.corp,localhost,127.0.0.1,::1',
+      no_proxy: 'internal.corp,localhost,127.0.0.0-127.255.255.255,::1',
     });
     expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
   });
