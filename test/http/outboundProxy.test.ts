@@ -315,6 +315,21 @@ describe('an http sink through a proxy that refuses it', () => {
   });
 });
 
+describe('`send` and the proxy variables', () => {
+  it('goes direct to the receiver whatever HTTP_PROXY says, unless NODE_USE_ENV_PROXY=1 makes Node.js send it through the proxy (as README says)', async () => {
+    const p = await proxy();
+    const t = await target();
+    const url = `http://127.0.0.1:${t.port}/webhooks`;
+    const direct = await cli(['send', 'application.created', '--url', url, '--secret', newSecret()], { HTTP_PROXY: p.url, HTTPS_PROXY: p.url });
+    expect(direct.code, direct.stderr).toBe(0);
+    expect({ proxied: p.seen.length, received: t.requests.length }).toEqual({ proxied: 0, received: 1 });
+    const proxied = await cli(['send', 'application.created', '--url', url, '--secret', newSecret()], { HTTP_PROXY: p.url, NODE_USE_ENV_PROXY: '1' });
+    // Fetch's proxy agent tunnels even an http:// URL; this proxy reaches .test hosts only and refuses it.
+    expect(proxied.code).toBe(1);
+    expect({ proxied: p.seen, received: t.requests.length }).toEqual({ proxied: [{ kind: 'connect', target: `127.0.0.1:${t.port}`, auth: null }], received: 1 });
+  });
+});
+
 describe('a proxy password with a % that starts no escape', () => {
   it('is a configuration error naming the variable, for `serve` before it opens the database and for `webhooks`; escaped as %25 it reaches the proxy decoded', async () => {
     const { env } = serveEnv();
