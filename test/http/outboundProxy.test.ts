@@ -126,6 +126,7 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
       { kind: 'forward', target: `${url}?n=1`, auth: basic('corp', 'pa ss') },
       { kind: 'forward', target: `${url}?n=2`, auth: basic('corp', 'pa ss') },
     ]);
+    expect(p.connections()).toBe(1);
     expect(t.requests.map((r) => [r.host, r.authorization])).toEqual([
       [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
       [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
