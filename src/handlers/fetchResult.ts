@@ -265,8 +265,10 @@ function createRead(ctx: ProcessingContext) {
       default: {
         const err = outcomeToError(outcome);
         // Not an answer that is not the API's (a proxy's page: a wrong HIRING_API_URL fails the
-        // same way for ever, and dead-letters after its attempts, to be seen).
-        const down = outcome.kind === 'server_error' || outcome.kind === 'network' || (outcome.kind === 'client_error' && outcome.status === 408);
+        // same way for ever, and dead-letters after its attempts, to be seen). A 407 is the outbound
+        // proxy refusing its credentials (HTTP_PROXY, an http:// API URL): an outage until they are
+        // mended, as a refused tunnel (a network error) is for an https:// one.
+        const down = outcome.kind === 'server_error' || outcome.kind === 'network' || (outcome.kind === 'client_error' && (outcome.status === 408 || outcome.status === 407));
         const mark = <E extends Error>(e: E): E => (down ? outageOf(e) : e);
         if (err instanceof RetryAfterError) {
           throw mark(new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs), { throttlesSource: err.throttlesSource }));

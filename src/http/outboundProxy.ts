@@ -22,9 +22,10 @@ export interface OutboundProxy {
 /**
  * Loopback is never sent to a proxy, as Go's http.ProxyFromEnvironment does: a proxy elsewhere
  * cannot reach this machine's (or this container's) 127.0.0.1, so a sandbox or a sink beside the
- * receiver would fail for anyone whose shell exports HTTPS_PROXY.
+ * receiver would fail for anyone whose shell exports HTTPS_PROXY. All of 127.0.0.0/8, as Go and
+ * isLoopbackHost take it, in the IPv4 range form Node.js's NO_PROXY reads (it has no CIDR).
  */
-const LOOPBACK = ['localhost', '127.0.0.1', '::1'];
+const LOOPBACK = ['localhost', '127.0.0.0-127.255.255.255', '::1'];
 
 /** Node.js gained `proxyEnv` in 22.21.0 and 24.5.0; an older one ignores it without a word. */
 export function runtimeSupportsProxy(version: string = process.versions.node): boolean {
@@ -64,6 +65,15 @@ function proxyUrl(name: string, value: string, problems: string[]): URL | null {
   }
   if (url.hostname === '') {
     problems.push(`${name}: names no proxy host (the form is http://[user:password@]host:port)`);
+    return null;
+  }
+  // Node.js percent-decodes the user and password for Proxy-Authorization when the first agent is
+  // made: a `%` that starts no escape (`50%off`) would throw there, a bare "URI malformed".
+  try {
+    decodeURIComponent(url.username);
+    decodeURIComponent(url.password);
+  } catch {
+    problems.push(`${name}: the user or password has a % that is not a %XX escape (write % as %25; the value is not shown)`);
     return null;
   }
   return url;

@@ -16,6 +16,8 @@ export interface ForwardProxy {
   readonly port: number;
   /** Every request and tunnel asked of it, in order, refused ones too. */
   readonly seen: ProxySeen[];
+  /** The client connections it accepted so far (a kept-alive one counts once). */
+  readonly connections: () => number;
   close(): Promise<void>;
 }
 
@@ -28,6 +30,7 @@ export interface ForwardProxy {
 export async function startForwardProxy(opts: { auth?: string } = {}): Promise<ForwardProxy> {
   const seen: ProxySeen[] = [];
   const sockets = new Set<Socket>();
+  let connections = 0;
   const refused = (auth: string | undefined): boolean => opts.auth !== undefined && auth !== opts.auth;
   const server: Server = createServer((req, res) => {
     const auth = req.headers['proxy-authorization'] ?? null;
@@ -58,6 +61,7 @@ export async function startForwardProxy(opts: { auth?: string } = {}): Promise<F
     req.pipe(upstream);
   });
   server.on('connection', (s: Socket) => {
+    connections++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
@@ -91,6 +95,7 @@ export async function startForwardProxy(opts: { auth?: string } = {}): Promise<F
     url: `http://127.0.0.1:${port}`,
     port,
     seen,
+    connections: () => connections,
     close: async () => {
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

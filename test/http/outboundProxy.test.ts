@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +15,7 @@ import { runTs } from '../helpers/childServer.js';
 import { startForwardProxy, type ForwardProxy } from '../helpers/forwardProxy.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
+import { startHarness } from '../sinks/helpers.js';
 
 const GET: HttpRequest = { method: 'GET', headers: {}, maxBodyBytes: 1024 };
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -56,6 +57,23 @@ function client(env: Record<string, string>): NodeHttpClient {
   return c;
 }
 
+/** What `serve` needs to start on a database in a fresh temp folder, its workers off. */
+function serveEnv(): { env: Record<string, string> & { DATABASE_PATH: string } } {
+  const { dir, cleanup } = tempDir('proxy-serve-');
+  cleanups.push(cleanup);
+  return {
+    env: {
+      DATABASE_PATH: join(dir, 'receiver.db'),
+      WEBHOOK_SECRET: newSecret(),
+      HIRING_API_URL: 'https://hiring.test',
+      HIRING_API_KEY: 'sk-acme.key',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKER_CONCURRENCY: '0',
+    },
+  };
+}
+
 describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
   const read = (env: Record<string, string>, node = '22.21.0') => {
     const problems: string[] = [];
@@ -73,7 +91,7 @@ describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
     expect(problems).toEqual([]);
     expect(proxy?.https?.href).toBe('http://proxy.corp:3128/');
     expect(proxy?.http).toBeNull();
-    expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.1,::1');
+    expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.0-127.255.255.255,::1');
   });
 
   it('refuses, naming the variable and never its value (it may hold a password): a SOCKS proxy, an unreadable URL, quotes from an env file, a Node.js without proxy support', () => {
@@ -108,6 +126,7 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
       { kind: 'forward', target: `${url}?n=1`, auth: basic('corp', 'pa ss') },
       { kind: 'forward', target: `${url}?n=2`, auth: basic('corp', 'pa ss') },
     ]);
+    expect(p.connections()).toBe(1);
     expect(t.requests.map((r) => [r.host, r.authorization])).toEqual([
       [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
       [`hiring.test:${t.port}`, 'Bearer sk-the.key'],
@@ -120,6 +139,8 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
     const c = client({ HTTP_PROXY: p.url, NO_PROXY: 'direct.test' });
     expect((await c.request(`http://127.0.0.1:${t.port}/a`, GET)).status).toBe(200);
     expect((await c.request(`http://localhost:${t.port}/b`, GET)).status).toBe(200);
+    // The target listens on 127.0.0.1 only: other loopback addresses refuse, where the proxy would answer 502.
+    for (const host of ['127.0.0.2', '127.255.255.254', '[::1]']) await expect(c.request(`http://${host}:${t.port}/x`, GET)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     // Direct: `.test` resolves nowhere, so only the proxy could have answered.
     await expect(c.request(`http://direct.test:${t.port}/c`, GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
     expect(p.seen).toEqual([]);
@@ -166,6 +187,22 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
   });
 });
 
+/**
+ * A receiver on a manual clock (its workers stopped: the test runs them) with `env`, that has
+ * accepted one interview.completed delivery; its result read is due.
+ */
+async function receiverWithOneEvent(env: Record<string, string>): Promise<{ r: TestReceiver; clock: ManualClock; appId: string }> {
+  const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
+  const secret = newSecret();
+  const r: TestReceiver = await startReceiver({ WEBHOOK_SECRET: secret, HIRING_API_KEY: 'sk-acme.proxied', ...env }, { clock });
+  cleanups.push(() => r.close());
+  await r.app.worker.stop();
+  const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
+  const appId = (event.payload as { application: { id: string } }).application.id;
+  expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+  return { r, clock, appId };
+}
+
 describe('the receiver through HTTP_PROXY', () => {
   it('reads the result an event announces through the proxy, with the API key to the service and the proxy credentials to the proxy only', async () => {
     const p = await proxy({ auth: basic('corp', 'pw') });
@@ -181,17 +218,7 @@ describe('the receiver through HTTP_PROXY', () => {
       return new Promise((resolve) => api.close(resolve));
     });
     const apiPort = (api.address() as AddressInfo).port;
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
-    const secret = newSecret();
-    const r: TestReceiver = await startReceiver(
-      { WEBHOOK_SECRET: secret, HIRING_API_URL: `http://hiring.test:${apiPort}`, HIRING_API_KEY: 'sk-acme.proxied', HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` },
-      { clock },
-    );
-    cleanups.push(() => r.close());
-    await r.app.worker.stop();
-    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
-    const appId = (event.payload as { application: { id: string } }).application.id;
-    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    const { r, appId } = await receiverWithOneEvent({ HIRING_API_URL: `http://hiring.test:${apiPort}`, HTTP_PROXY: `http://corp:pw@127.0.0.1:${p.port}` });
     await r.app.worker.runUntilIdle();
 
     expect(keys).toEqual(['Bearer sk-acme.proxied']);
@@ -206,16 +233,7 @@ describe('the receiver through HTTP_PROXY', () => {
 
   it('a proxy refusing the tunnel (407) is an outage of the read: retried, no dead letter, the error naming the proxy by host and the status, never its password', async () => {
     const p = await proxy({ auth: basic('corp', 'right') });
-    const clock = new ManualClock(Date.parse('2026-11-01T09:00:00Z'));
-    const secret = newSecret();
-    const r: TestReceiver = await startReceiver(
-      { WEBHOOK_SECRET: secret, HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: 'sk-acme.proxied', HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` },
-      { clock },
-    );
-    cleanups.push(() => r.close());
-    await r.app.worker.stop();
-    const event = envelope({ event_type: 'interview.completed', created_at: new Date(clock.now()).toISOString() });
-    expect((await postSigned(r.url, secret, JSON.stringify(event), { timestampSeconds: Math.floor(clock.now() / 1000) })).status).toBe(200);
+    const { r } = await receiverWithOneEvent({ HIRING_API_URL: 'https://hiring.test', HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
     await r.app.worker.runUntilIdle();
 
     expect(p.seen).toEqual([{ kind: 'connect', target: 'hiring.test:443', auth: basic('corp', 'hunter2') }]);
@@ -229,18 +247,25 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 
+  it('a 407 from HTTP_PROXY on an http:// API URL is an outage too: retried past max_attempts, never dead-lettered', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: 'http://hiring.test:1', HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    const db = new BetterSqlite3(r.dbPath, { readonly: true });
+    cleanups.push(() => db.close());
+    const job = () => db.prepare("SELECT state, max_attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as { state: string; max_attempts: number; last_error: string | null } | undefined;
+    // Each round runs what is due, then moves past the longest backoff: one read a round.
+    for (let round = 0; round < 40 && job()?.state !== 'dead'; round++) {
+      await r.app.worker.runUntilIdle();
+      clock.advance(2 * 3_600_000);
+    }
+    expect(p.seen.length).toBeGreaterThan(job()!.max_attempts);
+    expect(p.seen.every((s) => s.kind === 'forward' && s.auth === basic('corp', 'hunter2'))).toBe(true);
+    expect(job()).toMatchObject({ state: 'pending', last_error: 'interview: HTTP 407 client_error' });
+    expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
+  });
+
   it('`serve` says at start where outbound requests go, by host only, and refuses a SOCKS proxy before it opens anything, without echoing its password', async () => {
-    const { dir, cleanup } = tempDir('proxy-serve-');
-    cleanups.push(cleanup);
-    const env = {
-      DATABASE_PATH: join(dir, 'receiver.db'),
-      WEBHOOK_SECRET: newSecret(),
-      HIRING_API_URL: 'https://hiring.test',
-      HIRING_API_KEY: 'sk-acme.key',
-      PORT: '0',
-      HOST: '127.0.0.1',
-      WORKER_CONCURRENCY: '0',
-    };
+    const { env } = serveEnv();
     const refused = await cli(['serve'], { ...env, HTTPS_PROXY: 'socks5://corp:hunter2@127.0.0.1:1080' });
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('HTTPS_PROXY: only http:// and https:// proxies are supported, got socks5://');
@@ -257,9 +282,73 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(lines.find((l) => typeof l.msg === 'string' && l.msg.startsWith('outbound requests go through a proxy'))).toMatchObject({
       https_proxy: 'http://proxy.corp:3128',
       http_proxy: null,
-      no_proxy: 'internal.corp,localhost,127.0.0.1,::1',
+      no_proxy: 'internal.corp,localhost,127.0.0.0-127.255.255.255,::1',
     });
     expect(child.stdout.join('') + child.stderr.join('')).not.toContain('hunter2');
+  });
+});
+
+describe('an http sink through a proxy that refuses it', () => {
+  it('fails each delivery as README says (HTTP 407, or ERR_PROXY_TUNNEL for https), a dead letter after the sink\'s max_attempts, the password nowhere', async () => {
+    const p = await proxy({ auth: basic('corp', 'right') });
+    const h = await startHarness(
+      {
+        sinks: [
+          { name: 'plain', type: 'http', url: 'http://sink.test:1/in', secret: newSecret(), max_attempts: 3 },
+          { name: 'tls', type: 'http', url: 'https://sink.test/in', secret: newSecret(), max_attempts: 3 },
+        ],
+      },
+      { env: { HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}`, HTTPS_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` } },
+    );
+    cleanups.push(() => h.close());
+    await h.post(envelope());
+    // The sinks back off 1 s (the harness): each round is one attempt of each.
+    for (let round = 0; round < 6; round++) {
+      await h.settle();
+      h.clock.advance(5_000);
+    }
+    expect(h.deliveries().map((d) => [d.sink, d.state, d.attempts, d.last_error])).toEqual([
+      ['plain', 'dead', 3, 'HTTP 407'],
+      ['tls', 'dead', 3, 'request failed (ERR_PROXY_TUNNEL)'],
+    ]);
+    expect(p.seen.map((s) => s.kind).sort()).toEqual(['connect', 'connect', 'connect', 'forward', 'forward', 'forward']);
+    expect(JSON.stringify(h.r.logs.lines)).not.toContain('hunter2');
+  });
+});
+
+describe('`send` and the proxy variables', () => {
+  it('goes direct to the receiver whatever HTTP_PROXY says, unless NODE_USE_ENV_PROXY=1 makes Node.js send it through the proxy (as README says)', async () => {
+    const p = await proxy();
+    const t = await target();
+    const url = `http://127.0.0.1:${t.port}/webhooks`;
+    const direct = await cli(['send', 'application.created', '--url', url, '--secret', newSecret()], { HTTP_PROXY: p.url, HTTPS_PROXY: p.url });
+    expect(direct.code, direct.stderr).toBe(0);
+    expect({ proxied: p.seen.length, received: t.requests.length }).toEqual({ proxied: 0, received: 1 });
+    const proxied = await cli(['send', 'application.created', '--url', url, '--secret', newSecret()], { HTTP_PROXY: p.url, NODE_USE_ENV_PROXY: '1' });
+    // Fetch's proxy agent tunnels even an http:// URL; this proxy reaches .test hosts only and refuses it.
+    expect(proxied.code).toBe(1);
+    expect({ proxied: p.seen, received: t.requests.length }).toEqual({ proxied: [{ kind: 'connect', target: `127.0.0.1:${t.port}`, auth: null }], received: 1 });
+  });
+});
+
+describe('a proxy password with a % that starts no escape', () => {
+  it('is a configuration error naming the variable, for `serve` before it opens the database and for `webhooks`; escaped as %25 it reaches the proxy decoded', async () => {
+    const { env } = serveEnv();
+    const said = 'the user or password has a % that is not a %XX escape (write % as %25; the value is not shown)';
+    const served = await cli(['serve'], { ...env, HTTPS_PROXY: 'http://corp:hunter2-50%off@127.0.0.1:9' });
+    expect(served.code).toBe(1);
+    expect(served.stderr).toContain(`HTTPS_PROXY: ${said}`);
+    expect(served.stdout + served.stderr).not.toContain('hunter2');
+    expect(existsSync(env.DATABASE_PATH)).toBe(false);
+
+    const listed = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://hiring.test:1', HIRING_API_KEY: 'sk-acme.key', http_proxy: 'http://corp:hunter2-50%off@127.0.0.1:9' });
+    expect({ code: listed.code, stderr: listed.stderr.trim() }).toEqual({ code: 1, stderr: `config error: http_proxy: ${said}` });
+
+    const p = await proxy({ auth: basic('corp@example', 'hunter2-50%off') });
+    const escaped = await cli(['webhooks', 'list'], { HIRING_API_URL: 'http://hiring.test:1', HIRING_API_KEY: 'sk-acme.key', HTTP_PROXY: `http://corp%40example:hunter2-50%25off@127.0.0.1:${p.port}` });
+    // Past the proxy's check: it found no server at hiring.test:1 (502).
+    expect(p.seen).toEqual([{ kind: 'forward', target: 'http://hiring.test:1/api/v2/webhooks', auth: basic('corp@example', 'hunter2-50%off') }]);
+    expect(escaped.stdout + escaped.stderr).not.toContain('hunter2');
   });
 });
 
