@@ -44,6 +44,12 @@ export function openCliDatabase(path: string, opts: { readOnly?: boolean } = {})
   }
   // Past this build's last migration is usable here: refuseUnusable let through only a newer
   // version's database whose newer migrations declared this one compatible (a rollback).
+  if (version === 0) {
+    // An empty file (`touch`, a copy that failed) or one no receiver ever migrated: no older
+    // receiver to stop, as the message below would have it.
+    void looking.close();
+    throw new CliError(`the database at ${path} has no receiver schema yet (an empty file, or one never migrated): run \`migrate\`, or start the receiver, which migrates`);
+  }
   if (version < known) {
     void looking.close();
     throw new CliError(

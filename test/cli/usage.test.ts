@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import type { Command } from 'commander';
@@ -178,6 +178,24 @@ describe('CLI DATABASE_PATH', () => {
 });
 
 describe('CLI on a database of another schema version', () => {
+  it('an empty file (no schema yet) is said as such, not as an older receiver to stop, and left empty', async () => {
+    const { dir, cleanup } = tempDir('cli-empty-');
+    try {
+      const db = join(dir, 'empty.db');
+      writeFileSync(db, '');
+      const r = await cli(['status', '--database', db]);
+      expect({ code: r.code, stdout: r.stdout, stderr: r.stderr }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `error: the database at ${db} has no receiver schema yet (an empty file, or one never migrated): run \`migrate\`, or start the receiver, which migrates\n`,
+      });
+      expect(statSync(db).size).toBe(0);
+      expect(existsSync(`${db}-wal`)).toBe(false);
+    } finally {
+      cleanup();
+    }
+  });
+
   /** A database at schema 7, as the version before this one left it, in rollback-journal mode (a copy, a backup). */
   function olderDatabase(dir: string): string {
     const db = join(dir, 'old.db');
