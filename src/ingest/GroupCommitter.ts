@@ -35,6 +35,8 @@ export interface GroupCommitterOptions<T, R> {
   onBatchError?: (err: unknown) => void;
   /** A batch committed after finding the lock held by another connection: how long, in ms, since it first did. */
   onLockWaited?: (waitedMs: number) => void;
+  /** Items waited `timeoutMs` for a lock held at every attempt, and were failed (answered 503). */
+  onLockTimedOut?: (items: number) => void;
 }
 
 /**
@@ -147,9 +149,11 @@ export class GroupCommitter<T, R> {
     const now = this.opts.clock.now();
     const waiting = [...batch, ...this.queue];
     this.queue = waiting.filter((p) => p.deadline > now);
+    const expired = waiting.length - this.queue.length;
     for (const p of waiting) {
       if (p.deadline <= now) p.reject(new StorageUnavailableError(`database write lock not obtained within ${this.opts.timeoutMs} ms`));
     }
+    if (expired > 0) this.opts.onLockTimedOut?.(expired);
     if (this.queue.length === 0) {
       this.busyStreak = 0;
       return this.notifyIdle();

@@ -81,6 +81,8 @@ export function createIngestCommitter({ config, database, fileWatch, clock, logg
       }
     },
     onLockWaited: (waitedMs) => metrics.ingestLockWait.observe(waitedMs / 1000),
+    // /readyz: deliveries are being refused for the lock (a commit a probe sees since does not end that).
+    onLockTimedOut: () => lockHold.refused(clock.now(), config.writeTimeoutMs),
     onBatchError: (err) => logger.error({ err: (err as Error).message }, 'bookkeeping after an ingest commit failed (its deliveries were answered)'),
   });
 }

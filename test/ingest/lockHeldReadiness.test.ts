@@ -78,4 +78,31 @@ describe('/readyz while another connection holds the write lock', () => {
     expect((await post(env)).status).toBe(200);
     expect(await readyz()).toEqual({ status: 200, writable: 'yes' });
   });
+
+  it('not ready while another connection commits and takes the lock again at once, leaving deliveries no moment to commit', async () => {
+    // A program writing back to back (one write transaction after another, as a bulk import in a
+    // loop does): each probe finds the lock held, with a commit since the last one, yet every
+    // delivery waits WRITE_TIMEOUT_MS and is answered 503. Those commits are not a gap anyone got in.
+    other.exec('CREATE TABLE IF NOT EXISTS test_hold (x)');
+    other.exec('BEGIN IMMEDIATE');
+    for (let round = 0; round < 3; round++) {
+      const answer = post(envelope());
+      const before = r.logs.lines.filter((l) => l.msg === 'ingest write lock busy; retrying').length;
+      await until(() => r.logs.lines.filter((l) => l.msg === 'ingest write lock busy; retrying').length > before);
+      expect((await readyz()).writable).toMatch(/^(yes \(write lock busy\)|no \(the write lock has been held)/);
+      // Commits, and takes the lock again in the same turn: the receiver's committer never sees it free.
+      other.exec(`INSERT INTO test_hold VALUES (${round})`);
+      other.exec('COMMIT');
+      other.exec('BEGIN IMMEDIATE');
+      clock.advance(WRITE_TIMEOUT_MS);
+      expect((await answer).status).toBe(503);
+      const ready = await readyz();
+      expect(ready.status).toBe(503);
+      expect(ready.writable).toMatch(/^no \(the write lock has been held by another connection for /);
+    }
+    other.exec('COMMIT');
+    // Let go: the probe takes the lock, and deliveries commit again.
+    expect(await readyz()).toEqual({ status: 200, writable: 'yes' });
+    expect((await post(envelope())).status).toBe(200);
+  });
 });
