@@ -190,6 +190,10 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (!f.saidBy.includes(where)) f.saidBy.push(where);
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
+  // The newest status another event's application block gives: the status only while no status
+  // event states one (an endpoint subscribed to interview.completed alone, spec 6, or a receiver
+  // set up after the application's status events were sent), rather than null for good.
+  let snapshot: { status: string; at: string } | null = null;
   // Per result: the is_eligible of the newest event (fold order) that states one (a boolean: spec
   // 2.10; one missing or null is passed over), and when its latest such event arrived.
   // A re-scored interview says is_eligible again: the newest word is the verdict, not every word said.
@@ -207,6 +211,8 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (STATUS_EVENTS.has(e.event_type) && has(app, 'status') && str(app.status)) {
       f.status = str(app.status);
       f.status_changed_at = timeOf(e);
+    } else if (has(app, 'status') && str(app.status)) {
+      snapshot = { status: str(app.status)!, at: timeOf(e) };
     }
     const job = obj(payload?.job);
     if (job) {
@@ -231,6 +237,11 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (e.event_type === 'application.status_changed') {
       history.push({ event_id: e.id, from: str(payload?.previous_status) ?? str(app?.previous_status), to: str(app?.status), at: timeOf(e) });
     }
+  }
+
+  if (f.status === null && snapshot !== null) {
+    f.status = snapshot.status;
+    f.status_changed_at = snapshot.at;
   }
 
   // Fetched results may also say is_eligible: false, with the reasons (spec 2.10); a legacy (v1)
