@@ -193,7 +193,10 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
   // The newest status another event's application block gives: the status only while no status
   // event states one (an endpoint subscribed to interview.completed alone, spec 6, or a receiver
   // set up after the application's status events were sent), rather than null for good.
+  // Kept only while newer in fold order than every status event seen; and given up for good once
+  // an event about a change (status_changed, deleted) states a status: those decide then.
   let snapshot: { status: string; at: string } | null = null;
+  let changeStated = false;
   // Per result: the is_eligible of the newest event (fold order) that states one (a boolean: spec
   // 2.10; one missing or null is passed over), and when its latest such event arrived.
   // A re-scored interview says is_eligible again: the newest word is the verdict, not every word said.
@@ -211,6 +214,8 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (STATUS_EVENTS.has(e.event_type) && has(app, 'status') && str(app.status)) {
       f.status = str(app.status);
       f.status_changed_at = timeOf(e);
+      snapshot = null;
+      if (e.event_type !== 'application.created') changeStated = true;
     } else if (has(app, 'status') && str(app.status)) {
       snapshot = { status: str(app.status)!, at: timeOf(e) };
     }
@@ -239,7 +244,10 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     }
   }
 
-  if (f.status === null && snapshot !== null) {
+  // No status event stated one, or only an application.created older than the snapshot (an
+  // endpoint taking application.created and interview.completed, not status_changed: its status
+  // moved on since, and a late-arriving created must not take it back).
+  if (snapshot !== null && !changeStated) {
     f.status = snapshot.status;
     f.status_changed_at = snapshot.at;
   }

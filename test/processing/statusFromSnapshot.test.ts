@@ -44,10 +44,20 @@ describe('an application whose status events were not received', () => {
     }
   });
 
-  it('yields to a status event once one is received', async () => {
-    expect(await picture([[INTERVIEW], [CREATED]])).toEqual([
+  it('is not taken back by an older application.created that arrives late (no status_changed taken): the newer block stands', async () => {
+    for (const order of [[[INTERVIEW], [CREATED]], [[CREATED], [INTERVIEW]]]) {
+      expect((await picture(order)).at(-1)).toEqual({ status: 'interviewed', status_changed_at: at(3) });
+    }
+  });
+
+  it('yields to a status_changed once one is received, even an older one (the blocks of other events may lag behind the changes)', async () => {
+    const CHANGED = {
+      id: 'sc1', created_at: at(1), event_type: 'application.status_changed',
+      payload: { application: application('screening'), previous_status: 'applied', candidate: cand, job: JOB },
+    };
+    expect(await picture([[INTERVIEW, CREATED], [CHANGED]])).toEqual([
       { status: 'interviewed', status_changed_at: at(3) },
-      { status: 'applied', status_changed_at: at(0) },
+      { status: 'screening', status_changed_at: at(1) },
     ]);
   });
 });
