@@ -156,11 +156,15 @@ describe('openDatabase', () => {
     const w = sustainedWrites(maxWalBytes, 4);
     const reader = new BetterSqlite3(w.path, { readonly: true });
     let batches = 0;
+    let extra = 0;
     try {
       await w.commitMany(10);
       reader.prepare('BEGIN').run();
       reader.prepare('SELECT COUNT(*) FROM quarantine').pluck().get();
       await w.commitMany(150);
+      // A RESTART meets a commit at some tick (a loaded host may starve the thread through the 150):
+      // more commits while pinned, bounded, until one is held (busy, asserted below).
+      for (; extra < 30 && w.stats.busy === 0; extra++) await w.commitMany(10);
       // Over 1,000 frames (4x the bound) written while the reader pins its snapshot: no rewind.
       const pinned = await w.walFrames();
       expect(pinned).toBeGreaterThan(4 * (maxWalBytes / 4096));
@@ -172,7 +176,7 @@ describe('openDatabase', () => {
     } finally {
       reader.close();
     }
-    expect(w.rowCount()).toBe((160 + 10 * batches) * 4);
+    expect(w.rowCount()).toBe((160 + 10 * extra + 10 * batches) * 4);
     // Refused RESTARTs held the writers (busy), each for its lock waits (10 ms in all) and I/O.
     expect(w.stats.busy).toBeGreaterThan(0);
     expect(w.stats.longestWaitMs).toBeLessThan(250);
