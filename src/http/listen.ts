@@ -4,7 +4,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RefusalLog } from '../observability/RefusalLog.js';
 import { trackConnections } from './closeWithinGrace.js';
-import { parserRefusals } from './parserRefusals.js';
+import { watchParserRefusals } from './parserRefusals.js';
 import { requestListener } from './requestListener.js';
 
 /** What a listen uses: HOST and REQUEST_TIMEOUT_MS, and where a request refused before routing is said and counted. */
@@ -36,7 +36,7 @@ export function listen(fetch: Parameters<typeof requestListener>[0], port: numbe
       { connectionsCheckingInterval: Math.min(1000, config.requestTimeoutMs) },
       requestListener(fetch, config.host, refused),
     );
-    srv.on('clientError', parserRefusals(refused));
+    watchParserRefusals(srv, refused);
     trackConnections(srv);
     srv.once('error', (err: NodeJS.ErrnoException) => reject(listenError(err, config.host, port, portVar)));
     srv.listen(port, config.host, () => resolve(srv));

@@ -1,4 +1,4 @@
-import { METHODS, STATUS_CODES } from 'node:http';
+import { METHODS, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 /** What a refusal of Node's HTTP parser is said as: a fixed few messages, none echoing the request. */
@@ -22,23 +22,31 @@ function methodOf(raw: unknown): string | undefined {
 }
 
 /**
- * A server's 'clientError' listener: a request Node's HTTP parser refuses (a body framed by both
- * Content-Length and Transfer-Encoding, headers past 16 KB, bytes that are no HTTP) is told to
- * `refused`, then answered as Node answers it without a listener (lib/_http_server.js,
- * socketOnError: 400, 431 or 413 with `Connection: close`, 408 for a timeout, then the socket
- * destroyed). Without it such a request reached no handler, and neither /metrics nor the log
- * said so: a sender (or a proxy before the receiver) framing every delivery so had each one
- * refused, unseen. Not told: a timeout (a body cut by REQUEST_TIMEOUT_MS is the handler's
- * `body_unreadable`), a connection the client reset or closed mid-request (it went away).
+ * Listens on `srv` for the requests Node's HTTP parser refuses (a body framed by both
+ * Content-Length and Transfer-Encoding, headers past 16 KB, bytes that are no HTTP): each is told
+ * to `refused`, then answered as Node answers it without a 'clientError' listener
+ * (lib/_http_server.js, socketOnError: 400, 431 or 413 with `Connection: close`, 408 for a
+ * timeout, then the socket destroyed). Without it such a request reached no handler, and neither
+ * /metrics nor the log said so: a sender (or a proxy before the receiver) framing every delivery
+ * so had each one refused, unseen. Not told: a timeout (a body cut by REQUEST_TIMEOUT_MS is the
+ * handler's `body_unreadable`), a connection the client reset or closed mid-request (it went
+ * away), and a refusal inside the body of a request already handed to its handler (a chunk size
+ * that is no hex number): that handler says and counts it (`body_unreadable`), and told here too
+ * it was counted twice, and logged as refused "before routing" although it was routed.
  */
-export function parserRefusals(refused: (message: string, method: string | undefined, status: number) => void) {
-  return (err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void => {
+export function watchParserRefusals(srv: Server, refused: (message: string, method: string | undefined, status: number) => void): void {
+  // The last request the parser handed to a handler on each connection: one whose body it then
+  // refuses is not complete.
+  const lastRead = new WeakMap<object, IncomingMessage>();
+  srv.on('request', (req: IncomingMessage) => lastRead.set(req.socket, req));
+  srv.on('clientError', (err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void => {
     const code = err.code ?? '';
     const timeout = code === 'ERR_HTTP_REQUEST_TIMEOUT';
     const { status, message } = timeout ? { status: 408, message: '' } : said(code);
-    if (code.startsWith('HPE_') && code !== 'HPE_INVALID_EOF_STATE') refused(message, methodOf(err.rawPacket), status);
+    const inHandledBody = lastRead.get(socket)?.complete === false;
+    if (code.startsWith('HPE_') && code !== 'HPE_INVALID_EOF_STATE' && !inHandledBody) refused(message, methodOf(err.rawPacket), status);
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && (!inFlight || !inFlight.headersSent)) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\n\r\n`);
     socket.destroy(err);
-  };
+  });
 }

@@ -74,6 +74,26 @@ describe("requests Node's HTTP parser refuses", () => {
     expect(JSON.stringify(lines[0])).not.toContain('ppppp');
   });
 
+  it('a delivery whose body the parser refuses after its handler got it (a chunk size that is no number) is counted and logged once, by its handler, not also as refused before routing', async () => {
+    const count = async (outcome: string) => {
+      const text = await (await fetch(`${r.url}/metrics`)).text();
+      return Number(new RegExp(`^receiver_deliveries_received_total\\{outcome="${outcome}",source="unknown"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+    };
+    const before = { badRequest: await count('rejected:bad_request'), unreadable: await count('rejected:body_unreadable') };
+    const logged = r.logs.lines.length;
+    const { head, body, signature } = signedHead(() => ['Transfer-Encoding: chunked']);
+    // One write: the parser meets the bad chunk size in the same packet as the head, whose method it reads.
+    const answer = await raw(`${head}ZZ\r\n${body}\r\n0\r\n\r\n`);
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    // The handler's refusal is told once the body read fails: wait for it (bounded).
+    for (let i = 0; i < 100 && (await count('rejected:body_unreadable')) === before.unreadable; i++) await new Promise((res) => setTimeout(res, 20));
+    expect({ badRequest: await count('rejected:bad_request'), unreadable: await count('rejected:body_unreadable') }).toEqual({ badRequest: before.badRequest, unreadable: before.unreadable + 1 });
+    const lines = r.logs.lines.slice(logged);
+    expect(lines.filter((l) => String(l.msg).startsWith('request refused before routing'))).toEqual([]);
+    expect(lines.filter((l) => l.msg === 'webhook delivery').map((l) => l.outcome)).toEqual(['rejected:body_unreadable']);
+    expect(JSON.stringify(lines)).not.toContain(signature);
+  });
+
   it('a GET the parser refuses is logged, not counted as a delivery; a connection reset by the client is neither', async () => {
     const before = await refusedCount();
     const logged = r.logs.lines.length;
