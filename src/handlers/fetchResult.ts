@@ -4,6 +4,7 @@ import { directStatements } from '../db/directStatements.js';
 import { isoMovedBack } from '../db/sqliteHelpers.js';
 import type { Database, ResultState } from '../db/schema.js';
 import { isDecisionError, PauseSourceError, PermanentError, RetryableError, RetryAfterError } from '../hiring/errors.js';
+import { isTransientClientStatus } from '../hiring/decideOutcome.js';
 import { describeOutcome, NOT_FOUND_MARK, outcomeToError } from '../hiring/outcomeToError.js';
 import { applicationIdProblem } from '../hiring/resourcePath.js';
 import type { HiringResource } from '../hiring/types.js';
@@ -268,7 +269,7 @@ function createRead(ctx: ProcessingContext) {
         // same way for ever, and dead-letters after its attempts, to be seen). A 407 is the outbound
         // proxy refusing its credentials (HTTP_PROXY, an http:// API URL): an outage until they are
         // mended, as a refused tunnel (a network error) is for an https:// one.
-        const down = outcome.kind === 'server_error' || outcome.kind === 'network' || (outcome.kind === 'client_error' && (outcome.status === 408 || outcome.status === 407));
+        const down = outcome.kind === 'server_error' || outcome.kind === 'network' || (outcome.kind === 'client_error' && isTransientClientStatus(outcome.status));
         const mark = <E extends Error>(e: E): E => (down ? outageOf(e) : e);
         if (err instanceof RetryAfterError) {
           throw mark(new RetryAfterError(err.message, Math.max(err.retryAfterMs, ctx.minPollIntervalMs), { throttlesSource: err.throttlesSource }));

@@ -14,6 +14,16 @@ export type OutcomeDecision =
   | { readonly action: 'permanent' }
   | { readonly action: 'pause_source' };
 
+/**
+ * The 4xx that pass: 408 (request timeout), and 407, a proxy on the way (HTTP_PROXY for an
+ * http:// API URL) refusing its credentials, not the service refusing the read; it passes once
+ * the proxy's settings are mended. Other 4xx will not change on retry. Also what fetchResult
+ * counts as an outage of the service among them.
+ */
+export function isTransientClientStatus(status: number): boolean {
+  return status === 408 || status === 407;
+}
+
 /** Map an outcome to its decision. Pure. */
 export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
   switch (outcome.kind) {
@@ -38,10 +48,7 @@ export function decideOutcome(outcome: HiringOutcome): OutcomeDecision {
       // handler allows a few spaced retries, then dead-letters.
       return { action: 'retry' };
     case 'client_error':
-      // 408 (request timeout) is transient, and so is 407: a proxy on the way (HTTP_PROXY for an
-      // http:// API URL) refusing its credentials, not the service refusing the read; it passes
-      // once the proxy's settings are mended. Other 4xx will not change on retry.
-      return outcome.status === 408 || outcome.status === 407 ? { action: 'retry' } : { action: 'permanent' };
+      return isTransientClientStatus(outcome.status) ? { action: 'retry' } : { action: 'permanent' };
     case 'redirect':
       // Not followed (the key must not reach another host). The base URL is
       // wrong (an http:// one behind a load balancer's 301 to https, a moved
