@@ -4,7 +4,7 @@ import { networkCause } from './networkCause.js';
 import { DEFAULT_MAX_BODY_BYTES } from '../hiring/HiringClient.js';
 import { createNodeHttpClient, ResponseBodyError, type HttpClient, type HttpRequest, type HttpResponse } from '../http/httpClient.js';
 import type { OutboundProxy } from '../http/outboundProxy.js';
-import { describeLocation } from '../util/httpTarget.js';
+import { describeLocation, resolveReference } from '../util/httpTarget.js';
 import { redactCredentials } from '../util/redactCredentials.js';
 import { redactPersonalData } from '../util/redactPersonalData.js';
 
@@ -31,15 +31,6 @@ export class ApiFailure extends CliError {
  * the API streaming without end was buffered for the 30 s timeout: 7.5 GB here.
  */
 export const MAX_ANSWER_BYTES = DEFAULT_MAX_BODY_BYTES;
-
-/** A page's `next` as an absolute URL, resolved against the page's own; undefined when it is none. */
-function resolveNext(next: string, page: string): string | undefined {
-  try {
-    return new URL(next, page).href;
-  } catch {
-    return undefined;
-  }
-}
 
 /** An answer the hiring API never gives: retrying will not help. */
 export class NotTheApiError extends CliError {}
@@ -185,7 +176,7 @@ export class WebhooksApi {
       // A `next` relative to the page (`/api/v2/webhooks?offset=50`, as some proxies rewrite it) is
       // resolved against it, as a browser would: taken as it was, it failed as a bare "Invalid URL".
       // Its origin is checked as any other's (call).
-      const next: string | null | undefined = body.next === undefined || body.next === null ? null : typeof body.next === 'string' ? resolveNext(body.next, url) : undefined;
+      const next: string | null | undefined = body.next === undefined || body.next === null ? null : typeof body.next === 'string' ? resolveReference(body.next, url) : undefined;
       if (next === undefined) throw this.notTheApi('a page whose next is not a URL');
       items.push(...(body.results as T[]));
       url = next;

@@ -13,16 +13,24 @@ export function httpTarget(url: string): string {
 }
 
 /**
+ * A URL reference (a redirect's Location, a page's `next` link) resolved against the URL of the
+ * answer that gave it, as a browser would (RFC 3986 5.2); undefined when it cannot be.
+ */
+export function resolveReference(reference: string, base: string): string | undefined {
+  try {
+    return new URL(reference, base).href;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A redirect's Location as a client following it would take it: resolved against the URL of the
  * request it answered (RFC 9110 10.2.2: `Location: /api/v2/...` is on the same host). Kept as it is
  * when it cannot be resolved.
  */
 export function resolveLocation(location: string, requestUrl: string): string {
-  try {
-    return new URL(location, requestUrl).href;
-  } catch {
-    return location;
-  }
+  return resolveReference(location, requestUrl) ?? location;
 }
 
 /**
