@@ -46,6 +46,9 @@ export interface ApiAnswer<T> {
 export function explain(status: number, errors: ApiErrorItem[]): string {
   const first = errors[0];
   const detail = errors.map((e) => `${e.code}${e.attr ? ` (${e.attr})` : ''}: ${e.detail}`).join('; ');
+  // Only a proxy answers 407 (HTTP_PROXY, for an http:// API URL; through HTTPS_PROXY it is a
+  // refused tunnel): not the service, which the request never reached.
+  if (status === 407) return 'the outbound proxy refused its credentials (407 Proxy Authentication Required): the request did not reach the service; check the user and password in HTTP_PROXY (or HTTPS_PROXY)';
   switch (first?.code) {
     case 'already_exists':
       return `this URL is already registered as a webhook of your organization (409 already_exists): a URL may be registered once per organization. Use \`webhooks list\` to find it; rotate its secret or delete it instead of registering it again`;

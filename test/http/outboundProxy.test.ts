@@ -377,10 +377,16 @@ describe('the CLI\'s `webhooks` commands through the proxy', () => {
     expect(refused.stderr).toMatch(/^error: no answer from the hiring service at https:\/\/hiring\.test \(ERR_PROXY_TUNNEL: Failed to establish tunnel to hiring\.test:443 via http:\/\/127\.0\.0\.1:\d+\/: HTTP\/1\.1 407 Proxy Authentication Required\)$/m);
     expect(refused.stderr).not.toContain('hunter2');
 
+    // An http:// API URL: the proxy answers the request itself, 407; said as the proxy's, not the service's.
+    const refusedHttp = await cli(['webhooks', 'list'], { HIRING_API_URL: `http://hiring.test:${port}`, HIRING_API_KEY: key, HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    expect({ code: refusedHttp.code, stdout: refusedHttp.stdout }).toEqual({ code: 1, stdout: '' });
+    expect(refusedHttp.stderr).toContain('error: the outbound proxy refused its credentials (407 Proxy Authentication Required): the request did not reach the service');
+    expect(refusedHttp.stderr).not.toContain('hunter2');
+
     const socks = await cli(['webhooks', 'list'], { HIRING_API_URL: 'https://hiring.test', HIRING_API_KEY: key, https_proxy: 'socks5://corp:hunter2@127.0.0.1:1080' });
     expect(socks.code).toBe(1);
     expect(socks.stderr).toContain('https_proxy: only http:// and https:// proxies are supported, got socks5://');
     expect(socks.stderr).not.toContain('hunter2');
-    expect(p.seen).toHaveLength(2);
+    expect(p.seen).toHaveLength(3);
   });
 });
