@@ -10,3 +10,16 @@ export function networkCause(err: unknown): string {
   if (e.code === 'ERR_PROXY_TUNNEL') return `${e.code}: ${e.message ?? ''}`;
   return e.cause?.code ?? e.cause?.errors?.find((x) => x.code)?.code ?? e.code ?? e.cause?.message ?? e.name ?? 'network error';
 }
+
+/** A request that got no answer, as the CLI says it (`send`, `webhooks`): `from` names where it went. */
+export function noAnswerFrom(from: string, err: unknown): string {
+  return `no answer from ${from} (${networkCause(err)})`;
+}
+
+/**
+ * An answer whose head came and whose body then stopped (a timeout, the connection closed), as the
+ * CLI says it: `status` as the command shows statuses elsewhere (`200 OK`, `HTTP 200`).
+ */
+export function brokeOffFrom(from: string, status: string, err: unknown): string {
+  return `the answer from ${from} broke off (${status}, ${networkCause(err)})`;
+}

@@ -1,6 +1,6 @@
 import type { ApiSettings } from './cliConfig.js';
 import { CliError } from './errors.js';
-import { networkCause } from './networkCause.js';
+import { brokeOffFrom, noAnswerFrom } from './networkCause.js';
 import { DEFAULT_MAX_BODY_BYTES } from '../hiring/HiringClient.js';
 import { createNodeHttpClient, ResponseBodyError, type HttpClient, type HttpRequest, type HttpResponse } from '../http/httpClient.js';
 import type { OutboundProxy } from '../http/outboundProxy.js';
@@ -115,8 +115,8 @@ export class WebhooksApi {
     } catch (err) {
       // The headers came, then the body stopped (the 30 s ran out, the connection closed): said as
       // the service's, not as a bare "terminated" that names nothing.
-      if (err instanceof ResponseBodyError) throw new CliError(`the answer from the hiring service at ${this.origin} broke off (HTTP ${err.status}, ${networkCause(err)})`);
-      throw new CliError(`no answer from the hiring service at ${this.origin} (${networkCause(err)})`);
+      if (err instanceof ResponseBodyError) throw new CliError(brokeOffFrom(`the hiring service at ${this.origin}`, `HTTP ${err.status}`, err));
+      throw new CliError(noAnswerFrom(`the hiring service at ${this.origin}`, err));
     }
     // Over the cap by its Content-Length or while streaming: the connection is dropped, not read on.
     if (res.body?.kind !== 'text') throw this.notTheApi(`HTTP ${res.status} with a body over ${MAX_ANSWER_BYTES} bytes`);

@@ -5,7 +5,7 @@ import { parseSecret, splitSecrets } from '../../config/parseSecret.js';
 import { CliError, UsageError } from '../errors.js';
 import { applySet, buildFixture, FIXTURE_TYPES, isFixtureType } from '../fixtures.js';
 import type { CliIo } from '../io.js';
-import { networkCause } from '../networkCause.js';
+import { brokeOffFrom, noAnswerFrom } from '../networkCause.js';
 import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 export interface SendOptions {
@@ -132,7 +132,7 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
     try {
       res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(o.timeout) });
     } catch (err) {
-      io.err(`send: ${label}: no answer from ${url} (${networkCause(err)})`);
+      io.err(`send: ${label}: ${noAnswerFrom(url, err)}`);
       failures++;
       continue;
     }
@@ -142,7 +142,7 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
     } catch (err) {
       // The body stopped after the headers (--timeout ran out, the connection closed): this request
       // failed, and the repeats after it are still sent, as after no answer at all.
-      io.err(`send: ${label}: the answer from ${url} broke off (${res.status} ${res.statusText}, ${networkCause(err)})`);
+      io.err(`send: ${label}: ${brokeOffFrom(url, `${res.status} ${res.statusText}`, err)}`);
       failures++;
       continue;
     }
