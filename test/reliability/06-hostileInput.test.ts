@@ -365,6 +365,8 @@ describe('hostile input', () => {
     expect(others.length).toBeGreaterThan(5);
     expect(others.every((o) => o.status === 200 && o.ms < 500)).toBe(true);
     expect(t.cutAfterMs).not.toBeNull();
+    // Told why, as README says (Node's answer, written by the parser-refusal listener since it exists).
+    expect(t.response.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
     // Node checks request deadlines every `connectionsCheckingInterval` (30 s unless the server sets it):
     // the cut must come within a second or two of REQUEST_TIMEOUT_MS, not 30 s later.
     expect(t.cutAfterMs!).toBeLessThan(REQUEST_TIMEOUT_MS + 2000);
