@@ -10,6 +10,7 @@ import { DEFAULT_ORGANIZATIONS, type OrganizationSeed } from './defaultOrganizat
 import { ATTEMPT_TIMEOUT_MS } from './delivery/backoff.js';
 import { Dispatcher, type SandboxLogger } from './delivery/dispatcher.js';
 import { DeliveryScheduler } from './delivery/scheduler.js';
+import { createDirectFetch } from './delivery/directFetch.js';
 import { createRandom } from './fakeData.js';
 import { errorResponse, notFound } from './http/apiError.js';
 import { requireApiKey, type AuthEnv } from './http/auth.js';
@@ -37,6 +38,7 @@ export interface SandboxOptions {
   clock?: Clock;
   /** Real waits (retry backoff, chaos delay, result delay, read delay) are divided by this. Default 1. */
   timeFactor?: number;
+  /** How deliveries are sent. Default: node:http with agents of its own, never through a proxy (directFetch.ts). */
   fetch?: typeof fetch;
   logger?: SandboxLogger;
   chaos?: Partial<ChaosOptions>;
@@ -96,12 +98,14 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
   const scheduler = new DeliveryScheduler(clock, timeFactor, () => settings.chaos, (err) =>
     opts.logger?.warn({ err }, 'delivery task failed'),
   );
+  // Deliveries never go through a proxy (NODE_USE_ENV_PROXY=1 would send the global fetch's there).
+  const direct = createDirectFetch();
   const dispatcher = new Dispatcher({
     store,
     clock,
     scheduler,
     chaos: () => settings.chaos,
-    fetch: opts.fetch ?? globalThis.fetch,
+    fetch: opts.fetch ?? direct.fetch,
     random,
     attemptTimeoutMs: opts.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS,
     logger: opts.logger,
@@ -190,6 +194,7 @@ export function createSandbox(opts: SandboxOptions = {}): Sandbox {
       stopped = true;
       scheduler.stop();
       dispatcher.stop();
+      direct.close();
       reads.stop();
       const s = server;
       server = undefined;

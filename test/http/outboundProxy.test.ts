@@ -331,6 +331,19 @@ describe('`send` and the proxy variables', () => {
   });
 });
 
+describe('the sandbox\'s deliveries and NODE_USE_ENV_PROXY=1', () => {
+  it('go direct to a receiver on 127.0.0.1: the demo completes, and the proxy is asked nothing', async () => {
+    // This proxy reaches .test hosts only: a delivery sent to it is refused, and the demo would wait out its --timeout.
+    const p = await proxy({ auth: basic('corp', 'hunter2') });
+    const proxyUrl = `http://corp:hunter2@127.0.0.1:${p.port}`;
+    const r = await cli(['demo', '--timeout', '15'], { HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, NO_PROXY: '.corp.example', NODE_USE_ENV_PROXY: '1' }, 40_000);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/File sink: 19 messages in /);
+    expect(p.seen).toEqual([]);
+    expect(r.stdout + r.stderr).not.toContain('hunter2');
+  }, 45_000);
+});
+
 describe('a proxy password with a % that starts no escape', () => {
   it('is a configuration error naming the variable, for `serve` before it opens the database and for `webhooks`; escaped as %25 it reaches the proxy decoded', async () => {
     const { env } = serveEnv();
