@@ -328,6 +328,10 @@ describe('`send` and the proxy variables', () => {
     // Fetch's proxy agent tunnels even an http:// URL; this proxy reaches .test hosts only and refuses it.
     expect(proxied.code).toBe(1);
     expect({ proxied: p.seen, received: t.requests.length }).toEqual({ proxied: [{ kind: 'connect', target: `127.0.0.1:${t.port}`, auth: null }], received: 1 });
+    // Said as the proxy's refusal, with the way to go direct (it said "no answer from … (0)").
+    expect(proxied.stderr).toContain(
+      `no answer from ${url} (the outbound proxy refused the tunnel: HTTP 502); NODE_USE_ENV_PROXY (or --use-env-proxy) makes Node.js send it through HTTP_PROXY: list 127.0.0.1 in NO_PROXY, or unset NODE_USE_ENV_PROXY\n`,
+    );
   });
 });
 

@@ -5,7 +5,7 @@ import { parseSecret, splitSecrets } from '../../config/parseSecret.js';
 import { CliError, UsageError } from '../errors.js';
 import { applySet, buildFixture, FIXTURE_TYPES, isFixtureType } from '../fixtures.js';
 import type { CliIo } from '../io.js';
-import { brokeOffFrom, noAnswerFrom } from '../networkCause.js';
+import { brokeOffFrom, fetchProxyRefusal, noAnswerFrom } from '../networkCause.js';
 import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 export interface SendOptions {
@@ -132,7 +132,9 @@ export async function runSend(io: CliIo, eventType: string | undefined, o: SendO
     try {
       res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(o.timeout) });
     } catch (err) {
-      io.err(`send: ${label}: ${noAnswerFrom(url, err)}`);
+      // Only NODE_USE_ENV_PROXY=1 (or --use-env-proxy) sends fetch through a proxy: say how to go direct.
+      const hint = fetchProxyRefusal(err) === null ? '' : `; NODE_USE_ENV_PROXY (or --use-env-proxy) makes Node.js send it through ${u.protocol === 'https:' ? 'HTTPS_PROXY' : 'HTTP_PROXY'}: list ${u.hostname} in NO_PROXY, or unset NODE_USE_ENV_PROXY`;
+      io.err(`send: ${label}: ${noAnswerFrom(url, err)}${hint}`);
       failures++;
       continue;
     }
