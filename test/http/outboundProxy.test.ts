@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -11,7 +11,8 @@ import { createNodeHttpClient, type HttpRequest, type NodeHttpClient } from '../
 import { readOutboundProxy, runtimeSupportsProxy } from '../../src/http/outboundProxy.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { cli } from '../cli/helpers.js';
-import { runTs } from '../helpers/childServer.js';
+import { createSandbox } from '../../src/sandbox/createSandbox.js';
+import { ROOT, runTs } from '../helpers/childServer.js';
 import { startForwardProxy, type ForwardProxy } from '../helpers/forwardProxy.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
@@ -346,6 +347,30 @@ describe('the sandbox\'s deliveries and NODE_USE_ENV_PROXY=1', () => {
     expect(p.seen).toEqual([]);
     expect(r.stdout + r.stderr).not.toContain('hunter2');
   }, 45_000);
+});
+
+const hasCurl = spawnSync('curl', ['--version']).status === 0;
+
+describe("README's quick start in a shell that exports http_proxy", () => {
+  it.skipIf(!hasCurl)('its curl of the sandbox goes direct, not to the proxy (which cannot reach 127.0.0.1), and runs the scenario', async () => {
+    const p = await proxy();
+    const sandbox = createSandbox();
+    const { port } = await sandbox.start();
+    cleanups.push(() => sandbox.stop());
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const quickStart = readme.slice(readme.indexOf('## Quick start'), readme.indexOf('## Installing'));
+    const line = /^curl .*\/_sandbox\/scenarios\/lifecycle.*$/m.exec(quickStart)![0].replace('127.0.0.1:4010', `127.0.0.1:${port}`);
+    // curl reads http_proxy in lower case only (HTTP_PROXY is not read, for CGI's sake), and knows no loopback of its own.
+    const env = { PATH: process.env.PATH ?? '', http_proxy: p.url, https_proxy: p.url, HTTP_PROXY: p.url, HTTPS_PROXY: p.url };
+    const ran = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = execFile('sh', ['-c', line], { env, timeout: 10_000 }, (err, _stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }));
+      child.stdin?.end();
+    });
+    expect(p.seen).toEqual([]);
+    expect(ran).toEqual({ code: 0, stderr: '' });
+    const listed = await sandbox.app.request('/api/v2/applications', { headers: { authorization: 'Bearer sk-acme0001.sandboxAcmeKeyOne0000000000' } });
+    expect(((await listed.json()) as { count: number }).count).toBe(1);
+  });
 });
 
 describe('a proxy password with a % that starts no escape', () => {
