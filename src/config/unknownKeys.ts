@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { editDistance } from '../util/editDistance.js';
+import { isJsonObject } from '../util/json.js';
 
 /**
  * What to add to zod's `Unrecognized key: "filters"` so the operator need not look the key up:
@@ -57,8 +58,6 @@ function keysOf(schema: z.core.$ZodType): string[] | null {
   return def.type === 'object' && def.shape ? Object.keys(def.shape) : null;
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-
 /** The object at one place of the input, as the schema reads it: its keys, and its siblings when a discriminator chose it. */
 interface Place {
   readonly keys: readonly string[];
@@ -78,7 +77,7 @@ function placeAt(schema: z.core.$ZodType, input: unknown, path: readonly Propert
   const [head, ...rest] = path;
   switch (def.type) {
     case 'object': {
-      if (!isPlainObject(input)) return null;
+      if (!isJsonObject(input)) return null;
       if (head === undefined) return { keys: Object.keys(def.shape ?? {}) };
       const field = def.shape && Object.hasOwn(def.shape, head) ? def.shape[String(head)] : undefined;
       return field ? placeAt(field, input[String(head)], rest) : null;
@@ -86,7 +85,7 @@ function placeAt(schema: z.core.$ZodType, input: unknown, path: readonly Propert
     case 'array':
       return Array.isArray(input) && typeof head === 'number' && def.element ? placeAt(def.element, input[head], rest) : null;
     case 'record':
-      return isPlainObject(input) && head !== undefined && def.valueType ? placeAt(def.valueType, input[String(head)], rest) : null;
+      return isJsonObject(input) && head !== undefined && def.valueType ? placeAt(def.valueType, input[String(head)], rest) : null;
     case 'union': {
       const options = def.options ?? [];
       const disc = def.discriminator;
@@ -98,7 +97,7 @@ function placeAt(schema: z.core.$ZodType, input: unknown, path: readonly Propert
         }
         return null;
       }
-      if (!isPlainObject(input)) return null;
+      if (!isJsonObject(input)) return null;
       const value = input[disc];
       const chosen = options.find((o) => discriminatorValues(o, disc).includes(value));
       if (!chosen) return null;

@@ -1,9 +1,11 @@
 /** Narrowing helpers for JSON read leniently (envelopes, payloads, fetched results). */
 export type JsonRecord = Record<string, unknown>;
 
+/** Whether the value is a plain object (arrays and primitives are not objects here). */
+export const isJsonObject = (v: unknown): v is JsonRecord => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 /** The value as a plain object, or null (arrays and primitives are not objects here). */
-export const asObject = (v: unknown): JsonRecord | null =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as JsonRecord) : null;
+export const asObject = (v: unknown): JsonRecord | null => (isJsonObject(v) ? v : null);
 
 /** The value as a string, or null. */
 export const asString = (v: unknown): string | null => (typeof v === 'string' ? v : null);

@@ -2,7 +2,7 @@ import { databasePathOf } from '../cliConfig.js';
 import { openCliDatabase } from '../cliDatabase.js';
 import { CliError, UsageError } from '../errors.js';
 import { escapeText, printJson, printRows, printUpToLimit, type CliIo } from '../io.js';
-import { parseForComparison, sameJson } from '../../util/json.js';
+import { isJsonObject, parseForComparison, sameJson } from '../../util/json.js';
 
 /** Most paths listed as differing by `conflicts show`; the documents themselves follow in full. */
 const MAX_PATHS = 50;
@@ -16,7 +16,6 @@ const MAX_PATHS = 50;
  */
 export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS): string[] {
   const out: string[] = [];
-  const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   // Pairs to compare, or a path to report (a key on one side only), taken from the end: pushed in
   // reverse so they come out in document order.
   type Step = { a: unknown; b: unknown; path: string } | { missing: string };
@@ -31,7 +30,7 @@ export function differingPaths(a: unknown, b: unknown, limit = MAX_PATHS): strin
     const next: Step[] = [];
     if (Array.isArray(x) && Array.isArray(y)) {
       for (let i = 0; i < Math.max(x.length, y.length); i++) next.push({ a: x[i], b: y[i], path: `${path}[${i}]` });
-    } else if (isObj(x) && isObj(y)) {
+    } else if (isJsonObject(x) && isJsonObject(y)) {
       for (const k of new Set([...Object.keys(x), ...Object.keys(y)])) {
         const key = k.slice(1);
         const seg = /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;

@@ -6,6 +6,7 @@ import { CliError, UsageError } from '../errors.js';
 import { applySet, buildFixture, FIXTURE_TYPES, isFixtureType } from '../fixtures.js';
 import type { CliIo } from '../io.js';
 import { brokeOffFrom, fetchProxyRefusal, noAnswerFrom } from '../networkCause.js';
+import { isJsonObject } from '../../util/json.js';
 import { jsonErrorAt } from '../../util/jsonErrorAt.js';
 
 export interface SendOptions {
@@ -53,13 +54,12 @@ function buildBody(eventType: string | undefined, o: SendOptions): string {
   if (o.file !== undefined) {
     if (o.id !== undefined) envelope.id = o.id;
     if (o.application !== undefined || o.externalId !== undefined) {
-      const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
       // Without a payload object the value had nowhere to go: it was dropped without a word (no
       // payload), or failed as "Cannot create property 'id' on string" (a payload of another type).
       const payload = envelope.payload;
-      const block = isObject(payload) ? (payload.application === undefined ? payload : payload.application) : undefined;
-      if (!isObject(block)) {
-        throw new UsageError(`--application and --external-id set payload.application (or the payload itself when it has none): ${o.file}'s ${isObject(payload) ? 'payload.application' : 'payload'} is not a JSON object (--set sets any field)`);
+      const block = isJsonObject(payload) ? (payload.application === undefined ? payload : payload.application) : undefined;
+      if (!isJsonObject(block)) {
+        throw new UsageError(`--application and --external-id set payload.application (or the payload itself when it has none): ${o.file}'s ${isJsonObject(payload) ? 'payload.application' : 'payload'} is not a JSON object (--set sets any field)`);
       }
       if (o.application !== undefined) block.id = o.application;
       if (o.externalId !== undefined) block.external_id = o.externalId === 'null' ? null : o.externalId;
