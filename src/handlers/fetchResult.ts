@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { Transaction } from 'kysely';
 import { directStatements } from '../db/directStatements.js';
 import { isoMovedBack } from '../db/sqliteHelpers.js';
@@ -13,6 +12,7 @@ import { headlineOf, nullHeadline, RESULT_TABLE } from '../processing/resources.
 import { preparedJobWritesOn, type ClaimedJob } from '../queue/JobQueue.js';
 import { JobKind } from '../queue/jobKinds.js';
 import { SaidOnce } from '../util/collections.js';
+import { sameJson } from '../util/json.js';
 import { failedBeforeRequest, type HandlerResult } from '../queue/Worker.js';
 import { resultDigest, settleEvent, type ProcessingContext } from './ProcessingContext.js';
 
@@ -410,7 +410,7 @@ function sameResultText(stored: string | null, data: Record<string, unknown>): s
   const text = JSON.stringify(data);
   if (stored === null || stored === text || stored.length !== text.length) return text;
   // Both parsed from text: a -0 in `data` is 0 once stored, as it is in `text`.
-  return isDeepStrictEqual(JSON.parse(stored), JSON.parse(text)) ? stored : text;
+  return sameJson(JSON.parse(stored), JSON.parse(text)) ? stored : text;
 }
 
 /**
