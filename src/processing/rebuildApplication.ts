@@ -190,11 +190,10 @@ export function rebuildApplication(q: DirectStatements, applicationId: string, n
     if (!f.saidBy.includes(where)) f.saidBy.push(where);
   };
   const history: { event_id: string; from: string | null; to: string | null; at: string | null }[] = [];
-  // The newest status another event's application block gives: the status only while no status
-  // event states one (an endpoint subscribed to interview.completed alone, spec 6, or a receiver
-  // set up after the application's status events were sent), rather than null for good.
-  // Kept only while newer in fold order than every status event seen; and given up for good once
-  // an event about a change (status_changed, deleted) states a status: those decide then.
+  // The newest status another event's application block gives, newer in fold order than every
+  // status event seen: the status until an event about a change (status_changed, deleted) states
+  // one, as then those decide. So an endpoint subscribed to some types only (spec 6), or a
+  // receiver set up after the application's status events were sent, shows one, never null.
   let snapshot: { status: string; at: string } | null = null;
   let changeStated = false;
   // Per result: the is_eligible of the newest event (fold order) that states one (a boolean: spec
