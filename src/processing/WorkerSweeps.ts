@@ -29,6 +29,8 @@ export class WorkerSweeps {
   pruning: Promise<void> = Promise.resolve();
   /** The periodic stranded-read sweep in flight, with the prune it starts. */
   sweeping: Promise<void> = Promise.resolve();
+  /** Whether `sweeping` has not ended yet (the next period then lets it be). */
+  private sweepInFlight = false;
   private readonly pruneStop = new AbortController();
 
   constructor(private readonly deps: WorkerSweepsDeps) {}
@@ -61,12 +63,21 @@ export class WorkerSweeps {
   /** The sweep every STRANDED_SWEEP_MS (unref'd), each followed by a prune. */
   startTimer(): void {
     this.strandedSweep = setInterval(() => {
+      // One at a time: a sweep (or its prune) still running when the next period comes lets that
+      // period pass. Begun beside it, the two gave up the same reads, and stop() awaited only the
+      // later one, so the earlier could still write once the database was closed.
+      if (this.sweepInFlight) return;
+      this.sweepInFlight = true;
       // Awaited by stop() (clearing the interval does not end a sweep in flight): no sweep or
       // prune writes once the database is closed, and none begins after the stop.
-      this.sweeping = this.sweepStrandedReads().then(() => {
-        if (!this.pruneStop.signal.aborted) this.pruning = this.pruneHistory();
-        return this.pruning;
-      });
+      this.sweeping = this.sweepStrandedReads()
+        .then(() => {
+          if (!this.pruneStop.signal.aborted) this.pruning = this.pruneHistory();
+          return this.pruning;
+        })
+        .finally(() => {
+          this.sweepInFlight = false;
+        });
     }, STRANDED_SWEEP_MS);
     this.strandedSweep.unref();
   }

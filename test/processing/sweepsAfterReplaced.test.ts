@@ -6,6 +6,7 @@ import { openDatabase } from '../../src/db/openDatabase.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { freePort, waitForHttp } from '../helpers/childServer.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 const { dir, cleanup } = tempDir('receiver-sweeps-replaced-');
 afterEach(() => {
@@ -14,15 +15,6 @@ afterEach(() => {
 });
 
 const PRUNED = 'finished jobs past JOB_RETENTION_DAYS deleted';
-
-/** Waits for `check`, on real timers, 10 s at most. */
-async function waitFor(check: () => boolean, what: string): Promise<void> {
-  const deadline = performance.now() + 10_000;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`${what}: not within 10 s`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('the workers\' sweeps once the database file is found replaced', () => {
   it('write nothing more: the sweep every 5 minutes (stranded reads, then the prune of finished jobs) does not run', async () => {
