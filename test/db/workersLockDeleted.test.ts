@@ -4,6 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/waitFor.js';
 import { newSecret } from '../helpers/signing.js';
 
 const { dir, cleanup } = tempDir('receiver-lock-deleted-');
@@ -14,14 +15,6 @@ async function stop(child: Child) {
   child.proc.kill('SIGTERM');
   const t = setTimeout(() => child.proc.kill('SIGKILL'), 15_000);
   return child.exited.finally(() => clearTimeout(t));
-}
-
-async function waitFor(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!check()) {
-    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 /** A `serve` with workers on `path`, its workers started. */

@@ -4,6 +4,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { freePort, runTs, waitForHttp, type Child } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/waitFor.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { openDatabase } from '../../src/db/openDatabase.js';
 
@@ -11,14 +12,6 @@ const { dir, cleanup } = tempDir('receiver-replaced-');
 afterAll(cleanup);
 
 const API = { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' };
-
-async function waitFor(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** `node src/main.ts` on `path`, listening on 127.0.0.1; stopped by SIGTERM (SIGKILL past a bound). */
 async function receiver(path: string, secret: string, extra: Record<string, string> = {}) {
@@ -63,7 +56,7 @@ async function expectRefused(url: string, secret: string, child: Child) {
   expect(((await ready.json()) as { checks: { database: string } }).checks.database).toMatch(/^replaced \(/);
   // Logged before the first 503 was answered, but pino writes stdout asynchronously, on another
   // pipe than the answers: it may reach this process after them (seen under load).
-  await waitFor(() => REPLACED_LINE.test(child.stdout.join('')), 'the error line');
+  await waitFor(() => REPLACED_LINE.test(child.stdout.join('')), 'the error line', 15_000);
   const logs = child.stdout.join('');
   // Said once, naming what to do, whatever the number of deliveries refused.
   expect(logs.match(new RegExp(REPLACED_LINE, 'g'))).toHaveLength(1);
@@ -262,10 +255,10 @@ describe('the database file deleted or replaced under a running receiver', () =>
     const r = await receiver(path, secret, { WORKER_CONCURRENCY: '0' });
     const work = runTs('src/cli/main.ts', ['work'], { ...API, WEBHOOK_SECRET: secret, DATABASE_PATH: path });
     try {
-      await waitFor(() => /workers started/.test(work.stdout.join('')), 'work started');
+      await waitFor(() => /workers started/.test(work.stdout.join('')), 'work started', 15_000);
       rmSync(path);
       // Its own check runs once a second: no delivery reaches a `work` process.
-      await waitFor(() => REPLACED_LINE.test(work.stdout.join('')), 'work noticed');
+      await waitFor(() => REPLACED_LINE.test(work.stdout.join('')), 'work noticed', 15_000);
       await expectRefused(r.url, secret, r.child);
       expect(work.proc.exitCode).toBeNull();
     } finally {

@@ -6,15 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/waitFor.js';
 import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
-
-async function waitFor(check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not true within ${timeoutMs} ms: ${check.toString()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const API = { HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused' };
 
@@ -250,7 +243,7 @@ describe('the receiver as a real process', () => {
     try {
       await new Promise((r) => setTimeout(r, 300)); // the server takes the head in; the body never ends
       child.proc.kill('SIGTERM');
-      await waitFor(() => child.stdout.join('').includes('"msg":"shutting down"'));
+      await waitFor(() => child.stdout.join('').includes('"msg":"shutting down"'), 'the shutting down line', 15_000);
       child.proc.kill('SIGTERM');
       expect(await child.exited).toEqual({ code: 0, signal: null });
     } finally {
@@ -397,7 +390,7 @@ describe('ingest and workers in separate processes', () => {
     try {
       const live = start(['serve'], { PORT: String(port) });
       await waitForHttp(`http://127.0.0.1:${port}/healthz`, undefined, live);
-      await waitFor(() => live.stdout.join('').includes('"msg":"workers started"'));
+      await waitFor(() => live.stdout.join('').includes('"msg":"workers started"'), "the live receiver's workers started line", 15_000);
       // A job the live process holds: running, leased for another hour.
       const now = new Date().toISOString();
       const db = new BetterSqlite3(dbPath);
@@ -422,7 +415,7 @@ describe('ingest and workers in separate processes', () => {
       live.proc.kill('SIGKILL');
       await live.exited;
       const next = start(['work']);
-      await waitFor(() => next.stdout.join('').includes('"msg":"workers started"'));
+      await waitFor(() => next.stdout.join('').includes('"msg":"workers started"'), "the next receiver's workers started line", 15_000);
       expect(next.stdout.join('')).toMatch(/"jobs":1,"msg":"jobs left running by a previous process run again"/);
       expect(held()).not.toEqual({ state: 'running', lease_owner: 'worker-live' });
       db.close();
