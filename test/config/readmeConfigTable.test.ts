@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../../src/config/loadConfig.js';
 import { SETTINGS } from '../../src/config/misspeltSettings.js';
+import { PRUNE_PER_SWEEP } from '../../src/processing/WorkerSweeps.js';
+import { PRUNE_BATCH } from '../../src/queue/pruneJobs.js';
 import { ROOT } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -160,5 +162,14 @@ describe("README's configuration table", () => {
       checked++;
     }
     expect(checked).toBe(Object.keys(INTEGER_SETTINGS).length);
+  });
+
+  it('JOB_RETENTION_DAYS: says how many finished jobs the workers delete each time, here and under "What grows"', () => {
+    // It said "a few thousand" while the workers delete up to PRUNE_PER_SWEEP (10,000) each time.
+    const figure = PRUNE_PER_SWEEP.toLocaleString('en-US');
+    expect(rowOf('JOB_RETENTION_DAYS').meaning).toContain(`up to ${figure} at its start and every 5 minutes`);
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    const grows = readme.slice(readme.indexOf('**What grows, and what the receiver deletes.**'), readme.indexOf('**Personal data and erasure.**'));
+    expect(grows).toContain(`up to ${figure} at their start and every 5 minutes, ${PRUNE_BATCH} per transaction`);
   });
 });
