@@ -4,17 +4,15 @@ import { jsonErrorAt } from '../util/jsonErrorAt.js';
 import { tildeProblem } from '../util/tildeProblem.js';
 import { databasePathIn } from './databasePath.js';
 import type { SourceConfig } from './loadConfig.js';
-import { CONFIG_PARSE, configIssues, type ParsedFrom } from './parseOptions.js';
+import { CONFIG_NAME, CONFIG_NAME_RULE, CONFIG_PARSE, configIssues, type ParsedFrom } from './parseOptions.js';
 import { splitSecrets } from './parseSecret.js';
 import { resolveSecretRef, secretRef, type SecretRef } from './secretRef.js';
 import { checkApiKey, checkUrl, decodeSecrets, type Env } from './valueChecks.js';
 
-const SOURCE_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
-
 /** One entry of CONFIG_FILE `sources`, parsed on its own (loadApiSources reads it without its `secrets`). */
 export const fileSourceSchema = z
   .object({
-    name: z.string().regex(SOURCE_NAME, 'must be 1-64 letters, digits, "_", "." or "-"'),
+    name: z.string().regex(CONFIG_NAME, CONFIG_NAME_RULE),
     secrets: z.union([secretRef, z.array(secretRef).min(1)], {
       error: (iss) => (iss.input === undefined ? undefined : 'must be a whsec_ secret, a list of them, or { "env": "NAME" } to read them from an environment variable'),
     }),

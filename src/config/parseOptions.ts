@@ -63,6 +63,11 @@ export function configIssues(issues: readonly Issue[], prefix: readonly Property
   return walk(issues, []);
 }
 
+/** A source's or a sink's name in CONFIG_FILE: 1-64 letters, digits, "_", "." or "-", the first a letter or a digit. */
+export const CONFIG_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
+/** What CONFIG_NAME takes, as a refused name's message says it. */
+export const CONFIG_NAME_RULE = 'must be 1-64 letters, digits, "_", "." or "-", starting with a letter or a digit';
+
 /** An HTTP token (RFC 9110 tchar) of 1 to 100 characters: a header name, as the http sink takes them. */
 export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 /**

@@ -8,7 +8,7 @@ import type { Clock } from '../util/clock.js';
 /** How often the workers look for dead-lettered reads whose follow-up never committed (createStrandedReadSweep). */
 const STRANDED_SWEEP_MS = 5 * 60_000;
 /** Finished jobs deleted at most per sweep (pruneHistory): 20 transactions of about 15 ms each 5 minutes, up to 2.9 million a day. */
-const PRUNE_PER_SWEEP = 10_000;
+export const PRUNE_PER_SWEEP = 10_000;
 
 export interface WorkerSweepsDeps {
   config: Pick<Config, 'jobRetentionMs'>;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
-import { CONFIG_PARSE, configIssues } from '../config/parseOptions.js';
+import { CONFIG_NAME, CONFIG_NAME_RULE, CONFIG_PARSE, configIssues } from '../config/parseOptions.js';
 import { realPathOf } from '../util/realPath.js';
 
 /** One configured sink, resolved (secrets read from the environment, defaults applied). */
@@ -21,7 +21,6 @@ export interface SinkConfig {
   readonly options: unknown;
 }
 
-const SINK_NAME = /^[a-z0-9][a-z0-9_.-]{0,63}$/i;
 // Lowercase only: the service's event types are (spec 6.4), and matching is exact.
 const EVENT_PATTERN = /^(\*|[a-z0-9_]+(\.[a-z0-9_]+)*(\.\*)?)$/;
 /** Default attempts of a delivery before it is dead-lettered (9.5-19 h, about 14 h on average, with the default backoff). */
@@ -30,7 +29,7 @@ export const DEFAULT_SINK_MAX_ATTEMPTS = 25;
 const common = {
   name: z
     .string()
-    .regex(SINK_NAME, 'must be 1-64 letters, digits, "_", "." or "-"')
+    .regex(CONFIG_NAME, CONFIG_NAME_RULE)
     .refine((n) => n !== 'all', '"all" is reserved: `replay --sink all` means every sink'),
   events: z.array(z.string().regex(EVENT_PATTERN, 'must be an event type or "prefix.*", in lowercase as the service sends them')).min(1, 'must not be empty; omit it to receive every event').optional(),
   sources: z.array(z.string().min(1)).min(1, 'must not be empty; omit it to receive every source').optional(),

@@ -27,4 +27,17 @@ describe('sink commands with only DATABASE_PATH and CONFIG_FILE', () => {
     expect(ghost.code).toBe(1);
     expect(ghost.stderr).toContain('CONFIG_FILE sinks.0.sources.0: no source named "ghost" is configured');
   }, 40_000);
+
+  it('say what a refused source or sink name lacks: one starting with "_", "." or "-" (README: "starting with a letter or digit")', async () => {
+    const configFile = join(dir, 'names.json');
+    const rule = 'must be 1-64 letters, digits, "_", "." or "-", starting with a letter or a digit';
+    writeFileSync(configFile, JSON.stringify({ sinks: [{ name: '_archive', type: 'stdout' }] }));
+    const sinks = await cli(['sinks', 'list'], { DATABASE_PATH: join(dir, 'names.db'), CONFIG_FILE: configFile });
+    expect(sinks.stderr).toContain(`CONFIG_FILE sinks.0.name: ${rule}`);
+    const source = { name: '-acme', secrets: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', api_url: 'https://hiring.example.com', api_key: 'sk-test.unused' };
+    writeFileSync(configFile, JSON.stringify({ sources: [source] }));
+    const webhooks = await cli(['webhooks', 'list'], { CONFIG_FILE: configFile });
+    expect({ code: webhooks.code, stdout: webhooks.stdout }).toEqual({ code: 1, stdout: '' });
+    expect(webhooks.stderr).toContain(`CONFIG_FILE sources.0.name: ${rule}`);
+  }, 40_000);
 });

@@ -135,6 +135,25 @@ describe('CLI DATABASE_PATH', () => {
     }
   });
 
+  it('refuses an SQLite URI as such (README: "not an SQLite URI"), naming the path to give, not the reason of ":memory:"', async () => {
+    const { dir, cleanup } = tempDir('cli-database-uri-');
+    try {
+      const uri = `file:${join(dir, 'receiver.db')}?mode=rwc`;
+      const r = await cli(['migrate'], { DATABASE_PATH: uri });
+      expect([r.code, r.stderr]).toEqual([
+        1,
+        `config error: DATABASE_PATH: must be the path of a database file, not an SQLite URI (${JSON.stringify(uri)}): give the file's path, such as ${JSON.stringify(join(dir, 'receiver.db'))}\n`,
+      ]);
+      // Nothing made: neither the file the URI names nor a folder named "file:" where it ran.
+      expect(existsSync(join(dir, 'receiver.db'))).toBe(false);
+      expect(existsSync(join(ROOT, 'file:'))).toBe(false);
+      const local = await cli(['status'], { DATABASE_PATH: 'file:///srv/receiver.db' });
+      expect([local.code, local.stderr]).toEqual([1, `config error: DATABASE_PATH: must be the path of a database file, not an SQLite URI ("file:///srv/receiver.db"): give the file's path, such as "/srv/receiver.db"\n`]);
+    } finally {
+      cleanup();
+    }
+  });
+
   it('warns when DATABASE_PATH is unset and a misspelling of it is set (the command would use ./data/receiver.db), as serve does', async () => {
     const { dir, cleanup } = tempDir('cli-database-typo-');
     try {
