@@ -4,12 +4,15 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { isIgnored, leftOutOfContext, parseDockerignore } from '../../scripts/dockerignore.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
 import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
 const runtime = dockerfile.filter((i) => i.stage === dockerfile.at(-1)!.stage);
+/** The sources of the COPY steps that take from the build context (not --from a stage). */
+const copiedFromContext = dockerfile.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
 const fly = readFileSync(`${ROOT}fly.toml`, 'utf8');
 const lock = readFileSync(`${ROOT}package-lock.json`, 'utf8');
 
@@ -113,9 +116,30 @@ describe('.dockerignore', () => {
     const ignored = readFileSync(`${ROOT}.dockerignore`, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
     // **/: Docker matches a pattern without it at the top of the context only (a backup in ./backups/ was sent).
     expect(ignored).toEqual(expect.arrayContaining(['node_modules', 'dist', 'data', '**/*.db', '**/*.db-*', '**/*.db.partial-*', '**/.env', '.git']));
-    // Nothing the Dockerfile copies is ignored.
-    const copied = dockerfile.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
-    expect(copied.filter((f) => ignored.includes(f))).toEqual([]);
+    // Nothing the Dockerfile copies is left out, read as Docker reads the patterns (not only a
+    // line equal to a COPY source: `**/*.sql` would leave every migration out of the image).
+    const rules = parseDockerignore(readFileSync(`${ROOT}.dockerignore`, 'utf8'));
+    expect(leftOutOfContext(ROOT, copiedFromContext, rules)).toEqual([]);
+  });
+
+  it('is read as Docker reads it: whole paths from the root, ** across folders, parents, ! exceptions, the last rule deciding', () => {
+    const rules = parseDockerignore('# a comment\n**/*.sql\n/test/\n*.json\n!package.json\ndata\n\n');
+    expect(isIgnored(rules, 'migrations/001_ingest.sql')).toBe(true);
+    expect(isIgnored(rules, 'top.sql')).toBe(true);
+    expect(isIgnored(rules, 'test/deploy/x.ts')).toBe(true);
+    expect(isIgnored(rules, 'src/test/x.ts')).toBe(false);
+    expect(isIgnored(rules, 'package-lock.json')).toBe(true);
+    expect(isIgnored(rules, 'package.json')).toBe(false);
+    expect(isIgnored(rules, 'src/a.json')).toBe(false);
+    expect(isIgnored(rules, 'data/receiver.db')).toBe(true);
+    expect(isIgnored(rules, 'src/data/x.ts')).toBe(false);
+    // What the Dockerfile copies, against such a file: every migration and the lockfile are out.
+    const out = leftOutOfContext(ROOT, copiedFromContext, rules);
+    expect(out).toContain('package-lock.json');
+    expect(out).toContain('migrations/001_ingest.sql');
+    expect(out.filter((f) => f.startsWith('src/'))).toEqual([]);
+    expect(leftOutOfContext(ROOT, ['src'], parseDockerignore('src\n'))).toEqual(['src']);
+    expect(leftOutOfContext(ROOT, ['no-such-file'], [])).toEqual(['no-such-file']);
   });
 });
 
