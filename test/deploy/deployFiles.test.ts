@@ -7,6 +7,7 @@ import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/do
 import { isIgnored, leftOutOfContext, parseDockerignore } from '../../scripts/dockerignore.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
+import { readFlyToml, type TomlTable } from '../helpers/flyToml.js';
 import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
@@ -144,30 +145,45 @@ describe('.dockerignore', () => {
 });
 
 describe('fly.toml', () => {
-  it('serves 8080 over forced HTTPS, checks /readyz, keeps the machine running, mounts /data', () => {
-    expect(fly).toMatch(/internal_port = 8080/);
-    expect(fly).toMatch(/force_https = true/);
-    expect(fly).toMatch(/auto_stop_machines = "off"/);
-    expect(fly).toMatch(/min_machines_running = 1/);
-    expect(fly).toMatch(/path = "\/readyz"/);
-    expect(fly).toMatch(/destination = "\/data"/);
-    expect(fly).toMatch(/DATABASE_PATH = "\/data\/receiver.db"/);
+  // Read as flyctl reads it: a line commented out is not configuration (the regular expressions
+  // over the text these tests used took `# destination = "/data"` for a mount).
+  const toml = readFlyToml(fly);
+  const env = toml.env as Record<string, string>;
+  const service = toml.http_service as TomlTable;
+  // fly.toml's [env], with the secrets `fly secrets set` adds, is a configuration the receiver takes.
+  const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
+
+  it('keeps the database, its -wal and -shm on the volume it mounts', () => {
+    const mounts = toml.mounts as TomlTable[] | undefined;
+    expect(mounts, 'no [[mounts]]: the database would be on the machine\'s own disk, lost at the next deploy').toHaveLength(1);
+    const destination = String(mounts![0]!.destination);
+    expect(config.databasePath).toBe('/data/receiver.db');
+    // SQLite keeps the -wal and -shm beside the file: the folder must be the volume or below it.
+    expect(`${dirname(config.databasePath)}/`.startsWith(`${destination.replace(/\/$/, '')}/`), `${config.databasePath} is not on the volume at ${destination}`).toBe(true);
+  });
+
+  it('serves the receiver\'s port over forced HTTPS, checks /readyz, keeps the one machine running', () => {
+    expect(service.internal_port).toBe(config.port);
+    expect(service.force_https).toBe(true);
+    expect(service.auto_stop_machines).toBe('off');
+    expect(service.min_machines_running).toBe(1);
+    expect((service.checks as TomlTable[]).map((c) => c.path)).toEqual(['/readyz']);
+  });
+
+  it('stops with SIGTERM and gives the receiver longer than its own SHUTDOWN_GRACE_MS before the SIGKILL', () => {
+    expect(toml.kill_signal).toBe('SIGTERM');
+    const m = /^(\d+)s$/.exec(String(toml.kill_timeout));
+    const killMs = typeof toml.kill_timeout === 'number' ? toml.kill_timeout * 1000 : Number(m?.[1]) * 1000;
+    expect(killMs).toBeGreaterThan(config.shutdownGraceMs);
   });
 
   it('serves /metrics on METRICS_PORT, scraped by Fly there, not on the public service port', () => {
-    expect(fly).toMatch(/METRICS_PORT = "9091"/);
-    expect(fly).toMatch(/\[metrics\]\s+port = 9091\s+path = "\/metrics"/);
-    // fly.toml's [env], with the secrets `fly secrets set` adds, is a configuration the receiver takes.
-    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
-    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
-    const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
-    expect(config.port).toBe(8080);
     expect(config.metricsPort).toBe(9091);
+    expect(toml.metrics).toEqual({ port: config.metricsPort, path: '/metrics' });
+    expect(config.metricsPort).not.toBe(service.internal_port);
   });
 
   it("listens where Fly reaches it: IPv4 for Fly Proxy and IPv6 for the private network (<app>.internal)", async () => {
-    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
-    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
     const [port, metricsPort] = [await freePort(), await freePort()];
     const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
     const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
