@@ -14,8 +14,9 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { contextPath, leftOutOfContext, parseDockerignore } from './dockerignore.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const keep = process.argv.includes('--keep');
@@ -150,6 +151,7 @@ export async function listeningLine(out: () => string, child: { exitCode: number
 
 async function main(): Promise<void> {
   const steps = parseDockerfile(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+  const ignore = existsSync(join(ROOT, '.dockerignore')) ? parseDockerignore(readFileSync(join(ROOT, '.dockerignore'), 'utf8')) : [];
   const node = checkImageNode(steps, readFileSync(join(ROOT, 'package-lock.json'), 'utf8'), new Date());
   if (node.problems.length > 0) throw new Error(`the image's Node.js: ${node.problems.join('; ')}`);
   log(`image runs Node.js ${node.major} in both stages (a supported line the locked better-sqlite3 supports)`);
@@ -185,12 +187,19 @@ async function main(): Promise<void> {
           const parts = args.split(/\s+/);
           const from = parts[0]!.startsWith('--from=') ? parts.shift()!.slice('--from='.length) : null;
           const dest = parts.pop()!;
+          // From the build context: only what .dockerignore lets `docker build` send. A source it
+          // leaves out whole fails the build there ("not found"), so it fails here; files it
+          // leaves out of a folder are missing from the image, so they are here too.
+          const leftOut = from ? [] : leftOutOfContext(ROOT, parts, ignore);
+          const left = new Set(leftOut);
+          const missing = parts.filter((src) => left.has(contextPath(src)));
+          if (missing.length > 0) throw new Error(`COPY ${args}: ${missing.join(', ')} is not in the build context (.dockerignore leaves it out, or it does not exist): docker build would fail here`);
           for (const src of parts) {
             const source = from ? inContainer(from, src) : join(ROOT, src);
             const target = dest.endsWith('/') || parts.length > 1 ? join(inContainer(stage, dest), src.split('/').pop()!) : inContainer(stage, dest);
-            cpSync(source, target, { recursive: true });
+            cpSync(source, target, { recursive: true, filter: (p) => from !== null || !left.has(relative(ROOT, p).split(sep).join('/')) });
           }
-          log(`COPY ${args}`);
+          log(`COPY ${args}${leftOut.length > 0 ? `  (without ${leftOut.length} file(s) .dockerignore leaves out, e.g. ${leftOut.slice(0, 3).join(', ')})` : ''}`);
           break;
         }
         case 'RUN': {

@@ -50,6 +50,7 @@ function giveDatabaseTo(db: string, user: { uid: number; gid: number }, giveFold
     return; // no such folder: nothing of root's to give
   }
   if (real !== folder) return; // a link somewhere in the path: not ours to follow
+  if (giveFolder && !onVolume(folder)) process.stderr.write(`${notOnVolume(folder)}\n`);
   const st = lstatSync(folder);
   if (!st.isDirectory() || (st.mode & 0o1000) !== 0) return;
   if (giveFolder && st.uid === 0) lchownSync(folder, user.uid, user.gid);
@@ -123,6 +124,25 @@ function isVolume(folder: string): boolean {
   }
   const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
   return mounts.split('\n').some((line) => unescape(line.split(' ')[4] ?? '') === folder);
+}
+
+/**
+ * A folder on a volume: it, or a folder above it other than `/`, is a mount point. The image makes
+ * /data, so a platform that does not mount a volume there (Fly.io without [[mounts]], a Kubernetes
+ * pod without a volume: neither reads the image's VOLUME) left the database on the container's own
+ * file system, every event acknowledged and then lost when the next container started.
+ */
+function onVolume(folder: string): boolean {
+  for (let at = folder; at !== dirname(at); at = dirname(at)) if (isVolume(at)) return true;
+  return false;
+}
+
+function notOnVolume(folder: string): string {
+  return (
+    `warning: the database folder ${folder} is on the container's own file system, not on a volume (no mount point from it up to /): ` +
+    'every event stored there is lost when a new container starts (Fly.io: at each deploy and restart; Kubernetes: with each new pod). ' +
+    'Mount a volume there (Fly.io: [[mounts]] in fly.toml; Kubernetes: a volumeMount; Docker: -v <volume>:/data) or set DATABASE_PATH to a path on one'
+  );
 }
 
 /** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */

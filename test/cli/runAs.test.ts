@@ -104,6 +104,31 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(served.stderr).toContain(`fatal: cannot open the database at ${top}/receiver.db (DATABASE_PATH): the folder ${top} does not exist, and this process (uid ${NOBODY}) may not create ${top} in / (EACCES)`);
   });
 
+  it('warns at a start that creates the database in a folder not on a volume (the container\'s own file system, lost with it), not on a volume nor for a read', async (ctx) => {
+    // The image makes /data: on a platform that does not mount a volume there (Fly.io without
+    // [[mounts]], a Kubernetes pod without one: neither reads the image's VOLUME), every event was
+    // stored on the container's own file system without a word, and lost with the next container.
+    if (!canMount) return ctx.skip();
+    chmodSync(dir, 0o755);
+    const layer = join(dir, 'container-layer');
+    mkdirSync(layer);
+    const r = await cli(['migrate'], { DATABASE_PATH: join(layer, 'receiver.db'), RUN_AS: 'nobody' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`warning: the database folder ${layer} is on the container's own file system, not on a volume (no mount point from it up to /)`);
+    expect(r.stderr).toContain('Fly.io: [[mounts]] in fly.toml');
+    const read = await cli(['status'], { DATABASE_PATH: join(layer, 'receiver.db'), RUN_AS: 'nobody' });
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stderr).not.toContain('not on a volume');
+    // The volume itself, or a folder below it (DATABASE_PATH=/data/state/receiver.db).
+    const volume = join(dir, 'mounted-volume');
+    mkdirSync(join(volume, 'state'), { recursive: true });
+    for (const db of [join(volume, 'receiver.db'), join(volume, 'state', 'receiver.db')]) {
+      const v = await cliOnVolume(volume, ['migrate'], { DATABASE_PATH: db, RUN_AS: 'nobody' });
+      expect(v.code, v.stderr).toBe(0);
+      expect(v.stderr).not.toContain('not on a volume');
+    }
+  });
+
   it('--database names the folder it gives, not DATABASE_PATH', async () => {
     const envFolder = join(dir, 'env');
     const flagFolder = join(dir, 'flag');
@@ -192,7 +217,8 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     const env = { DATABASE_PATH: db, RUN_AS: 'nobody', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', HOST: '127.0.0.1' };
     const refused = await cli(['serve'], { ...env, PORT: String(await freePort()) }, 20_000);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toBe(
+    // This folder is not a mount point: the start also warns that it is not on a volume.
+    expect(refused.stderr.replace(/^warning: .* not on a volume .*\n/m, '')).toBe(
       `fatal: cannot write the database at ${db} (DATABASE_PATH): the file is read-only to this process (the receiver runs as uid ${NOBODY}); the receiver writes it, and SQLite needs the folder writable too for its -wal and -shm\n`,
     );
     // Nothing was made read-only beside it: fixing the file itself is enough.

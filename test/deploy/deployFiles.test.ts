@@ -4,12 +4,16 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkImageNode, listeningLine, parseDockerfile } from '../../scripts/docker-dry-run.js';
+import { isIgnored, leftOutOfContext, parseDockerignore } from '../../scripts/dockerignore.js';
 import { loadConfig } from '../../src/config/loadConfig.js';
 import { freePort, ROOT, runTs, waitForHttp } from '../helpers/childServer.js';
+import { readFlyToml, type TomlTable } from '../helpers/flyToml.js';
 import { newSecret } from '../helpers/signing.js';
 
 const dockerfile = parseDockerfile(readFileSync(`${ROOT}Dockerfile`, 'utf8'));
 const runtime = dockerfile.filter((i) => i.stage === dockerfile.at(-1)!.stage);
+/** The sources of the COPY steps that take from the build context (not --from a stage). */
+const copiedFromContext = dockerfile.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
 const fly = readFileSync(`${ROOT}fly.toml`, 'utf8');
 const lock = readFileSync(`${ROOT}package-lock.json`, 'utf8');
 
@@ -113,37 +117,73 @@ describe('.dockerignore', () => {
     const ignored = readFileSync(`${ROOT}.dockerignore`, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
     // **/: Docker matches a pattern without it at the top of the context only (a backup in ./backups/ was sent).
     expect(ignored).toEqual(expect.arrayContaining(['node_modules', 'dist', 'data', '**/*.db', '**/*.db-*', '**/*.db.partial-*', '**/.env', '.git']));
-    // Nothing the Dockerfile copies is ignored.
-    const copied = dockerfile.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(/\s+/).slice(0, -1));
-    expect(copied.filter((f) => ignored.includes(f))).toEqual([]);
+    // Nothing the Dockerfile copies is left out, read as Docker reads the patterns (not only a
+    // line equal to a COPY source: `**/*.sql` would leave every migration out of the image).
+    const rules = parseDockerignore(readFileSync(`${ROOT}.dockerignore`, 'utf8'));
+    expect(leftOutOfContext(ROOT, copiedFromContext, rules)).toEqual([]);
+  });
+
+  it('is read as Docker reads it: whole paths from the root, ** across folders, parents, ! exceptions, the last rule deciding', () => {
+    const rules = parseDockerignore('# a comment\n**/*.sql\n/test/\n*.json\n!package.json\ndata\n\n');
+    expect(isIgnored(rules, 'migrations/001_ingest.sql')).toBe(true);
+    expect(isIgnored(rules, 'top.sql')).toBe(true);
+    expect(isIgnored(rules, 'test/deploy/x.ts')).toBe(true);
+    expect(isIgnored(rules, 'src/test/x.ts')).toBe(false);
+    expect(isIgnored(rules, 'package-lock.json')).toBe(true);
+    expect(isIgnored(rules, 'package.json')).toBe(false);
+    expect(isIgnored(rules, 'src/a.json')).toBe(false);
+    expect(isIgnored(rules, 'data/receiver.db')).toBe(true);
+    expect(isIgnored(rules, 'src/data/x.ts')).toBe(false);
+    // What the Dockerfile copies, against such a file: every migration and the lockfile are out.
+    const out = leftOutOfContext(ROOT, copiedFromContext, rules);
+    expect(out).toContain('package-lock.json');
+    expect(out).toContain('migrations/001_ingest.sql');
+    expect(out.filter((f) => f.startsWith('src/'))).toEqual([]);
+    expect(leftOutOfContext(ROOT, ['src'], parseDockerignore('src\n'))).toEqual(['src']);
+    expect(leftOutOfContext(ROOT, ['no-such-file'], [])).toEqual(['no-such-file']);
   });
 });
 
 describe('fly.toml', () => {
-  it('serves 8080 over forced HTTPS, checks /readyz, keeps the machine running, mounts /data', () => {
-    expect(fly).toMatch(/internal_port = 8080/);
-    expect(fly).toMatch(/force_https = true/);
-    expect(fly).toMatch(/auto_stop_machines = "off"/);
-    expect(fly).toMatch(/min_machines_running = 1/);
-    expect(fly).toMatch(/path = "\/readyz"/);
-    expect(fly).toMatch(/destination = "\/data"/);
-    expect(fly).toMatch(/DATABASE_PATH = "\/data\/receiver.db"/);
+  // Read as flyctl reads it: a line commented out is not configuration (the regular expressions
+  // over the text these tests used took `# destination = "/data"` for a mount).
+  const toml = readFlyToml(fly);
+  const env = toml.env as Record<string, string>;
+  const service = toml.http_service as TomlTable;
+  // fly.toml's [env], with the secrets `fly secrets set` adds, is a configuration the receiver takes.
+  const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
+
+  it('keeps the database, its -wal and -shm on the volume it mounts', () => {
+    const mounts = toml.mounts as TomlTable[] | undefined;
+    expect(mounts, 'no [[mounts]]: the database would be on the machine\'s own disk, lost at the next deploy').toHaveLength(1);
+    const destination = String(mounts![0]!.destination);
+    expect(config.databasePath).toBe('/data/receiver.db');
+    // SQLite keeps the -wal and -shm beside the file: the folder must be the volume or below it.
+    expect(`${dirname(config.databasePath)}/`.startsWith(`${destination.replace(/\/$/, '')}/`), `${config.databasePath} is not on the volume at ${destination}`).toBe(true);
+  });
+
+  it('serves the receiver\'s port over forced HTTPS, checks /readyz, keeps the one machine running', () => {
+    expect(service.internal_port).toBe(config.port);
+    expect(service.force_https).toBe(true);
+    expect(service.auto_stop_machines).toBe('off');
+    expect(service.min_machines_running).toBe(1);
+    expect((service.checks as TomlTable[]).map((c) => c.path)).toEqual(['/readyz']);
+  });
+
+  it('stops with SIGTERM and gives the receiver longer than its own SHUTDOWN_GRACE_MS before the SIGKILL', () => {
+    expect(toml.kill_signal).toBe('SIGTERM');
+    const m = /^(\d+)s$/.exec(String(toml.kill_timeout));
+    const killMs = typeof toml.kill_timeout === 'number' ? toml.kill_timeout * 1000 : Number(m?.[1]) * 1000;
+    expect(killMs).toBeGreaterThan(config.shutdownGraceMs);
   });
 
   it('serves /metrics on METRICS_PORT, scraped by Fly there, not on the public service port', () => {
-    expect(fly).toMatch(/METRICS_PORT = "9091"/);
-    expect(fly).toMatch(/\[metrics\]\s+port = 9091\s+path = "\/metrics"/);
-    // fly.toml's [env], with the secrets `fly secrets set` adds, is a configuration the receiver takes.
-    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
-    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
-    const config = loadConfig({ ...env, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'https://h.example', HIRING_API_KEY: 'sk-a.b' });
-    expect(config.port).toBe(8080);
     expect(config.metricsPort).toBe(9091);
+    expect(toml.metrics).toEqual({ port: config.metricsPort, path: '/metrics' });
+    expect(config.metricsPort).not.toBe(service.internal_port);
   });
 
   it("listens where Fly reaches it: IPv4 for Fly Proxy and IPv6 for the private network (<app>.internal)", async () => {
-    const envSection = /^\[env\]\n([\s\S]*?)^\[/m.exec(fly)?.[1] ?? '';
-    const env = Object.fromEntries([...envSection.matchAll(/^\s*([A-Z_]+) = "([^"]*)"/gm)].map((m) => [m[1]!, m[2]!]));
     const [port, metricsPort] = [await freePort(), await freePort()];
     const dir = mkdtempSync(join(tmpdir(), 'fly-host-'));
     const child = runTs('src/cli/main.ts', ['serve'], { ...env, PORT: String(port), METRICS_PORT: String(metricsPort), DATABASE_PATH: join(dir, 'r.db'), LOG_LEVEL: 'warn', WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-a.b' });
