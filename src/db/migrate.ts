@@ -87,7 +87,13 @@ export function refuseUnusable(sqlite: BetterSqlite3.Database, migrations: Migra
 const COMPATIBLE_FROM = /^-- compatible-from: (\d+)\s*$/m;
 
 export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
-  return readdirSync(dir)
+  let files: string[];
+  try {
+    files = readdirSync(dir);
+  } catch (err) {
+    throw incompleteInstall(dir, `it cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  const migrations = files
     .map((file) => /^(\d+)_([\w-]+)\.sql$/.exec(file))
     .filter((m): m is RegExpExecArray => m !== null)
     .map((m) => {
@@ -99,6 +105,16 @@ export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
       return { version, name: m[2]!, sql: text, compatibleFrom };
     })
     .sort((a, b) => a.version - b.version);
+  // A build shipped without them (a .dockerignore or a copy that left them out) would create a
+  // database file with no tables and fail at its first statement ("no such table: events").
+  if (migrations.length === 0) throw incompleteInstall(dir, 'it has no migration files (NNN_name.sql)');
+  const gap = migrations.findIndex((m, i) => m.version !== i + 1);
+  if (gap !== -1) throw incompleteInstall(dir, `migration ${gap + 1} is missing (found ${migrations.map((m) => m.version).join(', ')})`);
+  return migrations;
+}
+
+function incompleteInstall(dir: string, problem: string): Error {
+  return new Error(`the receiver's migrations folder ${dir} is incomplete: ${problem}. The install or image is broken: reinstall, or rebuild the image with migrations/ in it`);
 }
 
 /**

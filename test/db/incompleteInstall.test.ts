@@ -1,0 +1,73 @@
+import { spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT, TSX } from '../helpers/childServer.js';
+import { tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+
+const { dir, cleanup } = tempDir('incomplete-install-');
+afterAll(cleanup);
+
+/**
+ * A copy of the receiver's sources beside a migrations/ folder as `prepare` leaves it (an install
+ * or an image built without some of them), with the project's packages linked in.
+ */
+function install(name: string, prepare: (migrations: string) => void): string {
+  const root = join(dir, name);
+  mkdirSync(root);
+  cpSync(join(ROOT, 'src'), join(root, 'src'), { recursive: true });
+  cpSync(join(ROOT, 'package.json'), join(root, 'package.json'));
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  prepare(join(root, 'migrations'));
+  return root;
+}
+
+/** `hiring-receiver serve` of that copy, to its exit (SIGKILL after 20 s). */
+async function serve(root: string, databasePath: string) {
+  const proc = spawn(process.execPath, ['--import', TSX, join(root, 'src/cli/main.ts'), 'serve'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', DATABASE_PATH: databasePath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: '0', HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const kill = setTimeout(() => proc.kill('SIGKILL'), 20_000);
+  const code = await new Promise<number | null>((resolve) => proc.on('close', (c) => resolve(c))).finally(() => clearTimeout(kill));
+  return { code, out };
+}
+
+describe('an install whose migrations are missing', () => {
+  it.each([
+    ['no migrations folder', (_m: string) => {}, /migrations folder .*migrations\/? is incomplete: it cannot be read \(ENOENT\)/],
+    ['an empty migrations folder', (m: string) => mkdirSync(m), /migrations folder .*migrations\/? is incomplete: it has no migration files/],
+    [
+      'a migration left out in the middle',
+      (m: string) => {
+        mkdirSync(m);
+        cpSync(join(ROOT, 'migrations'), m, { recursive: true });
+        rmSync(join(m, readMigrationName(m, 2)));
+      },
+      /migrations folder .*migrations\/? is incomplete: migration 2 is missing \(found 1, 3, /,
+    ],
+  ])('%s: the start is refused, saying the install is broken, before any database file is made', async (name, prepare, said) => {
+    const root = install(name.replace(/\W+/g, '-'), prepare);
+    const databasePath = join(dir, `${name.replace(/\W+/g, '-')}-data`, 'receiver.db');
+    const { code, out } = await serve(root, databasePath);
+    expect(code).toBe(1);
+    expect(out).toMatch(said);
+    expect(out).toContain('The install or image is broken');
+    // Not the statement that failed on a database without tables.
+    expect(out).not.toContain('no such table');
+    expect(existsSync(databasePath)).toBe(false);
+    expect(existsSync(join(dir, `${name.replace(/\W+/g, '-')}-data`))).toBe(false);
+  }, 60_000);
+});
+
+function readMigrationName(folder: string, version: number): string {
+  const prefix = `${String(version).padStart(3, '0')}_`;
+  const found = readdirSync(folder).find((f) => f.startsWith(prefix));
+  if (!found) throw new Error(`no migration ${version} in ${folder}`);
+  return found;
+}
