@@ -248,9 +248,13 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 
-  it('a 407 from HTTP_PROXY on an http:// API URL is an outage too: retried past max_attempts, never dead-lettered', async () => {
+  // A refused tunnel is a network error, a 407 a client error: each an outage, never given up on its attempts.
+  it.each([
+    ['a 407 from HTTP_PROXY on an http:// API URL', { HIRING_API_URL: 'http://hiring.test:1', var: 'HTTP_PROXY', kind: 'forward', lastError: /^interview: HTTP 407 client_error$/ }],
+    ['a tunnel HTTPS_PROXY refuses (407) for an https:// API URL', { HIRING_API_URL: 'https://hiring.test', var: 'HTTPS_PROXY', kind: 'connect', lastError: /^interview: network error: .*Failed to establish tunnel to hiring\.test:443 .*407/ }],
+  ] as const)('%s is an outage too: retried past max_attempts, never dead-lettered', async (_what, c) => {
     const p = await proxy({ auth: basic('corp', 'right') });
-    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: 'http://hiring.test:1', HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: c.HIRING_API_URL, [c.var]: `http://corp:hunter2@127.0.0.1:${p.port}` });
     const db = new BetterSqlite3(r.dbPath, { readonly: true });
     cleanups.push(() => db.close());
     const job = () => db.prepare("SELECT state, max_attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as { state: string; max_attempts: number; last_error: string | null } | undefined;
@@ -260,8 +264,8 @@ describe('the receiver through HTTP_PROXY', () => {
       clock.advance(2 * 3_600_000);
     }
     expect(p.seen.length).toBeGreaterThan(job()!.max_attempts);
-    expect(p.seen.every((s) => s.kind === 'forward' && s.auth === basic('corp', 'hunter2'))).toBe(true);
-    expect(job()).toMatchObject({ state: 'pending', last_error: 'interview: HTTP 407 client_error' });
+    expect(p.seen.every((s) => s.kind === c.kind && s.auth === basic('corp', 'hunter2'))).toBe(true);
+    expect(job()).toMatchObject({ state: 'pending', last_error: expect.stringMatching(c.lastError) });
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 
