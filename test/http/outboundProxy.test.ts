@@ -93,6 +93,10 @@ describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
     expect(proxy?.https?.href).toBe('http://proxy.corp:3128/');
     expect(proxy?.http).toBeNull();
     expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.0-127.255.255.255,::1');
+    // A lowercase form set but empty (`export https_proxy=`) is unset: the uppercase one is read, as Node.js and curl do.
+    const emptyLower = read({ https_proxy: '', HTTPS_PROXY: 'http://upper.corp:1', http_proxy: '', no_proxy: '', NO_PROXY: 'internal.corp' });
+    expect(emptyLower.problems).toEqual([]);
+    expect([emptyLower.proxy?.https?.href, emptyLower.proxy?.http, emptyLower.proxy?.noProxy]).toEqual(['http://upper.corp:1/', null, 'internal.corp,localhost,127.0.0.0-127.255.255.255,::1']);
   });
 
   it('refuses, naming the variable and never its value (it may hold a password): a SOCKS proxy, an unreadable URL, quotes from an env file, a Node.js without proxy support', () => {
@@ -146,6 +150,14 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
     await expect(c.request(`http://direct.test:${t.port}/c`, GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
     expect(p.seen).toEqual([]);
     expect(t.requests.map((r) => r.path)).toEqual(['/a', '/b']);
+  });
+
+  it('sends an http:// URL directly when only HTTPS_PROXY is set: each scheme has its own proxy', async () => {
+    const p = await proxy();
+    const c = client({ HTTPS_PROXY: p.url });
+    // Direct: `.test` resolves nowhere, so only the proxy could have answered.
+    await expect(c.request('http://hiring.test:1/x', GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
+    expect(p.seen).toEqual([]);
   });
 
   it('a tunnel the proxy refuses (407) fails the request with ERR_PROXY_TUNNEL naming the status, never the proxy password', async () => {
