@@ -149,6 +149,11 @@ describe('CLI DATABASE_PATH', () => {
       expect(existsSync(join(ROOT, 'file:'))).toBe(false);
       const local = await cli(['status'], { DATABASE_PATH: 'file:///srv/receiver.db' });
       expect([local.code, local.stderr]).toEqual([1, `config error: DATABASE_PATH: must be the path of a database file, not an SQLite URI ("file:///srv/receiver.db"): give the file's path, such as "/srv/receiver.db"\n`]);
+      // No path to suggest where the URI's would be wrong: percent-escaped (the file is "my db.db", not "my%20db.db"), or ':memory:' (refused too).
+      for (const uri of ['file:/srv/my%20db.db', 'file::memory:?cache=shared']) {
+        const none = await cli(['status'], { DATABASE_PATH: uri });
+        expect([none.code, none.stderr]).toEqual([1, `config error: DATABASE_PATH: must be the path of a database file, not an SQLite URI (${JSON.stringify(uri)}): give the file's path\n`]);
+      }
     } finally {
       cleanup();
     }

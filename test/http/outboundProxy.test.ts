@@ -93,6 +93,10 @@ describe('readOutboundProxy: HTTPS_PROXY, HTTP_PROXY and NO_PROXY', () => {
     expect(proxy?.https?.href).toBe('http://proxy.corp:3128/');
     expect(proxy?.http).toBeNull();
     expect(proxy?.noProxy).toBe('internal.corp,.svc.local,localhost,127.0.0.0-127.255.255.255,::1');
+    // A lowercase form set but empty (`export https_proxy=`) is unset: the uppercase one is read, as Node.js and curl do.
+    const emptyLower = read({ https_proxy: '', HTTPS_PROXY: 'http://upper.corp:1', http_proxy: '', no_proxy: '', NO_PROXY: 'internal.corp' });
+    expect(emptyLower.problems).toEqual([]);
+    expect([emptyLower.proxy?.https?.href, emptyLower.proxy?.http, emptyLower.proxy?.noProxy]).toEqual(['http://upper.corp:1/', null, 'internal.corp,localhost,127.0.0.0-127.255.255.255,::1']);
   });
 
   it('refuses, naming the variable and never its value (it may hold a password): a SOCKS proxy, an unreadable URL, quotes from an env file, a Node.js without proxy support', () => {
@@ -146,6 +150,14 @@ describe('createNodeHttpClient through a real forward proxy on 127.0.0.1', () =>
     await expect(c.request(`http://direct.test:${t.port}/c`, GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
     expect(p.seen).toEqual([]);
     expect(t.requests.map((r) => r.path)).toEqual(['/a', '/b']);
+  });
+
+  it('sends an http:// URL directly when only HTTPS_PROXY is set: each scheme has its own proxy', async () => {
+    const p = await proxy();
+    const c = client({ HTTPS_PROXY: p.url });
+    // Direct: `.test` resolves nowhere, so only the proxy could have answered.
+    await expect(c.request('http://hiring.test:1/x', GET)).rejects.toMatchObject({ code: expect.stringMatching(/^(ENOTFOUND|EAI_AGAIN)$/) });
+    expect(p.seen).toEqual([]);
   });
 
   it('a tunnel the proxy refuses (407) fails the request with ERR_PROXY_TUNNEL naming the status, never the proxy password', async () => {
@@ -248,9 +260,13 @@ describe('the receiver through HTTP_PROXY', () => {
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 
-  it('a 407 from HTTP_PROXY on an http:// API URL is an outage too: retried past max_attempts, never dead-lettered', async () => {
+  // A refused tunnel is a network error, a 407 a client error: each an outage, never given up on its attempts.
+  it.each([
+    ['a 407 from HTTP_PROXY on an http:// API URL', { HIRING_API_URL: 'http://hiring.test:1', var: 'HTTP_PROXY', kind: 'forward', lastError: /^interview: HTTP 407 client_error$/ }],
+    ['a tunnel HTTPS_PROXY refuses (407) for an https:// API URL', { HIRING_API_URL: 'https://hiring.test', var: 'HTTPS_PROXY', kind: 'connect', lastError: /^interview: network error: .*Failed to establish tunnel to hiring\.test:443 .*407/ }],
+  ] as const)('%s is an outage too: retried past max_attempts, never dead-lettered', async (_what, c) => {
     const p = await proxy({ auth: basic('corp', 'right') });
-    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: 'http://hiring.test:1', HTTP_PROXY: `http://corp:hunter2@127.0.0.1:${p.port}` });
+    const { r, clock } = await receiverWithOneEvent({ HIRING_API_URL: c.HIRING_API_URL, [c.var]: `http://corp:hunter2@127.0.0.1:${p.port}` });
     const db = new BetterSqlite3(r.dbPath, { readonly: true });
     cleanups.push(() => db.close());
     const job = () => db.prepare("SELECT state, max_attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as { state: string; max_attempts: number; last_error: string | null } | undefined;
@@ -260,8 +276,8 @@ describe('the receiver through HTTP_PROXY', () => {
       clock.advance(2 * 3_600_000);
     }
     expect(p.seen.length).toBeGreaterThan(job()!.max_attempts);
-    expect(p.seen.every((s) => s.kind === 'forward' && s.auth === basic('corp', 'hunter2'))).toBe(true);
-    expect(job()).toMatchObject({ state: 'pending', last_error: 'interview: HTTP 407 client_error' });
+    expect(p.seen.every((s) => s.kind === c.kind && s.auth === basic('corp', 'hunter2'))).toBe(true);
+    expect(job()).toMatchObject({ state: 'pending', last_error: expect.stringMatching(c.lastError) });
     expect(JSON.stringify(r.logs.lines)).not.toContain('hunter2');
   });
 

@@ -94,7 +94,7 @@ describe("requests Node's HTTP parser refuses", () => {
     expect(JSON.stringify(lines)).not.toContain(signature);
   });
 
-  it('a GET the parser refuses is logged, not counted as a delivery; a connection reset by the client is neither', async () => {
+  it('a GET the parser refuses is logged, not counted as a delivery; a connection reset by the client is neither; a first word that is no method is not logged as one', async () => {
     const before = await refusedCount();
     const logged = r.logs.lines.length;
     expect(await raw('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n')).toMatch(/^HTTP\/1\.1 400 /);
@@ -111,8 +111,40 @@ describe("requests Node's HTTP parser refuses", () => {
     expect(await refusedCount()).toBe(before);
     const lines = r.logs.lines.slice(logged).filter((l) => String(l.msg).startsWith('request refused before routing'));
     expect(lines.map((l) => l.status)).toEqual([400]);
+    // A first word that is no method Node knows is the request's own text: not logged as its method.
+    const unknownMethod = r.logs.lines.length;
+    expect(await raw('SKSECRETTOKEN /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')).toMatch(/^HTTP\/1\.1 400 /);
+    const said = r.logs.lines.slice(unknownMethod).filter((l) => String(l.msg).startsWith('request refused before routing'));
+    expect(said.map((l) => [l.status, l.method])).toEqual([[400, undefined]]);
+    expect(JSON.stringify(said)).not.toContain('SKSECRETTOKEN');
     // And a good delivery after all this is stored.
     const d = signDelivery(secret, JSON.stringify(envelope()));
     expect((await fetch(`${r.url}/webhooks`, { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
   });
+});
+
+describe('a request cut by REQUEST_TIMEOUT_MS', () => {
+  it('is answered 408 and is no parser refusal: not logged as refused before routing', async () => {
+    // Node's own request timer, checked every REQUEST_TIMEOUT_MS at most (listen.ts): real time, about 1-2 s.
+    const slow = await startReceiver({ WORKER_CONCURRENCY: '0', WEBHOOK_SECRET: secret, REQUEST_TIMEOUT_MS: '1000' });
+    try {
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(slow.url).port), '127.0.0.1');
+        let text = '';
+        const timer = setTimeout(() => socket.destroy(new Error(`no answer within 8 s: ${text}`)), 8_000);
+        socket.on('data', (c: Buffer) => (text += c.toString('latin1')));
+        socket.on('close', () => {
+          clearTimeout(timer);
+          resolve(text);
+        });
+        socket.on('error', (err) => (text ? undefined : reject(err)));
+        // Headers begun, never ended.
+        socket.write('POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+      });
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(slow.logs.lines.filter((l) => String(l.msg).startsWith('request refused before routing'))).toEqual([]);
+    } finally {
+      await slow.close();
+    }
+  }, 15_000);
 });

@@ -157,6 +157,17 @@ describe('delivery retries (spec 6.3, 8)', () => {
     expect(errors).toEqual([['network_error', null, 'failed'], ['timeout', null, 'failed']]);
   });
 
+  it('6.3: a receiver answering 101 Switching Protocols has failed the attempt at once (a network error), not held it until the timeout', async () => {
+    const clock = createManualClock();
+    const { run } = await setup({ clock, attemptTimeoutMs: 8_000 }, (_req, res) => res.writeHead(101, { connection: 'Upgrade', upgrade: 'websocket' }).end());
+    const started = performance.now();
+    run.sandbox.control.emitEvent({ eventType: 'application.created', payload: {} });
+    await run.sandbox.control.idle();
+    expect(run.sandbox.control.deliveries().map((d) => [d.status, d.error, d.response_code])).toEqual([['failed', 'network_error', null]]);
+    // Well inside the attempt timeout: the attempt did not wait for it.
+    expect(performance.now() - started).toBeLessThan(4_000);
+  });
+
   it('6.3: a receiver that sends 2xx headers at once but stalls the body past the timeout has timed out: failed, retried', async () => {
     const clock = createManualClock();
     let calls = 0;
