@@ -156,6 +156,8 @@ describe('CLI DATABASE_PATH', () => {
       }
     } finally {
       cleanup();
+      // Made in the checkout only when the refusal fails: left there, every later run failed on it.
+      rmSync(join(ROOT, 'file:'), { recursive: true, force: true });
     }
   });
 
