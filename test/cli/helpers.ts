@@ -6,6 +6,7 @@ import { expect } from 'vitest';
 import { ROOT, runTs } from '../helpers/childServer.js';
 import { openIngestWaitSignal } from '../../src/db/ingestWaitSignal.js';
 import { jobSeeder } from '../helpers/jobs.js';
+import { until as poll } from '../helpers/waitFor.js';
 
 export interface CliResult {
   code: number | null;
@@ -27,16 +28,8 @@ export async function cli(args: string[], env: Record<string, string> = {}, kill
   return { code, signal, stdout: child.stdout.join(''), stderr: child.stderr.join('') };
 }
 
-/** Polls `check` until it returns a value (bounded). */
-export async function until<T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** Polls `check` until it returns a value, every 50 ms, 15 s at most (a child process's start takes seconds). */
+export const until = <T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs = 15_000): Promise<T> => poll(check, what, timeoutMs, 50);
 
 /** A database `migrate` made at `path`, written meanwhile through a connection of the test's own (as a running receiver would). */
 export async function withMigratedDatabase(path: string, body: (path: string, w: BetterSqlite3.Database) => Promise<void>): Promise<void> {

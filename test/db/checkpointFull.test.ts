@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
+import { until } from '../helpers/waitFor.js';
 
 /**
  * A full disk shows first in the WAL checkpoints (the checkpointer thread's writes into the
@@ -72,11 +73,7 @@ describe('a full disk under the WAL checkpoints', () => {
         for (let i = 0; i < 10_000; i++) insert.run(Buffer.alloc(4000, i));
       }).toThrow(/database or disk is full/);
       const line = (msg: RegExp, level: number) => r.logs.lines.find((l) => l.level === level && msg.test(String(l.msg)));
-      const waitFor = async (msg: RegExp, level: number) => {
-        const deadline = Date.now() + 10_000;
-        while (!line(msg, level) && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 50));
-        return line(msg, level);
-      };
+      const waitFor = (msg: RegExp, level: number) => until(() => line(msg, level), `a line ${msg}`);
       expect(await waitFor(/^WAL checkpoint failed/, 50)).toMatchObject({ code: 'SQLITE_FULL' });
       expect(line(/^WAL checkpoints succeed again/, 30)).toBeUndefined();
       rmSync(filler);

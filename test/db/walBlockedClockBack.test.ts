@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { clockBackChild } from '../helpers/clockBackChild.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 // While the WAL cannot be reset, the checkpointer thread says so again every blockedReportMs, and
 // receiver_sqlite_wal_blocked_seconds counts from its start. Both were told by the wall clock: set
@@ -46,10 +47,6 @@ describe('the WAL blocked by a reader, and a wall clock set back', () => {
   it('is still said every report interval, and its gauge keeps counting', { timeout: 60_000 }, async () => {
     const { path, out, err, stepBack } = await clockBackChild(OPENER, { mainThreadToo: true });
     const lines = (): Line[] => out().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Line);
-    const waitFor = async (check: () => boolean) => {
-      for (let i = 0; i < 100 && !check(); i++) await new Promise((r) => setTimeout(r, 50));
-      return check();
-    };
 
     // A reader holds a snapshot; another connection writes past the bound (64 KB).
     const reader = new BetterSqlite3(path, { readonly: true });
@@ -68,14 +65,14 @@ describe('the WAL blocked by a reader, and a wall clock set back', () => {
     const reports = () => lines().filter((l) => l.blocked && l.blocked.since !== null).length;
     const gaugeAbove = (s: number) => lines().some((l) => (l.gauge ?? 0) > s);
     // Said, and counted, on the clock as it is.
-    expect(await waitFor(() => reports() >= 3 && gaugeAbove(0.2))).toBe(true);
+    await waitFor(() => reports() >= 3 && gaugeAbove(0.2), 'three reports, the gauge above 0.2', 5_000);
     // Set back an hour: still said every 100 ms, and the gauge still counts (not 0).
     stepBack();
     await new Promise((r) => setTimeout(r, 300));
     const before = reports();
     const gaugesBefore = lines().filter((l) => l.gauge !== undefined).length;
-    expect(await waitFor(() => reports() >= before + 3)).toBe(true);
-    expect(await waitFor(() => lines().filter((l) => l.gauge !== undefined).length >= gaugesBefore + 3)).toBe(true);
+    await waitFor(() => reports() >= before + 3, 'three more reports', 5_000);
+    await waitFor(() => lines().filter((l) => l.gauge !== undefined).length >= gaugesBefore + 3, 'three more gauge lines', 5_000);
     expect(lines().filter((l) => l.gauge !== undefined).slice(gaugesBefore).every((l) => l.gauge! > 0.5)).toBe(true);
     expect(err()).toBe('');
   });

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { envelope, newSecret, signDelivery } from '../helpers/signing.js';
 import { startReceiverBesideOtherConnection, type TestReceiver } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 // Another connection on the same file (as a CLI operation or a backup in another process would)
 // holds the write lock. Deliveries wait WRITE_TIMEOUT_MS for it, then are answered 503: a load
@@ -24,10 +25,6 @@ const readyz = async () => {
   const res = await fetch(`${r.url}/readyz`);
   return { status: res.status, writable: ((await res.json()) as { checks: { writable: string } }).checks.writable };
 };
-async function until(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !cond(); i++) await new Promise((res) => setTimeout(res, 10));
-  expect(cond()).toBe(true);
-}
 const post = (env: Record<string, unknown>) => fetch(`${r.url}/webhooks`, { method: 'POST', ...signDelivery(secret, JSON.stringify(env)) });
 
 describe('/readyz while another connection holds the write lock', () => {
@@ -69,7 +66,7 @@ describe('/readyz while another connection holds the write lock', () => {
     const env = envelope();
     const answer = post(env);
     // Once the committer found the lock held (it retries on 1-4 ms timers), its wait passes its bound.
-    await until(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying'));
+    await waitFor(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying'), 'the committer finding the lock held', 5_000);
     clock.advance(WRITE_TIMEOUT_MS);
     const refused = await answer;
     expect(refused.status).toBe(503);
@@ -88,7 +85,7 @@ describe('/readyz while another connection holds the write lock', () => {
     for (let round = 0; round < 3; round++) {
       const answer = post(envelope());
       const before = r.logs.lines.filter((l) => l.msg === 'ingest write lock busy; retrying').length;
-      await until(() => r.logs.lines.filter((l) => l.msg === 'ingest write lock busy; retrying').length > before);
+      await waitFor(() => r.logs.lines.filter((l) => l.msg === 'ingest write lock busy; retrying').length > before, `round ${round}: the committer finding the lock held`, 5_000);
       expect((await readyz()).writable).toMatch(/^(yes \(write lock busy\)|no \(the write lock has been held)/);
       // Commits, and takes the lock again in the same turn: the receiver's committer never sees it free.
       other.exec(`INSERT INTO test_hold VALUES (${round})`);

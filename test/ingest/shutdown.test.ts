@@ -8,6 +8,7 @@ import { cli } from '../cli/helpers.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { startSilentServer } from '../helpers/silentServer.js';
 import { envelope, newSecret, postSigned, signDelivery, type SignedDelivery } from '../helpers/signing.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 /** stop(), begun at `started` (performance.now), ended without waiting out the 5 s of SHUTDOWN_GRACE_MS, and warned of no request in progress. */
 function expectStoppedWithoutGrace(r: TestReceiver, started: number): void {
@@ -238,18 +239,14 @@ describe('stop() and a result read in flight', () => {
       { listen: false, clock },
     );
     const job = () => r.app.database.ingestSqlite.prepare("SELECT state, attempts, last_error FROM jobs WHERE kind = 'fetch_result'").get() as Record<string, unknown> | undefined;
-    const until = async (what: () => boolean) => {
-      const deadline = Date.now() + 10_000;
-      while (!what() && Date.now() < deadline) await new Promise((ok) => setTimeout(ok, 20));
-    };
     try {
       const d = signDelivery(secret, JSON.stringify(envelope({ event_type: 'interview.completed' })));
       expect((await r.app.app.request('/webhooks', { method: 'POST', headers: d.headers, body: d.body })).status).toBe(200);
       await r.app.startWorkers();
-      await until(() => /HTTP 503/.test(String(job()?.last_error)));
+      await waitFor(() => /HTTP 503/.test(String(job()?.last_error)), 'the read failing with the 503');
       // Past the 30 s floor after a 503 and its spread (up to a quarter more).
       clock.advance(38_000);
-      await until(() => held.length === 1);
+      await waitFor(() => held.length === 1, 'the retried read held');
       expect(held).toHaveLength(1);
       await r.app.stop();
       const after = new BetterSqlite3(r.dbPath, { readonly: true });

@@ -11,6 +11,7 @@ import { cli } from '../cli/helpers.js';
 import { jobSeeder } from '../helpers/jobs.js';
 import { LogCapture, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 const PAST = '2025-01-01T00:00:00.000Z';
 const KINDS = ['process_event', 'fetch_result', 'sink:hook'];
@@ -211,10 +212,6 @@ describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read o
       closing = true;
       return close();
     };
-    const until = async (done: () => boolean, what: string) => {
-      for (let i = 0; i < 1000 && !done(); i++) await new Promise((next) => setTimeout(next, 10));
-      expect(done(), what).toBe(true);
-    };
 
     const fill = w.prepare("INSERT INTO quarantine (received_at, source, delivery_id, reason, headers, body) VALUES ('t', 's', 'd', 'r', '{}', ?)");
     w.transaction(() => {
@@ -226,17 +223,17 @@ describe('receiver_jobs and receiver_quarantined (the counts of a scrape) read o
     onTestFinished(() => {
       probe.close();
     });
-    await until(() => (probe.pragma('wal_checkpoint(PASSIVE)') as { log: number }[])[0]!.log === -1, 'the thread in its RESTART');
+    await waitFor(() => (probe.pragma('wal_checkpoint(PASSIVE)') as { log: number }[])[0]!.log === -1, 'the thread in its RESTART');
 
     const scraping = fetch(r.metricsUrl).then(
       (res) => res.status,
       () => 'cut',
     );
-    await until(() => asked.length === 2, 'both counts asked of the thread');
+    await waitFor(() => asked.length === 2, 'both counts asked of the thread');
     // The stop cuts the scrape's connection (METRICS_PORT), then closes the database: `stop` is
     // posted to the thread behind the two reads.
     const stopping = r.stop();
-    await until(() => closing, 'the database closing');
+    await waitFor(() => closing, 'the database closing');
     w.exec('COMMIT');
     // The loop held while the thread answers both reads and exits: the answers and the exit
     // reach it together, as they do when the loop is busy at that moment.

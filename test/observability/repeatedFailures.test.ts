@@ -8,6 +8,7 @@ import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { envelope, newSecret, postSigned } from '../helpers/signing.js';
 import { startPair } from '../helpers/pair.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 let r: TestReceiver | undefined;
 let holder: Database.Database | undefined;
@@ -22,13 +23,7 @@ afterEach(async () => {
 afterAll(cleanup);
 
 /** Bounded wait for a condition the receiver's own loop brings about (its 250 ms polls). */
-async function until(what: string, cond: () => boolean, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((ok) => setTimeout(ok, 20));
-  }
-}
+const until = (what: string, cond: () => boolean, ms = 15_000): Promise<void> => waitFor(cond, what, ms);
 
 /**
  * A write from another connection, once the receiver's connections let it: its busy wait would

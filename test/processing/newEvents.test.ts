@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/util/clock.js';
 import { startReceiver, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret, signDelivery } from '../helpers/signing.js';
+import { waitFor } from '../helpers/waitFor.js';
 
 const at = (minute: number) => new Date(Date.UTC(2026, 10, 1, 9, minute)).toISOString();
 const created = (i: number) => ({
@@ -32,15 +33,6 @@ async function receiverWith(events: Record<string, unknown>[]): Promise<Setup> {
   };
   await post(events);
   return { r, clock, post, q: (s: string) => r.app.database.ingestSqlite.prepare(s).all() as Record<string, unknown>[] };
-}
-
-/** Waits for a condition of the running workers, 10 s at most. */
-async function until(ok: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 const cursor = (q: (s: string) => Record<string, unknown>[]) => q('SELECT last_event_rowid AS at FROM processing_cursor')[0]!.at;
@@ -220,13 +212,13 @@ describe('new events are folded from the processing cursor, with no job per even
         )
         .run(new Date(0).toISOString(), new Date().toISOString(), new Date().toISOString());
       await r.app.startWorkers();
-      await until(() => q("SELECT state FROM jobs WHERE kind = 'process_event'")[0]?.state === 'done', 'the process_event job to run');
+      await waitFor(() => q("SELECT state FROM jobs WHERE kind = 'process_event'")[0]?.state === 'done', 'the process_event job to run');
       expect(cursor(q)).toBe(0);
       expect(r.logs.lines).toContainEqual(expect.objectContaining({ msg: 'processing new events failed; will retry', err: expect.stringMatching(/cursor refused/) }));
 
       sqlite.exec('DROP TRIGGER refuse_cursor');
       await post(created(2));
-      await until(() => cursor(q) === q('SELECT MAX(rowid) AS m FROM events')[0]!.m, 'the cursor to pass both events');
+      await waitFor(() => cursor(q) === q('SELECT MAX(rowid) AS m FROM events')[0]!.m, 'the cursor to pass both events');
       expect(q("SELECT event_id FROM event_processing WHERE state = 'settled' ORDER BY event_id").map((x) => x.event_id)).toEqual(['evt_new_1', 'evt_new_2']);
     } finally {
       await r.close();
