@@ -141,7 +141,7 @@ function notOnVolume(folder: string): string {
   return (
     `warning: the database folder ${folder} is on the container's own file system, not on a volume (no mount point from it up to /): ` +
     'every event stored there is lost when a new container starts (Fly.io: at each deploy and restart; Kubernetes: with each new pod). ' +
-    'Mount a volume there (Fly.io: [[mounts]] in fly.toml; Kubernetes: a volumeMount; Docker: -v <volume>:/data) or set DATABASE_PATH to a path on one'
+    `Mount a volume there (Fly.io: [[mounts]] in fly.toml; Kubernetes: a volumeMount; Docker: -v <volume>:${folder}) or set DATABASE_PATH to a path on one`
   );
 }
 

@@ -119,6 +119,8 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain(`warning: the database folder ${layer} is on the container's own file system, not on a volume (no mount point from it up to /)`);
     expect(r.stderr).toContain('Fly.io: [[mounts]] in fly.toml');
+    // The folder it names, not the image's /data: `-v <volume>:/data` would not move this database.
+    expect(r.stderr).toContain(`Docker: -v <volume>:${layer})`);
     const read = await cli(['status'], { DATABASE_PATH: join(layer, 'receiver.db'), RUN_AS: 'nobody' });
     expect(read.code, read.stderr).toBe(0);
     expect(read.stderr).not.toContain('not on a volume');
