@@ -21,12 +21,18 @@ import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
  * - in it, only the database's own files (the database, its -wal, -shm, -journal, and the
  *   receiver's -ingest-wait, -workers-lock), only if owned by root and regular files. `lchown`
  *   never follows a link, so swapping a file for a link in between gains nothing.
- * Then initgroups/setgid/setuid. Nothing happens without RUN_AS, or when the process is not
- * root (`docker run --user 1234`, a developer's shell).
+ * Then initgroups/setgid/setuid. Nothing happens without RUN_AS; when the process is not root
+ * (`docker run --user 1234`, a pod's runAsUser), only the warning of a database folder on no volume.
  */
 export function runAsFromEnv(env: Readonly<Record<string, string | undefined>>, databasePath = env.DATABASE_PATH, giveFolder = true): void {
   const name = env.RUN_AS;
-  if (!name || typeof process.getuid !== 'function' || process.getuid() !== 0) return;
+  if (!name || typeof process.getuid !== 'function') return;
+  if (process.getuid() !== 0) {
+    // The image (it sets RUN_AS) started as another user (`docker run --user`, a pod's runAsUser):
+    // nothing to give or drop, but the database folder may still be the container's own.
+    if (giveFolder && databasePath && isAbsolute(databasePath)) warnIfNotOnVolume(dirname(resolve(databasePath)));
+    return;
+  }
   const user = lookupUser(name);
   if (!user) throw new Error(`RUN_AS: no user named ${JSON.stringify(name)} in /etc/passwd`);
   // A relative path (the default ./data/receiver.db) is under the working directory: left alone.
@@ -143,6 +149,18 @@ function notOnVolume(folder: string): string {
     'every event stored there is lost when a new container starts (Fly.io: at each deploy and restart; Kubernetes: with each new pod). ' +
     `Mount a volume there (Fly.io: [[mounts]] in fly.toml; Kubernetes: a volumeMount; Docker: -v <volume>:${folder}) or set DATABASE_PATH to a path on one`
   );
+}
+
+/** The no-volume warning for a process that is not root: the folder as it resolves, if it exists. */
+function warnIfNotOnVolume(folder: string): void {
+  if (folder === '/' || folder === process.cwd()) return;
+  let real: string;
+  try {
+    real = realpathSync(folder);
+  } catch {
+    return; // no such folder yet: the start says what it cannot create
+  }
+  if (!onVolume(real)) process.stderr.write(`${notOnVolume(folder)}\n`);
 }
 
 /** runAsFromEnv for an entry file: a problem ends the process with one line, before anything runs. */

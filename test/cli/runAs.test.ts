@@ -126,6 +126,28 @@ describe.skipIf(!root)('RUN_AS (the image starts as root, on a volume owned by r
     expect(read.stderr).not.toContain('not on a volume');
   });
 
+  it('warns too when the image runs as another user (docker run --user, a pod\'s runAsUser): RUN_AS set, nothing to drop', async () => {
+    // The image sets RUN_AS; started as uid 65534 it gives and drops nothing, and said nothing
+    // either while the database went to the container's own file system.
+    chmodSync(dir, 0o755);
+    const layer = join(dir, 'layer-other-user');
+    mkdirSync(layer);
+    chownSync(layer, NOBODY, NOBODY);
+    expect(statSync(layer).dev, `${layer} is on a file system of its own (set TMPDIR to a folder on /)`).toBe(statSync('/').dev);
+    const entry = [process.execPath, '--import', `${ROOT}node_modules/tsx/dist/loader.mjs`, `${ROOT}src/cli/main.ts`] as const;
+    const r = await runToExit(entry[0], [...entry.slice(1), 'migrate'], { env: { DATABASE_PATH: join(layer, 'receiver.db'), RUN_AS: 'node', HOME: layer }, uid: NOBODY, gid: NOBODY });
+    expect(r.code, r.stderr).toBe(0);
+    expect(statSync(join(layer, 'receiver.db')).uid).toBe(NOBODY);
+    expect(r.stderr).toContain(`warning: the database folder ${layer} is on the container's own file system, not on a volume`);
+    // Not for a read, nor without RUN_AS (a developer's shell).
+    const read = await runToExit(entry[0], [...entry.slice(1), 'status'], { env: { DATABASE_PATH: join(layer, 'receiver.db'), RUN_AS: 'node', HOME: layer }, uid: NOBODY, gid: NOBODY });
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stderr).not.toContain('not on a volume');
+    const plain = await runToExit(entry[0], [...entry.slice(1), 'migrate'], { env: { DATABASE_PATH: join(layer, 'receiver.db'), HOME: layer }, uid: NOBODY, gid: NOBODY });
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stderr).not.toContain('not on a volume');
+  });
+
   it('says nothing of the kind for a folder on a volume, or below one (DATABASE_PATH=/data/state/receiver.db)', async (ctx) => {
     if (!canMount) return ctx.skip();
     chmodSync(dir, 0o755);
