@@ -86,6 +86,13 @@ export function refuseUnusable(sqlite: BetterSqlite3.Database, migrations: Migra
 
 const COMPATIBLE_FROM = /^-- compatible-from: (\d+)\s*$/m;
 
+/**
+ * The last migration this build ships (pinned to migrations/ by test/db/migrations.test.ts: a new
+ * migration raises it). An install missing only its last files would otherwise migrate a database
+ * to an older schema than its code reads, and fail later, at a statement.
+ */
+export const LAST_MIGRATION = 11;
+
 export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
   let files: string[];
   try {
@@ -110,6 +117,8 @@ export function readMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
   if (migrations.length === 0) throw incompleteInstall(dir, 'it has no migration files (NNN_name.sql)');
   const gap = migrations.findIndex((m, i) => m.version !== i + 1);
   if (gap !== -1) throw incompleteInstall(dir, `migration ${gap + 1} is missing (found ${migrations.map((m) => m.version).join(', ')})`);
+  const last = migrations.at(-1)!.version;
+  if (dir === MIGRATIONS_DIR && last < LAST_MIGRATION) throw incompleteInstall(dir, `its last migration is ${last}, where this build's is ${LAST_MIGRATION}`);
   return migrations;
 }
 

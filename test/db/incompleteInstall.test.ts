@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { LAST_MIGRATION } from '../../src/db/migrate.js';
 import { ROOT, TSX } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -50,6 +51,15 @@ describe('an install whose migrations are missing', () => {
         rmSync(join(m, readMigrationName(m, 2)));
       },
       /migrations folder .*migrations\/? is incomplete: migration 2 is missing \(found 1, 3, /,
+    ],
+    [
+      'its last migration left out',
+      (m: string) => {
+        mkdirSync(m);
+        cpSync(join(ROOT, 'migrations'), m, { recursive: true });
+        rmSync(join(m, readMigrationName(m, LAST_MIGRATION)));
+      },
+      new RegExp(`migrations folder .*migrations/? is incomplete: its last migration is ${LAST_MIGRATION - 1}, where this build's is ${LAST_MIGRATION}`),
     ],
   ])('%s: the start is refused, saying the install is broken, before any database file is made', async (name, prepare, said) => {
     const root = install(name.replace(/\W+/g, '-'), prepare);

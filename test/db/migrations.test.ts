@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isMigrated, migrate, NewerDatabaseError, readMigrations, type Migration } from '../../src/db/migrate.js';
+import { isMigrated, LAST_MIGRATION, migrate, NewerDatabaseError, readMigrations, type Migration } from '../../src/db/migrate.js';
 import { tempDir } from '../helpers/receiver.js';
 
 let close = () => {};
@@ -92,6 +92,10 @@ describe('migrations', () => {
     expect(() => migrate(sqlite)).toThrow(NewerDatabaseError);
     expect(() => migrate(sqlite)).toThrow(`migration ${known + 2} changed what this build relies on`);
     expect(isMigrated(sqlite)).toBe(false);
+  });
+
+  it('LAST_MIGRATION is the last file in migrations/ (a new migration raises it: the start refuses an install missing its last ones by it)', () => {
+    expect(readMigrations().at(-1)!.version).toBe(LAST_MIGRATION);
   });
 
   it('reads a compatible-from declaration from a migration file, and refuses one past its own version', () => {
