@@ -7,7 +7,8 @@ import { runReceiver } from './runReceiver.js';
 // Arguments are refused unless `hiring-receiver serve` imported this file (with its own arguments,
 // already parsed): it says so through SERVE_VIA_CLI. (Comparing argv[1] with this file missed
 // `node dist/main status`, which Node resolves to dist/main.js.)
-const args = (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] === true ? [] : process.argv.slice(2);
+const viaCli = (globalThis as Record<symbol, unknown>)[SERVE_VIA_CLI] === true;
+const args = viaCli ? [] : process.argv.slice(2);
 if (args.length > 0) {
   // `node dist/main.js status` would otherwise start a whole receiver on the database.
   process.stderr.write(
@@ -17,9 +18,9 @@ if (args.length > 0) {
 }
 // A Node.js too old for the SQLite driver would crash when the database opens: said instead.
 exitIfUnsupportedRuntime();
-// Started directly (`node dist/main.js`) as root under RUN_AS: drop as the CLI entry does; after
-// the CLI entry it is a no-op (no longer root).
-runAsOrExit(process.env);
+// Started directly (`node dist/main.js`) under RUN_AS: drop as the CLI entry does. Not again after
+// the CLI entry, which did it (dropped, no longer root, a second call said its warnings twice).
+if (!viaCli) runAsOrExit(process.env);
 runReceiver('serve').catch((err: unknown) => {
   process.stderr.write(`fatal: ${(err as Error).message}\n`);
   process.exit(1);
