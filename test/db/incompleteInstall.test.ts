@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LAST_MIGRATION } from '../../src/db/migrate.js';
-import { ROOT, TSX } from '../helpers/childServer.js';
+import { idleReceiverEnv, ROOT, runToExit, TSX } from '../helpers/childServer.js';
 import { tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 
@@ -24,19 +23,10 @@ function install(name: string, prepare: (migrations: string) => void): string {
   return root;
 }
 
-/** `hiring-receiver serve` of that copy, to its exit (SIGKILL after 20 s). */
+/** `hiring-receiver serve` of that copy, to its exit (SIGKILL after 20 s): its stderr. */
 async function serve(root: string, databasePath: string) {
-  const proc = spawn(process.execPath, ['--import', TSX, join(root, 'src/cli/main.ts'), 'serve'], {
-    cwd: root,
-    env: { PATH: process.env.PATH ?? '', DATABASE_PATH: databasePath, WEBHOOK_SECRET: newSecret(), HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.unused', PORT: '0', HOST: '127.0.0.1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const kill = setTimeout(() => proc.kill('SIGKILL'), 20_000);
-  const code = await new Promise<number | null>((resolve) => proc.on('close', (c) => resolve(c))).finally(() => clearTimeout(kill));
-  return { code, out };
+  const { code, stderr } = await runToExit(process.execPath, ['--import', TSX, join(root, 'src/cli/main.ts'), 'serve'], { env: idleReceiverEnv(databasePath, newSecret()), timeoutMs: 20_000 });
+  return { code, out: stderr };
 }
 
 describe('an install whose migrations are missing', () => {
