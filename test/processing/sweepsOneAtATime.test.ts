@@ -2,7 +2,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
-import { waitFor } from '../helpers/waitFor.js';
+import { until, waitFor } from '../helpers/waitFor.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -64,5 +64,38 @@ describe("the workers' sweep every 5 minutes", () => {
       await r.close();
     }
     expect(r.logs.lines.filter((l) => GIVEN_UP.test(String(l.msg))).map((l) => l.reads)).toEqual([1, 1]);
+  }, 30_000);
+  it("counts a sweep's prune as part of it: a period that comes while the prune still runs starts no second prune beside it", async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '1' });
+    const other = new BetterSqlite3(r.dbPath);
+    const PRUNED = /finished jobs past JOB_RETENTION_DAYS deleted/;
+    const JOBS = 9_000;
+    try {
+      // The prune at the workers' start finds nothing; let it end before the old jobs are there.
+      for (let i = 0; i < 20; i++) await new Promise((res) => setTimeout(res, 20));
+      // Finished long ago: 18 transactions of 500, with a 10 ms pause after each, so the sweep's
+      // prune runs for well over 170 ms.
+      const at = '2020-01-01T00:00:00.000Z';
+      const insert = other.prepare(`INSERT INTO jobs (kind, payload, event_id, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
+          VALUES ('process_event', '{}', ?, 'done', ?, 1, 5, ?, ?, ?)`);
+      other.transaction(() => {
+        for (let i = 0; i < JOBS; i++) insert.run(`evt-old-${i}`, at, at, at, at);
+      })();
+      const settled = strandRead(other, 'evt-q1');
+      vi.advanceTimersByTime(5 * 60_000);
+      // The sweep has given the read up: its prune begins now. The next period comes during it.
+      await until(() => r.logs.lines.some((l) => GIVEN_UP.test(String(l.msg))), 'the sweep given the read up', 10_000, 1);
+      expect(settled()).toBe(true);
+      vi.advanceTimersByTime(5 * 60_000);
+      await waitFor(() => r.logs.lines.some((l) => PRUNED.test(String(l.msg))), 'the prune done');
+      // Let a second prune, had one started, end and say so too (bounded: 30 turns of 20 ms).
+      for (let i = 0; i < 30; i++) await new Promise((res) => setTimeout(res, 20));
+      expect(other.prepare("SELECT count(*) FROM jobs WHERE state = 'done'").pluck().get()).toBe(0);
+    } finally {
+      other.close();
+      await r.close();
+    }
+    expect(r.logs.lines.filter((l) => PRUNED.test(String(l.msg))).map((l) => l.jobs)).toEqual([JOBS]);
   }, 30_000);
 });
