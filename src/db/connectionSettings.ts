@@ -50,6 +50,12 @@ export function configure(sqlite: BetterSqlite3.Database, busyTimeoutMs: number,
   sqlite.pragma(`page_size = ${NEW_DATABASE_PAGE_SIZE}`);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${sync}`);
+  // macOS: fsync(2) leaves what it wrote in the drive's own cache, where a power loss takes it;
+  // only fcntl(F_FULLFSYNC) empties that cache (Node's own fsync uses it: file sinks, backups).
+  // SQLite's bundled build calls plain fsync unless told, so an ingest commit answered 2xx and
+  // the pages a checkpoint copied were not on disk yet. On other systems SQLite has no
+  // F_FULLFSYNC and syncs as before: a no-op there.
+  sqlite.pragma('fullfsync = ON');
   sqlite.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
   sqlite.pragma('foreign_keys = ON');
   if (!autoCheckpoint) sqlite.pragma('wal_autocheckpoint = 0');

@@ -27,6 +27,16 @@ describe('openDatabase', () => {
     expect(database.sqlite.pragma('cache_size', { simple: true })).toBe(-2048);
   });
 
+  it('asks for F_FULLFSYNC on every connection, the checkpointer thread\'s too (macOS: fsync alone leaves the commit in the drive\'s cache; a no-op elsewhere)', async () => {
+    const t = tempDir();
+    cleanup = t.cleanup;
+    database = openDatabase(join(t.dir, 'r.db'), { checkpointer: true });
+    expect(database.ingestSqlite.pragma('fullfsync', { simple: true })).toBe(1);
+    expect(database.sqlite.pragma('fullfsync', { simple: true })).toBe(1);
+    // The thread that runs the checkpoints answers the read on its own connection.
+    expect(await database.offLoop.all('SELECT fullfsync FROM pragma_fullfsync')).toEqual([{ fullfsync: 1 }]);
+  });
+
   it('creates a new database, and the files beside it, readable by its owner only (it holds candidate data); an existing file keeps its mode', async () => {
     const t = tempDir();
     cleanup = t.cleanup;
