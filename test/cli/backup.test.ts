@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -157,6 +157,16 @@ describe('backup', () => {
       const r = await cli(['backup', target, '--database', dbPath, '--force']);
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(`error: ${target} is the database or one of its files: choose another destination\n`);
+    }
+    // The same file under another name (a hard link here; on macOS's case-insensitive APFS,
+    // `Receiver.db` for `receiver.db`): the copy's rename would put a backup where the database was.
+    for (const [file, other] of [[dbPath, join(dir, 'Receiver-link.db')], [`${dbPath}-wal`, join(dir, 'wal-link.db')]] as const) {
+      expect(existsSync(file), file).toBe(true);
+      linkSync(file, other);
+      const r = await cli(['backup', other, '--database', dbPath, '--force']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`error: ${other} is the database or one of its files: choose another destination\n`);
+      rmSync(other);
     }
     const none = await cli(['backup', join(dir, 'x.db'), '--database', join(dir, 'nothing.db')]);
     expect(none.code).toBe(1);

@@ -2,6 +2,7 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSyn
 import { dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { DATABASE_SIDECARS } from '../../db/databaseFiles.js';
+import { identityOf, sameFile } from '../../db/fileIdentity.js';
 import { databasePathOf } from '../cliConfig.js';
 import { CliError, UsageError } from '../errors.js';
 import { printJson, type CliIo } from '../io.js';
@@ -58,7 +59,16 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
 
   const realSource = realPathOf(source);
   const realTarget = realPathOf(target);
-  if (realTarget === realSource || DATABASE_SIDECARS.some((s) => realTarget === `${realSource}${s}`)) {
+  // By name, and by the file a name reaches: on macOS's case-insensitive APFS `Receiver.db` is
+  // `receiver.db` under another spelling, and so is a hard link anywhere. Replaced by the copy's
+  // rename, the receiver would go on writing a file no name reaches any more.
+  const sourceFiles = [source, ...DATABASE_SIDECARS.map((s) => `${source}${s}`)].map(identityOf).filter((id) => id !== null);
+  const targetFile = identityOf(target);
+  if (
+    realTarget === realSource ||
+    DATABASE_SIDECARS.some((s) => realTarget === `${realSource}${s}`) ||
+    (targetFile !== null && sourceFiles.some((id) => sameFile(id, targetFile)))
+  ) {
     throw new CliError(`${target} is the database or one of its files: choose another destination`);
   }
   if (existsSync(target) && !o.force) throw new CliError(`${target} already exists: choose another name, or --force to replace it`);
