@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { DATABASE_SIDECARS } from '../db/databaseFiles.js';
+import { identityOf } from '../db/fileIdentity.js';
+import type { FileIdentity } from '../db/openDatabase.js';
 import { SINK_KINDS, sinkKindOf, type SinkType } from './registry.js';
 import { resolveSecretRef } from '../config/secretRef.js';
 import { CONFIG_NAME, CONFIG_NAME_RULE, CONFIG_PARSE, configIssues } from '../config/parseOptions.js';
@@ -76,11 +78,13 @@ export function resolveSinks(
 ): SinkConfig[] {
   const problem = (m: string) => opts.problems.push(m);
   // A file sink's lines must not land in the database or its files (they would corrupt it), nor
-  // in another file sink's file (both would write every line, interleaved). Compared by real path:
-  // a folder reached through a link names the same file.
+  // in another file sink's file (both would write every line, interleaved). Compared by real path
+  // (a folder reached through a link names the same file) and, for a file that exists, by device
+  // and inode too: a hard link, or `Events.ndjson` for `events.ndjson` on macOS's
+  // case-insensitive APFS, is the same file under another name.
   const reserved = new Set(
     opts.databasePath && opts.databasePath !== ':memory:'
-      ? ['', ...DATABASE_SIDECARS].map((suffix) => realPathOf(`${opts.databasePath}${suffix}`))
+      ? ['', ...DATABASE_SIDECARS].flatMap((suffix) => namesOfFile(`${opts.databasePath}${suffix}`))
       : [],
   );
   const files = new Map<string, string>();
@@ -119,10 +123,11 @@ export function resolveSinks(
     });
     if (options === null) return;
     if (s.type === 'file') {
-      const file = realPathOf((options as { path: string }).path);
-      if (reserved.has(file)) problem(`${at}.path: is the receiver's database or one of its files (DATABASE_PATH)`);
-      else if (files.has(file)) problem(`${at}.path: sink ${JSON.stringify(files.get(file))} already writes to this file`);
-      else files.set(file, s.name);
+      const keys = namesOfFile((options as { path: string }).path);
+      const other = keys.map((k) => files.get(k)).find((n) => n !== undefined);
+      if (keys.some((k) => reserved.has(k))) problem(`${at}.path: is the receiver's database or one of its files (DATABASE_PATH)`);
+      else if (other !== undefined) problem(`${at}.path: sink ${JSON.stringify(other)} already writes to this file`);
+      else for (const k of keys) files.set(k, s.name);
     }
     out.push(
       Object.freeze({
@@ -138,4 +143,19 @@ export function resolveSinks(
     );
   });
   return out;
+}
+
+/**
+ * What names one file, for resolveSinks' comparisons: its real path, and its device and inode
+ * when it exists (a stat that fails for another reason leaves the real path alone: the sink's
+ * own open says what is wrong).
+ */
+function namesOfFile(path: string): string[] {
+  let id: FileIdentity | null = null;
+  try {
+    id = identityOf(path);
+  } catch {
+    // EACCES and the like: compared by real path only.
+  }
+  return id ? [realPathOf(path), `file ${id.dev}:${id.ino}`] : [realPathOf(path)];
 }

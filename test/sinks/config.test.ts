@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config/loadConfig.js';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { homedir } from 'node:os';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
@@ -177,6 +177,26 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
         "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
         "CONFIG_FILE sinks.1.path: is the receiver's database or one of its files (DATABASE_PATH)",
         'CONFIG_FILE sinks.3.path: sink "c" already writes to this file',
+      ]);
+      // The same file under another name: a hard link (on macOS's case-insensitive APFS,
+      // `Events.ndjson` for `events.ndjson` is one too), of the database or of another sink's file.
+      linkSync(join(dir, 'data', 'r.db'), join(dir, 'data', 'R-link.db'));
+      writeFileSync(join(dir, 'data', 'events.ndjson'), '');
+      linkSync(join(dir, 'data', 'events.ndjson'), join(dir, 'data', 'Events.ndjson'));
+      expect(
+        problemsOf(
+          {
+            sinks: [
+              { name: 'a', type: 'file', path: join(dir, 'data', 'R-link.db') },
+              { name: 'c', type: 'file', path: join(dir, 'data', 'events.ndjson') },
+              { name: 'd', type: 'file', path: join(dir, 'data', 'Events.ndjson') },
+            ],
+          },
+          env,
+        ),
+      ).toEqual([
+        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
+        'CONFIG_FILE sinks.2.path: sink "c" already writes to this file',
       ]);
       // A link to the database file itself.
       symlinkSync(join(dir, 'data', 'r.db'), join(dir, 'events.ndjson'));
