@@ -155,27 +155,18 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
 
   it('compares files by their real path: a folder reached through a link names the database, and another sink\'s file, all the same', () => {
     const { dir, cleanup } = tempDir('sink-link-');
+    const env = { DATABASE_PATH: join(dir, 'data', 'r.db') };
+    // File sinks named a, b, c... at these paths under dir.
+    const fileSinks = (...paths: string[][]) => problemsOf({ sinks: paths.map((p, i) => ({ name: 'abcd'[i], type: 'file', path: join(dir, ...p) })) }, env);
+    const IS_DATABASE = "is the receiver's database or one of its files (DATABASE_PATH)";
     try {
       mkdirSync(join(dir, 'data'));
       symlinkSync(join(dir, 'data'), join(dir, 'link'));
       writeFileSync(join(dir, 'data', 'r.db'), '');
-      const env = { DATABASE_PATH: join(dir, 'data', 'r.db') };
-      expect(
-        problemsOf(
-          {
-            sinks: [
-              { name: 'a', type: 'file', path: join(dir, 'link', 'r.db') },
-              // Not created yet: its folder's real path decides.
-              { name: 'b', type: 'file', path: join(dir, 'link', 'r.db-wal') },
-              { name: 'c', type: 'file', path: join(dir, 'data', 'events.ndjson') },
-              { name: 'd', type: 'file', path: join(dir, 'link', 'events.ndjson') },
-            ],
-          },
-          env,
-        ),
-      ).toEqual([
-        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
-        "CONFIG_FILE sinks.1.path: is the receiver's database or one of its files (DATABASE_PATH)",
+      // The second is not created yet: its folder's real path decides.
+      expect(fileSinks(['link', 'r.db'], ['link', 'r.db-wal'], ['data', 'events.ndjson'], ['link', 'events.ndjson'])).toEqual([
+        `CONFIG_FILE sinks.0.path: ${IS_DATABASE}`,
+        `CONFIG_FILE sinks.1.path: ${IS_DATABASE}`,
         'CONFIG_FILE sinks.3.path: sink "c" already writes to this file',
       ]);
       // The same file under another name: a hard link (on macOS's case-insensitive APFS,
@@ -183,26 +174,13 @@ describe('CONFIG_FILE sinks: what an operator gets wrong', () => {
       linkSync(join(dir, 'data', 'r.db'), join(dir, 'data', 'R-link.db'));
       writeFileSync(join(dir, 'data', 'events.ndjson'), '');
       linkSync(join(dir, 'data', 'events.ndjson'), join(dir, 'data', 'Events.ndjson'));
-      expect(
-        problemsOf(
-          {
-            sinks: [
-              { name: 'a', type: 'file', path: join(dir, 'data', 'R-link.db') },
-              { name: 'c', type: 'file', path: join(dir, 'data', 'events.ndjson') },
-              { name: 'd', type: 'file', path: join(dir, 'data', 'Events.ndjson') },
-            ],
-          },
-          env,
-        ),
-      ).toEqual([
-        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
-        'CONFIG_FILE sinks.2.path: sink "c" already writes to this file',
+      expect(fileSinks(['data', 'R-link.db'], ['data', 'events.ndjson'], ['data', 'Events.ndjson'])).toEqual([
+        `CONFIG_FILE sinks.0.path: ${IS_DATABASE}`,
+        'CONFIG_FILE sinks.2.path: sink "b" already writes to this file',
       ]);
       // A link to the database file itself.
       symlinkSync(join(dir, 'data', 'r.db'), join(dir, 'events.ndjson'));
-      expect(problemsOf({ sinks: [{ name: 'a', type: 'file', path: join(dir, 'events.ndjson') }] }, env)).toEqual([
-        "CONFIG_FILE sinks.0.path: is the receiver's database or one of its files (DATABASE_PATH)",
-      ]);
+      expect(fileSinks(['events.ndjson'])).toEqual([`CONFIG_FILE sinks.0.path: ${IS_DATABASE}`]);
     } finally {
       cleanup();
     }
