@@ -102,6 +102,12 @@ function table(head: string[], rows: string[][]): string[] {
   return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)];
 }
 
+/**
+ * A generator whose pre-signed pool ran out resent its last delivery (wrk) or stopped (the Node
+ * closed loop): the rows check then fails for the bench's own reason, not for a lost event.
+ */
+const exhaustedNote = (n: number): string => (n > 0 ? `; the generator's pool ran out: ${fmt(n)} requests past its end, the run is invalid` : '');
+
 /** Peak RSS of the row's processes: the server, and the `work` process where there is one. */
 const rssCell = (r: { peakRssMB: number; workPeakRssMB?: number }): string =>
   r.workPeakRssMB === undefined ? fmt(r.peakRssMB, 1) : `${fmt(r.peakRssMB, 1)} + work ${fmt(r.workPeakRssMB, 1)}`;
@@ -188,7 +194,7 @@ export function renderMarkdown(r: Results): string {
         cpuCell(t.cpu),
         fmt(t.meanBatch, 1),
         fmt(t.meanCommitMs, 2),
-        t.rowCheck === undefined ? '' : `${t.rowCheck} (${fmt(t.rowsStored)} rows, ${fmt(t.acked2xx)} 2xx, ${fmt(t.unanswered)} in flight at stop)`,
+        t.rowCheck === undefined ? '' : `${t.rowCheck} (${fmt(t.rowsStored)} rows, ${fmt(t.acked2xx)} 2xx, ${fmt(t.unanswered)} in flight at stop${exhaustedNote(t.exhausted)})`,
       ]),
     ), '');
   }

@@ -46,4 +46,10 @@ describe('bench report verdicts', () => {
     const empty = fanOut({ acked: 0, measuredAcked: 0, landed: 0, notLanded: 0, sinkLines: 0, latencyMs: { p50: 0, p99: 0, p999: 0, max: 0, mean: 0 } });
     expect(verdict(results({ fanOut: empty }), 'fan-out')).toMatch(/p50 0\.0 ms \(target < 50\) MISSED; 0 of 0 acknowledged events landed \(none acknowledged/);
   });
+
+  it("the rows check's cell says when the generator's pool ran out (a FAILED that is not a lost event)", () => {
+    const md = renderMarkdown(results({ throughput: [receiverRow({ exhausted: 1_200, rowCheck: 'FAILED', acked2xx: 181_200 })] }));
+    expect(md).toContain("FAILED (180,000 rows, 181,200 2xx, 0 in flight at stop; the generator's pool ran out: 1,200 requests past its end, the run is invalid)");
+    expect(renderMarkdown(results({ throughput: [receiverRow({})] }))).toContain('ok (180,000 rows, 180,000 2xx, 0 in flight at stop) |');
+  });
 });
