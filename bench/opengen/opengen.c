@@ -27,7 +27,8 @@
  *   from the scheduled time to when this generator woke up and took the
  *   request (its own lateness, part of the latency; a lower bound of its
  *   share, since a late write or a late read of the answer is not in it); then one
- *   JSON line {"sent":n,"answered":n (with a status),"elapsed_s":x,"max_in_flight":n,"max_send_lag_ms":x}.
+ *   JSON line {"sent":n,"answered":n (with a status),"elapsed_s":x (to the last answer),"send_s":x (to the
+   last send, plus one interval),"max_in_flight":n,"max_send_lag_ms":x}.
  * Exit code 0; 2 with a message on stderr for bad arguments or input.
  *
  * Bounded: a written request is answered, fails, or times out `timeout ms`
@@ -85,7 +86,7 @@ static Conn *conns;
 static int max_conns, open_conns, *idle, n_idle;
 static long *pending, pend_head, pend_tail;
 static long next_req, completed, in_flight, max_in_flight;
-static int64_t t0, interval_ns, timeout_ns, last_done_ns;
+static int64_t t0, interval_ns, timeout_ns, last_done_ns, last_send_ns;
 static double max_lag_ms;
 static int ep;
 static struct sockaddr_in addr;
@@ -283,6 +284,7 @@ static void send_due(int64_t now) {
     if (lag > max_lag_ms) max_lag_ms = lag;
     in_flight++;
     if (in_flight > max_in_flight) max_in_flight = in_flight;
+    last_send_ns = now;
     dispatch(i, now);
   }
 }
@@ -511,7 +513,10 @@ int main(int argc, char **argv) {
   }
   long answered_n = 0;
   for (long i = 0; i < total; i++) answered_n += results[i].status > 0;
-  printf("{\"sent\":%ld,\"answered\":%ld,\"elapsed_s\":%.6f,\"max_in_flight\":%ld,\"max_send_lag_ms\":%.3f}\n", next_req, answered_n,
-         (double)(end - t0) / 1e9, max_in_flight, max_lag_ms);
+  /* send_s: from the first scheduled time to the last request taken, plus one interval (n sends on
+     time span n intervals), so sent / send_s is the rate the sender kept, not stretched by the time
+     the last answers took. */
+  printf("{\"sent\":%ld,\"answered\":%ld,\"elapsed_s\":%.6f,\"send_s\":%.6f,\"max_in_flight\":%ld,\"max_send_lag_ms\":%.3f}\n", next_req,
+         answered_n, (double)(end - t0) / 1e9, (double)(last_send_ns - t0 + interval_ns) / 1e9, max_in_flight, max_lag_ms);
   return 0;
 }

@@ -89,6 +89,23 @@ describe('open-loop C generator', () => {
     expect(r.sentRate).toBeLessThan(440);
   });
 
+  it.each([
+    ['the C sender', {}],
+    ["node:http's client", { opengen: undefined }],
+  ])('%s: the sent rate is the schedule kept, not stretched by a slow last answer', async (_name, sender) => {
+    // The last of the 500 requests is answered 1 s late: the sends took 1.25 s all the same.
+    const url = await serve((_req, _body, n, res) => {
+      if (n === 499) setTimeout(() => json(res, 202, { status: 'accepted' }), 1000);
+      else json(res, 202, { status: 'accepted' });
+    });
+    const r = await loadgen(url, { rate: 400, warmupS: 0.25, durationS: 1, ...sender });
+    expect(r.generator).toBe('opengen' in sender ? 'node' : 'c');
+    expect(r.measured.s2xx).toBe(400);
+    expect(r.measured.max).toBeGreaterThan(1000);
+    expect(r.sentRate).toBeGreaterThan(360 / (1 + r.maxSendLagMs / 1250));
+    expect(r.sentRate).toBeLessThan(440);
+  });
+
   it('reads answers with a length, chunked, empty, interim, split, closing the connection, and non-2xx', async () => {
     const url = await serve((_req, _body, n, res) => {
       switch (n % 8) {

@@ -29,6 +29,8 @@ function bench(...args: string[]): Promise<{ code: number | null; stdout: string
     });
   });
 }
+/** Every row skipped and nothing built. */
+const NOTHING = ['--no-build', '--skip-throughput', '--skip-rates', '--skip-fanout', '--skip-replay'];
 const benchDirs = () => readdirSync(scratch.dir).filter((n) => n.startsWith('receiver-bench-'));
 
 describe('bench options', () => {
@@ -49,6 +51,12 @@ describe('bench options', () => {
     [['--receivers', 'inf:2'], '--receivers: "inf" is not a LOG_LEVEL'],
     [['--rate-receivers', 'info@base'], '--rate-receivers: info@base needs --baseline <dir>'],
     [['--receiver-env', 'PROCESSING_SHARE'], '--receiver-env: expected KEY=VALUE, got "PROCESSING_SHARE"'],
+    // Deliveries signed once per period, refused by the receiver past its 5-minute tolerance: the rest
+    // of the options skip every row, so without the check the run would end at once with exit 0.
+    [['--duration', '300', ...NOTHING], '--warmup + --duration send 305 s of deliveries signed at once: at most 240 s'],
+    [['--rate-duration', '240', ...NOTHING], '--rate-warmup + --rate-duration send 243 s of deliveries signed at once'],
+    [['--fanout-duration', '600', ...NOTHING], '1 s of warm-up + --fanout-duration send 601 s'],
+    [['--replay-events', '1000000', ...NOTHING], '--replay-events at 2,000/s send 500 s'],
   ])('%j is refused in one line, naming it, before anything runs', async (args, message) => {
     const r = await bench(...args);
     expect(r.code).toBe(1);
