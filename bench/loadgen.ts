@@ -183,6 +183,12 @@ async function openLoopC(binary: string, deliveries: Delivery[], warmupCount: nu
     deliveries.map((d) => `${deliveryLine(d)}\n`).join('');
   const out = await new Promise<Buffer>((resolve, reject) => {
     const child = spawn(binary, [hostname, port, String(args.rate), String(timeoutMs), String(args.connections)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    // Stopped with this process (the bench's end on a signal stops its loadgen with SIGTERM):
+    // left alone, it went on sending to a port nothing listened on for the rest of its period.
+    process.once('SIGTERM', () => {
+      child.kill('SIGTERM');
+      process.exit(143);
+    });
     const chunks: Buffer[] = [];
     let err = '';
     child.stdout.on('data', (c: Buffer) => chunks.push(c));

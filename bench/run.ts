@@ -24,9 +24,9 @@ import { cpuBetween, measuredWindow, recordCpu, type CpuShare } from './lib/cpu.
 import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
 import { loopBetween, scrapeLoop } from './lib/loopWatch.js';
-import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, type Server } from './lib/processes.js';
+import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, stopChildren, tracked, type Server } from './lib/processes.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
-import { runWrk, wrkAvailable, writePool, type LoadResult } from './lib/wrk.js';
+import { runWrk, wrkAvailable, writePool, writeShards, writeTemplates, type LoadResult } from './lib/wrk.js';
 import { exitIfUnsupportedRuntime } from '../src/db/unsupportedRuntime.js';
 import { TOLERANCE_SECONDS } from '../src/ingest/verifySignature.js';
 
@@ -263,7 +263,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
   // split: the workers run in their own process on the same database (`hiring-receiver work`).
   const work =
     workers === 'split'
-      ? spawn(process.execPath, [...RECEIVER_NODE_FLAGS, 'dist/cli/main.js', 'work'], {
+      ? tracked(spawn(process.execPath, [...RECEIVER_NODE_FLAGS, 'dist/cli/main.js', 'work'], {
           cwd,
           env: {
             PATH: process.env.PATH ?? '',
@@ -276,7 +276,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
             ...RECEIVER_ENV,
           },
           stdio: ['ignore', logFd, 'inherit'],
-        })
+        }))
       : null;
   const workExited = work ? new Promise<void>((r) => work.once('exit', () => r())) : null;
   return {
@@ -380,7 +380,44 @@ async function withCpu<T>(server: Server, durationS: number, load: (onSpawn: (ch
 }
 
 /** Warm-up then measured period with the closed-loop generator (wrk, or the Node fallback). */
-async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk' | 'node'): Promise<{ warm: LoadResult; measured: LoadResult; cpu: CpuShare | null }> {
+/** A receiver row's pre-signed wrk pools (shards only: writeTemplates adds the server's port). */
+interface SignedPools {
+  warmup: string;
+  measured: string;
+  /** When their signing began: every delivery's `webhook-timestamp` is this second's. */
+  signedAtMs: number;
+}
+
+/**
+ * A receiver row's two pools, each delivery sent once, signed and written before the receiver
+ * starts: the `sync` before its start then writes them out too, and the receiver is not left idle
+ * between its warm-up and its measured period while they are signed. Sized above what the server
+ * can take. Their timestamps are then the signing time's, up to the warm-up and measured period
+ * later (SIGNED_SPAN_MAX_S keeps that inside the 5-minute tolerance).
+ */
+function signPools(label: string, expectedRps: number): SignedPools {
+  const sized = (durationS: number) => Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000;
+  return {
+    signedAtMs: Date.now(),
+    warmup: writeShards(join(tmp, `pool-${label}-warmup`), secret, templates, opts.threads, sized(opts.warmupS)),
+    measured: writeShards(join(tmp, `pool-${label}-measured`), secret, templates, opts.threads, sized(opts.durationS)),
+  };
+}
+
+/**
+ * Drives the server through a warm-up and a measured period. For a receiver row (`receiver`), each
+ * delivery is sent once: from its pre-signed pools with wrk (signPools), from the Node closed loop's
+ * own otherwise. For the baseline servers (null), which store nothing, a pool of 20,000 a thread is
+ * sent round and round.
+ */
+async function drive(
+  s: Server,
+  receiver: { expectedRps: number; pools: SignedPools | null } | null,
+  gen: 'wrk' | 'node',
+): Promise<{ warm: LoadResult; measured: LoadResult; cpu: CpuShare | null }> {
+  const unique = receiver !== null;
+  const expectedRps = receiver?.expectedRps ?? 0;
+  const pools = receiver?.pools ?? null;
   if (gen === 'node') {
     const { result, cpu } = await withCpu(
       s,
@@ -402,11 +439,15 @@ async function drive(s: Server, unique: boolean, expectedRps: number, gen: 'wrk'
     };
   }
   const lua = join(ROOT, 'bench/wrk/deliveries.lua');
-  const run = async (phase: string, durationS: number, onSpawn?: (child: ChildProcess) => void) => {
-    // Unique pools are signed right before their period (5-minute tolerance) and sized above what the server can take.
-    const perThread = unique ? Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000 : 20_000;
-    const dir = writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, perThread, s.port);
-    const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !unique, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT, ...(onSpawn ? { onSpawn } : {}) });
+  const run = async (phase: 'warmup' | 'measured', durationS: number, onSpawn?: (child: ChildProcess) => void) => {
+    // The signing, the sync and the warm-up took their time: a period whose last deliveries would be
+    // past the receiver's tolerance would end in 401s (the rows check counts only 2xx).
+    const ageS = pools ? (Date.now() - pools.signedAtMs) / 1000 : 0;
+    if (ageS + durationS + 1 > TOLERANCE_SECONDS) {
+      throw new Error(`the ${phase} period's deliveries were signed ${Math.round(ageS)} s ago: the last of ${durationS} s more would be past the receiver's ${TOLERANCE_SECONDS / 60}-minute tolerance; shorten --warmup/--duration`);
+    }
+    const dir = pools ? writeTemplates(pools[phase], templates, s.port) : writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, 20_000, s.port);
+    const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !pools, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT, ...(onSpawn ? { onSpawn } : {}) });
     rmSync(dir, { recursive: true, force: true });
     return r;
   };
@@ -442,7 +483,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
   for (const [name, file, bodyRead] of servers) {
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
     const s = await start(name, [file], { BODY_READ: bodyRead });
-    const { measured, cpu } = await drive(s, false, 0, gen);
+    const { measured, cpu } = await drive(s, null, gen);
     const { peak } = await stop(s);
     rows.push(row(name, measured, peak, cpu));
   }
@@ -453,8 +494,11 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
   for (const { level, workers, base } of opts.receivers) {
     const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
-    const r = await startReceiver(`tp-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
-    const { warm, measured, cpu } = await drive(r.server, true, Math.max(bare, 5000), gen);
+    const label = `tp-${level}-${workers ?? 'default'}${base ? '-base' : ''}`;
+    const expectedRps = Math.max(bare, 5000);
+    const pools = gen === 'wrk' ? signPools(`${receiverCount + 1}-${label}`, expectedRps) : null;
+    const r = await startReceiver(label, level, workers, base);
+    const { warm, measured, cpu } = await drive(r.server, { expectedRps, pools }, gen);
     const f = await r.finish();
     const acked = warm.status2xx + measured.status2xx;
     const acceptedTotal = warm.accepted + measured.accepted;
@@ -598,11 +642,22 @@ async function main() {
 
 const cleanup = async () => {
   for (const s of [...started]) await s.stop(2000).catch(() => undefined);
+  // The rest: a `work` process, the later rows' receivers and sandbox, a generator in its period.
+  await stopChildren(2000);
   rmSync(tmp, { recursive: true, force: true });
 };
-process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
+/** The signal the bench was stopped by: the row it ends then fails for that reason, not its own. */
+let stoppedBy: NodeJS.Signals | null = null;
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
+  process.once(signal, () => {
+    stoppedBy = signal;
+    process.stderr.write(`bench stopped (${signal}): stopping its processes and removing ${tmp}\n`);
+    void cleanup().then(() => process.exit(code));
+  });
+}
 main()
   .catch((err: unknown) => {
+    if (stoppedBy) return;
     process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
     process.exitCode = 1;
   })

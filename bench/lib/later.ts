@@ -38,7 +38,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync, readSync, fstatSync, writeFileSync, readFileSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { freePort, mb, RECEIVER_NODE_FLAGS, runLoadgen, startServer, type Server } from './processes.js';
+import { freePort, mb, RECEIVER_NODE_FLAGS, runLoadgen, startServer, tracked, type Server } from './processes.js';
 import { cpuBetween, sampleCpu } from './cpu.js';
 import { startBenchSandbox, type BenchSandbox } from './sandbox.js';
 import { summarize } from './stats.js';
@@ -426,11 +426,13 @@ export async function measureReplay(ctx: LaterContext, o: { events?: number; ing
     ctx.log(`replay: node dist/cli/main.js replay --all --sink ${sinkName} --wait --json`);
     const prof = ctx.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${ctx.cpuProfDir}`, '--cpu-prof-name=replay-cli.cpuprofile'] : [];
     const start = wall();
-    const cli = spawn(process.execPath, [...prof, 'dist/cli/main.js', 'replay', '--all', '--sink', sinkName, '--wait', '--json', '--timeout', '300'], {
-      cwd: ctx.root,
-      env: { PATH: process.env.PATH ?? '', DATABASE_PATH: dbPath, CONFIG_FILE: configPath, WEBHOOK_SECRET: ctx.secret, HIRING_API_URL: ctx.stubUrl, HIRING_API_KEY: 'sk-bench.benchkey' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const cli = tracked(
+      spawn(process.execPath, [...prof, 'dist/cli/main.js', 'replay', '--all', '--sink', sinkName, '--wait', '--json', '--timeout', '300'], {
+        cwd: ctx.root,
+        env: { PATH: process.env.PATH ?? '', DATABASE_PATH: dbPath, CONFIG_FILE: configPath, WEBHOOK_SECRET: ctx.secret, HIRING_API_URL: ctx.stubUrl, HIRING_API_KEY: 'sk-bench.benchkey' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     let err = '';
     cli.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -23,6 +23,43 @@ export interface Server {
 
 export { freePort } from '../../src/util/freePort.js';
 
+/** Every child the bench started that has not exited yet: what stopChildren stops. */
+const children = new Set<ChildProcess>();
+
+/**
+ * Counts `child` among the bench's children until it exits, so a Ctrl-C, a SIGTERM or a failed
+ * row stops it too (stopChildren): a `work` process, the later rows' receivers and sandbox, a
+ * loadgen or wrk were left running under pid 1 when the bench ended on a signal.
+ */
+export function tracked<T extends ChildProcess>(child: T): T {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return child;
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
+/**
+ * SIGTERM to every child still running (a receiver drains and closes its database), SIGKILL to
+ * those still there after `graceMs`; resolves when all have exited, or 2 s after the SIGKILL.
+ */
+export async function stopChildren(graceMs = 2000): Promise<void> {
+  await Promise.all(
+    [...children].map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          const kill = setTimeout(() => c.kill('SIGKILL'), graceMs);
+          const giveUp = setTimeout(resolve, graceMs + 2000);
+          c.once('exit', () => {
+            clearTimeout(kill);
+            clearTimeout(giveUp);
+            resolve();
+          });
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
 /** Bytes as MB (2^20), to one decimal: how the bench reports peak RSS. */
 export const mb = (bytes: number): number => Math.round((bytes / 2 ** 20) * 10) / 10;
 
@@ -65,7 +102,7 @@ export interface StartOptions {
 /** Starts a Node child process (node is process.execPath) and waits until it answers. */
 export async function startServer(opts: StartOptions): Promise<Server> {
   const stdio: StdioOptions = ['ignore', opts.stdout ?? 'ignore', 'pipe'];
-  const proc = spawn(process.execPath, opts.args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio });
+  const proc = tracked(spawn(process.execPath, opts.args, { cwd: opts.cwd, env: { PATH: process.env.PATH ?? '', ...opts.env }, stdio }));
   const stderr: string[] = [];
   proc.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
@@ -136,7 +173,7 @@ export function runCommand(
   opts: { cwd: string; timeoutMs: number; env?: NodeJS.ProcessEnv; onSpawn?: (child: ChildProcess) => void },
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = tracked(spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] }));
     opts.onSpawn?.(proc);
     let stdout = '';
     let stderr = '';

@@ -1,0 +1,58 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { runCommand, stopChildren, tracked } from '../../bench/lib/processes.js';
+
+/** A node child that prints "up" once its handlers are set, then idles until stopped. */
+function child(ignoreSigterm: boolean) {
+  const code = `${ignoreSigterm ? "process.on('SIGTERM', () => {});" : ''} setInterval(() => {}, 1000); console.log('up');`;
+  const c = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const up = new Promise<void>((resolve) => c.stdout.once('data', () => resolve()));
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => c.once('exit', (code, signal) => resolve(signal ?? code)));
+  return { c, up, exited };
+}
+
+describe("the bench's children at its end (stopChildren)", () => {
+  it('stops every tracked child still running: SIGTERM, then SIGKILL for one that ignores it; an untracked one is left alone', async () => {
+    const polite = child(false);
+    const stubborn = child(true);
+    const untracked = child(false);
+    try {
+      tracked(polite.c);
+      tracked(stubborn.c);
+      await Promise.all([polite.up, stubborn.up, untracked.up]);
+      const t0 = performance.now();
+      await stopChildren(300);
+      expect(await polite.exited).toBe('SIGTERM');
+      expect(await stubborn.exited).toBe('SIGKILL');
+      // It waited for the SIGKILL's effect, not longer than its bound.
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+      expect(performance.now() - t0).toBeLessThan(2300);
+      expect(untracked.c.exitCode).toBe(null);
+      expect(untracked.c.signalCode).toBe(null);
+    } finally {
+      untracked.c.kill('SIGKILL');
+      await untracked.exited;
+    }
+  });
+
+  it('forgets a child once it has exited, and tracks the commands runCommand runs while they run', async () => {
+    const done = child(false);
+    tracked(done.c);
+    await done.up;
+    done.c.kill('SIGTERM');
+    await done.exited;
+    let running: ReturnType<typeof child>['c'] | undefined;
+    const cmd = runCommand(process.execPath, ['-e', "setInterval(() => {}, 1000); console.log('up')"], {
+      cwd: process.cwd(),
+      timeoutMs: 20_000,
+      onSpawn: (c) => (running = c as ReturnType<typeof child>['c']),
+    });
+    await new Promise<void>((resolve) => running!.stdout!.once('data', () => resolve()));
+    const t0 = performance.now();
+    await stopChildren(5000);
+    // Only the command was left to stop, and it went at its SIGTERM, not at the 5 s SIGKILL.
+    expect((await cmd).code).toBe(null);
+    expect(running!.signalCode).toBe('SIGTERM');
+    expect(performance.now() - t0).toBeLessThan(4000);
+  });
+});
