@@ -509,7 +509,7 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
     const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
     rows.push(
       row(name, measured, f.peak, cpu, {
-        ...(f.workPeak ? { workPeakRssMB: mb(f.workPeak) } : {}),
+        ...(f.workPeak === null ? {} : { workPeakRssMB: mb(f.workPeak) }),
         ratio: Math.round((measured.rps / bare) * 1000) / 1000,
         rowsStored: f.rows,
         acked2xx: acked,
@@ -565,7 +565,7 @@ async function fixedRates(): Promise<RateRow[]> {
         errors: res.measured.socketErrors + res.measured.non2xx,
         maxInFlight: res.maxInFlight,
         peakRssMB: mb(f.peak),
-        ...(f.workPeak ? { workPeakRssMB: mb(f.workPeak) } : {}),
+        ...(f.workPeak === null ? {} : { workPeakRssMB: mb(f.workPeak) }),
         floorP50Ms: floor.measured.p50,
         floorP99Ms: floor.measured.p99,
         floorP999Ms: floor.measured.p999,

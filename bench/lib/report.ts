@@ -111,9 +111,12 @@ const exhaustedNote = (n: number): string => (n > 0 ? `; the generator's pool ra
 /** Peak RSS of the row's processes: the server, and the `work` process where there is one. */
 const rssCell = (r: { peakRssMB: number; workPeakRssMB?: number }): string =>
   r.workPeakRssMB === undefined ? fmt(r.peakRssMB, 1) : `${fmt(r.peakRssMB, 1)} + work ${fmt(r.workPeakRssMB, 1)}`;
-/** Each process within the target (the target is per process: a `work` process is its own). */
-const rssMet = (r: { peakRssMB: number; workPeakRssMB?: number }): boolean =>
-  r.peakRssMB <= TARGETS.peakRssMB && (r.workPeakRssMB === undefined || r.workPeakRssMB <= TARGETS.peakRssMB);
+/**
+ * Each process within the target (the target is per process: a `work` process is its own). A peak
+ * of 0 is one that could not be read (the process had exited, or no /proc): not a figure that meets it.
+ */
+const withinRss = (mb: number): boolean => mb > 0 && mb <= TARGETS.peakRssMB;
+const rssMet = (r: { peakRssMB: number; workPeakRssMB?: number }): boolean => withinRss(r.peakRssMB) && (r.workPeakRssMB === undefined || withinRss(r.workPeakRssMB));
 
 /**
  * The targets are about deliveries the receiver acknowledged: a figure made of refusals (a 401 or a

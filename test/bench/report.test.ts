@@ -47,6 +47,12 @@ describe('bench report verdicts', () => {
     expect(verdict(results({ fanOut: empty }), 'fan-out')).toMatch(/p50 0\.0 ms \(target < 50\) MISSED; 0 of 0 acknowledged events landed \(none acknowledged/);
   });
 
+  it('a peak RSS that could not be read (0: the process had exited, or no /proc) does not meet the target, nor does a work process\'s', () => {
+    expect(verdict(results({ throughput: [receiverRow({})] }), 'receiver')).toMatch(/peak RSS 100\.0 MB \(target <= 128\) MET/);
+    expect(verdict(results({ throughput: [receiverRow({ peakRssMB: 0 })] }), 'receiver')).toMatch(/peak RSS 0\.0 MB \(target <= 128\) MISSED/);
+    expect(verdict(results({ fixedRate: [rateRow({ workPeakRssMB: 0 })] }), 'fixed 2500/s')).toMatch(/peak RSS 100\.0 \+ work 0\.0 MB MISSED/);
+  });
+
   it("the rows check's cell says when the generator's pool ran out (a FAILED that is not a lost event)", () => {
     const md = renderMarkdown(results({ throughput: [receiverRow({ exhausted: 1_200, rowCheck: 'FAILED', acked2xx: 181_200 })] }));
     expect(md).toContain("FAILED (180,000 rows, 181,200 2xx, 0 in flight at stop; the generator's pool ran out: 1,200 requests past its end, the run is invalid)");
