@@ -13,7 +13,7 @@
  * `--replay` run only them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, closeSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -303,8 +303,11 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
         db.close();
       }
     },
-    /** Stops it (drain, close) and counts what it stored. */
-    async finish() {
+    /**
+     * Stops it (drain, close) and counts what it stored; with `ackedIds` (the event ids the
+     * generator saw a 2xx for), also how many of them are not in `events`.
+     */
+    async finish(ackedIds: readonly string[] = []) {
       const batches = await groupCommitStats(server.url);
       const { peak, exit } = await stop(server);
       // The `work` process's own high-water mark, read before it exits (its RSS counts as well).
@@ -318,8 +321,10 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
       const db = new BetterSqlite3(dbPath, { readonly: true });
       const rows = db.prepare('SELECT COUNT(*) FROM events').pluck().get() as number;
       const jobsDone = db.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'done'").pluck().get() as number;
+      const stored = db.prepare('SELECT 1 FROM events WHERE id = ?').pluck();
+      const ackedMissing = ackedIds.filter((id) => stored.get(id) === undefined).length;
       db.close();
-      return { peak, workPeak, exit, rows, jobsDone, logBytes: statSync(logPath).size, ...batches };
+      return { peak, workPeak, exit, rows, jobsDone, ackedMissing, logBytes: statSync(logPath).size, ...batches };
     },
   };
 }
@@ -538,19 +543,24 @@ async function fixedRates(): Promise<RateRow[]> {
     for (const { level, workers, base } of opts.rateReceivers) {
       const name = `receiver LOG_LEVEL=${level}${workersLabel(workers, base)}`;
       log(`fixed rate ${rate}/s: ${name}`);
-      const r = await startReceiver(`rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`, level, workers, base);
+      const label = `rate-${rate}-${level}-${workers ?? 'default'}${base ? '-base' : ''}`;
+      const r = await startReceiver(label, level, workers, base);
+      const ackFile = join(tmp, `acks-${receiverCount}-${label}.txt`);
       // The loop's max delay from here (this scrape resets it) to the end of the load.
       const loopBefore = await scrapeLoop(r.server.url);
       const { result, cpu } = await withCpu(
         r.server,
         opts.rateDurationS,
-        (onSpawn) => loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen }, onSpawn),
+        (onSpawn) => loadgen(r.server.url, { mode: 'open', rate, connections: 256, warmupS: opts.rateWarmupS, durationS: opts.rateDurationS, opengen, ackFile }, onSpawn),
         (_res, seconds) => rate * seconds,
       );
       const res = result as OpenResult;
       const loopAfter = await scrapeLoop(r.server.url);
       const catchUp = await r.catchUp();
-      const f = await r.finish();
+      // Each acknowledged event by its id, not only their count: a lost acknowledged event and an
+      // unanswered request that was committed would cancel out in the counts.
+      const ackedIds = readFileSync(ackFile, 'utf8').split('\n').filter(Boolean).map((l) => l.slice(0, l.indexOf(' ')));
+      const f = await r.finish(ackedIds);
       const acked = res.warmup.s2xx + res.measured.s2xx;
       // A request that timed out at the client may still have been committed (the service would redeliver it).
       const unanswered = res.warmup.socketErrors + res.measured.socketErrors;
@@ -573,7 +583,11 @@ async function fixedRates(): Promise<RateRow[]> {
         rowsStored: f.rows,
         acked2xx: acked,
         unanswered,
-        rowCheck: f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked ? 'ok' : 'FAILED',
+        ackedMissing: f.ackedMissing,
+        rowCheck:
+          f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked && ackedIds.length === acked && f.ackedMissing === 0
+            ? 'ok'
+            : 'FAILED',
         meanBatch: f.meanBatch,
         meanCommitMs: f.meanCommitMs,
         lockWaits: f.lockWaits,

@@ -56,6 +56,8 @@ export interface RateRow {
   sendLag: { p99: number; p999: number; max: number };
   rowsStored: number;
   acked2xx: number;
+  /** acknowledged event ids (the generator's 2xx, by id) not found in `events` */
+  ackedMissing?: number;
   rowCheck: 'ok' | 'FAILED';
   meanBatch: number;
   meanCommitMs: number;
@@ -211,7 +213,7 @@ export function renderMarkdown(r: Results): string {
         `${fmt(f.floorP50Ms, 2)} / ${fmt(f.floorP99Ms, 2)} / ${fmt(f.floorP999Ms, 2)}`,
         f.sendLag ? `${fmt(f.sendLag.p99, 2)} / ${fmt(f.sendLag.p999, 2)} / ${fmt(f.sendLag.max, 1)}` : '',
         f.loop ? `${fmt(f.loop.maxDelayMs, 1)}; ${fmt(f.loop.gcPauses)} (${fmt(f.loop.gcOver10ms)}, ${fmt(f.loop.gcOver100ms)})` : '',
-        `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out)`,
+        `${f.rowCheck} (${fmt(f.rowsStored)} rows, ${fmt(f.acked2xx)} 2xx, ${fmt(f.unanswered)} timed out${f.ackedMissing ? `; ${fmt(f.ackedMissing)} acknowledged ids not stored` : ''})`,
       ]),
     ), '');
   }

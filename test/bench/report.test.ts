@@ -53,6 +53,12 @@ describe('bench report verdicts', () => {
     expect(verdict(results({ fixedRate: [rateRow({ workPeakRssMB: 0 })] }), 'fixed 2500/s')).toMatch(/peak RSS 100\.0 \+ work 0\.0 MB MISSED/);
   });
 
+  it('the fixed-rate rows check says how many acknowledged event ids were not stored', () => {
+    const md = renderMarkdown(results({ fixedRate: [rateRow({ rowCheck: 'FAILED', ackedMissing: 2 })] }));
+    expect(md).toContain('FAILED (37,500 rows, 37,500 2xx, 0 timed out; 2 acknowledged ids not stored) |');
+    expect(renderMarkdown(results({ fixedRate: [rateRow({ ackedMissing: 0 })] }))).toContain('ok (37,500 rows, 37,500 2xx, 0 timed out) |');
+  });
+
   it("the rows check's cell says when the generator's pool ran out (a FAILED that is not a lost event)", () => {
     const md = renderMarkdown(results({ throughput: [receiverRow({ exhausted: 1_200, rowCheck: 'FAILED', acked2xx: 181_200 })] }));
     expect(md).toContain("FAILED (180,000 rows, 181,200 2xx, 0 in flight at stop; the generator's pool ran out: 1,200 requests past its end, the run is invalid)");
