@@ -478,8 +478,8 @@ function row(name: string, measured: LoadResult, peakRss: number, cpu: CpuShare 
   };
 }
 
-async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
-  const rows: ThroughputRow[] = [];
+/** The throughput rows, each pushed onto `rows` once measured (a later row's failure keeps them). */
+async function throughput(gen: 'wrk' | 'node', rows: ThroughputRow[]): Promise<void> {
   const servers = [
     ['raw node:http (generator ceiling)', 'bench/servers/rawNode.mjs', 'incoming'],
     ['bare Hono', 'bench/servers/bareHono.mjs', 'incoming'],
@@ -529,11 +529,10 @@ async function throughput(gen: 'wrk' | 'node'): Promise<ThroughputRow[]> {
       }),
     );
   }
-  return rows;
 }
 
-async function fixedRates(): Promise<RateRow[]> {
-  const rows: RateRow[] = [];
+/** The fixed-rate rows, each pushed onto `rows` once measured (a later row's failure keeps them). */
+async function fixedRates(rows: RateRow[]): Promise<void> {
   for (const rate of opts.rates) {
     // The generator's own floor at this rate (send lag, client, loopback) against raw node:http.
     const raw = await start('raw node:http', ['bench/servers/rawNode.mjs']);
@@ -598,7 +597,6 @@ async function fixedRates(): Promise<RateRow[]> {
       });
     }
   }
-  return rows;
 }
 
 interface OpenResult {
@@ -633,12 +631,25 @@ async function main() {
     when: new Date().toISOString(),
     machine,
     settings: { ...opts, receiverEnv: RECEIVER_ENV, generator: wrk ?? 'node closed-loop (wrk missing)', openGenerator: opengen ? 'bench/opengen/opengen.c' : 'node:http client', bodyBytes: 2048, workerConcurrency: 4 },
-    throughput: flags['skip-throughput'] || only ? [] : await throughput(wrk ? 'wrk' : 'node'),
-    fixedRate: flags['skip-rates'] || only ? [] : await fixedRates(),
-    fanOut: flags['skip-fanout'] || (only && !flags.fanout) ? { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] } : await measureFanOut(laterCtx, { rate: opts.fanOutRate, durationS: opts.fanOutDurationS }),
-    replay: flags['skip-replay'] || (only && !flags.replay) ? { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] } : await measureReplay(laterCtx, { events: opts.replayEvents }),
+    throughput: [],
+    fixedRate: [],
+    fanOut: { status: 'not_enabled', needs: ['not selected (--skip-fanout, or --replay alone)'] },
+    replay: { status: 'not_enabled', needs: ['not selected (--skip-replay, or --fanout alone)'] },
   };
-  await stop(stub);
+  // A row that fails ends the run, but the rows measured before it are still reported (and a
+  // data-loss verdict among them still sets exit code 2).
+  try {
+    if (!(flags['skip-throughput'] || only)) await throughput(wrk ? 'wrk' : 'node', results.throughput);
+    if (!(flags['skip-rates'] || only)) await fixedRates(results.fixedRate);
+    if (!(flags['skip-fanout'] || (only && !flags.fanout))) results.fanOut = await measureFanOut(laterCtx, { rate: opts.fanOutRate, durationS: opts.fanOutDurationS });
+    if (!(flags['skip-replay'] || (only && !flags.replay))) results.replay = await measureReplay(laterCtx, { events: opts.replayEvents });
+    await stop(stub);
+  } catch (err) {
+    if (stoppedBy) throw err;
+    process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+    results.failed = (err as Error).message.split('\n')[0]!;
+    process.exitCode = 1;
+  }
   machine.calibrationMs.end = calibrateHost();
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
   writeFileSync(flags.out!, `${JSON.stringify(results, null, 2)}\n`);

@@ -80,6 +80,8 @@ export interface Results {
   fixedRate: RateRow[];
   fanOut: Pending | FanOutResult;
   replay: Pending | ReplayResult;
+  /** The error that ended the run before its last row: the rows here are those measured before it. */
+  failed?: string;
 }
 
 /** Issue 8's targets on the 2-core machine. */
@@ -189,6 +191,7 @@ export function renderMarkdown(r: Results): string {
   const lines: string[] = [];
   lines.push(`Run ${r.when}; ${m.nproc} CPUs (${m.cpuModel}), ${m.memTotal} RAM, Node ${m.node}, ${m.kernel}; load average at start ${m.loadAvgAtStart}.`);
   lines.push(`Host calibration (bench/lib/machine.ts, a fixed JSON and SHA-256 workload; lower is faster): ${m.calibrationMs.start ?? '?'} ms at the start, ${m.calibrationMs.end ?? '?'} ms at the end. Compare runs only where these are close.`);
+  if (r.failed !== undefined) lines.push(`**This run stopped early** (${r.failed}): the rows below are those measured before it; the ones after it are missing.`, '');
   lines.push(`Generator: ${String(r.settings.generator)}, ${String(r.settings.connections)} keep-alive connections, ${String(r.settings.threads)} thread(s), 2,048-byte signed bodies; ${String(r.settings.warmupS)} s warm-up + ${String(r.settings.durationS)} s measured. Open loop: ${String(r.settings.openGenerator ?? 'node:http client')}.`, '');
   if (r.throughput.length > 0) {
     lines.push(...table(

@@ -59,6 +59,13 @@ describe('bench report verdicts', () => {
     expect(renderMarkdown(results({ fixedRate: [rateRow({ ackedMissing: 0 })] }))).toContain('ok (37,500 rows, 37,500 2xx, 0 timed out) |');
   });
 
+  it('a run that stopped early says so above the rows it kept', () => {
+    const md = renderMarkdown(results({ throughput: [receiverRow({})], failed: 'receiver tp-info-default exited during start-up (1)' }));
+    expect(md).toContain('**This run stopped early** (receiver tp-info-default exited during start-up (1)): the rows below are those measured before it');
+    expect(md).toContain('| receiver LOG_LEVEL=info | 12,000 |');
+    expect(renderMarkdown(results({ throughput: [receiverRow({})] }))).not.toContain('stopped early');
+  });
+
   it("the rows check's cell says when the generator's pool ran out (a FAILED that is not a lost event)", () => {
     const md = renderMarkdown(results({ throughput: [receiverRow({ exhausted: 1_200, rowCheck: 'FAILED', acked2xx: 181_200 })] }));
     expect(md).toContain("FAILED (180,000 rows, 181,200 2xx, 0 in flight at stop; the generator's pool ran out: 1,200 requests past its end, the run is invalid)");
