@@ -25,39 +25,59 @@ export { freePort } from '../../src/util/freePort.js';
 
 /** Every child the bench started that has not exited yet: what stopChildren stops. */
 const children = new Set<ChildProcess>();
+/**
+ * How many stopChildren calls are running (the signal handler's and main's own cleanup may
+ * overlap). Meanwhile the bench's main goes on until one of its awaits fails, and may start a
+ * process (the next row's `sync`, receiver, generator) after stopChildren took its list.
+ */
+let stopping = 0;
 
 /**
  * Counts `child` among the bench's children until it exits, so a Ctrl-C, a SIGTERM or a failed
  * row stops it too (stopChildren): a `work` process, the later rows' receivers and sandbox, a
- * loadgen or wrk were left running under pid 1 when the bench ended on a signal.
+ * loadgen or wrk were left running under pid 1 when the bench ended on a signal. One started
+ * while stopChildren runs gets its SIGTERM at once, and stopChildren waits for it as well.
  */
 export function tracked<T extends ChildProcess>(child: T): T {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return child;
   children.add(child);
   child.once('exit', () => children.delete(child));
+  if (stopping > 0) child.kill('SIGTERM');
   return child;
+}
+
+/** SIGTERM to `c`, SIGKILL after `graceMs`; resolves when it has exited, or 2 s after the SIGKILL. */
+function stopChild(c: ChildProcess, graceMs: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const kill = setTimeout(() => c.kill('SIGKILL'), graceMs);
+    const giveUp = setTimeout(resolve, graceMs + 2000);
+    c.once('exit', () => {
+      clearTimeout(kill);
+      clearTimeout(giveUp);
+      resolve();
+    });
+    c.kill('SIGTERM');
+  });
 }
 
 /**
  * SIGTERM to every child still running (a receiver drains and closes its database), SIGKILL to
  * those still there after `graceMs`; resolves when all have exited, or 2 s after the SIGKILL.
+ * Children started while it waits are stopped and waited for too (up to 10 rounds of them).
  */
 export async function stopChildren(graceMs = 2000): Promise<void> {
-  await Promise.all(
-    [...children].map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          const kill = setTimeout(() => c.kill('SIGKILL'), graceMs);
-          const giveUp = setTimeout(resolve, graceMs + 2000);
-          c.once('exit', () => {
-            clearTimeout(kill);
-            clearTimeout(giveUp);
-            resolve();
-          });
-          c.kill('SIGTERM');
-        }),
-    ),
-  );
+  stopping++;
+  try {
+    const waited = new Set<ChildProcess>();
+    for (let round = 0; round < 10; round++) {
+      const next = [...children].filter((c) => !waited.has(c));
+      if (next.length === 0) return;
+      for (const c of next) waited.add(c);
+      await Promise.all(next.map((c) => stopChild(c, graceMs)));
+    }
+  } finally {
+    stopping--;
+  }
 }
 
 /** Bytes as MB (2^20), to one decimal: how the bench reports peak RSS. */

@@ -35,6 +35,27 @@ describe("the bench's children at its end (stopChildren)", () => {
     }
   });
 
+  it('stops a child started while it waits (the bench goes on until an await fails, and may start the next row\'s processes), and waits for it too', async () => {
+    const stubborn = child(true);
+    tracked(stubborn.c);
+    await stubborn.up;
+    const stopped = stopChildren(600);
+    // While stopChildren waits for the stubborn one's SIGKILL: a process the bench's main starts now.
+    await new Promise((r) => setTimeout(r, 100));
+    const late = child(false);
+    try {
+      tracked(late.c);
+      await stopped;
+      expect(await stubborn.exited).toBe('SIGKILL');
+      // Exited by the time stopChildren resolved (the bench exits right after it: a child still
+      // running then is left behind under pid 1).
+      expect(late.c.signalCode).toBe('SIGTERM');
+    } finally {
+      late.c.kill('SIGKILL');
+      await late.exited;
+    }
+  });
+
   it('forgets a child once it has exited, and tracks the commands runCommand runs while they run', async () => {
     const done = child(false);
     tracked(done.c);
