@@ -170,6 +170,20 @@ export async function startServer(opts: StartOptions): Promise<Server> {
 }
 
 /**
+ * How long a loadgen run may take before it is killed: its warm-up and measured period, the
+ * signing before them (about 30 µs a delivery: 18 s for 240 s at 2,500/s; 0.1 ms a delivery is
+ * allowed) and the answers' 10 s timeout after them, at least the 180 s every run had. A fixed
+ * 180 s killed the longer periods the signature tolerance allows (up to 240 s: run.ts's
+ * signedSpan), leaving the row failed ("loadgen failed (exit null)") and its opengen sending.
+ */
+export function loadgenTimeoutMs(args: Record<string, unknown>): number {
+  const periodS = Number(args.warmupS ?? 0) + Number(args.durationS ?? 0);
+  // The closed loop (rate 0) signs for 60,000/s (loadgen.ts closedLoop).
+  const perS = Number(args.rate ?? 0) > 0 ? Number(args.rate) : 60_000;
+  return Math.max(180_000, Math.ceil(periodS * 1000 + perS * periodS * 0.1 + 70_000));
+}
+
+/**
  * Runs bench/loadgen.ts (through tsx) as its own process with `args` (url, mode, rate, …) and
  * the signing secret, and resolves with its `BENCH_JSON` result.
  */
@@ -177,7 +191,7 @@ export async function runLoadgen(root: string, secret: string, args: Record<stri
   const tsx = join(root, 'node_modules/tsx/dist/loader.mjs');
   const r = await runCommand(process.execPath, ['--import', tsx, join(root, 'bench/loadgen.ts'), JSON.stringify(args)], {
     cwd: root,
-    timeoutMs: 180_000,
+    timeoutMs: loadgenTimeoutMs(args),
     env: { PATH: process.env.PATH ?? '', BENCH_SECRET: secret },
     ...(onSpawn ? { onSpawn } : {}),
   });

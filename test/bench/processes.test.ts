@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { runCommand, stopChildren, tracked } from '../../bench/lib/processes.js';
+import { loadgenTimeoutMs, runCommand, stopChildren, tracked } from '../../bench/lib/processes.js';
 
 /** A node child that prints "up" once its handlers are set, then idles until stopped. */
 function child(ignoreSigterm: boolean) {
@@ -75,5 +75,17 @@ describe("the bench's children at its end (stopChildren)", () => {
     expect((await cmd).code).toBe(null);
     expect(running!.signalCode).toBe('SIGTERM');
     expect(performance.now() - t0).toBeLessThan(4000);
+  });
+});
+
+describe('how long a loadgen run may take (loadgenTimeoutMs)', () => {
+  it('covers the longest periods the bench accepts (240 s of signed deliveries), their signing and the answers\' timeout', () => {
+    // The longest fixed-rate row run.ts lets through at 2,500/s: 600,000 deliveries signed (about
+    // 18 s), 240 s of sending, then up to 10 s for the last answers. A fixed 180 s killed it.
+    expect(loadgenTimeoutMs({ mode: 'open', rate: 2500, warmupS: 3, durationS: 237 })).toBeGreaterThan((18 + 240 + 10) * 1000);
+    // The replay row's ingest: --replay-events 480,000 at 2,000/s, no warm-up.
+    expect(loadgenTimeoutMs({ mode: 'open', rate: 2000, warmupS: 0, durationS: 240 })).toBeGreaterThan((15 + 240 + 10) * 1000);
+    // Short runs keep the 180 s they always had.
+    expect(loadgenTimeoutMs({ mode: 'open', rate: 2500, warmupS: 3, durationS: 15 })).toBe(180_000);
   });
 });
