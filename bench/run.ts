@@ -166,7 +166,8 @@ const SIGNED_SPAN_MAX_S = TOLERANCE_SECONDS - 60;
 const signedSpan = (what: string, seconds: number) => {
   if (seconds > SIGNED_SPAN_MAX_S) usageError(`${what} send ${seconds} s of deliveries signed at once: at most ${SIGNED_SPAN_MAX_S} s, since the receiver refuses a webhook-timestamp older than ${TOLERANCE_SECONDS / 60} minutes`);
 };
-// wrk signs the warm-up and the measured period apart; the Node closed loop signs both at once.
+// A receiver row's wrk pools and the Node closed loop sign both periods at once (so both are summed);
+// the checks before each wrk period (drive) also count the signing and the receiver's start.
 signedSpan('--warmup + --duration', opts.warmupS + opts.durationS);
 signedSpan('--rate-warmup + --rate-duration', opts.rateWarmupS + opts.rateDurationS);
 signedSpan('1 s of warm-up + --fanout-duration', 1 + opts.fanOutDurationS);

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -168,6 +168,12 @@ describe('backup', () => {
       expect(r.stderr).toBe(`error: ${other} is the database or one of its files: choose another destination\n`);
       rmSync(other);
     }
+    // A link that leads back to itself is no destination (it was replaced, without --force).
+    symlinkSync('loop.db', join(dir, 'loop.db'));
+    const loop = await cli(['backup', join(dir, 'loop.db'), '--database', dbPath]);
+    expect(loop.code).toBe(1);
+    expect(loop.stderr).toBe(`error: cannot use ${join(dir, 'loop.db')} as the destination: it is a symbolic link that leads back to itself\n`);
+    rmSync(join(dir, 'loop.db'));
     const none = await cli(['backup', join(dir, 'x.db'), '--database', join(dir, 'nothing.db')]);
     expect(none.code).toBe(1);
     expect(none.stderr).toBe(`error: no database at ${join(dir, 'nothing.db')} (set DATABASE_PATH or --database)\n`);

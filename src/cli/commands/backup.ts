@@ -63,7 +63,14 @@ export async function runBackup(io: CliIo, destination: string, o: BackupOptions
   // `receiver.db` under another spelling, and so is a hard link anywhere. Replaced by the copy's
   // rename, the receiver would go on writing a file no name reaches any more.
   const sourceFiles = [source, ...DATABASE_SIDECARS.map((s) => `${source}${s}`)].map(identityOf).filter((id) => id !== null);
-  const targetFile = identityOf(target);
+  let targetFile: ReturnType<typeof identityOf>;
+  try {
+    targetFile = identityOf(target);
+  } catch (err) {
+    // A link that loops (ELOOP), a folder on the way that cannot be read (EACCES): not a destination.
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new CliError(`cannot use ${target} as the destination: ${code === 'ELOOP' ? 'it is a symbolic link that leads back to itself' : (err as Error).message}`);
+  }
   if (
     realTarget === realSource ||
     DATABASE_SIDECARS.some((s) => realTarget === `${realSource}${s}`) ||
