@@ -25,6 +25,7 @@ import { calibrateHost, describeMachine } from './lib/machine.js';
 import { measureFanOut, measureReplay } from './lib/later.js';
 import { loopBetween, scrapeLoop } from './lib/loopWatch.js';
 import { freePort, mb, readVmHwm, RECEIVER_NODE_FLAGS, runCommand, runLoadgen, startServer, stopChildren, tracked, type Server } from './lib/processes.js';
+import { ackedIdsOf, missingEventIds, pastTolerance, rowsCheck } from './lib/checks.js';
 import { printReport, writeMarkdown, type Results, type ThroughputRow, type RateRow } from './lib/report.js';
 import { runWrk, wrkAvailable, writePool, writeShards, writeTemplates, type LoadResult } from './lib/wrk.js';
 import { exitIfUnsupportedRuntime } from '../src/db/unsupportedRuntime.js';
@@ -322,8 +323,7 @@ async function startReceiver(label: string, logLevel: string, workers: Workers =
       const db = new BetterSqlite3(dbPath, { readonly: true });
       const rows = db.prepare('SELECT COUNT(*) FROM events').pluck().get() as number;
       const jobsDone = db.prepare("SELECT COUNT(*) FROM jobs WHERE state = 'done'").pluck().get() as number;
-      const stored = db.prepare('SELECT 1 FROM events WHERE id = ?').pluck();
-      const ackedMissing = ackedIds.filter((id) => stored.get(id) === undefined).length;
+      const ackedMissing = missingEventIds(db, ackedIds);
       db.close();
       return { peak, workPeak, exit, rows, jobsDone, ackedMissing, logBytes: statSync(logPath).size, ...batches };
     },
@@ -449,7 +449,7 @@ async function drive(
     // The signing, the sync and the warm-up took their time: a period whose last deliveries would be
     // past the receiver's tolerance would end in 401s (the rows check counts only 2xx).
     const ageS = pools ? (Date.now() - pools.signedAtMs) / 1000 : 0;
-    if (ageS + durationS + 1 > TOLERANCE_SECONDS) {
+    if (pastTolerance(ageS, durationS, TOLERANCE_SECONDS)) {
       throw new Error(`the ${phase} period's deliveries were signed ${Math.round(ageS)} s ago: the last of ${durationS} s more would be past the receiver's ${TOLERANCE_SECONDS / 60}-minute tolerance; shorten --warmup/--duration`);
     }
     const dir = pools ? writeTemplates(pools[phase], templates, s.port) : writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, 20_000, s.port);
@@ -510,9 +510,7 @@ async function throughput(gen: 'wrk' | 'node', rows: ThroughputRow[]): Promise<v
     const acceptedTotal = warm.accepted + measured.accepted;
     const unanswered = warm.unanswered + measured.unanswered;
     const exhausted = warm.exhausted + measured.exhausted;
-    // Every event id is sent once, so rows = 2xx, except requests still in flight when the generator stopped
-    // (written, maybe committed, never answered): 2xx <= rows <= 2xx + unanswered.
-    const rowCheck = exhausted === 0 && acceptedTotal === acked && f.rows >= acked && f.rows <= acked + unanswered;
+    const rowCheck = rowsCheck({ rows: f.rows, acked, accepted: acceptedTotal, unanswered, exhausted });
     rows.push(
       row(name, measured, f.peak, cpu, {
         ...(f.workPeak === null ? {} : { workPeakRssMB: mb(f.workPeak) }),
@@ -520,7 +518,7 @@ async function throughput(gen: 'wrk' | 'node', rows: ThroughputRow[]): Promise<v
         rowsStored: f.rows,
         acked2xx: acked,
         unanswered,
-        rowCheck: rowCheck ? 'ok' : 'FAILED',
+        rowCheck,
         jobsDone: f.jobsDone,
         commits: f.commits,
         meanBatch: f.meanBatch,
@@ -559,7 +557,7 @@ async function fixedRates(rows: RateRow[]): Promise<void> {
       const catchUp = await r.catchUp();
       // Each acknowledged event by its id, not only their count: a lost acknowledged event and an
       // unanswered request that was committed would cancel out in the counts.
-      const ackedIds = readFileSync(ackFile, 'utf8').split('\n').filter(Boolean).map((l) => l.slice(0, l.indexOf(' ')));
+      const ackedIds = ackedIdsOf(readFileSync(ackFile, 'utf8'));
       const f = await r.finish(ackedIds);
       const acked = res.warmup.s2xx + res.measured.s2xx;
       // A request that timed out at the client may still have been committed (the service would redeliver it).
@@ -584,10 +582,7 @@ async function fixedRates(rows: RateRow[]): Promise<void> {
         acked2xx: acked,
         unanswered,
         ackedMissing: f.ackedMissing,
-        rowCheck:
-          f.rows >= acked && f.rows <= acked + unanswered && res.warmup.accepted + res.measured.accepted === acked && ackedIds.length === acked && f.ackedMissing === 0
-            ? 'ok'
-            : 'FAILED',
+        rowCheck: rowsCheck({ rows: f.rows, acked, accepted: res.warmup.accepted + res.measured.accepted, unanswered, byId: { listed: ackedIds.length, missing: f.ackedMissing } }),
         meanBatch: f.meanBatch,
         meanCommitMs: f.meanCommitMs,
         lockWaits: f.lockWaits,
