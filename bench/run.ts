@@ -645,6 +645,10 @@ async function main() {
     process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
     results.failed = (err as Error).message.split('\n')[0]!;
     process.exitCode = 1;
+    // The failed row's processes (a receiver, its `work` process, a generator) would still be
+    // running through the end-of-run calibration below and skew it.
+    for (const s of [...started]) await s.stop(2000).catch(() => undefined);
+    await stopChildren(2000);
   }
   machine.calibrationMs.end = calibrateHost();
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
