@@ -191,6 +191,10 @@ const RECEIVER_ENV: Record<string, string> = Object.fromEntries(
 /** The `--baseline` checkout, for receiver specs ending in `@base`. */
 const BASELINE = flags.baseline ? resolve(flags.baseline) : null;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
+// The bench reads the receivers' databases itself: on a Node.js without Node-API 10 the first
+// one it opens would end it with a segmentation fault (`npx tsx bench/run.ts` on the machine's
+// node). Refused before the scratch folder is made (made first, it was left behind).
+exitIfUnsupportedRuntime();
 const tmp = mkdtempSync(join(tmpdir(), 'receiver-bench-'));
 const secret = newSigningSecret();
 const templates = makeTemplates();
@@ -401,12 +405,12 @@ interface SignedPools {
  * can take. Their timestamps are then the signing time's, up to the warm-up and measured period
  * later (SIGNED_SPAN_MAX_S keeps that inside the 5-minute tolerance).
  */
-function signPools(label: string, expectedRps: number): SignedPools {
+async function signPools(label: string, expectedRps: number): Promise<SignedPools> {
   const sized = (durationS: number) => Math.ceil((expectedRps * durationS * 1.05) / opts.threads) + 2000;
   return {
     signedAtMs: Date.now(),
-    warmup: writeShards(join(tmp, `pool-${label}-warmup`), secret, templates, opts.threads, sized(opts.warmupS)),
-    measured: writeShards(join(tmp, `pool-${label}-measured`), secret, templates, opts.threads, sized(opts.durationS)),
+    warmup: await writeShards(join(tmp, `pool-${label}-warmup`), secret, templates, opts.threads, sized(opts.warmupS)),
+    measured: await writeShards(join(tmp, `pool-${label}-measured`), secret, templates, opts.threads, sized(opts.durationS)),
   };
 }
 
@@ -452,7 +456,7 @@ async function drive(
     if (pastTolerance(ageS, durationS, TOLERANCE_SECONDS)) {
       throw new Error(`the ${phase} period's deliveries were signed ${Math.round(ageS)} s ago: the last of ${durationS} s more would be past the receiver's ${TOLERANCE_SECONDS / 60}-minute tolerance; shorten --warmup/--duration`);
     }
-    const dir = pools ? writeTemplates(pools[phase], templates, s.port) : writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, 20_000, s.port);
+    const dir = pools ? writeTemplates(pools[phase], templates, s.port) : await writePool(join(tmp, `pool-${s.port}-${phase}`), secret, templates, opts.threads, 20_000, s.port);
     const r = await runWrk({ url: s.url, luaScript: lua, poolDir: dir, wrap: !pools, threads: opts.threads, connections: opts.connections, durationS, cwd: ROOT, ...(onSpawn ? { onSpawn } : {}) });
     rmSync(dir, { recursive: true, force: true });
     return r;
@@ -502,7 +506,7 @@ async function throughput(gen: 'wrk' | 'node', rows: ThroughputRow[]): Promise<v
     log(`${name}: ${opts.warmupS} s warm-up + ${opts.durationS} s`);
     const label = `tp-${level}-${workers ?? 'default'}${base ? '-base' : ''}`;
     const expectedRps = Math.max(bare, 5000);
-    const pools = gen === 'wrk' ? signPools(`${receiverCount + 1}-${label}`, expectedRps) : null;
+    const pools = gen === 'wrk' ? await signPools(`${receiverCount + 1}-${label}`, expectedRps) : null;
     const r = await startReceiver(label, level, workers, base);
     const { warm, measured, cpu } = await drive(r.server, { expectedRps, pools }, gen);
     const f = await r.finish();
@@ -607,9 +611,6 @@ interface OpenResult {
 const only = flags.fanout || flags.replay;
 
 async function main() {
-  // The bench reads the receivers' databases itself: on a Node.js without Node-API 10 the first
-  // one it opens would end it with a segmentation fault (`npx tsx bench/run.ts` on the machine's node).
-  exitIfUnsupportedRuntime();
   const machine = describeMachine();
   await ensureBuilt();
   const wrk = flags.generator === 'node' ? null : wrkAvailable();

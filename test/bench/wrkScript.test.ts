@@ -40,7 +40,7 @@ describe.skipIf(wrkAvailable() === null)('wrk/deliveries.lua', () => {
     });
     await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
     const { port } = server.address() as AddressInfo;
-    const pool = writePool(join(tmp.dir, 'pool'), newSigningSecret(), makeTemplates(), 1, 50, port);
+    const pool = await writePool(join(tmp.dir, 'pool'), newSigningSecret(), makeTemplates(), 1, 50, port);
     const shard = readFileSync(join(pool, 'shard-1.tsv'), 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')[3]!);
 
     const r = await runWrk({ url: `http://127.0.0.1:${port}`, luaScript: join(ROOT, 'bench/wrk/deliveries.lua'), poolDir: pool, wrap: false, threads: 1, connections: 1, durationS: 1, cwd: ROOT });

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -22,7 +22,8 @@ async function run(node: string, entry: string, args: string[], preload: string[
   const database = join(dir, 'receiver.db');
   const child = spawn(node, [...preload, '--import', TSX, `${ROOT}${entry}`, ...args], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', DATABASE_PATH: database, WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=', HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.key', PORT: '0' },
+    // Its temp folder too: what a refused start leaves there is counted (`scratchLeft`; tsx's own cache aside).
+    env: { PATH: process.env.PATH ?? '', TMPDIR: dir, DATABASE_PATH: database, WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=', HIRING_API_URL: 'http://127.0.0.1:9', HIRING_API_KEY: 'sk-test.key', PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -31,7 +32,7 @@ async function run(node: string, entry: string, args: string[], preload: string[
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((r) => child.on('exit', (c, s) => r([c, s])));
   clearTimeout(timer);
-  return { code, signal, stderr, databaseCreated: existsSync(database) };
+  return { code, signal, stderr, databaseCreated: existsSync(database), scratchLeft: readdirSync(dir).filter((n) => n !== 'receiver.db' && !n.startsWith('tsx-')) };
 }
 
 /** A `node` on PATH, outside this checkout's node_modules, whose Node-API is older than 10 (CI's system Node.js 20). */
@@ -85,6 +86,8 @@ describe('a Node.js too old for the SQLite driver', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^error: Node\.js \S+ cannot run the receiver: its SQLite driver \(better-sqlite3 13\) needs Node-API 10, .*\n$/);
     expect(r.databaseCreated).toBe(false);
+    // Nothing left behind (the bench made its scratch folder before the check, and kept it).
+    expect(r.scratchLeft).toEqual([]);
   });
 
   // better-sqlite3 13's module loads on Node.js 20 and the first database it opens ends the process
