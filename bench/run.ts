@@ -389,7 +389,6 @@ async function withCpu<T>(server: Server, durationS: number, load: (onSpawn: (ch
   return { result, cpu: w ? cpuBetween(w.a, w.b, requests(result, (w.b.at - w.a.at) / 1000)) : null };
 }
 
-/** Warm-up then measured period with the closed-loop generator (wrk, or the Node fallback). */
 /** A receiver row's pre-signed wrk pools (shards only: writeTemplates adds the server's port). */
 interface SignedPools {
   warmup: string;
@@ -648,8 +647,7 @@ async function main() {
     process.exitCode = 1;
     // The failed row's processes (a receiver, its `work` process, a generator) would still be
     // running through the end-of-run calibration below and skew it.
-    for (const s of [...started]) await s.stop(2000).catch(() => undefined);
-    await stopChildren(2000);
+    await stopAll();
   }
   machine.calibrationMs.end = calibrateHost();
   mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
@@ -666,10 +664,17 @@ async function main() {
   if (lost) process.exitCode = 2;
 }
 
-const cleanup = async () => {
+/**
+ * Every process the bench started: its servers first (peak RSS read, drained), then the rest (a
+ * `work` process, the later rows' receivers and sandbox, a generator in its period).
+ */
+async function stopAll(): Promise<void> {
   for (const s of [...started]) await s.stop(2000).catch(() => undefined);
-  // The rest: a `work` process, the later rows' receivers and sandbox, a generator in its period.
   await stopChildren(2000);
+}
+
+const cleanup = async () => {
+  await stopAll();
   rmSync(tmp, { recursive: true, force: true });
 };
 /** The signal the bench was stopped by: the row it ends then fails for that reason, not its own. */

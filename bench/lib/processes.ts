@@ -46,9 +46,10 @@ export function tracked<T extends ChildProcess>(child: T): T {
   return child;
 }
 
-/** SIGTERM to `c`, SIGKILL after `graceMs`; resolves when it has exited, or 2 s after the SIGKILL. */
+/** SIGTERM to `c`, SIGKILL after `graceMs`; resolves when it has exited (at once if it had), or 2 s after the SIGKILL. */
 function stopChild(c: ChildProcess, graceMs: number): Promise<void> {
   return new Promise<void>((resolve) => {
+    if (c.exitCode !== null || c.signalCode !== null) return resolve();
     const kill = setTimeout(() => c.kill('SIGKILL'), graceMs);
     const giveUp = setTimeout(resolve, graceMs + 2000);
     c.once('exit', () => {
@@ -158,13 +159,8 @@ export async function startServer(opts: StartOptions): Promise<Server> {
     async stop(graceMs = 15_000) {
       if (exitedEarly) return exited;
       peak = Math.max(peak, readVmHwm(pid));
-      proc.kill('SIGTERM');
-      const timer = setTimeout(() => {
-        if (!exitedEarly) proc.kill('SIGKILL');
-      }, graceMs);
-      const result = await exited;
-      clearTimeout(timer);
-      return result;
+      await stopChild(proc, graceMs);
+      return exited;
     },
   };
 }
