@@ -118,9 +118,8 @@ function buildReceiver(deps: AppDeps) {
     stopping: null,
     refusalsTimer: null,
   };
-  // Set once the metrics exist (below); a checkpoint runs first after 500 ms.
-  let checkpointProblem = (p: CheckpointProblem) =>
-    p.recovered ? logger.info({ failed_checkpoints: p.recovered }, 'WAL checkpoints succeed again') : logger.error({ code: p.code, err: p.message }, p.stopped ? 'WAL checkpointer stopped' : 'WAL checkpoint failed');
+  // Counted too once the metrics exist (below); a checkpoint runs first after 500 ms.
+  let checkpointProblem = logCheckpointProblems(null, logger);
   let walBlocked = (_b: WalBlocked) => {};
   const database = openReceiverDatabase(deps, logger, run, (p) => checkpointProblem(p), (b) => walBlocked(b));
   const metrics = createMetrics(config.sources.map((s) => s.name));

@@ -62,12 +62,16 @@ const pageSize = db.pragma('page_size', { simple: true });
 const maxFrames = Math.max(1, Math.floor(workerData.maxWalBytes / pageSize));
 const catchUpFrames = Math.min(1000, maxFrames);
 const passive = () => db.pragma('wal_checkpoint(PASSIVE)')[0];
+// Open on the right file: a thread started after its predecessor ended says it runs (CheckpointerThread).
+parentPort.postMessage({ ready: true });
 let skipRestarts = 0;
 let restartBackoff = 1;
 // By the monotonic clock (performance.now), as the ticks are: told by Date.now, a wall clock set
 // back while the WAL was blocked silenced the reports for as long as the step (walBlockedClockBack.test.ts).
-let blockedSince = null;
-let reportedAt = 0;
+// A thread started after one ended while the WAL was blocked goes on from there (blockedForMs):
+// else the receiver's gauge kept the old report, never ended, once the WAL was reset.
+let blockedSince = workerData.blockedForMs === null ? null : performance.now() - workerData.blockedForMs;
+let reportedAt = blockedSince ?? 0;
 // Why the WAL is not reset, by r, the last checkpoint's result: a frame it could not copy
 // (checkpointed < log) is one a reader's snapshot still needs. All copied: a reader at the WAL's
 // end, or the write lock never free for the RESTART (writes back to back, a write transaction
@@ -201,9 +205,9 @@ export interface CheckpointerOptions {
   blockedReportMs?: number;
   /** How long a read asked of the thread (OffLoopReads) may take before the asker reads on its own connection. Default 2000. */
   readAnswerMs?: number;
+  /** After the thread ended unasked, the pauses before another is started (RestartPauses). */
+  restartPauses?: RestartPauses;
 }
-
-export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = { intervalMs: 500, maxWalBytes: 128 * 1024 * 1024, restartWaitMs: 10, blockedReportMs: 60_000, readAnswerMs: 2000 };
 
 /**
  * The WAL is at or over `maxWalBytes` and the checkpoints cannot make the next writer start it
@@ -228,20 +232,56 @@ export interface WalBlocked {
 }
 
 /**
- * A checkpoint that failed (`stopped`: the checkpointer thread itself ended), or, with `recovered`
- * (how many ticks had failed), the first that went through after failures: their end.
+ * A checkpoint that failed (`stopped`: the checkpointer thread itself ended; another is started
+ * after a pause), with `recovered` (how many ticks had failed) the first that went through after
+ * failures, or with `restarted` (how many threads had ended) a thread started after one ended,
+ * running on the right file: their end.
  */
 export interface CheckpointProblem {
   message: string;
   code: string | null;
   stopped: boolean;
   recovered?: number;
+  restarted?: number;
 }
 
 export const onStderr = (p: CheckpointProblem) =>
-  process.stderr.write(p.recovered ? `wal checkpoints succeed again after ${p.recovered} failed\n` : `wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`);
+  process.stderr.write(
+    p.restarted
+      ? `wal checkpointer running again after ${p.restarted} stopped\n`
+      : p.recovered
+        ? `wal checkpoints succeed again after ${p.recovered} failed\n`
+        : `wal checkpoint${p.stopped ? 'er stopped' : ' failed'}: ${p.message}\n`,
+  );
 
 /**
+ * After a thread ended unasked, the pause before the next is started: `firstMs`, doubled after each
+ * that ended again, up to `maxMs`; back to `firstMs` once one has run `steadyMs`.
+ */
+export interface RestartPauses {
+  firstMs: number;
+  maxMs: number;
+  steadyMs: number;
+}
+
+export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = {
+  intervalMs: 500,
+  maxWalBytes: 128 * 1024 * 1024,
+  restartWaitMs: 10,
+  blockedReportMs: 60_000,
+  readAnswerMs: 2000,
+  restartPauses: { firstMs: 1000, maxMs: 60_000, steadyMs: 60_000 },
+};
+
+/**
+ * The checkpointer thread, started again whenever it ends unasked. Without it nothing checkpoints
+ * (the receiver's connections run with wal_autocheckpoint = 0): the WAL would grow with every
+ * commit until the disk is full and ingest answers 503, for as long as the process runs. A thread
+ * ends on an error outside a tick (each tick's own is reported and the next tick tries again): its
+ * open failing (no file descriptor, no memory), its code throwing, or the file at the path no
+ * longer the one opened, where every new thread ends the same way (the receiver's file watch
+ * answers 503 meanwhile, DatabaseFileWatch) and the pauses keep it to one line a minute.
+ *
  * The thread opens the database by its path once it has booted (tens of ms, more under load), after
  * the connections it serves. A file moved to the path meanwhile (a restore under a starting
  * receiver) is another database, whose WAL-index SQLite would still share by path: the thread's
@@ -250,26 +290,106 @@ export const onStderr = (p: CheckpointProblem) =>
  * reading anything, that the path names the file opened here (`opened`), and ends otherwise; a
  * path deleted meanwhile is not created anew (fileMustExist).
  */
-export function startCheckpointer(
-  path: string,
-  opened: FileIdentity,
-  opts: Required<CheckpointerOptions>,
-  onProblem: (p: CheckpointProblem) => void,
-  onWalBlocked: (b: WalBlocked) => void,
-): Worker {
-  const driver = createRequire(import.meta.url).resolve('better-sqlite3');
-  const identity = { dev: String(opened.dev), ino: String(opened.ino) };
-  const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(path), driver, cacheKib: CACHE_KIB, ...identity, ...opts } });
-  // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
-  // regardless; only the file grows until the next checkpoint. Reported to onProblem.
-  worker.on('error', (err) => onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true }));
-  worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked } | { recovered: number } | { read: unknown }) => {
-    // Answers to reads are OffLoopReads' (its own listener).
-    if ('read' in m) return;
-    if ('walBlocked' in m) onWalBlocked(m.walBlocked);
-    else if ('recovered' in m) onProblem({ message: 'checkpoints succeed again', code: null, stopped: false, recovered: m.recovered });
-    else onProblem({ message: String(m.message), code: m.code, stopped: false });
-  });
-  worker.unref();
-  return worker;
+export class CheckpointerThread {
+  private worker: Worker | null = null;
+  private pause: NodeJS.Timeout | null = null;
+  private stopping = false;
+  /** Threads that ended unasked since one last said it runs. */
+  private ended = 0;
+  /** When the WAL was last said blocked (WalBlocked.since; null: not, or no longer): the next thread goes on from it. */
+  private walBlockedSince: number | null = null;
+  private nextPauseMs: number;
+
+  /**
+   * Starts the first thread; throws if it cannot be started (out of memory or threads). `onThread`
+   * is called with each thread started (OffLoopReads sends its reads to the latest).
+   */
+  constructor(
+    private readonly path: string,
+    private readonly opened: FileIdentity,
+    private readonly opts: Required<CheckpointerOptions>,
+    private readonly onProblem: (p: CheckpointProblem) => void,
+    private readonly onWalBlocked: (b: WalBlocked) => void,
+    private readonly onThread: (worker: Worker) => void,
+  ) {
+    this.nextPauseMs = opts.restartPauses.firstMs;
+    this.start();
+  }
+
+  /** Ends the thread (a last PASSIVE checkpoint first), and starts no other. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.pause) clearTimeout(this.pause);
+    this.pause = null;
+    const worker = this.worker;
+    if (!worker || worker.threadId === -1) return;
+    const exited = new Promise((r) => worker.once('exit', r));
+    // unref'd while running so it never holds the process open; held while it finishes.
+    worker.ref();
+    worker.postMessage('stop');
+    await exited;
+  }
+
+  /** The pause before the next thread, after one that ran `ranMs`; doubles the one after it. */
+  private takePause(ranMs: number): number {
+    const pauseMs = ranMs >= this.opts.restartPauses.steadyMs ? this.opts.restartPauses.firstMs : this.nextPauseMs;
+    this.nextPauseMs = Math.min(pauseMs * 2, this.opts.restartPauses.maxMs);
+    return pauseMs;
+  }
+
+  private startAfter(pauseMs: number): void {
+    this.pause = setTimeout(() => {
+      this.pause = null;
+      if (this.stopping) return;
+      try {
+        this.start();
+      } catch (err) {
+        // Not started (out of memory or threads): as a thread that ended at once.
+        this.onProblem({ message: (err as Error).message, code: (err as { code?: string }).code ?? null, stopped: true });
+        this.ended++;
+        this.startAfter(this.takePause(0));
+      }
+    }, pauseMs);
+    this.pause.unref();
+  }
+
+  private start(): void {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    const identity = { dev: String(this.opened.dev), ino: String(this.opened.ino) };
+    const blockedForMs = this.walBlockedSince === null ? null : Math.max(0, Date.now() - this.walBlockedSince);
+    const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(this.path), driver, cacheKib: CACHE_KIB, ...identity, ...this.opts, blockedForMs } });
+    const startedAt = performance.now();
+    let errored = false;
+    this.worker = worker;
+    // A failing checkpointer must not take the receiver down: SQLite's WAL keeps every commit
+    // regardless; only the file grows until the next checkpoint. Reported to onProblem.
+    worker.on('error', (err) => {
+      errored = true;
+      this.onProblem({ message: err.message, code: (err as { code?: string }).code ?? null, stopped: true });
+    });
+    worker.on('exit', (code) => {
+      if (this.stopping || worker !== this.worker) return;
+      this.worker = null;
+      // Ended without an error of its own (terminated, out of memory): said here.
+      if (!errored) this.onProblem({ message: `the checkpointer thread ended (exit code ${code})`, code: null, stopped: true });
+      this.ended++;
+      this.startAfter(this.takePause(performance.now() - startedAt));
+    });
+    worker.on('message', (m: { message: string; code: string | null } | { walBlocked: WalBlocked } | { recovered: number } | { read: unknown } | { ready: true }) => {
+      // Answers to reads are OffLoopReads' (its own listener).
+      if ('read' in m) return;
+      if ('ready' in m) {
+        if (this.ended > 0) this.onProblem({ message: 'the checkpointer thread runs again', code: null, stopped: false, restarted: this.ended });
+        this.ended = 0;
+        return;
+      }
+      if ('walBlocked' in m) {
+        this.walBlockedSince = m.walBlocked.since;
+        this.onWalBlocked(m.walBlocked);
+      } else if ('recovered' in m) this.onProblem({ message: 'checkpoints succeed again', code: null, stopped: false, recovered: m.recovered });
+      else this.onProblem({ message: String(m.message), code: m.code, stopped: false });
+    });
+    worker.unref();
+    this.onThread(worker);
+  }
 }

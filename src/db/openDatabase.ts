@@ -1,10 +1,9 @@
 import { closeSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { BusyRetrySqliteDialect } from './busyRetryDialect.js';
-import { CHECKPOINT_DEFAULTS, onStderr, startCheckpointer, type CheckpointerOptions, type CheckpointProblem, type WalBlocked } from './checkpointer.js';
+import { CHECKPOINT_DEFAULTS, CheckpointerThread, onStderr, type CheckpointerOptions, type CheckpointProblem, type WalBlocked } from './checkpointer.js';
 import { configure } from './connectionSettings.js';
 import { NO_INGEST_WAIT, openIngestWaitSignal, type IngestWaitSignal } from './ingestWaitSignal.js';
 import { migrate, readMigrations, refuseUnusable, type Migration } from './migrate.js';
@@ -224,9 +223,13 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
         : new SqliteDialect(dialectConfig),
   });
   const ingest = ingestSqlite;
-  let checkpointer: Worker | null;
+  const offLoop = new OffLoopReads(checkpoints.readAnswerMs);
+  let checkpointer: CheckpointerThread | null;
   try {
-    checkpointer = background && opened ? startCheckpointer(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr, opts.onWalBlocked ?? (() => {})) : null;
+    checkpointer =
+      background && opened
+        ? new CheckpointerThread(path, opened, checkpoints, opts.onCheckpointProblem ?? onStderr, opts.onWalBlocked ?? (() => {}), (w) => offLoop.attach(w))
+        : null;
   } catch (err) {
     // A thread that cannot start (out of memory or threads) must not leave the connections open.
     // kysely has opened nothing yet: its driver connects on the first query.
@@ -240,16 +243,12 @@ function openDatabaseOnce(path: string, opts: OpenOptions): OpenDatabase {
     sqlite,
     ingestSqlite: ingest,
     ingestWait: signal,
-    offLoop: new OffLoopReads(checkpointer, checkpoints.readAnswerMs),
+    offLoop,
     migrated,
     opened,
     async close() {
-      if (checkpointer && checkpointer.threadId !== -1) {
-        const exited = new Promise((r) => checkpointer.once('exit', r));
-        // unref'd while running so it never holds the process open; held while it finishes.
-        checkpointer.ref();
-        checkpointer.postMessage('stop');
-        await exited;
+      if (checkpointer) {
+        await checkpointer.stop();
         // Reads the thread answered before `stop` (OffLoopReads) can reach the loop together with
         // its exit: their askers (a /metrics scrape whose connection the stop has cut) go on in
         // the promise jobs after this one, on these connections. One turn of the loop lets them

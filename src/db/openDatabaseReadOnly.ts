@@ -29,7 +29,7 @@ export function openDatabaseReadOnly(path: string, busyTimeoutMs = 5000): OpenDa
     sqlite,
     ingestSqlite: sqlite,
     ingestWait: NO_INGEST_WAIT,
-    offLoop: new OffLoopReads(null, 0),
+    offLoop: new OffLoopReads(0),
     migrated: [],
     opened: null,
     async close() {

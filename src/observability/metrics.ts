@@ -213,7 +213,8 @@ export function createMetrics(sources: readonly string[] = []) {
   // Refused deliveries carry no source (they were not verified as one): 'unknown'.
   for (const reason of REJECTION_REASONS) metrics.deliveriesReceived.inc({ outcome: `rejected:${reason}`, source: 'unknown' }, 0);
   for (const reason of STORAGE_ERROR_REASONS) metrics.storageErrors.inc({ reason }, 0);
-  for (const code of ['SQLITE_FULL', 'SQLITE_IOERR']) metrics.checkpointErrors.inc({ code }, 0);
+  // `error`: a checkpointer thread that ended with no SQLite code (checkpointer.ts); the runbook's alert fires on its first.
+  for (const code of ['SQLITE_FULL', 'SQLITE_IOERR', 'error']) metrics.checkpointErrors.inc({ code }, 0);
   // The runbook's quarantine alert counts these (receiver_quarantined is a row count: a replay
   // lowers it, which increase() would read as a reset).
   for (const source of sources) metrics.deliveriesReceived.inc({ outcome: 'quarantined', source }, 0);

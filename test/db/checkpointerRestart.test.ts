@@ -1,0 +1,173 @@
+import { renameSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Worker } from 'node:worker_threads';
+import BetterSqlite3 from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CheckpointProblem, WalBlocked } from '../../src/db/checkpointer.js';
+import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
+import { startReceiver, tempDir } from '../helpers/receiver.js';
+import { newSecret } from '../helpers/signing.js';
+import { until, waitFor } from '../helpers/waitFor.js';
+
+let cleanup: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanup.reverse()) await c();
+  cleanup = [];
+});
+
+/** A receiver's file (schema_migrations) with a table to write, at `path`. */
+function seed(path: string): void {
+  const s = new BetterSqlite3(path);
+  s.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');
+  s.exec('CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)');
+  s.close();
+}
+
+/** 1,000 rows of 1 KB, committed on the ingest connection (wal_autocheckpoint = 0: only the thread copies them into the file). */
+function write(database: OpenDatabase): void {
+  database.ingestSqlite
+    .prepare('INSERT INTO t (v) SELECT hex(randomblob(512)) FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000) SELECT i FROM n)')
+    .run();
+}
+
+describe('the checkpointer thread, when it ends unasked', () => {
+  it('is started again after a pause: checkpoints copy commits into the file again, off-loop reads are answered again, and it says it runs', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    const other = join(t.dir, 'other.db');
+    const aside = join(t.dir, 'aside.db');
+    seed(path);
+    seed(other);
+
+    const problems: CheckpointProblem[] = [];
+    let swapped = true;
+    const database = openDatabase(path, {
+      migrate: false,
+      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 100, maxMs: 400, steadyMs: 60_000 } },
+      onCheckpointProblem: (p) => {
+        problems.push(p);
+        // The first thread has ended (another file at the path): the opened file put back before the next starts.
+        if (p.stopped && swapped) {
+          renameSync(path, other);
+          renameSync(aside, path);
+          swapped = false;
+        }
+      },
+    });
+    cleanup.push(() => database.close());
+    // Another file at the path before the booting thread opens it: the thread ends at its identity check.
+    renameSync(path, aside);
+    renameSync(other, path);
+
+    await waitFor(() => problems.some((p) => p.restarted), 'the thread said to run again');
+    expect(problems[0]).toMatchObject({ stopped: true, message: expect.stringMatching(/no longer the one the receiver opened/) });
+    expect(problems.find((p) => p.restarted)).toMatchObject({ restarted: 1, stopped: false });
+
+    // Checkpoints run: the commits reach the database file itself (1 MB and more), and the WAL is started over.
+    const before = statSync(path).size;
+    write(database);
+    await waitFor(() => statSync(path).size >= before + 1_000_000, 'the commits checkpointed into the file');
+    // Reads asked of the thread are answered by the new one (null: read on the loop instead).
+    expect(await database.offLoop.all('SELECT COUNT(*) AS n FROM t')).toEqual([{ n: 1000 }]);
+  });
+
+  it('keeps being started while it keeps ending, at growing pauses, and none after the database is closed', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    const other = join(t.dir, 'other.db');
+    seed(path);
+    seed(other);
+
+    const stops: number[] = [];
+    const database = openDatabase(path, {
+      migrate: false,
+      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      onCheckpointProblem: (p) => {
+        if (p.stopped) stops.push(performance.now());
+      },
+    });
+    let closed = false;
+    cleanup.push(() => (closed ? undefined : database.close()));
+    // Another file at the path for good (as after a restore under a running receiver): every thread ends.
+    renameSync(path, join(t.dir, 'aside.db'));
+    renameSync(other, path);
+
+    await waitFor(() => stops.length >= 5, 'five threads ended');
+    // Pauses of 50, 100, 200, 200 ms (plus each thread's boot): each at least its pause, the later ones longer.
+    const gaps = stops.slice(1, 5).map((s, i) => s - stops[i]!);
+    expect(gaps[0]).toBeGreaterThanOrEqual(45);
+    expect(gaps[1]).toBeGreaterThanOrEqual(95);
+    expect(gaps[2]).toBeGreaterThanOrEqual(195);
+    expect(gaps[3]).toBeGreaterThanOrEqual(195);
+
+    await database.close();
+    closed = true;
+    const after = stops.length;
+    // Longer than the longest pause and a thread's boot: none started after the close.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(stops.length).toBe(after);
+  });
+});
+
+describe('the checkpointer thread ending while the WAL cannot be reset', () => {
+  it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    seed(path);
+    const problems: CheckpointProblem[] = [];
+    const blocked: WalBlocked[] = [];
+    const database = openDatabase(path, {
+      migrate: false,
+      checkpointer: { intervalMs: 20, maxWalBytes: 256 * 1024, blockedReportMs: 100, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      onCheckpointProblem: (p) => problems.push(p),
+      onWalBlocked: (b) => blocked.push(b),
+    });
+    cleanup.push(() => database.close());
+    expect(await database.offLoop.all('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+
+    // A reader pins its snapshot while 1 MB is committed past the 256 KB bound: reported blocked.
+    const reader = new BetterSqlite3(path, { readonly: true });
+    cleanup.push(() => reader.close());
+    reader.prepare('BEGIN').run();
+    reader.prepare('SELECT COUNT(*) FROM t').pluck().get();
+    await until(() => {
+      try {
+        write(database);
+      } catch (err) {
+        // The checkpointer's RESTART holds the write lock a moment: the next round commits.
+        if ((err as { code?: string }).code !== 'SQLITE_BUSY') throw err;
+      }
+      return blocked.some((b) => b.since !== null) || undefined;
+    }, 'the WAL reported blocked');
+
+    // The thread ends without an error of its own (as a thread killed for want of memory would):
+    // no public surface ends it, so the test reaches for it.
+    const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
+    expect(running).not.toBeNull();
+    await running!.terminate();
+    // The reader lets go before the next thread starts (a pause of 50 ms): that thread never sees the block itself.
+    reader.prepare('COMMIT').run();
+    await waitFor(() => problems.some((p) => p.restarted === 1), 'the next thread said to run');
+    expect(problems[0]).toMatchObject({ stopped: true, message: expect.stringMatching(/^the checkpointer thread ended \(exit code \d+\)$/) });
+    // Its first ticks reset the WAL (no reader left) and say the block has ended.
+    await waitFor(() => blocked.at(-1)!.since === null, 'the end of the block said by the next thread', 5000);
+  });
+});
+
+describe('a receiver whose checkpointer thread ends', () => {
+  it('logs it at error, counts it in receiver_wal_checkpoint_errors_total, starts another a second later and says so at info', async () => {
+    const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' });
+    cleanup.push(() => r.close());
+    const line = (msg: RegExp, level: number) => r.logs.lines.find((l) => l.level === level && msg.test(String(l.msg)));
+    // No public surface ends the thread: the test reaches for it.
+    await (r.app.database.offLoop as unknown as { worker: Worker }).worker.terminate();
+    expect(await until(() => line(/^WAL checkpointer stopped/, 50), 'the stop logged')).toMatchObject({ err: expect.stringMatching(/^the checkpointer thread ended \(exit code \d+\)$/) });
+    expect(line(/^WAL checkpointer running again/, 30)).toBeUndefined();
+    const text = await (await fetch(`${r.url}/metrics`)).text();
+    expect(/^receiver_wal_checkpoint_errors_total\{code="error"\} 1$/m.test(text)).toBe(true);
+    expect(await until(() => line(/^WAL checkpointer running again/, 30), 'the new thread logged', 5000)).toMatchObject({ stopped_threads: 1 });
+  });
+});
