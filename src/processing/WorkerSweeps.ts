@@ -72,7 +72,7 @@ export class WorkerSweeps {
       // prune writes once the database is closed, and none begins after the stop.
       this.sweeping = this.sweepStrandedReads()
         .then(() => {
-          if (!this.pruneStop.signal.aborted) this.pruning = this.pruneHistory();
+          if (!this.pruneStop.signal.aborted) this.prune();
           return this.pruning;
         })
         .finally(() => {
@@ -86,9 +86,13 @@ export class WorkerSweeps {
     if (this.strandedSweep) clearInterval(this.strandedSweep);
   }
 
-  /** A prune now, not awaited (stop() awaits `pruning`). */
+  /**
+   * A prune once the one in progress has ended (pruneHistory never rejects), not awaited: stop()
+   * awaits `pruning`, the last. The start's prune still running when the first sweep came ran
+   * beside the sweep's: both deleted the same history, and stop() awaited only the later.
+   */
   prune(): void {
-    this.pruning = this.pruneHistory();
+    this.pruning = this.pruning.then(() => (this.pruneStop.signal.aborted ? undefined : this.pruneHistory()));
   }
 
   /** The prune in progress ends at its next batch, and the sweeps start no other. */

@@ -1,6 +1,7 @@
+import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startReceiver } from '../helpers/receiver.js';
+import { startReceiver, tempDir, type TestReceiver } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
 import { until, waitFor } from '../helpers/waitFor.js';
 
@@ -9,6 +10,27 @@ afterEach(() => {
 });
 
 const GIVEN_UP = /given up now, and their events settled/;
+
+const PRUNED = /finished jobs past JOB_RETENTION_DAYS deleted/;
+const OLD_JOBS = 9_000;
+
+/** 9,000 jobs finished long ago: a prune deletes them in 18 transactions of 500, with a 10 ms pause after each. */
+function insertOldFinishedJobs(db: BetterSqlite3.Database): void {
+  const at = '2020-01-01T00:00:00.000Z';
+  const insert = db.prepare(`INSERT INTO jobs (kind, payload, event_id, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
+      VALUES ('process_event', '{}', ?, 'done', ?, 1, 5, ?, ?, ?)`);
+  db.transaction(() => {
+    for (let i = 0; i < OLD_JOBS; i++) insert.run(`evt-old-${i}`, at, at, at, at);
+  })();
+}
+
+/** Waits for the prune's line, lets a second prune (had one run beside it) end and say so too, and checks none is left. */
+async function prunedAll(r: TestReceiver, db: BetterSqlite3.Database): Promise<void> {
+  await waitFor(() => r.logs.lines.some((l) => PRUNED.test(String(l.msg))), 'the prune done');
+  // Bounded: 30 turns of 20 ms.
+  for (let i = 0; i < 30; i++) await new Promise((res) => setTimeout(res, 20));
+  expect(db.prepare("SELECT count(*) FROM jobs WHERE state = 'done'").pluck().get()).toBe(0);
+}
 
 /**
  * A read dead-lettered after the workers' start, whose follow-up (given_up, the settle) never
@@ -69,33 +91,49 @@ describe("the workers' sweep every 5 minutes", () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '1' });
     const other = new BetterSqlite3(r.dbPath);
-    const PRUNED = /finished jobs past JOB_RETENTION_DAYS deleted/;
-    const JOBS = 9_000;
     try {
       // The prune at the workers' start finds nothing; let it end before the old jobs are there.
       for (let i = 0; i < 20; i++) await new Promise((res) => setTimeout(res, 20));
-      // Finished long ago: 18 transactions of 500, with a 10 ms pause after each, so the sweep's
-      // prune runs for well over 170 ms.
-      const at = '2020-01-01T00:00:00.000Z';
-      const insert = other.prepare(`INSERT INTO jobs (kind, payload, event_id, state, run_at, attempts, max_attempts, created_at, updated_at, finished_at)
-          VALUES ('process_event', '{}', ?, 'done', ?, 1, 5, ?, ?, ?)`);
-      other.transaction(() => {
-        for (let i = 0; i < JOBS; i++) insert.run(`evt-old-${i}`, at, at, at, at);
-      })();
+      // The sweep's prune of these runs for well over 170 ms.
+      insertOldFinishedJobs(other);
       const settled = strandRead(other, 'evt-q1');
       vi.advanceTimersByTime(5 * 60_000);
       // The sweep has given the read up: its prune begins now. The next period comes during it.
       await until(() => r.logs.lines.some((l) => GIVEN_UP.test(String(l.msg))), 'the sweep given the read up', 10_000, 1);
       expect(settled()).toBe(true);
       vi.advanceTimersByTime(5 * 60_000);
-      await waitFor(() => r.logs.lines.some((l) => PRUNED.test(String(l.msg))), 'the prune done');
-      // Let a second prune, had one started, end and say so too (bounded: 30 turns of 20 ms).
-      for (let i = 0; i < 30; i++) await new Promise((res) => setTimeout(res, 20));
-      expect(other.prepare("SELECT count(*) FROM jobs WHERE state = 'done'").pluck().get()).toBe(0);
+      await prunedAll(r, other);
     } finally {
       other.close();
       await r.close();
     }
-    expect(r.logs.lines.filter((l) => PRUNED.test(String(l.msg))).map((l) => l.jobs)).toEqual([JOBS]);
+    expect(r.logs.lines.filter((l) => PRUNED.test(String(l.msg))).map((l) => l.jobs)).toEqual([OLD_JOBS]);
+  }, 30_000);
+
+  it('counts the prune at the workers\' start too: a sweep that comes while it still runs prunes after it, not beside it', async () => {
+    // A database with a long history before the start: the start-up prune has 9,000 finished jobs to delete.
+    const first = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' });
+    const t = tempDir();
+    const keep = join(t.dir, 'kept.db');
+    await first.app.database.sqlite.backup(keep);
+    await first.close();
+    const seed = new BetterSqlite3(keep);
+    insertOldFinishedJobs(seed);
+    seed.close();
+
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '1', DATABASE_PATH: keep });
+    const other = new BetterSqlite3(keep);
+    try {
+      // The start-up prune runs (18 transactions with a 10 ms pause after each); the first sweep comes during it.
+      vi.advanceTimersByTime(5 * 60_000);
+      await prunedAll(r, other);
+    } finally {
+      other.close();
+      await r.close();
+      t.cleanup();
+    }
+    // One prune deleted them all: the sweep's came after it and found none.
+    expect(r.logs.lines.filter((l) => PRUNED.test(String(l.msg))).map((l) => l.jobs)).toEqual([OLD_JOBS]);
   }, 30_000);
 });
