@@ -41,6 +41,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { freePort, mb, RECEIVER_NODE_FLAGS, runLoadgen, startServer, tracked, type Server } from './processes.js';
 import { cpuBetween, sampleCpu } from './cpu.js';
 import { startBenchSandbox, type BenchSandbox } from './sandbox.js';
+import { stagesOf, type StageTimes } from './stages.js';
 import { summarize } from './stats.js';
 
 export interface Pending {
@@ -92,6 +93,8 @@ export interface FanOutResult {
   withFetchMs: { p50: number; p99: number; max: number };
   withoutFetchMs: { p50: number; p99: number; max: number };
   ackP99Ms: number;
+  /** The measured events' time by the receiver's own stamps: stored → settled (the fold), settled → delivered (the sink lane). */
+  stages: StageTimes;
   peakRssMB: number;
   loadAvg: string;
 }
@@ -289,6 +292,13 @@ async function fanOutAgainst(ctx: LaterContext, sandbox: BenchSandbox, o: FanOut
     while (Date.now() < deadline && acks.some(([id]) => !landed.has(id!))) await sleep(20);
     await t.stop();
     peak = (await r.stop()).peak;
+    const db = new BetterSqlite3(join(dir, 'receiver.db'), { readonly: true, fileMustExist: true });
+    let stages: StageTimes;
+    try {
+      stages = stagesOf(db, 'bench-file', acks.filter(([, , , warm]) => !warm).map(([id]) => id!));
+    } finally {
+      db.close();
+    }
     const all: number[] = [];
     const fetch: number[] = [];
     const plain: number[] = [];
@@ -323,6 +333,7 @@ async function fanOutAgainst(ctx: LaterContext, sandbox: BenchSandbox, o: FanOut
       withFetchMs: pick(summarize(fetch)),
       withoutFetchMs: pick(summarize(plain)),
       ackP99Ms: gen.measured.p99,
+      stages,
       peakRssMB: mb(peak),
       loadAvg: la,
     };

@@ -157,10 +157,11 @@ function sinkTables(r: Results): string[] {
   if (r.fanOut.status === 'measured') {
     const f = r.fanOut;
     lines.push(...table(
-      ['fan-out (ack → line in file sink)', 'rate /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'p50 / p99 with result GET', 'p50 / p99 without', 'ack p99 ms', 'landed', 'peak RSS MB', 'load avg'],
+      ['fan-out (ack → line in file sink)', 'rate /s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'max ms', 'p50 / p99 with result GET', 'p50 / p99 without', 'ack p99 ms', 'stored → settled / settled → delivered p50 (p99) ms, receiver stamps', 'landed', 'peak RSS MB', 'load avg'],
       [[
         `receiver, 1 file sink (concurrency ${String(f.sinkConcurrency)}), results from the ${f.upstream}, ${f.warmupS} s warm-up + ${f.durationS} s`, fmt(f.rate), fmt(f.latencyMs.p50, 2), fmt(f.latencyMs.p99, 2), fmt(f.latencyMs.p999, 2), fmt(f.latencyMs.max, 1),
         `${fmt(f.withFetchMs.p50, 2)} / ${fmt(f.withFetchMs.p99, 2)}`, `${fmt(f.withoutFetchMs.p50, 2)} / ${fmt(f.withoutFetchMs.p99, 2)}`, fmt(f.ackP99Ms, 2),
+        f.stages.count === 0 ? '?' : `${fmt(f.stages.settleMs.p50)} (${fmt(f.stages.settleMs.p99)}) / ${fmt(f.stages.deliverMs.p50)} (${fmt(f.stages.deliverMs.p99)})`,
         `${fmt(f.landed)} of ${fmt(f.acked)}`, fmt(f.peakRssMB, 1), f.loadAvg,
       ]],
     ), '');

@@ -23,7 +23,7 @@ const rateRow = (over: Partial<RateRow>): RateRow => ({
 const fanOut = (over: Partial<FanOutResult>): FanOutResult => ({
   status: 'measured', upstream: 'sandbox', setupS: 1, sinkConcurrency: 'default', rate: 200, warmupS: 1, durationS: 10, sinkLines: 2200, acked: 2200,
   measuredAcked: 2000, landed: 2200, notLanded: 0, latencyMs: { p50: 6, p99: 20, p999: 30, max: 40, mean: 7 }, withFetchMs: { p50: 7, p99: 20, max: 40 },
-  withoutFetchMs: { p50: 5, p99: 19, max: 30 }, ackP99Ms: 3, peakRssMB: 100, loadAvg: '1 1 1', ...over,
+  withoutFetchMs: { p50: 5, p99: 19, max: 30 }, ackP99Ms: 3, stages: { count: 2000, settleMs: { p50: 2, p99: 9 }, deliverMs: { p50: 3, p99: 8 } }, peakRssMB: 100, loadAvg: '1 1 1', ...over,
 });
 
 describe('bench report verdicts', () => {
@@ -70,5 +70,10 @@ describe('bench report verdicts', () => {
     const md = renderMarkdown(results({ throughput: [receiverRow({ exhausted: 1_200, rowCheck: 'FAILED', acked2xx: 181_200 })] }));
     expect(md).toContain("FAILED (180,000 rows, 181,200 2xx, 0 in flight at stop; the generator's pool ran out: 1,200 requests past its end, the run is invalid)");
     expect(renderMarkdown(results({ throughput: [receiverRow({})] }))).toContain('ok (180,000 rows, 180,000 2xx, 0 in flight at stop) |');
+  });
+
+  it("the fan-out row splits its time at the receiver's settled stamp, and says ? when no event had both stamps", () => {
+    expect(renderMarkdown(results({ fanOut: fanOut({}) }))).toContain('| 3.00 | 2 (9) / 3 (8) | 2,200 of 2,200 |');
+    expect(renderMarkdown(results({ fanOut: fanOut({ stages: { count: 0, settleMs: { p50: 0, p99: 0 }, deliverMs: { p50: 0, p99: 0 } } }) }))).toContain('| 3.00 | ? | 2,200 of 2,200 |');
   });
 });
