@@ -2,7 +2,7 @@ import { renameSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { CheckpointProblem, WalBlocked } from '../../src/db/checkpointer.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
@@ -112,7 +112,11 @@ describe('the checkpointer thread, when it ends unasked', () => {
 });
 
 describe('the checkpointer thread ending while the WAL cannot be reset', () => {
-  it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
+  /**
+   * A database whose thread reports (every 100 ms) the WAL blocked: a reader pins its snapshot
+   * while 1 MB is committed past the 256 KB bound. Another thread starts 50 ms after one ends.
+   */
+  async function blockedWal() {
     const t = tempDir();
     cleanup.push(t.cleanup);
     const path = join(t.dir, 'r.db');
@@ -127,8 +131,6 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
     });
     cleanup.push(() => database.close());
     expect(await database.offLoop.all('SELECT 1 AS one')).toEqual([{ one: 1 }]);
-
-    // A reader pins its snapshot while 1 MB is committed past the 256 KB bound: reported blocked.
     const reader = new BetterSqlite3(path, { readonly: true });
     cleanup.push(() => reader.close());
     reader.prepare('BEGIN').run();
@@ -142,6 +144,11 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
       }
       return blocked.some((b) => b.since !== null) || undefined;
     }, 'the WAL reported blocked');
+    return { database, problems, blocked, reader };
+  }
+
+  it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
+    const { database, problems, blocked, reader } = await blockedWal();
 
     // The thread ends without an error of its own (as a thread killed for want of memory would):
     // no public surface ends it, so the test reaches for it.
@@ -154,6 +161,30 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
     expect(problems[0]).toMatchObject({ stopped: true, message: expect.stringMatching(/^the checkpointer thread ended \(exit code \d+\)$/) });
     // Its first ticks reset the WAL (no reader left) and say the block has ended.
     await waitFor(() => blocked.at(-1)!.since === null, 'the end of the block said by the next thread', 5000);
+  });
+  it('goes on from the length the last thread reported, by the monotonic clock: a wall clock set back meanwhile does not start the block over', async () => {
+    // The reader holds its snapshot for the whole test.
+    const { database, problems, blocked } = await blockedWal();
+    // Reported again every 100 ms: blocked for 500 ms at least by the thread's (monotonic) clock.
+    await waitFor(() => blocked.at(-1)!.blockedMs >= 500, 'a report of 500 ms blocked');
+    const lastMs = blocked.at(-1)!.blockedMs;
+
+    // The wall clock of the receiver's thread set back an hour (NTP stepping a restored VM's clock),
+    // then the thread ends without an error of its own; no public surface ends it.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() - 3_600_000 });
+    try {
+      const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
+      await running!.terminate();
+      await waitFor(() => problems.some((p) => p.restarted === 1), 'the next thread said to run');
+      const seen = blocked.length;
+      // The reader still holds the WAL: the next thread's next report goes on from the last.
+      await waitFor(() => blocked.length > seen, 'a report of the next thread', 5000);
+    } finally {
+      vi.useRealTimers();
+    }
+    const next = blocked.at(-1)!;
+    expect(next.since).not.toBeNull();
+    expect(next.blockedMs).toBeGreaterThanOrEqual(lastMs);
   });
 });
 
