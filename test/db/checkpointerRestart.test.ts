@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { CheckpointProblem, WalBlocked } from '../../src/db/checkpointer.js';
+import type { CheckpointProblem, RestartPauses, WalBlocked } from '../../src/db/checkpointer.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -72,28 +72,36 @@ describe('the checkpointer thread, when it ends unasked', () => {
     expect(await database.offLoop.all('SELECT COUNT(*) AS n FROM t')).toEqual([{ n: 1000 }]);
   });
 
-  it('keeps being started while it keeps ending, at growing pauses, and none after the database is closed', async () => {
+  /**
+   * A database whose file is replaced at its path for good before its thread opens it (as after a
+   * restore under a running receiver): every thread ends. When each ended (performance.now()), and
+   * its close (once).
+   */
+  function replacedForGood(restartPauses: RestartPauses) {
     const t = tempDir();
     cleanup.push(t.cleanup);
     const path = join(t.dir, 'r.db');
     const other = join(t.dir, 'other.db');
     seed(path);
     seed(other);
-
     const stops: number[] = [];
     const database = openDatabase(path, {
       migrate: false,
-      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      checkpointer: { intervalMs: 20, restartPauses },
       onCheckpointProblem: (p) => {
         if (p.stopped) stops.push(performance.now());
       },
     });
-    let closed = false;
-    cleanup.push(() => (closed ? undefined : database.close()));
-    // Another file at the path for good (as after a restore under a running receiver): every thread ends.
+    let closing: Promise<void> | null = null;
+    const close = () => (closing ??= database.close());
+    cleanup.push(close);
     renameSync(path, join(t.dir, 'aside.db'));
     renameSync(other, path);
+    return { stops, close };
+  }
 
+  it('keeps being started while it keeps ending, at growing pauses, and none after the database is closed', async () => {
+    const { stops, close } = replacedForGood({ firstMs: 50, maxMs: 200, steadyMs: 60_000 });
     await waitFor(() => stops.length >= 5, 'five threads ended');
     // Pauses of 50, 100, 200, 200 ms (plus each thread's boot): each at least its pause, the later ones longer.
     const gaps = stops.slice(1, 5).map((s, i) => s - stops[i]!);
@@ -102,12 +110,39 @@ describe('the checkpointer thread, when it ends unasked', () => {
     expect(gaps[2]).toBeGreaterThanOrEqual(195);
     expect(gaps[3]).toBeGreaterThanOrEqual(195);
 
-    await database.close();
-    closed = true;
+    await close();
     const after = stops.length;
     // Longer than the longest pause and a thread's boot: none started after the close.
     await new Promise((r) => setTimeout(r, 600));
     expect(stops.length).toBe(after);
+  });
+
+  it('after a thread that ran steadyMs, the next pause is the first one again (here every thread counts as steady: steadyMs 0)', async () => {
+    const { stops } = replacedForGood({ firstMs: 300, maxMs: 60_000, steadyMs: 0 });
+    // 300 ms each (plus a thread's boot): 1.5 s or so for five. Doubled, they would take 300 + 600 + 1,200 + 2,400 ms.
+    await waitFor(() => stops.length >= 5, 'five threads ended', 3000);
+    for (let i = 1; i < 5; i++) expect(stops[i]! - stops[i - 1]!).toBeGreaterThanOrEqual(295);
+  });
+
+  it('says how many threads ended since one last ran: each end and start again is one', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    seed(path);
+    const problems: CheckpointProblem[] = [];
+    const database = openDatabase(path, {
+      migrate: false,
+      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      onCheckpointProblem: (p) => problems.push(p),
+    });
+    cleanup.push(() => database.close());
+    const restarts = () => problems.filter((p) => p.restarted);
+    for (let n = 1; n <= 2; n++) {
+      // No public surface ends the thread: the test reaches for it.
+      await (database.offLoop as unknown as { worker: Worker }).worker.terminate();
+      await waitFor(() => restarts().length === n, `the thread said to run again (${n})`);
+    }
+    expect(restarts().map((p) => p.restarted)).toEqual([1, 1]);
   });
 });
 
