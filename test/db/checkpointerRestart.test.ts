@@ -124,7 +124,7 @@ describe('the checkpointer thread, when it ends unasked', () => {
     for (let i = 1; i < 5; i++) expect(stops[i]! - stops[i - 1]!).toBeGreaterThanOrEqual(295);
   });
 
-  it('says how many threads ended since one last ran: each end and start again is one', async () => {
+  it('says how many threads ended since one last ran: each end and start again is one; the close is no end', async () => {
     const t = tempDir();
     cleanup.push(t.cleanup);
     const path = join(t.dir, 'r.db');
@@ -135,7 +135,9 @@ describe('the checkpointer thread, when it ends unasked', () => {
       checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
       onCheckpointProblem: (p) => problems.push(p),
     });
-    cleanup.push(() => database.close());
+    let closing: Promise<void> | null = null;
+    const close = () => (closing ??= database.close());
+    cleanup.push(close);
     const restarts = () => problems.filter((p) => p.restarted);
     for (let n = 1; n <= 2; n++) {
       // No public surface ends the thread: the test reaches for it.
@@ -143,6 +145,9 @@ describe('the checkpointer thread, when it ends unasked', () => {
       await waitFor(() => restarts().length === n, `the thread said to run again (${n})`);
     }
     expect(restarts().map((p) => p.restarted)).toEqual([1, 1]);
+    // The end a close asks for is none of these: said neither as a stop nor followed by another thread.
+    await close();
+    expect(problems.filter((p) => p.stopped)).toHaveLength(2);
   });
 });
 
