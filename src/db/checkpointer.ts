@@ -296,8 +296,12 @@ export class CheckpointerThread {
   private stopping = false;
   /** Threads that ended unasked since one last said it runs. */
   private ended = 0;
-  /** When the WAL was last said blocked (WalBlocked.since; null: not, or no longer): the next thread goes on from it. */
-  private walBlockedSince: number | null = null;
+  /**
+   * Since when the WAL is blocked, by the receiver's performance.now() (the last report's arrival less
+   * its blockedMs; null: not, or no longer): the next thread goes on from it. Not WalBlocked.since,
+   * a wall-clock time: a clock set back meanwhile made the next thread start the block at 0.
+   */
+  private walBlockedAt: number | null = null;
   private nextPauseMs: number;
 
   /**
@@ -356,7 +360,7 @@ export class CheckpointerThread {
   private start(): void {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     const identity = { dev: String(this.opened.dev), ino: String(this.opened.ino) };
-    const blockedForMs = this.walBlockedSince === null ? null : Math.max(0, Date.now() - this.walBlockedSince);
+    const blockedForMs = this.walBlockedAt === null ? null : performance.now() - this.walBlockedAt;
     const worker = new Worker(CHECKPOINTER, { eval: true, workerData: { path: resolve(this.path), driver, cacheKib: CACHE_KIB, ...identity, ...this.opts, blockedForMs } });
     const startedAt = performance.now();
     let errored = false;
@@ -384,7 +388,7 @@ export class CheckpointerThread {
         return;
       }
       if ('walBlocked' in m) {
-        this.walBlockedSince = m.walBlocked.since;
+        this.walBlockedAt = m.walBlocked.since === null ? null : performance.now() - m.walBlocked.blockedMs;
         this.onWalBlocked(m.walBlocked);
       } else if ('recovered' in m) this.onProblem({ message: 'checkpoints succeed again', code: null, stopped: false, recovered: m.recovered });
       else this.onProblem({ message: String(m.message), code: m.code, stopped: false });

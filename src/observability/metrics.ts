@@ -213,8 +213,10 @@ export function createMetrics(sources: readonly string[] = []) {
   // Refused deliveries carry no source (they were not verified as one): 'unknown'.
   for (const reason of REJECTION_REASONS) metrics.deliveriesReceived.inc({ outcome: `rejected:${reason}`, source: 'unknown' }, 0);
   for (const reason of STORAGE_ERROR_REASONS) metrics.storageErrors.inc({ reason }, 0);
-  // `error`: a checkpointer thread that ended with no SQLite code (checkpointer.ts); the runbook's alert fires on its first.
-  for (const code of ['SQLITE_FULL', 'SQLITE_IOERR', 'error']) metrics.checkpointErrors.inc({ code }, 0);
+  // A checkpointer thread that ended (checkpointer.ts): `error` with no SQLite code of its own,
+  // SQLITE_CANTOPEN when the next could not open the file (no file descriptor left, the file
+  // deleted); at 0, so the runbook's alert fires on the first (a series born at 1 shows no rate).
+  for (const code of ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_CANTOPEN', 'error']) metrics.checkpointErrors.inc({ code }, 0);
   // The runbook's quarantine alert counts these (receiver_quarantined is a row count: a replay
   // lowers it, which increase() would read as a reset).
   for (const source of sources) metrics.deliveriesReceived.inc({ outcome: 'quarantined', source }, 0);

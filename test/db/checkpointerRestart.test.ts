@@ -2,8 +2,8 @@ import { renameSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { CheckpointProblem, WalBlocked } from '../../src/db/checkpointer.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { CheckpointProblem, RestartPauses, WalBlocked } from '../../src/db/checkpointer.js';
 import { openDatabase, type OpenDatabase } from '../../src/db/openDatabase.js';
 import { startReceiver, tempDir } from '../helpers/receiver.js';
 import { newSecret } from '../helpers/signing.js';
@@ -72,28 +72,36 @@ describe('the checkpointer thread, when it ends unasked', () => {
     expect(await database.offLoop.all('SELECT COUNT(*) AS n FROM t')).toEqual([{ n: 1000 }]);
   });
 
-  it('keeps being started while it keeps ending, at growing pauses, and none after the database is closed', async () => {
+  /**
+   * A database whose file is replaced at its path for good before its thread opens it (as after a
+   * restore under a running receiver): every thread ends. When each ended (performance.now()), and
+   * its close (once).
+   */
+  function replacedForGood(restartPauses: RestartPauses) {
     const t = tempDir();
     cleanup.push(t.cleanup);
     const path = join(t.dir, 'r.db');
     const other = join(t.dir, 'other.db');
     seed(path);
     seed(other);
-
     const stops: number[] = [];
     const database = openDatabase(path, {
       migrate: false,
-      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      checkpointer: { intervalMs: 20, restartPauses },
       onCheckpointProblem: (p) => {
         if (p.stopped) stops.push(performance.now());
       },
     });
-    let closed = false;
-    cleanup.push(() => (closed ? undefined : database.close()));
-    // Another file at the path for good (as after a restore under a running receiver): every thread ends.
+    let closing: Promise<void> | null = null;
+    const close = () => (closing ??= database.close());
+    cleanup.push(close);
     renameSync(path, join(t.dir, 'aside.db'));
     renameSync(other, path);
+    return { stops, close };
+  }
 
+  it('keeps being started while it keeps ending, at growing pauses, and none after the database is closed', async () => {
+    const { stops, close } = replacedForGood({ firstMs: 50, maxMs: 200, steadyMs: 60_000 });
     await waitFor(() => stops.length >= 5, 'five threads ended');
     // Pauses of 50, 100, 200, 200 ms (plus each thread's boot): each at least its pause, the later ones longer.
     const gaps = stops.slice(1, 5).map((s, i) => s - stops[i]!);
@@ -102,17 +110,53 @@ describe('the checkpointer thread, when it ends unasked', () => {
     expect(gaps[2]).toBeGreaterThanOrEqual(195);
     expect(gaps[3]).toBeGreaterThanOrEqual(195);
 
-    await database.close();
-    closed = true;
+    await close();
     const after = stops.length;
     // Longer than the longest pause and a thread's boot: none started after the close.
     await new Promise((r) => setTimeout(r, 600));
     expect(stops.length).toBe(after);
   });
+
+  it('after a thread that ran steadyMs, the next pause is the first one again (here every thread counts as steady: steadyMs 0)', async () => {
+    const { stops } = replacedForGood({ firstMs: 300, maxMs: 60_000, steadyMs: 0 });
+    // 300 ms each (plus a thread's boot): 1.5 s or so for five. Doubled, they would take 300 + 600 + 1,200 + 2,400 ms.
+    await waitFor(() => stops.length >= 5, 'five threads ended', 3000);
+    for (let i = 1; i < 5; i++) expect(stops[i]! - stops[i - 1]!).toBeGreaterThanOrEqual(295);
+  });
+
+  it('says how many threads ended since one last ran: each end and start again is one; the close is no end', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    seed(path);
+    const problems: CheckpointProblem[] = [];
+    const database = openDatabase(path, {
+      migrate: false,
+      checkpointer: { intervalMs: 20, restartPauses: { firstMs: 50, maxMs: 200, steadyMs: 60_000 } },
+      onCheckpointProblem: (p) => problems.push(p),
+    });
+    let closing: Promise<void> | null = null;
+    const close = () => (closing ??= database.close());
+    cleanup.push(close);
+    const restarts = () => problems.filter((p) => p.restarted);
+    for (let n = 1; n <= 2; n++) {
+      // No public surface ends the thread: the test reaches for it.
+      await (database.offLoop as unknown as { worker: Worker }).worker.terminate();
+      await waitFor(() => restarts().length === n, `the thread said to run again (${n})`);
+    }
+    expect(restarts().map((p) => p.restarted)).toEqual([1, 1]);
+    // The end a close asks for is none of these: said neither as a stop nor followed by another thread.
+    await close();
+    expect(problems.filter((p) => p.stopped)).toHaveLength(2);
+  });
 });
 
 describe('the checkpointer thread ending while the WAL cannot be reset', () => {
-  it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
+  /**
+   * A database whose thread reports (every 100 ms) the WAL blocked: a reader pins its snapshot
+   * while 1 MB is committed past the 256 KB bound. Another thread starts 50 ms after one ends.
+   */
+  async function blockedWal() {
     const t = tempDir();
     cleanup.push(t.cleanup);
     const path = join(t.dir, 'r.db');
@@ -127,8 +171,6 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
     });
     cleanup.push(() => database.close());
     expect(await database.offLoop.all('SELECT 1 AS one')).toEqual([{ one: 1 }]);
-
-    // A reader pins its snapshot while 1 MB is committed past the 256 KB bound: reported blocked.
     const reader = new BetterSqlite3(path, { readonly: true });
     cleanup.push(() => reader.close());
     reader.prepare('BEGIN').run();
@@ -142,6 +184,11 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
       }
       return blocked.some((b) => b.since !== null) || undefined;
     }, 'the WAL reported blocked');
+    return { database, problems, blocked, reader };
+  }
+
+  it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
+    const { database, problems, blocked, reader } = await blockedWal();
 
     // The thread ends without an error of its own (as a thread killed for want of memory would):
     // no public surface ends it, so the test reaches for it.
@@ -154,6 +201,30 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
     expect(problems[0]).toMatchObject({ stopped: true, message: expect.stringMatching(/^the checkpointer thread ended \(exit code \d+\)$/) });
     // Its first ticks reset the WAL (no reader left) and say the block has ended.
     await waitFor(() => blocked.at(-1)!.since === null, 'the end of the block said by the next thread', 5000);
+  });
+  it('goes on from the length the last thread reported, by the monotonic clock: a wall clock set back meanwhile does not start the block over', async () => {
+    // The reader holds its snapshot for the whole test.
+    const { database, problems, blocked } = await blockedWal();
+    // Reported again every 100 ms: blocked for 500 ms at least by the thread's (monotonic) clock.
+    await waitFor(() => blocked.at(-1)!.blockedMs >= 500, 'a report of 500 ms blocked');
+    const lastMs = blocked.at(-1)!.blockedMs;
+
+    // The wall clock of the receiver's thread set back an hour (NTP stepping a restored VM's clock),
+    // then the thread ends without an error of its own; no public surface ends it.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() - 3_600_000 });
+    try {
+      const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
+      await running!.terminate();
+      await waitFor(() => problems.some((p) => p.restarted === 1), 'the next thread said to run');
+      const seen = blocked.length;
+      // The reader still holds the WAL: the next thread's next report goes on from the last.
+      await waitFor(() => blocked.length > seen, 'a report of the next thread', 5000);
+    } finally {
+      vi.useRealTimers();
+    }
+    const next = blocked.at(-1)!;
+    expect(next.since).not.toBeNull();
+    expect(next.blockedMs).toBeGreaterThanOrEqual(lastMs);
   });
 });
 
