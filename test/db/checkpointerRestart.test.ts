@@ -151,6 +151,33 @@ describe('the checkpointer thread, when it ends unasked', () => {
   });
 });
 
+describe('a read asked of the checkpointer thread when it ends', () => {
+  it('is answered null at its end (the asker reads on its own connection), not after the answer bound', async () => {
+    const t = tempDir();
+    cleanup.push(t.cleanup);
+    const path = join(t.dir, 'r.db');
+    seed(path);
+    const database = openDatabase(path, {
+      migrate: false,
+      // An answer bound far past the test's wait: only the thread's end can answer the read in time.
+      checkpointer: { intervalMs: 20, readAnswerMs: 60_000, restartPauses: { firstMs: 60_000, maxMs: 60_000, steadyMs: 60_000 } },
+      onCheckpointProblem: () => {},
+    });
+    cleanup.push(() => database.close());
+    expect(await database.offLoop.all('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    // A read that walks a million rows (a fraction of a second on the thread): pending when the thread ends.
+    const slow = database.offLoop.all('WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000) SELECT COUNT(*) AS c FROM n');
+    let answer: unknown = 'pending';
+    void slow.then((rows) => (answer = rows));
+    // No public surface ends the thread: the test reaches for it.
+    void (database.offLoop as unknown as { worker: Worker }).worker.terminate();
+    await waitFor(() => answer !== 'pending', 'the pending read answered', 15_000);
+    expect(answer).toBeNull();
+    // Until the next thread starts (a minute here), reads are answered null at once.
+    expect(await database.offLoop.all('SELECT 1 AS one')).toBeNull();
+  });
+});
+
 describe('the checkpointer thread ending while the WAL cannot be reset', () => {
   /**
    * A database whose thread reports (every 100 ms) the WAL blocked: a reader pins its snapshot
