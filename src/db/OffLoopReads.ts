@@ -9,9 +9,9 @@ import type { Worker } from 'node:worker_threads';
  * asked after a write committed on the loop sees it), or to null when the thread cannot answer:
  * never started (`:memory:`, a tool's open), gone (it ended and the next has not started yet, or
  * the database is closing), the statement failed there, or no answer within `answerWithinMs` (the
- * thread is in a long checkpoint, or still in an earlier read). The caller then reads on its own connection. While a
- * read that was not answered in time is still pending, the next ones are not sent (null at once):
- * they would queue behind it on a thread that is evidently held.
+ * thread is in a long checkpoint, or still in an earlier read). The caller then reads on its own
+ * connection. While a read that was not answered in time is still pending, the next ones are not
+ * sent (null at once): they would queue behind it on a thread that is evidently held.
  */
 export class OffLoopReads {
   private nextId = 1;

@@ -280,7 +280,8 @@ export const CHECKPOINT_DEFAULTS: Required<CheckpointerOptions> = {
  * ends on an error outside a tick (each tick's own is reported and the next tick tries again): its
  * open failing (no file descriptor, no memory), its code throwing, or the file at the path no
  * longer the one opened, where every new thread ends the same way (the receiver's file watch
- * answers 503 meanwhile, DatabaseFileWatch) and the pauses keep it to one line a minute.
+ * answers 503 meanwhile, DatabaseFileWatch) and the growing pauses bring the reports down to one
+ * a minute after about the first minute (pauses of 1, 2, 4 ... 32 s, then 60 s).
  *
  * The thread opens the database by its path once it has booted (tens of ms, more under load), after
  * the connections it serves. A file moved to the path meanwhile (a restore under a starting
