@@ -30,6 +30,16 @@ function write(database: OpenDatabase): void {
     .run();
 }
 
+/**
+ * Ends the database's running checkpointer thread without an error of its own (as a thread killed
+ * for want of memory would). No public surface ends it: the test reaches into OffLoopReads for it.
+ */
+async function endThread(database: OpenDatabase): Promise<void> {
+  const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
+  expect(running).not.toBeNull();
+  await running!.terminate();
+}
+
 describe('the checkpointer thread, when it ends unasked', () => {
   it('is started again after a pause: checkpoints copy commits into the file again, off-loop reads are answered again, and it says it runs', async () => {
     const t = tempDir();
@@ -143,8 +153,7 @@ describe('the checkpointer thread, when it ends unasked', () => {
     cleanup.push(close);
     const restarts = () => problems.filter((p) => p.restarted);
     for (let n = 1; n <= 2; n++) {
-      // No public surface ends the thread: the test reaches for it.
-      await (database.offLoop as unknown as { worker: Worker }).worker.terminate();
+      await endThread(database);
       await waitFor(() => restarts().length === n, `the thread said to run again (${n})`);
     }
     expect(restarts().map((p) => p.restarted)).toEqual([1, 1]);
@@ -172,8 +181,7 @@ describe('a read asked of the checkpointer thread when it ends', () => {
     const slow = database.offLoop.all('WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000) SELECT COUNT(*) AS c FROM n');
     let answer: unknown = 'pending';
     void slow.then((rows) => (answer = rows));
-    // No public surface ends the thread: the test reaches for it.
-    void (database.offLoop as unknown as { worker: Worker }).worker.terminate();
+    void endThread(database);
     await waitFor(() => answer !== 'pending', 'the pending read answered', 15_000);
     expect(answer).toBeNull();
     // Until the next thread starts (a minute here), reads are answered null at once.
@@ -220,11 +228,7 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
   it('the next thread goes on from the report: the end is said though the reader let go before it started, so receiver_sqlite_wal_blocked_seconds does not stay up', async () => {
     const { database, problems, blocked, reader } = await blockedWal();
 
-    // The thread ends without an error of its own (as a thread killed for want of memory would):
-    // no public surface ends it, so the test reaches for it.
-    const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
-    expect(running).not.toBeNull();
-    await running!.terminate();
+    await endThread(database);
     // The reader lets go before the next thread starts (a pause of 50 ms): that thread never sees the block itself.
     reader.prepare('COMMIT').run();
     await waitFor(() => problems.some((p) => p.restarted === 1), 'the next thread said to run');
@@ -240,11 +244,10 @@ describe('the checkpointer thread ending while the WAL cannot be reset', () => {
     const lastMs = blocked.at(-1)!.blockedMs;
 
     // The wall clock of the receiver's thread set back an hour (NTP stepping a restored VM's clock),
-    // then the thread ends without an error of its own; no public surface ends it.
+    // then the thread ends.
     vi.useFakeTimers({ toFake: ['Date'], now: Date.now() - 3_600_000 });
     try {
-      const running = (database.offLoop as unknown as { worker: Worker | null }).worker;
-      await running!.terminate();
+      await endThread(database);
       await waitFor(() => problems.some((p) => p.restarted === 1), 'the next thread said to run');
       const seen = blocked.length;
       // The reader still holds the WAL: the next thread's next report goes on from the last.
@@ -263,8 +266,7 @@ describe('a receiver whose checkpointer thread ends', () => {
     const r = await startReceiver({ WEBHOOK_SECRET: newSecret(), WORKER_CONCURRENCY: '0' });
     cleanup.push(() => r.close());
     const line = (msg: RegExp, level: number) => r.logs.lines.find((l) => l.level === level && msg.test(String(l.msg)));
-    // No public surface ends the thread: the test reaches for it.
-    await (r.app.database.offLoop as unknown as { worker: Worker }).worker.terminate();
+    await endThread(r.app.database);
     expect(await until(() => line(/^WAL checkpointer stopped/, 50), 'the stop logged')).toMatchObject({ err: expect.stringMatching(/^the checkpointer thread ended \(exit code \d+\)$/) });
     expect(line(/^WAL checkpointer running again/, 30)).toBeUndefined();
     const text = await (await fetch(`${r.url}/metrics`)).text();
