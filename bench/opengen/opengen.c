@@ -27,8 +27,8 @@
  *   from the scheduled time to when this generator woke up and took the
  *   request (its own lateness, part of the latency; a lower bound of its
  *   share, since a late write or a late read of the answer is not in it); then one
- *   JSON line {"sent":n,"answered":n (with a status),"elapsed_s":x (to the last answer),"send_s":x (to the
-   last send, plus one interval),"max_in_flight":n,"max_send_lag_ms":x}.
+ *   JSON line {"sent":n,"answered":n (with a status),"elapsed_s":x (to the last answer),"send_s":x (to
+ *   the last send, plus one interval),"max_in_flight":n,"max_send_lag_ms":x}.
  * Exit code 0; 2 with a message on stderr for bad arguments or input.
  *
  * Bounded: a written request is answered, fails, or times out `timeout ms`
