@@ -31,9 +31,22 @@ import type { Pacer } from '../queue/Worker.js';
  * reads crawl (the reliability suite's slow-upstream test caught it).
  * Processing lag under load shows in `receiver_jobs{state="pending"}`.
  *
+ * A worker paced from a lower threshold (`from`: the folds) has its own account beside the
+ * shared one, and waits on its own charges only while the loop has room (utilization over
+ * about the last second under `roomBelow`, 80% by default, and no delivery waiting for another
+ * process's write lock); otherwise it waits on the shared account, the reads' charges included. Why: a read is charged its wall time, so with reads in flight the shared
+ * account stays at the 50 ms cap, and a held fold took one batch (8 events) per 50 ms, about
+ * 160 events/s on any host. On a host where a steady 200/s kept the loop 60-80% busy, the
+ * folds fell further behind every second the deliveries kept coming (fold lag 0.1 s to 3.6 s
+ * in seven seconds; fan-out p50 64-2,403 ms in eleven runs). Waiting on their own charges
+ * there, the folds keep up (bench/README.md, "Thirty-sixth round"); from 80% busy, the
+ * acknowledgements come first as before.
+ *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
 const MAX_WAIT_MS = 50;
+/** Each sample's weight in the smoothed utilization `roomBelow` is compared with: about a second's memory at 250 ms samples. */
+const ROOM_ALPHA = 0.25;
 
 export interface IngestFirstOptions {
   /** Fraction of the loop processing may use under load, in (0, 1]. */
@@ -41,6 +54,8 @@ export interface IngestFirstOptions {
   activeWindowMs?: number;
   /** Loop utilization (0-1) from which pacing applies. */
   busyAbove?: number;
+  /** Loop utilization (0-1) below which a worker paced `from` a lower threshold waits on its own charges only. */
+  roomBelow?: number;
   sampleMs?: number;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -53,6 +68,10 @@ export class IngestFirst implements Pacer {
   private readyAt = 0;
   private sampledAt = Number.NEGATIVE_INFINITY;
   private load = 0;
+  /** The utilization smoothed over about a second (ROOM_ALPHA per sample): what `roomBelow` is compared with. */
+  private steadyLoad = Number.NaN;
+  /** The last sample found room: a worker from `from` waits on its own charges only. */
+  private room = false;
   private lockWaited = false;
   /** Off until the app starts its workers; tests driving runUntilIdle() are not paced. */
   enabled = false;
@@ -60,6 +79,7 @@ export class IngestFirst implements Pacer {
   private readonly share: number;
   private readonly activeWindowMs: number;
   private readonly busyAbove: number;
+  private readonly roomBelow: number;
   private readonly sampleMs: number;
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -69,6 +89,7 @@ export class IngestFirst implements Pacer {
     this.share = o.share ?? 0.25;
     this.activeWindowMs = o.activeWindowMs ?? 250;
     this.busyAbove = o.busyAbove ?? 0.9;
+    this.roomBelow = o.roomBelow ?? 0.8;
     this.sampleMs = o.sampleMs ?? 250;
     this.now = o.now ?? (() => performance.now());
     this.sleep = o.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
@@ -97,34 +118,50 @@ export class IngestFirst implements Pacer {
    * Resolves when processing may go on: at once, or after the loop had its share. True while
    * processing is held back (the worker then keeps one job group in flight at most).
    */
-  async turn(busyAbove = this.busyAbove): Promise<boolean> {
+  async turn(busyAbove = this.busyAbove, own?: Account): Promise<boolean> {
     if (!this.enabled) return false;
     const now = this.now();
     if (now - this.sampledAt >= this.sampleMs) {
       // Taken either way: each call measures from the previous one.
       const utilization = this.utilization();
       this.load = this.lockWaited ? 1 : utilization;
+      // The first sample as it is; then each one weighs ROOM_ALPHA.
+      this.steadyLoad = Number.isNaN(this.steadyLoad) ? this.load : this.steadyLoad + ROOM_ALPHA * (this.load - this.steadyLoad);
+      // Never while a delivery waits for another process's write lock: each fold is a write.
+      this.room = !this.lockWaited && this.steadyLoad < this.roomBelow;
       this.lockWaited = false;
       this.sampledAt = now;
     }
     if (this.load < busyAbove || now - this.lastIngestAt >= this.activeWindowMs) return false;
-    if (this.readyAt > now) await this.sleep(this.readyAt - now);
+    const readyAt = own && this.room ? own.readyAt : this.readyAt;
+    if (readyAt > now) await this.sleep(readyAt - now);
     return true;
   }
 
-  /** The same budget, for a worker that is held back from a lower loop utilization (0-1). */
+  /**
+   * The same budget, for a worker that is held back from a lower loop utilization (0-1). Its
+   * charges go to the shared account and to its own, which it waits on while the loop has room.
+   */
   from(busyAbove: number): Pacer {
-    return { turn: () => this.turn(busyAbove), charge: (ms) => this.charge(ms) };
+    const own: Account = { readyAt: 0 };
+    return { turn: () => this.turn(busyAbove, own), charge: (ms) => this.charge(ms, own) };
   }
 
-  /** Books `ms` of processing that just ended. */
-  charge(ms: number): void {
+  /** Books `ms` of processing that just ended (to `own` too: a worker's account from `from`). */
+  charge(ms: number, own?: Account): void {
     const ended = this.now();
     const owed = (ms * (1 - this.share)) / this.share;
     // Stretches running side by side (the fetcher's) add up their debts; bounded, so a long
     // stretch or a quiet spell of flat-out processing never parks the next one for long.
-    this.readyAt = Math.min(Math.max(this.readyAt, ended) + owed, ended + MAX_WAIT_MS);
+    const after = (readyAt: number) => Math.min(Math.max(readyAt, ended) + owed, ended + MAX_WAIT_MS);
+    this.readyAt = after(this.readyAt);
+    if (own) own.readyAt = after(own.readyAt);
   }
+}
+
+/** When the next stretch may start: the shared account's, or one worker's own (`from`). */
+interface Account {
+  readyAt: number;
 }
 
 function loopUtilization(): () => number {

@@ -37,7 +37,9 @@ export function createProcessingWorkers({ config, queue, pauses, clock, logger, 
   });
   // One pacer for both workers. A fetch is charged its wall time (network wait included), so
   // under load finished reads also hold back folds. Measured at 2,500/s: one pacer per
-  // worker gave p50 27 ms / p99 82 ms against 4-5 / 20-35 ms with one shared pacer.
+  // worker gave p50 27 ms / p99 82 ms against 4-5 / 20-35 ms with one shared pacer. Except while
+  // the loop has room (under 80% busy): there the folds wait on their own charges only, or the
+  // reads' wall time held them to one batch per 50 ms (IngestFirst).
   const pacer = new IngestFirst({ share: config.processingShare / 100 });
   const onJobSettled: WorkerOptions['onJobSettled'] = (job, outcome) => metrics.jobsSettled.inc({ kind: job.kind, outcome });
   // Folding events is local work, done in batches (one transaction per claim); fetching results
@@ -55,7 +57,8 @@ export function createProcessingWorkers({ config, queue, pauses, clock, logger, 
       if (outcome === 'done') fetcher.kick();
     },
     concurrency: PROCESS_EVENT_BATCH,
-    // Folds are held back from 60% loop utilization, reads from 90% (see IngestFirst).
+    // Folds are held back from 60% loop utilization, reads from 90%; under 80%, held folds wait
+    // on their own charges only (see IngestFirst).
     pacer: pacer.from(0.6),
     // New events, from the processing cursor; process_event jobs are retries and replays.
     source: newEvents,

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { IngestFirst } from '../../src/processing/IngestFirst.js';
+import { IngestFirst, type IngestFirstOptions } from '../../src/processing/IngestFirst.js';
 
 /** A fake time line: work "takes" time by advancing it; sleeps are recorded and advance it too. */
-function harness(share = 0.5, utilization = () => 1) {
+function harness(share = 0.5, utilization = () => 1, options: IngestFirstOptions = {}) {
   let t = 1_000;
   const sleeps: number[] = [];
   const pacer = new IngestFirst({
+    ...options,
     share,
     utilization: () => utilization(),
     now: () => t,
@@ -21,6 +22,25 @@ function harness(share = 0.5, utilization = () => 1) {
     pacer.charge(ms);
   };
   return { pacer, sleeps, step, advance: (ms: number) => void (t += ms) };
+}
+
+/**
+ * The folds' pacer as the app makes it (held from 60% utilization, share 0.25), enabled, a delivery
+ * just in. `afterFoldAndRead`: a fold batch of 2 ms (owing 6 ms) and a read of 40 ms (network wait
+ * included: the shared account at its 50 ms cap) end together, and the folds ask for their next turn.
+ */
+function foldHarness(utilization: () => number, options: IngestFirstOptions = {}) {
+  const h = harness(0.25, utilization, options);
+  const folds = h.pacer.from(0.6);
+  h.pacer.enabled = true;
+  h.pacer.noteIngest();
+  const afterFoldAndRead = async () => {
+    h.advance(2);
+    folds.charge(2);
+    h.pacer.charge(40);
+    return folds.turn();
+  };
+  return { ...h, folds, afterFoldAndRead };
 }
 
 describe('IngestFirst (processing yields the event loop to deliveries)', () => {
@@ -96,6 +116,75 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     h.advance(250);
     h.pacer.noteIngest();
     expect(await h.pacer.turn()).toBe(true);
+  });
+
+  it('a held fold waits on its own charges while the loop has room, not on the reads\' wall time', async () => {
+    let load = 0.7; // over the folds' 60%, under the 80% of room
+    const h = foldHarness(() => load);
+    expect(await h.folds.turn()).toBe(true);
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([6]);
+    // The reads wait on the shared account, the folds' charges included.
+    load = 0.95;
+    h.advance(250);
+    h.pacer.noteIngest();
+    h.advance(2);
+    h.folds.charge(2);
+    expect(await h.pacer.turn()).toBe(true);
+    expect(h.sleeps).toEqual([6, 6]);
+  });
+
+  it('a fold\'s own charges add up like the shared ones (two batches ending together owe both)', async () => {
+    const h = foldHarness(() => 0.7);
+    expect(await h.folds.turn()).toBe(true);
+    h.folds.charge(2); // owes 6 ms
+    expect(await h.afterFoldAndRead()).toBe(true); // 2 ms later, 6 more
+    expect(h.sleeps).toEqual([10]);
+  });
+
+  it('from 80% busy, a held fold waits on the shared account, the reads\' charges included', async () => {
+    const h = foldHarness(() => 0.85);
+    expect(await h.folds.turn()).toBe(true);
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+  });
+
+  it('the room is the utilization over about a second: one quieter quarter-second is not room', async () => {
+    let load = 0.95;
+    const h = foldHarness(() => load);
+    expect(await h.folds.turn()).toBe(true); // the first sample: 0.95
+    load = 0.7;
+    h.advance(250);
+    h.pacer.noteIngest();
+    expect(await h.folds.turn()).toBe(true); // 0.7, smoothed: 0.89
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+    // Three more quarter-seconds at 0.7: smoothed 0.84, 0.81, 0.78, under the 80% of room.
+    for (let i = 0; i < 3; i++) {
+      h.advance(250);
+      h.pacer.noteIngest();
+      expect(await h.folds.turn()).toBe(true);
+    }
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50, 6]);
+  });
+
+  it('a delivery waiting for another process\'s write lock leaves no room: the held fold waits on the shared account', async () => {
+    const h = foldHarness(() => 0.1); // the loop mostly waited on timers
+    expect(await h.folds.turn()).toBe(false);
+    h.advance(200);
+    h.pacer.noteLockWait();
+    h.advance(50); // the next sample: held, however idle the loop looked
+    expect(await h.folds.turn()).toBe(true);
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+  });
+
+  it('the room is a setting: roomBelow', async () => {
+    const h = foldHarness(() => 0.7, { roomBelow: 0.65 });
+    expect(await h.folds.turn()).toBe(true);
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
   });
 
   it('holds processing back for the sample after ingest waited for the write lock, however idle the loop looked', async () => {
