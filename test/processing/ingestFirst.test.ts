@@ -187,6 +187,26 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(h.sleeps).toEqual([50]);
   });
 
+  it('room is under roomBelow, not at it', async () => {
+    const h = foldHarness(() => 0.7, { roomBelow: 0.7 });
+    expect(await h.folds.turn()).toBe(true); // the first sample as it is: exactly 0.7
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+  });
+
+  it('a quarter-second with a write-lock wait counts as fully busy in the smoothed utilization too', async () => {
+    const h = foldHarness(() => 0.78);
+    expect(await h.folds.turn()).toBe(true); // the first sample: 0.78, room
+    h.advance(250);
+    h.pacer.noteLockWait();
+    expect(await h.folds.turn()).toBe(true); // counted as 1: smoothed 0.835, and no room while it waited
+    h.advance(250);
+    h.pacer.noteIngest();
+    expect(await h.folds.turn()).toBe(true); // 0.78 again: smoothed 0.82, still no room
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+  });
+
   it('holds processing back for the sample after ingest waited for the write lock, however idle the loop looked', async () => {
     const h = harness(0.5, () => 0.1); // the loop mostly waited on timers
     h.pacer.enabled = true;
