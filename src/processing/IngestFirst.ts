@@ -13,7 +13,7 @@ import type { Pacer } from '../queue/Worker.js';
  * longer than 50 ms * share / (1 - share). While it holds processing back, `turn()` says so
  * and each worker keeps one job group in flight: with four reads in flight, their
  * completions ran back to back (measured at 2,500/s: p99 18-20 ms with the share alone,
- * 13.7-14.7 ms with one group per worker). With a loop that has room, or no delivery for
+ * 13.7-14.7 ms with one group per worker). With a loop under `busyAbove`, or no delivery for
  * `activeWindowMs`, processing runs flat out.
  *
  * Why: acknowledging a delivery is what the service times out on (10 s) and
@@ -34,8 +34,9 @@ import type { Pacer } from '../queue/Worker.js';
  * A worker paced from a lower threshold (`from`: the folds) has its own account beside the
  * shared one, and waits on its own charges only while the loop has room (utilization over
  * about the last second under `roomBelow`, 80% by default, and no delivery waiting for another
- * process's write lock); otherwise it waits on the shared account, the reads' charges included. Why: a read is charged its wall time, so with reads in flight the shared
- * account stays at the 50 ms cap, and a held fold took one batch (8 events) per 50 ms, about
+ * process's write lock); otherwise it waits on the shared account, the reads' charges
+ * included. Why: a read is charged its wall time, so with reads in flight the shared account
+ * stays at the 50 ms cap, and a held fold took one batch (8 events) per 50 ms, about
  * 160 events/s on any host. On a host where a steady 200/s kept the loop 60-80% busy, the
  * folds fell further behind every second the deliveries kept coming (fold lag 0.1 s to 3.6 s
  * in seven seconds; fan-out p50 64-2,403 ms in eleven runs). Waiting on their own charges
@@ -68,7 +69,7 @@ export class IngestFirst implements Pacer {
   private readyAt = 0;
   private sampledAt = Number.NEGATIVE_INFINITY;
   private load = 0;
-  /** The utilization smoothed over about a second (ROOM_ALPHA per sample): what `roomBelow` is compared with. */
+  /** The utilization smoothed over about a second (ROOM_ALPHA per sample; a lock-wait sample counts as 1): what `roomBelow` is compared with. */
   private steadyLoad = Number.NaN;
   /** The last sample found room: a worker from `from` waits on its own charges only. */
   private room = false;
