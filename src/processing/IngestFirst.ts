@@ -41,7 +41,9 @@ import type { Pacer } from '../queue/Worker.js';
  * folds fell further behind every second the deliveries kept coming (fold lag 0.1 s to 3.6 s
  * in seven seconds; fan-out p50 64-2,403 ms in eleven runs). Waiting on their own charges
  * there, the folds keep up (bench/README.md, "Thirty-sixth round"); from 80% busy, the
- * acknowledgements come first as before.
+ * acknowledgements come first as before. The smoothing works both ways: after a quiet spell
+ * (5% busy), a burst that keeps the loop fully busy leaves the folds on their own charges for
+ * five samples (about 1.25 s) before the room is gone.
  *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
