@@ -40,10 +40,12 @@ import type { Pacer } from '../queue/Worker.js';
  * 160 events/s on any host. On a host where a steady 200/s kept the loop 60-80% busy, the
  * folds fell further behind every second the deliveries kept coming (fold lag 0.1 s to 3.6 s
  * in seven seconds; fan-out p50 64-2,403 ms in eleven runs). Waiting on their own charges
- * there, the folds keep up (bench/README.md, "Thirty-sixth round"); from 80% busy, the
- * acknowledgements come first as before. The smoothing works both ways: after a quiet spell
- * (5% busy), a burst that keeps the loop fully busy leaves the folds on their own charges for
- * five samples (about 1.25 s) before the room is gone.
+ * there, the folds keep up while the loop has room (bench/README.md, "Thirty-sixth round");
+ * from 80% busy the acknowledgements come first as before, and the folds can still fall
+ * behind there (the reads' wall-time charge is the cause left). The room is gained slowly and lost at once: it needs
+ * the last sample under `roomBelow` too, so a burst after a quiet spell (smoothed utilization
+ * near 0) finds the folds on the shared account from its first busy quarter-second, where the
+ * smoothing alone left them on their own charges for about 1.25 s.
  *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
@@ -73,7 +75,7 @@ export class IngestFirst implements Pacer {
   private load = 0;
   /** The utilization smoothed over about a second (ROOM_ALPHA per sample; a lock-wait sample counts as 1): what `roomBelow` is compared with. */
   private steadyLoad = Number.NaN;
-  /** The last sample found room: a worker from `from` waits on its own charges only. */
+  /** The last sample found room (it and the smoothed utilization under `roomBelow`, no lock wait): a worker from `from` waits on its own charges only. */
   private room = false;
   private lockWaited = false;
   /** Off until the app starts its workers; tests driving runUntilIdle() are not paced. */
@@ -131,7 +133,9 @@ export class IngestFirst implements Pacer {
       // The first sample as it is; then each one weighs ROOM_ALPHA.
       this.steadyLoad = Number.isNaN(this.steadyLoad) ? this.load : this.steadyLoad + ROOM_ALPHA * (this.load - this.steadyLoad);
       // Never while a delivery waits for another process's write lock: each fold is a write.
-      this.room = !this.lockWaited && this.steadyLoad < this.roomBelow;
+      // Gained slowly (the smoothed utilization), lost at once (this sample's): a burst after a
+      // quiet spell finds the folds on the shared account from its first busy quarter-second.
+      this.room = !this.lockWaited && this.steadyLoad < this.roomBelow && this.load < this.roomBelow;
       this.lockWaited = false;
       this.sampledAt = now;
     }

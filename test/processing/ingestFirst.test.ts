@@ -187,6 +187,18 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(h.sleeps).toEqual([50]);
   });
 
+  it('the room is gained slowly but lost at once: a busy quarter-second after a quiet spell ends it', async () => {
+    let load = 0.05;
+    const h = foldHarness(() => load);
+    expect(await h.folds.turn()).toBe(false); // quiet: not held at all
+    load = 1;
+    h.advance(250);
+    h.pacer.noteIngest();
+    expect(await h.folds.turn()).toBe(true); // smoothed 0.29, but this quarter-second was fully busy
+    expect(await h.afterFoldAndRead()).toBe(true);
+    expect(h.sleeps).toEqual([50]);
+  });
+
   it('room is under roomBelow, not at it', async () => {
     const h = foldHarness(() => 0.7, { roomBelow: 0.7 });
     expect(await h.folds.turn()).toBe(true); // the first sample as it is: exactly 0.7
