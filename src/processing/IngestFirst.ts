@@ -33,19 +33,19 @@ import type { Pacer } from '../queue/Worker.js';
  *
  * A worker paced from a lower threshold (`from`: the folds) has its own account beside the
  * shared one, and waits on its own charges only while the loop has room (utilization over
- * about the last second under `roomBelow`, 80% by default, and no delivery waiting for another
- * process's write lock); otherwise it waits on the shared account, the reads' charges
- * included. Why: a read is charged its wall time, so with reads in flight the shared account
+ * about the last second and over the last sample under `roomBelow`, 80% by default, and no
+ * delivery waiting for another process's write lock); otherwise it waits on the shared
+ * account, the reads' charges included. Why: a read is charged its wall time, so with reads in flight the shared account
  * stays at the 50 ms cap, and a held fold took one batch (8 events) per 50 ms, about
  * 160 events/s on any host. On a host where a steady 200/s kept the loop 60-80% busy, the
  * folds fell further behind every second the deliveries kept coming (fold lag 0.1 s to 3.6 s
  * in seven seconds; fan-out p50 64-2,403 ms in eleven runs). Waiting on their own charges
  * there, the folds keep up while the loop has room (bench/README.md, "Thirty-sixth round");
  * from 80% busy the acknowledgements come first as before, and the folds can still fall
- * behind there (the reads' wall-time charge is the cause left). The room is gained slowly and lost at once: it needs
- * the last sample under `roomBelow` too, so a burst after a quiet spell (smoothed utilization
- * near 0) finds the folds on the shared account from its first busy quarter-second, where the
- * smoothing alone left them on their own charges for about 1.25 s.
+ * behind there (the reads' wall-time charge is the cause left). The room is gained slowly and
+ * lost at once: with the last sample needed too, a burst after a quiet spell (smoothed
+ * utilization near 0) finds the folds on the shared account from its first busy
+ * quarter-second, where the smoothing alone left them on their own charges for about 1.25 s.
  *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
