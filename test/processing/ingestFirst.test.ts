@@ -28,6 +28,7 @@ function harness(share = 0.5, utilization = () => 1, options: IngestFirstOptions
  * The folds' pacer as the app makes it (held from 60% utilization, share 0.25), enabled, a delivery
  * just in. `afterFoldAndRead`: a fold batch of 2 ms (owing 6 ms) and a read of 40 ms (network wait
  * included: the shared account at its 50 ms cap) end together, and the folds ask for their next turn.
+ * `nextQuarter`: a quarter-second later (the next sample is taken), with a delivery just in.
  */
 function foldHarness(utilization: () => number, options: IngestFirstOptions = {}) {
   const h = harness(0.25, utilization, options);
@@ -40,7 +41,11 @@ function foldHarness(utilization: () => number, options: IngestFirstOptions = {}
     h.pacer.charge(40);
     return folds.turn();
   };
-  return { ...h, folds, afterFoldAndRead };
+  const nextQuarter = () => {
+    h.advance(250);
+    h.pacer.noteIngest();
+  };
+  return { ...h, folds, afterFoldAndRead, nextQuarter };
 }
 
 describe('IngestFirst (processing yields the event loop to deliveries)', () => {
@@ -126,8 +131,7 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     expect(h.sleeps).toEqual([6]);
     // The reads wait on the shared account, the folds' charges included.
     load = 0.95;
-    h.advance(250);
-    h.pacer.noteIngest();
+    h.nextQuarter();
     h.advance(2);
     h.folds.charge(2);
     expect(await h.pacer.turn()).toBe(true);
@@ -154,15 +158,13 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     const h = foldHarness(() => load);
     expect(await h.folds.turn()).toBe(true); // the first sample: 0.95
     load = 0.7;
-    h.advance(250);
-    h.pacer.noteIngest();
+    h.nextQuarter();
     expect(await h.folds.turn()).toBe(true); // 0.7, smoothed: 0.89
     expect(await h.afterFoldAndRead()).toBe(true);
     expect(h.sleeps).toEqual([50]);
     // Three more quarter-seconds at 0.7: smoothed 0.84, 0.81, 0.78, under the 80% of room.
     for (let i = 0; i < 3; i++) {
-      h.advance(250);
-      h.pacer.noteIngest();
+      h.nextQuarter();
       expect(await h.folds.turn()).toBe(true);
     }
     expect(await h.afterFoldAndRead()).toBe(true);
@@ -192,8 +194,7 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     const h = foldHarness(() => load);
     expect(await h.folds.turn()).toBe(false); // quiet: not held at all
     load = 1;
-    h.advance(250);
-    h.pacer.noteIngest();
+    h.nextQuarter();
     expect(await h.folds.turn()).toBe(true); // smoothed 0.29, but this quarter-second was fully busy
     expect(await h.afterFoldAndRead()).toBe(true);
     expect(h.sleeps).toEqual([50]);
@@ -212,8 +213,7 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     h.advance(250);
     h.pacer.noteLockWait();
     expect(await h.folds.turn()).toBe(true); // counted as 1: smoothed 0.835, and no room while it waited
-    h.advance(250);
-    h.pacer.noteIngest();
+    h.nextQuarter();
     expect(await h.folds.turn()).toBe(true); // 0.78 again: smoothed 0.82, still no room
     expect(await h.afterFoldAndRead()).toBe(true);
     expect(h.sleeps).toEqual([50]);
