@@ -144,6 +144,41 @@ describe('JobQueue', () => {
     expect(next.map((j) => j.id)).toEqual([held[0]]);
   });
 
+  it('a claim compiled once for its shape binds its own time, limit, owner and lease at each run, and each shape keeps its held sources', async () => {
+    const q = new JobQueue(database.db, clock, 30_000);
+    const add = (source: string) => enqueue(database.db, { kind: 'fetch_result', payload: {}, source }, clock.now());
+    const kinds = ['fetch_result'];
+    const acme = [await add('acme'), await add('acme'), await add('acme')];
+    const globex = [await add('globex'), await add('globex')];
+    // Two shapes in turn on one queue: each claim leaves out its own held source.
+    const first = await q.claim('w1', 1, ['globex'], kinds, kinds, { checkFirst: true });
+    const second = await q.claim('w2', 5, ['acme'], kinds, kinds, { checkFirst: true });
+    expect(first.map((j) => j.id)).toEqual([acme[0]]);
+    expect(second.map((j) => j.id)).toEqual(globex);
+    // The first shape again, later, by another owner and with another limit.
+    clock.advance(5_000);
+    const late = await add('acme');
+    const third = await q.claim('w3', 2, ['globex'], kinds, kinds, { checkFirst: true });
+    expect(third.map((j) => j.id)).toEqual([acme[1], acme[2]]);
+    const stored = await Promise.all([...first, ...second, ...third].map((j) => job(j.id)));
+    expect(stored.map((j) => [j.lease_owner, j.lease_expires_at, j.updated_at])).toEqual([
+      ['w1', new Date(T0 + 30_000).toISOString(), new Date(T0).toISOString()],
+      ['w2', new Date(T0 + 30_000).toISOString(), new Date(T0).toISOString()],
+      ['w2', new Date(T0 + 30_000).toISOString(), new Date(T0).toISOString()],
+      ['w3', new Date(T0 + 35_000).toISOString(), new Date(T0 + 5_000).toISOString()],
+      ['w3', new Date(T0 + 35_000).toISOString(), new Date(T0 + 5_000).toISOString()],
+    ]);
+    // One token a claim, each claim its own.
+    expect(new Set(stored.map((j) => j.lease_token))).toEqual(new Set([first[0]!.lease_token, second[0]!.lease_token, third[0]!.lease_token]));
+    expect(new Set([first[0]!.lease_token, second[0]!.lease_token, third[0]!.lease_token]).size).toBe(3);
+    expect(second[1]!.lease_token).toBe(second[0]!.lease_token);
+    // The job added last is due now, not at the time the shape was first compiled at.
+    clock.set(T0 + 4_999);
+    expect(await q.claim('w4', 5, ['globex'], kinds, kinds, { checkFirst: true })).toEqual([]);
+    clock.set(T0 + 5_000);
+    expect((await q.claim('w4', 5, ['globex'], kinds, kinds)).map((j) => j.id)).toEqual([late]);
+  });
+
   it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
     const q = new JobQueue(database.db, clock);
     const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 1 }, T0);
