@@ -179,6 +179,33 @@ describe('JobQueue', () => {
     expect((await q.claim('w4', 5, ['globex'], kinds, kinds)).map((j) => j.id)).toEqual([late]);
   });
 
+  it('a claim compiled for one shape is not reused for another that differs only in its kinds, gated kinds, probes, oneEach, or where a source is held', async () => {
+    // One queue per pair: the first claim compiles its shape, the second must not run it.
+    const add = (kind: string, source: string) => enqueue(database.db, { kind, payload: {}, source }, clock.now());
+    const ids = (jobs: { id: number }[]) => jobs.map((j) => j.id);
+    // Kinds.
+    let q = new JobQueue(database.db, clock);
+    const [ka, kb] = [await add('ka', 'acme'), await add('kb', 'acme')];
+    expect(ids(await q.claim('w', 5, [], ['ka']))).toEqual([ka]);
+    expect(ids(await q.claim('w', 5, [], ['kb']))).toEqual([kb]);
+    // Gated kinds: acme is held for ga, then for gb.
+    q = new JobQueue(database.db, clock);
+    const [ga, gb] = [await add('ga', 'acme'), await add('gb', 'acme')];
+    expect(ids(await q.claim('w', 5, ['acme'], ['ga', 'gb'], ['ga']))).toEqual([gb]);
+    expect(ids(await q.claim('w', 5, ['acme'], ['ga', 'gb'], ['gb']))).toEqual([ga]);
+    // Probes: acme not held, then probed (one job); then held outright (none), the same names in another place.
+    q = new JobQueue(database.db, clock);
+    const p = [await add('pa', 'acme'), await add('pa', 'acme'), await add('pa', 'acme')];
+    expect(ids(await q.claim('w', 1, [], ['pa'], ['pa']))).toEqual([p[0]]);
+    expect(ids(await q.claim('w', 5, [], ['pa'], ['pa'], { probes: ['acme'] }))).toEqual([p[1]]);
+    expect(await q.claim('w', 5, ['acme'], ['pa'], ['pa'])).toEqual([]);
+    // oneEach: acme not held, then one job of it in its turn.
+    q = new JobQueue(database.db, clock);
+    const o = [await add('oa', 'acme'), await add('oa', 'acme'), await add('oa', 'acme')];
+    expect(ids(await q.claim('w', 1, [], ['oa'], ['oa']))).toEqual([o[0]]);
+    expect(ids(await q.claim('w', 5, [], ['oa'], ['oa'], { oneEach: ['acme'] }))).toEqual([o[1]]);
+  });
+
   it('dead-letters with the last error, never deletes, and the operator can retry', async () => {
     const q = new JobQueue(database.db, clock);
     const id = await enqueue(database.db, { kind: 'k', payload: {}, maxAttempts: 1 }, T0);
