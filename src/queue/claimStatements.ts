@@ -43,6 +43,8 @@ function template(q: CompiledQuery, needs: readonly Slot[]): Compiled {
   });
   const missing = needs.filter((n) => !slots.some(([, s]) => s === n));
   if (missing.length > 0) throw new Error(`a claim query compiled without a parameter for ${missing.join(', ')}`);
+  // A stand-in written into the text (a literal, not a parameter) would never be bound.
+  if (q.sql.includes('\u0000')) throw new Error('a claim query compiled with a value in its text');
   return { sql: q.sql, parameters: q.parameters, slots };
 }
 
@@ -52,7 +54,11 @@ function bind(c: Compiled, values: ClaimValues): CompiledQuery {
   return CompiledQuery.raw(c.sql, parameters);
 }
 
-/** Shapes kept: a worker's claims take a few (its held sources change now and then). */
+/**
+ * Shapes kept, for all the workers of a process together (one JobQueue serves the folds, the reads
+ * and every sink's lane): each takes a few (its held sources change now and then). Past about 60
+ * lanes claiming in turn, shapes would be compiled again at each claim, as before this cache.
+ */
 const MAX_SHAPES = 64;
 
 /**
