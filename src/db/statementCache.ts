@@ -1,5 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { SqliteDatabase } from 'kysely';
+import { lruGet } from '../util/collections.js';
 
 /**
  * What kysely's SqliteDialect is given instead of the bare connection: the same
@@ -19,17 +20,7 @@ export function withStatementCache(sqlite: BetterSqlite3.Database, max = 256): S
   const cache = new Map<string, BetterSqlite3.Statement>();
   return {
     prepare(sql: string) {
-      const hit = cache.get(sql);
-      if (hit) {
-        // Most recently used last: Map keeps insertion order.
-        cache.delete(sql);
-        cache.set(sql, hit);
-        return hit;
-      }
-      const stmt = sqlite.prepare(sql);
-      cache.set(sql, stmt);
-      if (cache.size > max) cache.delete(cache.keys().next().value!);
-      return stmt;
+      return lruGet(cache, sql, max, () => sqlite.prepare(sql));
     },
     close() {
       cache.clear();

@@ -1,5 +1,6 @@
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
+import { lruGet } from '../util/collections.js';
 import type { ClaimedJob } from './JobQueue.js';
 import { claimCandidates } from './claimCandidates.js';
 
@@ -86,21 +87,14 @@ export class ClaimStatements {
 
   private compiled(shape: ClaimShape) {
     const key = JSON.stringify([shape.blocked, shape.probes, shape.oneEach, shape.kinds ?? null, shape.gatedKinds ?? null]);
-    const hit = this.shapes.get(key);
-    if (hit) {
-      this.shapes.delete(key);
-      this.shapes.set(key, hit);
-      return hit;
-    }
-    const v = STAND_IN as unknown as ClaimValues;
-    const candidates = claimCandidates(v.now, v.limit, shape.blocked, shape.probes, shape.kinds, shape.gatedKinds, shape.oneEach);
-    const made = {
-      check: template(sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.compile(this.db), ['now', 'limit']),
-      update: template(this.takeAll(candidates, v).compile(), SLOTS),
-    };
-    this.shapes.set(key, made);
-    if (this.shapes.size > MAX_SHAPES) this.shapes.delete(this.shapes.keys().next().value!);
-    return made;
+    return lruGet(this.shapes, key, MAX_SHAPES, () => {
+      const v = STAND_IN as unknown as ClaimValues;
+      const candidates = claimCandidates(v.now, v.limit, shape.blocked, shape.probes, shape.kinds, shape.gatedKinds, shape.oneEach);
+      return {
+        check: template(sql<{ id: number }>`SELECT id FROM (${candidates}) LIMIT 1`.compile(this.db), ['now', 'limit']),
+        update: template(this.takeAll(candidates, v).compile(), SLOTS),
+      };
+    });
   }
 
   /** The claim: the candidates, up to the limit, taken by `owner` under `token` in one statement. */

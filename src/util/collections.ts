@@ -11,6 +11,23 @@ export function groupBy<T, K, V>(items: Iterable<T>, key: (item: T) => K, value:
 }
 
 /**
+ * `cache`'s value for `key`, made by `make` when missing; the map is kept as an LRU of at most
+ * `max` entries (a hit moves to the end, Map keeping insertion order; past `max` the oldest goes).
+ */
+export function lruGet<K, V>(cache: Map<K, V>, key: K, max: number, make: () => V): V {
+  const hit = cache.get(key);
+  if (hit !== undefined) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const made = make();
+  cache.set(key, made);
+  if (cache.size > max) cache.delete(cache.keys().next().value!);
+  return made;
+}
+
+/**
  * Remembers which values were already said (logged once each), for values a sender chooses: at
  * most `max` of them, each by a copy of its first `keyChars` characters (a slice would keep the
  * whole string alive, and a value can be as long as a body). `first` returns that key the first
