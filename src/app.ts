@@ -80,7 +80,7 @@ const REFUSAL_COUNTS_CHECK_MS = 5_000;
 /** Builds the receiver. Nothing listens until start(); stop() drains and closes everything. */
 export function createApp(deps: AppDeps) {
   const r = buildReceiver(deps);
-  const { app, database, metrics, logger, queue, worker, pauses, fanOut } = r;
+  const { app, database, metrics, logger, queue, worker, pauses, fanOut, pacer } = r;
   return {
     app,
     start: () => start(r),
@@ -95,6 +95,8 @@ export function createApp(deps: AppDeps) {
     worker,
     pauses,
     fanOut,
+    /** The processing pacer: the deliveries' handlers tell it their time on the event loop. */
+    pacer,
   };
 }
 
@@ -172,7 +174,7 @@ function buildReceiver(deps: AppDeps) {
   // The lines of refused requests, throttled (RefusalLog): the counts of a flood that stopped are
   // said by a timer while the receiver listens, and at its stop.
   const refusals = new RefusalLog(logger, clock);
-  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state: ingestState, ...(runsWorkers ? { heldSources } : {}) });
+  const { app, metricsApp, onError } = createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state: ingestState, onLoopWork: (ms) => pacer.noteDeliveryWork(ms), ...(runsWorkers ? { heldSources } : {}) });
 
   /** Aborted by a stop (or interruptStart): the start's sink housekeeping ends at its next batch. */
   const startStop = new AbortController();

@@ -38,13 +38,15 @@ export interface HttpAppDeps {
    * has no `held_sources`: an empty list would say "none held" of holds in the `work` process.
    */
   heldSources?: (now: number) => SourceHold[];
+  /** Each delivery request's time on the event loop (the processing pacer weighs ingest's share). */
+  onLoopWork?: (ms: number) => void;
 }
 
 /**
  * The receiver's Hono app (deliveries, /healthz and /readyz, /metrics unless METRICS_PORT), the
  * app of /metrics on METRICS_PORT when it is set, and the handler of their unhandled errors.
  */
-export function createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state, heldSources }: HttpAppDeps) {
+export function createHttpApp({ config, database, clock, logger, metrics, refusals, committer, lockHold, fileWatch, state, heldSources, onLoopWork }: HttpAppDeps) {
   const app = new Hono<{ Bindings: Partial<HttpBindings> }>();
   const bodyBudget = new BodyBudget(config.maxBodyBytesInFlight);
   metrics.bodiesHeld.bytes = () => bodyBudget.inFlight;
@@ -58,6 +60,7 @@ export function createHttpApp({ config, database, clock, logger, metrics, refusa
     maxBodyBytes: config.maxBodyBytes,
     bodyBudget,
     draining: () => state.draining,
+    ...(onLoopWork ? { onLoopWork } : {}),
   });
   // With and without a trailing slash: an endpoint registered as `.../webhooks/` would otherwise
   // answer 404 to every delivery, and the service drops an event after 6 failed attempts.

@@ -38,6 +38,11 @@ export interface WebhookRouteDeps {
    * refused cleanly.
    */
   draining?: () => boolean;
+  /**
+   * Each request's time on the event loop, its awaits (the body's reading, the commit) left out:
+   * ingest's own share of the loop, which the processing pacer weighs (src/processing/IngestFirst.ts).
+   */
+  onLoopWork?: (ms: number) => void;
 }
 
 /** Node joins repeated headers with ", " (the Fetch API does the same); set-cookie is the only array. */
@@ -62,10 +67,12 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
   const handle = createDeliveryHandler(deps, logger, unknownTypesTold, new WeakMap());
   return async (c: Context<{ Bindings: Partial<HttpBindings> }>) => {
     const hold = bodyBudget && c.env?.incoming ? bodyBudget.holder() : undefined;
+    const loop = new LoopStretches();
     try {
-      return await handle(c, hold);
+      return await handle(c, hold, loop);
     } finally {
       hold?.release();
+      deps.onLoopWork?.(loop.end());
     }
   };
 }
@@ -76,7 +83,7 @@ export function createWebhookHandler(deps: WebhookRouteDeps) {
  */
 function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTypesTold: SaidOnce, readOnSocket: WeakMap<object, number>) {
   const { verifier, committer, clock, metrics, refusals, maxBodyBytes } = deps;
-  return async (c: Context<{ Bindings: Partial<HttpBindings> }>, hold: BodyHold | undefined) => {
+  return async (c: Context<{ Bindings: Partial<HttpBindings> }>, hold: BodyHold | undefined, loop: LoopStretches) => {
     const started = performance.now();
     const incoming = c.env?.incoming;
     // Numbered as Node reads them (this runs when the head is read, before any await): a delivery
@@ -144,11 +151,13 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
     if (!checked.ok) return reject(checked.status, checked.reason, checked.message, checked.fields);
 
     let body: Buffer;
+    loop.pause();
     try {
       body = incoming
         ? await readNodeBody(incoming, maxBodyBytes, hold)
         : await readWebBody(c.req.raw.body, maxBodyBytes, header('content-length'));
     } catch (err) {
+      loop.resume();
       if (err instanceof BodyTooLargeError) return reject(413, 'body_too_large', err.message);
       if (err instanceof BodyBudgetExceededError) {
         return reject(503, 'receiver_busy', `${err.message}: other requests' bodies are being read or handled; retry later`, {}, true);
@@ -156,6 +165,7 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
       return reject(400, 'body_unreadable', 'the request body could not be read');
     }
 
+    loop.resume();
     const verified = verifier.match(checked, body);
     if (!verified.ok) return reject(verified.status, verified.reason, verified.message);
 
@@ -178,9 +188,11 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
         };
 
     let outcome: IngestOutcome;
+    loop.pause();
     try {
       outcome = await committer.submit(item);
     } catch (err) {
+      loop.resume();
       if (err instanceof StorageUnavailableError) {
         // Bounded label values: lock_timeout, database_replaced, an SQLite error code, or 'error'.
         // The primary result code (SQLITE_IOERR for SQLITE_IOERR_WRITE, _FSYNC...): a small set.
@@ -199,6 +211,7 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
       }
       throw err;
     }
+    loop.resume();
 
     if (!parsed.ok) {
       metrics.quarantined.inc();
@@ -220,4 +233,27 @@ function createDeliveryHandler(deps: WebhookRouteDeps, logger: Logger, unknownTy
     }
     return c.json({ outcome, id }, 200);
   };
+}
+
+/** A request's time on the event loop: its stretches between awaits, added up. */
+class LoopStretches {
+  private ms = 0;
+  private since: number | null = performance.now();
+
+  /** Before an await. */
+  pause(): void {
+    if (this.since !== null) this.ms += performance.now() - this.since;
+    this.since = null;
+  }
+
+  /** After it. */
+  resume(): void {
+    this.since ??= performance.now();
+  }
+
+  /** The total, the stretch running now included. */
+  end(): number {
+    this.pause();
+    return this.ms;
+  }
 }

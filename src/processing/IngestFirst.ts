@@ -3,7 +3,8 @@ import type { Pacer } from '../queue/Worker.js';
 /**
  * Ingest first: processing shares the event loop with the webhook endpoint.
  * While deliveries are arriving AND the loop is busy (utilization at least
- * `busyAbove` over the last `sampleMs`), processing may use about `share`
+ * `busyAbove` over the last `sampleMs`) AND the deliveries take a good part of
+ * it (at least `deliveriesRoomBelow`, below), processing may use about `share`
  * of the loop's time: after a processing stretch that took `t` ms, the next
  * one starts no earlier than `t * (1 - share) / share` ms later, and the loop
  * serves requests meanwhile. The workers charge their claims and job runs
@@ -47,6 +48,22 @@ import type { Pacer } from '../queue/Worker.js';
  * utilization near 0) finds the folds on the shared account from its first busy
  * quarter-second, where the smoothing alone left them on their own charges for about 1.25 s.
  *
+ * Nothing is held back, however busy the loop, while the deliveries' handlers take under
+ * `deliveriesRoomBelow` (8% by default) of it: the time the route's handlers spend on the loop
+ * (each adds up its stretches between awaits), over the last sample and smoothed the same way
+ * (gained slowly, lost at once; a lock wait ends it too). It grows with the rate of deliveries
+ * and with the host's slowness. Why: busy is not the same as busy with deliveries. On a slow host
+ * a steady 200-400 deliveries/s kept the loop over 80% busy with the reads, the folds and the sink
+ * deliveries, while the handlers took 4-7% of it (0.12-0.21 ms each); held, the folds fell behind
+ * (fan-out p50 0.9-2.3 s at 400/s), and with the folds alone freed, the events waiting on a result
+ * read took 3.5-4.2 s (the folds' charges held the reads). With so few deliveries, processing flat
+ * out costs their acknowledgements little (p99 at 200/s 13.5-15.7 ms against 17.3-20.0 ms held).
+ * At 1,000/s the handlers took 9-18% (never free there), at 2,500/s 16-27%. The ingest
+ * transactions' time is left out on purpose: it falls as the batches grow, and they grow when
+ * the loop is busier. Counted with it (deliveries under 25% of the loop), a 1,000/s load freed
+ * once stayed free (transactions 11% of the loop against 23% held) and its acknowledgement p99
+ * went from about 20 to 36-44 ms in three runs of five (bench/README.md, "Thirty-eighth round").
+ *
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
 const MAX_WAIT_MS = 50;
@@ -61,6 +78,11 @@ export interface IngestFirstOptions {
   busyAbove?: number;
   /** Loop utilization (0-1) below which a worker paced `from` a lower threshold waits on its own charges only. */
   roomBelow?: number;
+  /**
+   * The deliveries' handlers' share of the loop (0-1, as booked with `noteDeliveryWork`) below
+   * which processing is not held back, however busy the loop; 0: never.
+   */
+  deliveriesRoomBelow?: number;
   sampleMs?: number;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
@@ -78,6 +100,14 @@ export class IngestFirst implements Pacer {
   /** The last sample found room (it and the smoothed utilization under `roomBelow`, no lock wait): a worker from `from` waits on its own charges only. */
   private room = false;
   private lockWaited = false;
+  /** The deliveries' handlers' time on the loop booked since the last sample, in ms. */
+  private deliveriesMs = 0;
+  /** When that booking began (the last sample, or the pacer's making): sampledAt starts at -Infinity. */
+  private deliveriesSince: number;
+  /** The handlers' share of the loop smoothed like steadyLoad. */
+  private steadyDeliveries = Number.NaN;
+  /** The last sample found the handlers' share under `deliveriesRoomBelow` (it and the smoothed one, no lock wait): nothing is held back. */
+  private deliveriesRoom = false;
   /** Off until the app starts its workers; tests driving runUntilIdle() are not paced. */
   enabled = false;
 
@@ -85,6 +115,7 @@ export class IngestFirst implements Pacer {
   private readonly activeWindowMs: number;
   private readonly busyAbove: number;
   private readonly roomBelow: number;
+  private readonly deliveriesRoomBelow: number;
   private readonly sampleMs: number;
   private readonly now: () => number;
   private readonly sleep: (ms: number) => Promise<void>;
@@ -95,16 +126,23 @@ export class IngestFirst implements Pacer {
     this.activeWindowMs = o.activeWindowMs ?? 250;
     this.busyAbove = o.busyAbove ?? 0.9;
     this.roomBelow = o.roomBelow ?? 0.8;
+    this.deliveriesRoomBelow = o.deliveriesRoomBelow ?? 0.08;
     this.sampleMs = o.sampleMs ?? 250;
     this.now = o.now ?? (() => performance.now());
     this.sleep = o.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
     this.utilization = o.utilization ?? loopUtilization();
+    this.deliveriesSince = this.now();
     if (!(this.share > 0 && this.share <= 1)) throw new RangeError(`share must be in (0, 1], got ${this.share}`);
   }
 
   /** A delivery was committed. */
   noteIngest(): void {
     this.lastIngestAt = this.now();
+  }
+
+  /** A delivery request's handler held the loop for `loopMs` (its awaits left out). */
+  noteDeliveryWork(loopMs: number): void {
+    this.deliveriesMs += loopMs;
   }
 
   /**
@@ -136,10 +174,19 @@ export class IngestFirst implements Pacer {
       // Gained slowly (the smoothed utilization), lost at once (this sample's): a burst after a
       // quiet spell finds the folds on the shared account from its first busy quarter-second.
       this.room = !this.lockWaited && this.steadyLoad < this.roomBelow && this.load < this.roomBelow;
+      // The handlers' share, the same way: how much the deliveries themselves take of the loop,
+      // whoever keeps the rest of it busy.
+      if (now > this.deliveriesSince) {
+        const share = Math.min(1, this.deliveriesMs / (now - this.deliveriesSince));
+        this.steadyDeliveries = Number.isNaN(this.steadyDeliveries) ? share : this.steadyDeliveries + ROOM_ALPHA * (share - this.steadyDeliveries);
+        this.deliveriesRoom = !this.lockWaited && this.steadyDeliveries < this.deliveriesRoomBelow && share < this.deliveriesRoomBelow;
+        this.deliveriesMs = 0;
+        this.deliveriesSince = now;
+      } else this.deliveriesRoom = false;
       this.lockWaited = false;
       this.sampledAt = now;
     }
-    if (this.load < busyAbove || now - this.lastIngestAt >= this.activeWindowMs) return false;
+    if (this.load < busyAbove || this.deliveriesRoom || now - this.lastIngestAt >= this.activeWindowMs) return false;
     const readyAt = own && this.room ? own.readyAt : this.readyAt;
     if (readyAt > now) await this.sleep(readyAt - now);
     return true;

@@ -6,6 +6,9 @@ function harness(share = 0.5, utilization = () => 1, options: IngestFirstOptions
   let t = 1_000;
   const sleeps: number[] = [];
   const pacer = new IngestFirst({
+    // The rules of the loop's utilization, with the deliveries' own share left out (the tests of
+    // `deliveriesRoomBelow` set it): these deliveries book no loop time.
+    deliveriesRoomBelow: 0,
     ...options,
     share,
     utilization: () => utilization(),
@@ -234,6 +237,95 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
     h.advance(250); // a sample without a lock wait: the loop has room again
     h.pacer.noteIngest();
     expect(await h.pacer.turn()).toBe(false);
+  });
+
+  describe('the deliveries\' own share of the loop (deliveriesRoomBelow, 8% by default)', () => {
+    /**
+     * The app's two pacers (reads from 90%, folds from 60%) on a fully busy loop, with the
+     * default deliveriesRoomBelow. `quarter(handlersMs)`: a quarter-second later, a delivery was
+     * committed and the deliveries' handlers took `handlersMs` of the loop in all.
+     */
+    function shareHarness(options: IngestFirstOptions = {}) {
+      const h = foldHarness(() => 1, { deliveriesRoomBelow: 0.08, ...options });
+      const quarter = (handlersMs: number) => {
+        h.advance(250);
+        h.pacer.noteIngest();
+        h.pacer.noteDeliveryWork(handlersMs);
+      };
+      /** Whether the folds and the reads are held back (the folds' turn takes the sample). */
+      const held = async () => [await h.folds.turn(), await h.pacer.turn()];
+      return { ...h, quarter, held };
+    }
+
+    it('holds nothing back while the deliveries\' handlers take under 8% of the loop, however busy it is', async () => {
+      const h = shareHarness();
+      expect(await h.held()).toEqual([true, true]); // no sample yet
+      h.quarter(15); // 6% of the quarter-second
+      expect(await h.held()).toEqual([false, false]);
+      // A fold and a read that end together owe nothing: the next ones start at once.
+      expect(await h.afterFoldAndRead()).toBe(false);
+      expect(await h.pacer.turn()).toBe(false);
+      expect(h.sleeps).toEqual([]);
+    });
+
+    it('each delivery\'s time adds up: 6% in two bookings is room, 8% in three is not', async () => {
+      for (const [bookings, held] of [[[5, 10], false], [[5, 10, 5], true]] as const) {
+        const h = shareHarness();
+        h.quarter(0);
+        expect(await h.held()).toEqual([false, false]); // nothing booked
+        for (const ms of bookings) h.pacer.noteDeliveryWork(ms);
+        h.quarter(0);
+        expect(await h.held()).toEqual([held, held]);
+      }
+    });
+
+    it('lost at once, gained back slowly: a busy quarter-second holds, and quiet ones after a busy spell free only once the smoothed share is under', async () => {
+      const h = shareHarness();
+      h.quarter(10);
+      expect(await h.held()).toEqual([false, false]);
+      h.quarter(40); // 16%: smoothed 0.07, but this quarter-second is over
+      expect(await h.held()).toEqual([true, true]);
+      h.quarter(10); // 4% again, smoothed 0.0625
+      expect(await h.held()).toEqual([false, false]);
+
+      const busy = shareHarness();
+      busy.quarter(40); // 16% from the first sample
+      expect(await busy.held()).toEqual([true, true]);
+      for (let i = 0; i < 3; i++) {
+        busy.quarter(10); // 4%: smoothed 0.13, 0.11, 0.09
+        expect(await busy.held()).toEqual([true, true]);
+      }
+      busy.quarter(10); // 0.078
+      expect(await busy.held()).toEqual([false, false]);
+    });
+
+    it('a delivery waiting for another process\'s write lock holds processing back, however little the handlers took', async () => {
+      const h = shareHarness();
+      h.quarter(5);
+      expect(await h.held()).toEqual([false, false]);
+      h.advance(200);
+      h.pacer.noteLockWait();
+      h.advance(50);
+      expect(await h.held()).toEqual([true, true]);
+    });
+
+    it('under deliveriesRoomBelow, not at it; and 0 turns it off', async () => {
+      const at = shareHarness({ deliveriesRoomBelow: 0.1 });
+      at.quarter(25); // exactly 10%
+      expect(await at.held()).toEqual([true, true]);
+      const off = shareHarness({ deliveriesRoomBelow: 0 });
+      off.quarter(0);
+      expect(await off.held()).toEqual([true, true]);
+    });
+
+    it('still only under load: with the loop under busyAbove, nothing is held whatever the deliveries take', async () => {
+      const h = harness(0.5, () => 0.5, { deliveriesRoomBelow: 0.08 });
+      h.pacer.enabled = true;
+      h.advance(250);
+      h.pacer.noteIngest();
+      h.pacer.noteDeliveryWork(200);
+      expect(await h.pacer.turn()).toBe(false);
+    });
   });
 
   it('never parks a step for more than 50 ms, however long the last one ran', async () => {

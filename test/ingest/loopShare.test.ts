@@ -1,0 +1,73 @@
+import { request } from 'node:http';
+import type BetterSqlite3 from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../src/util/clock.js';
+import { envelope, newSecret, postSigned, signDelivery } from '../helpers/signing.js';
+import { startReceiverBesideOtherConnection, type TestReceiver } from '../helpers/receiver.js';
+import { waitFor } from '../helpers/waitFor.js';
+
+// The processing pacer frees processing while the deliveries' handlers take under 8% of the event
+// loop (src/processing/IngestFirst.ts). What it is told must be their time on the loop: a
+// delivery's wait for its body or for the write lock is not, and counted, a few slow senders or
+// another process's lock would look like a flood and hold processing back for nothing.
+
+const secret = newSecret();
+let r: TestReceiver;
+let other: BetterSqlite3.Database;
+let close: () => Promise<void>;
+beforeEach(async () => {
+  ({ r, other, close } = await startReceiverBesideOtherConnection({ WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: '5000' }, new ManualClock(Date.now())));
+});
+afterEach(() => close());
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `booked` was told one time on the loop: some, and under half of the `waitedMs` the delivery took. */
+function expectOneBookingUnderHalf(booked: { mock: { calls: unknown[][] } }, waitedMs: number): void {
+  expect(waitedMs).toBeGreaterThanOrEqual(250);
+  expect(booked.mock.calls).toHaveLength(1);
+  const ms = booked.mock.calls[0]![0] as number;
+  expect(ms).toBeGreaterThan(0);
+  expect(ms).toBeLessThan(waitedMs / 2);
+}
+
+describe('ingest tells the processing pacer its time on the event loop', () => {
+  it('a delivery waiting 250 ms for the write lock books its handler\'s time, not the wait', async () => {
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    other.exec('BEGIN IMMEDIATE');
+    const started = performance.now();
+    const answer = postSigned(r.url, secret, JSON.stringify(envelope()));
+    await waitFor(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying'), 'the delivery finds the lock held');
+    await pause(250);
+    other.exec('ROLLBACK');
+    expect((await answer).status).toBe(200);
+    const waitedMs = performance.now() - started;
+    expectOneBookingUnderHalf(handlers, waitedMs);
+  });
+
+  it('a body sent in two parts 250 ms apart books the handler\'s time, not the wait for the rest', async () => {
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    const { body, headers } = signDelivery(secret, JSON.stringify(envelope()));
+    const bytes = Buffer.from(body);
+    const started = performance.now();
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${r.url}/webhooks`, { method: 'POST', headers: { ...headers, 'content-length': String(bytes.length) } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.write(bytes.subarray(0, 100));
+      setTimeout(() => req.end(bytes.subarray(100)), 250);
+    });
+    expect(status).toBe(200);
+    expectOneBookingUnderHalf(handlers, performance.now() - started);
+  });
+
+  it('a refused delivery\'s time is ingest\'s too: a flood of forgeries is deliveries to answer', async () => {
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    const res = await postSigned(r.url, newSecret(), JSON.stringify(envelope()));
+    expect(res.status).toBe(401);
+    expect(handlers).toHaveBeenCalledTimes(1);
+    expect(handlers.mock.calls[0]![0]).toBeGreaterThan(0);
+  });
+});
