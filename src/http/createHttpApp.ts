@@ -38,7 +38,7 @@ export interface HttpAppDeps {
    * has no `held_sources`: an empty list would say "none held" of holds in the `work` process.
    */
   heldSources?: (now: number) => SourceHold[];
-  /** Each delivery request's time on the event loop (the processing pacer weighs ingest's share). */
+  /** Each delivery request's time on the event loop (the processing pacer weighs the deliveries' share). */
   onLoopWork?: (ms: number) => void;
 }
 

@@ -40,7 +40,8 @@ export interface WebhookRouteDeps {
   draining?: () => boolean;
   /**
    * Each request's time on the event loop, its awaits (the body's reading, the commit) left out:
-   * ingest's own share of the loop, which the processing pacer weighs (src/processing/IngestFirst.ts).
+   * the processing pacer holds nothing back while the handlers take little of the loop
+   * (src/processing/IngestFirst.ts).
    */
   onLoopWork?: (ms: number) => void;
 }
