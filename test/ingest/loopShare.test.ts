@@ -71,3 +71,50 @@ describe('ingest tells the processing pacer its time on the event loop', () => {
     expect(handlers.mock.calls[0]![0]).toBeGreaterThan(0);
   });
 });
+
+describe('deliveries answered from one commit', () => {
+  it('each books its own time, not the time of the deliveries of its batch answered after it', async () => {
+    // Eight deliveries wait for the write lock, then commit in one batch: their handlers resume one
+    // after another in the same turn of the loop. Each handler's answer is made to take 25 ms (its
+    // `webhook delivery` count). Booked at the wrapper's `await` instead of when the handler
+    // returned, the first one's booking took in the seven answered after it (200 ms), the
+    // next one six, and so on: the batch booked 900 ms of loop for 200 ms of handlers.
+    const n = 8;
+    const answerMs = 25;
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    const counted = r.app.metrics.deliveriesReceived;
+    const inc = counted.inc.bind(counted);
+    vi.spyOn(counted, 'inc').mockImplementation((...args: Parameters<typeof inc>) => {
+      const until = performance.now() + answerMs;
+      for (let i = 0; i < 1e9 && performance.now() < until; i++);
+      return inc(...args);
+    });
+    other.exec('BEGIN IMMEDIATE');
+    const answers = Array.from({ length: n }, () => postSigned(r.url, secret, JSON.stringify(envelope())));
+    await waitFor(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying' && l.batch === n), 'the eight deliveries wait in one batch');
+    other.exec('ROLLBACK');
+    expect((await Promise.all(answers)).map((a) => a.status)).toEqual(Array(n).fill(200));
+    const booked = handlers.mock.calls.map((call) => call[0] as number);
+    expect(booked).toHaveLength(n);
+    // Each: its own 25 ms and what it did before the commit (well under 75 ms, even on a slow host).
+    for (const ms of booked) {
+      expect(ms).toBeGreaterThanOrEqual(answerMs);
+      expect(ms).toBeLessThan(4 * answerMs);
+    }
+  });
+});
+
+describe('refused deliveries book once', () => {
+  it('one refused before its body is read (no signature) and one over MAX_BODY_BYTES each book their time once', async () => {
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    const unsigned = await fetch(`${r.url}/webhooks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope()) });
+    expect(unsigned.status).toBe(400); // missing_headers, from the headers alone
+    expect(handlers).toHaveBeenCalledTimes(1);
+    const { headers } = signDelivery(secret, '{}');
+    const tooLarge = await fetch(`${r.url}/webhooks`, { method: 'POST', headers, body: 'x'.repeat(2 * 1024 * 1024) }).catch(() => null);
+    // The receiver answers 413 and closes the connection; a client still sending may see the reset instead.
+    if (tooLarge) expect(tooLarge.status).toBe(413);
+    await waitFor(() => handlers.mock.calls.length === 2, 'the oversized delivery is booked');
+    expect(handlers.mock.calls.every(([ms]) => (ms as number) > 0)).toBe(true);
+  });
+});
