@@ -155,6 +155,8 @@ export class IngestFirst implements Pacer {
   noteLockWait(): void {
     this.lastIngestAt = this.now();
     this.lockWaited = true;
+    // At once, not at the next sample: nothing held back only while no delivery waits for the lock.
+    this.deliveriesRoom = false;
   }
 
   /**

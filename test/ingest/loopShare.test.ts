@@ -31,6 +31,20 @@ function expectOneBookingUnderHalf(booked: { mock: { calls: unknown[][] } }, wai
   expect(ms).toBeLessThan(waitedMs / 2);
 }
 
+/**
+ * Each answer (its `webhook delivery` count, in the handler's last stretch, refusals too) made to
+ * take `ms` of the loop: what a booking must then hold at least.
+ */
+function slowAnswers(ms: number, receiver: TestReceiver = r): void {
+  const counted = receiver.app.metrics.deliveriesReceived;
+  const inc = counted.inc.bind(counted);
+  vi.spyOn(counted, 'inc').mockImplementation((...args: Parameters<typeof inc>) => {
+    const until = performance.now() + ms;
+    for (let i = 0; i < 1e9 && performance.now() < until; i++);
+    return inc(...args);
+  });
+}
+
 describe('ingest tells the processing pacer its time on the event loop', () => {
   it('a delivery waiting 250 ms for the write lock books its handler\'s time, not the wait', async () => {
     const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
@@ -65,9 +79,70 @@ describe('ingest tells the processing pacer its time on the event loop', () => {
 
   it('a refused delivery\'s time is ingest\'s too: a flood of forgeries is deliveries to answer', async () => {
     const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    // Refused after its body is read: the stretch from the body's end to the answer is booked too.
+    slowAnswers(25);
     const res = await postSigned(r.url, newSecret(), JSON.stringify(envelope()));
     expect(res.status).toBe(401);
     expect(handlers).toHaveBeenCalledTimes(1);
-    expect(handlers.mock.calls[0]![0]).toBeGreaterThan(0);
+    expect(handlers.mock.calls[0]![0]).toBeGreaterThanOrEqual(25);
+  });
+});
+
+describe('deliveries answered from one commit', () => {
+  it('each books its own time, not the time of the deliveries of its batch answered after it', async () => {
+    // Eight deliveries wait for the write lock, then commit in one batch: their handlers resume one
+    // after another in the same turn of the loop. Each handler's answer is made to take 25 ms (its
+    // `webhook delivery` count). Booked at the wrapper's `await` instead of when the handler
+    // returned, the first one's booking took in the seven answered after it (200 ms), the
+    // next one six, and so on: the batch booked 900 ms of loop for 200 ms of handlers.
+    const n = 8;
+    const answerMs = 25;
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    slowAnswers(answerMs);
+    other.exec('BEGIN IMMEDIATE');
+    const answers = Array.from({ length: n }, () => postSigned(r.url, secret, JSON.stringify(envelope())));
+    await waitFor(() => r.logs.lines.some((l) => l.msg === 'ingest write lock busy; retrying' && l.batch === n), 'the eight deliveries wait in one batch');
+    other.exec('ROLLBACK');
+    expect((await Promise.all(answers)).map((a) => a.status)).toEqual(Array(n).fill(200));
+    const booked = handlers.mock.calls.map((call) => call[0] as number);
+    expect(booked).toHaveLength(n);
+    // Each: its own 25 ms and what it did before the commit (well under 75 ms, even on a slow host).
+    for (const ms of booked) {
+      expect(ms).toBeGreaterThanOrEqual(answerMs);
+      expect(ms).toBeLessThan(4 * answerMs);
+    }
+  });
+});
+
+describe('refused deliveries book once', () => {
+  it('one refused before its body is read (no signature) and one over MAX_BODY_BYTES each book their time once, the answer\'s included', async () => {
+    const handlers = vi.spyOn(r.app.pacer, 'noteDeliveryWork');
+    slowAnswers(25);
+    const unsigned = await fetch(`${r.url}/webhooks`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(envelope()) });
+    expect(unsigned.status).toBe(400); // missing_headers, from the headers alone
+    expect(handlers).toHaveBeenCalledTimes(1);
+    const { headers } = signDelivery(secret, '{}');
+    const tooLarge = await fetch(`${r.url}/webhooks`, { method: 'POST', headers, body: 'x'.repeat(2 * 1024 * 1024) }).catch(() => null);
+    // The receiver answers 413 and closes the connection; a client still sending may see the reset instead.
+    if (tooLarge) expect(tooLarge.status).toBe(413);
+    await waitFor(() => handlers.mock.calls.length === 2, 'the oversized delivery is booked');
+    expect(handlers.mock.calls.every(([ms]) => (ms as number) >= 25)).toBe(true);
+  });
+
+  it('one answered 503 after waiting its WRITE_TIMEOUT_MS for the lock books its answer, not the wait', async () => {
+    const short = await startReceiverBesideOtherConnection({ WEBHOOK_SECRET: secret, WRITE_TIMEOUT_MS: '300' }, new ManualClock(Date.now()));
+    try {
+      const handlers = vi.spyOn(short.r.app.pacer, 'noteDeliveryWork');
+      slowAnswers(25, short.r);
+      short.other.exec('BEGIN IMMEDIATE');
+      const res = await postSigned(short.r.url, secret, JSON.stringify(envelope()));
+      expect(res.status).toBe(503);
+      expect(handlers).toHaveBeenCalledTimes(1);
+      const ms = handlers.mock.calls[0]![0] as number;
+      expect(ms).toBeGreaterThanOrEqual(25);
+      expect(ms).toBeLessThan(150); // not the 300 ms wait
+    } finally {
+      await short.close();
+    }
   });
 });

@@ -309,6 +309,15 @@ describe('IngestFirst (processing yields the event loop to deliveries)', () => {
       expect(await h.held()).toEqual([true, true]);
     });
 
+    it('a lock wait ends that at once, not at the next sample: the loop was busy, so processing is held as before the rule', async () => {
+      const h = shareHarness();
+      h.quarter(5);
+      expect(await h.held()).toEqual([false, false]);
+      h.advance(10); // the same quarter-second
+      h.pacer.noteLockWait();
+      expect(await h.held()).toEqual([true, true]);
+    });
+
     it('under deliveriesRoomBelow, not at it; and 0 turns it off', async () => {
       const at = shareHarness({ deliveriesRoomBelow: 0.1 });
       at.quarter(25); // exactly 10%
