@@ -54,11 +54,12 @@ import type { Pacer } from '../queue/Worker.js';
  * (gained slowly, lost at once; a lock wait ends it too). It grows with the rate of deliveries
  * and with the host's slowness. Why: busy is not the same as busy with deliveries. On a slow host
  * a steady 200-400 deliveries/s kept the loop over 80% busy with the reads, the folds and the sink
- * deliveries, while the handlers took 4-7% of it (0.15-0.20 ms each); held, the folds fell behind
+ * deliveries, while the handlers took 4-5% of it (0.11-0.21 ms each); held, the folds fell behind
  * (fan-out p50 0.9-2.3 s at 400/s), and with the folds alone freed, the events waiting on a result
  * read took 3.5-4.2 s (the folds' charges held the reads). With so few deliveries, processing flat
  * out costs their acknowledgements little (p99 at 200/s 12.5-18.8 ms against 22.1-26.9 ms held).
- * At 1,000/s the handlers took 9-18% (free in 1 sample of 207), at 2,500/s 16% and more. The ingest
+ * At 1,000/s the handlers took 5-15% (free in 0-22 of about 70 samples a run, with acknowledgement
+ * p99 19.8-24.6 ms against 19.6-25.8 ms for the tree before), at 2,500/s 15-17% (never free). The ingest
  * transactions' time is left out on purpose: it falls as the batches grow, and they grow when
  * the loop is busier. Counted with it (deliveries under 25% of the loop), a 1,000/s load freed
  * once stayed free (transactions 11% of the loop against 23% held) and its acknowledgement p99
@@ -67,7 +68,7 @@ import type { Pacer } from '../queue/Worker.js';
  * Real time (performance.now) by default, not the app's business clock: this paces CPU time.
  */
 const MAX_WAIT_MS = 50;
-/** Each sample's weight in the smoothed utilization `roomBelow` is compared with: about a second's memory at 250 ms samples. */
+/** Each sample's weight in the smoothed utilization (`roomBelow`) and the smoothed deliveries' share (`deliveriesRoomBelow`): about a second's memory at 250 ms samples. */
 const ROOM_ALPHA = 0.25;
 
 export interface IngestFirstOptions {
