@@ -172,7 +172,7 @@ export class IngestFirst implements Pacer {
       const utilization = this.utilization();
       this.load = this.lockWaited ? 1 : utilization;
       // The first sample as it is; then each one weighs ROOM_ALPHA.
-      this.steadyLoad = Number.isNaN(this.steadyLoad) ? this.load : this.steadyLoad + ROOM_ALPHA * (this.load - this.steadyLoad);
+      this.steadyLoad = smoothed(this.steadyLoad, this.load);
       // Never while a delivery waits for another process's write lock: each fold is a write.
       // Gained slowly (the smoothed utilization), lost at once (this sample's): a burst after a
       // quiet spell finds the folds on the shared account from its first busy quarter-second.
@@ -181,7 +181,7 @@ export class IngestFirst implements Pacer {
       // whoever keeps the rest of it busy.
       if (now > this.deliveriesSince) {
         const share = Math.min(1, this.deliveriesMs / (now - this.deliveriesSince));
-        this.steadyDeliveries = Number.isNaN(this.steadyDeliveries) ? share : this.steadyDeliveries + ROOM_ALPHA * (share - this.steadyDeliveries);
+        this.steadyDeliveries = smoothed(this.steadyDeliveries, share);
         this.deliveriesRoom = !this.lockWaited && this.steadyDeliveries < this.deliveriesRoomBelow && share < this.deliveriesRoomBelow;
         this.deliveriesMs = 0;
         this.deliveriesSince = now;
@@ -219,6 +219,11 @@ export class IngestFirst implements Pacer {
 /** When the next stretch may start: the shared account's, or one worker's own (`from`). */
 interface Account {
   readyAt: number;
+}
+
+/** `steady` moved ROOM_ALPHA of the way to `sample`; the first sample (`steady` NaN) as it is. */
+function smoothed(steady: number, sample: number): number {
+  return Number.isNaN(steady) ? sample : steady + ROOM_ALPHA * (sample - steady);
 }
 
 function loopUtilization(): () => number {
